@@ -1,0 +1,64 @@
+// swift-tools-version: 6.1
+// LiveAudio: a real-time audio stack for Linux — capture, a graph of effects and mixers, monitoring,
+// AAC encoding and live streaming.
+import PackageDescription
+
+let strict: [SwiftSetting] = [
+    .swiftLanguageMode(.v6),
+    .unsafeFlags(["-warnings-as-errors"], .when(configuration: .debug)),
+]
+
+let package = Package(
+    name: "LiveAudio",
+    platforms: [.macOS(.v15)],
+    products: [
+        .library(name: "LiveAudio", targets: ["LiveAudio"]),
+        .library(name: "AudioCore", targets: ["AudioCore"]),
+        .library(name: "AudioGraph", targets: ["AudioGraph"]),
+        .library(name: "AudioUnits", targets: ["AudioUnits"]),
+        .library(name: "MediaContainers", targets: ["MediaContainers"]),
+        .executable(name: "liveaudio", targets: ["liveaudio"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        .package(url: "https://github.com/ordo-one/malloc-interposer", from: "1.6.0"),
+    ],
+    targets: [
+        // Formats, buffers, conversion, errors, parameters, ring buffers, WAV I/O.
+        .target(name: "AudioCore", swiftSettings: strict),
+        // Container formats: WAV (read incrementally, written in a streaming way).
+        .target(name: "MediaContainers", dependencies: ["AudioCore"], swiftSettings: strict),
+        // The unit model, graph topology, compiled render schedules and their exchange, offline output.
+        .target(name: "AudioGraph", dependencies: ["AudioCore"], swiftSettings: strict),
+        // The units: generators, mixer, gain, players.
+        .target(name: "AudioUnits", dependencies: ["AudioCore", "AudioGraph", "MediaContainers"], swiftSettings: strict),
+        // Umbrella module: re-exports the above, graph files, offline rendering to files.
+        .target(name: "LiveAudio", dependencies: ["AudioCore", "AudioGraph", "AudioUnits", "MediaContainers"], swiftSettings: strict),
+        .executableTarget(
+            name: "liveaudio",
+            dependencies: ["LiveAudio", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            swiftSettings: strict
+        ),
+
+        // Test support: counts allocations made on chosen threads (with the malloc interposer preloaded).
+        .target(name: "CAllocationProbe", path: "Tests/Support/CAllocationProbe"),
+        .executableTarget(
+            name: "AllocationProbe",
+            dependencies: [
+                "LiveAudio", "CAllocationProbe",
+                .product(name: "MallocInterposerSwift", package: "malloc-interposer"),
+            ],
+            path: "Tests/Support/AllocationProbe",
+            swiftSettings: strict
+        ),
+
+        .testTarget(name: "AudioCoreTests", dependencies: ["AudioCore", "MediaContainers"], swiftSettings: strict),
+        .testTarget(name: "AudioGraphTests", dependencies: ["AudioGraph", "AudioUnits"], swiftSettings: strict),
+        .testTarget(name: "AudioUnitsTests", dependencies: ["AudioUnits", "LiveAudio"], swiftSettings: strict),
+        .testTarget(
+            name: "LiveAudioTests",
+            dependencies: ["LiveAudio", "liveaudio", "AllocationProbe"],
+            swiftSettings: strict
+        ),
+    ]
+)

@@ -1,0 +1,169 @@
+/// A non-owning view of Float32 non-interleaved audio: `channelCount` channels of `frameCount` frames each,
+/// channel `c` starting at `base + c * channelStride`.
+///
+/// A `channelStride` of 0 makes every channel alias the first: that is how a mono output feeds a stereo input
+/// without a copy. Views are plain values: creating, slicing and passing them never allocates, so they are what
+/// the render thread passes around. The storage they point at must outlive them.
+public struct BufferView {
+    public let base: UnsafeMutablePointer<Float>
+    public let channelStride: Int
+    public let channelCount: Int
+    public let frameCount: Int
+
+    @inlinable
+    public init(base: UnsafeMutablePointer<Float>, channelStride: Int, channelCount: Int, frameCount: Int) {
+        self.base = base
+        self.channelStride = channelStride
+        self.channelCount = channelCount
+        self.frameCount = frameCount
+    }
+
+    /// The samples of one channel.
+    @inlinable
+    public subscript(channel: Int) -> UnsafeMutableBufferPointer<Float> {
+        UnsafeMutableBufferPointer(start: base + channel * channelStride, count: frameCount)
+    }
+
+    /// The first `frames` frames of this view.
+    @inlinable
+    public func prefix(_ frames: Int) -> BufferView {
+        BufferView(base: base, channelStride: channelStride, channelCount: channelCount, frameCount: min(frames, frameCount))
+    }
+
+    /// Frames `offset ..< offset + frames` of this view.
+    @inlinable
+    public func slice(from offset: Int, frames: Int) -> BufferView {
+        BufferView(base: base + offset, channelStride: channelStride, channelCount: channelCount, frameCount: frames)
+    }
+
+    /// This view seen with `channels` channels: a mono view is repeated into every channel (stride 0); otherwise
+    /// the channel count must already match.
+    @inlinable
+    public func upmixed(to channels: Int) -> BufferView {
+        if channels == channelCount { return self }
+        precondition(channelCount == 1, "only mono views can be upmixed")
+        return BufferView(base: base, channelStride: 0, channelCount: channels, frameCount: frameCount)
+    }
+
+    /// Writes zeros into every channel.
+    @inlinable
+    public func clear() {
+        for c in 0..<channelCount { self[c].update(repeating: 0) }
+    }
+
+    /// Copies `source` into this view; the frame counts must match, and `source` must have this view's channel count
+    /// or be mono (then it is copied into every channel).
+    @inlinable
+    public func copy(from source: BufferView) {
+        precondition(source.frameCount >= frameCount)
+        for c in 0..<channelCount {
+            let from = source[source.channelCount == 1 ? 0 : c]
+            let to = self[c]
+            if from.baseAddress != to.baseAddress {
+                to.baseAddress!.update(from: from.baseAddress!, count: frameCount)
+            }
+        }
+    }
+}
+
+/// An owning Float32 non-interleaved buffer with preallocated storage, the graph's buffer type.
+///
+/// Storage for `channelCount × capacity` samples is allocated once, 64-byte aligned, each channel padded to a
+/// multiple of 16 samples. Use ``view(frames:)`` to hand the storage to code that must not allocate.
+///
+/// Thread safety: a buffer has no internal synchronization; give it to one thread at a time.
+public final class PCMBuffer: @unchecked Sendable {
+    public let channelCount: Int
+    /// The most frames the buffer can hold.
+    public let capacity: Int
+    /// Frames currently valid, for callers that track it; views take the count they need explicitly.
+    public var frameLength: Int
+    /// Distance in samples between the starts of two channels.
+    public let channelStride: Int
+    public let storage: UnsafeMutablePointer<Float>
+
+    public init(channelCount: Int, capacity: Int) {
+        precondition(channelCount > 0 && capacity >= 0)
+        self.channelCount = channelCount
+        self.capacity = capacity
+        self.frameLength = 0
+        self.channelStride = (max(capacity, 1) + 15) & ~15
+        let raw = UnsafeMutableRawPointer.allocate(
+            byteCount: channelStride * channelCount * MemoryLayout<Float>.stride, alignment: 64)
+        storage = raw.bindMemory(to: Float.self, capacity: channelStride * channelCount)
+        storage.initialize(repeating: 0, count: channelStride * channelCount)
+    }
+
+    deinit { UnsafeMutableRawPointer(storage).deallocate() }
+
+    /// A view of the first `frames` frames (at most ``capacity``).
+    @inlinable
+    public func view(frames: Int) -> BufferView {
+        precondition(frames <= capacity, "view of \(frames) frames exceeds capacity \(capacity)")
+        return BufferView(base: storage, channelStride: channelStride, channelCount: channelCount, frameCount: frames)
+    }
+
+    /// A view of the first ``frameLength`` frames.
+    public var view: BufferView { view(frames: frameLength) }
+
+    /// One channel's first ``frameLength`` samples as an array (for tests and tools; allocates).
+    public func channelArray(_ channel: Int) -> [Float] { Array(view[channel]) }
+
+    /// Creates a buffer holding the given channels (all the same length).
+    public convenience init(channels: [[Float]]) {
+        let frames = channels.first?.count ?? 0
+        precondition(channels.allSatisfy { $0.count == frames }, "channels must have equal lengths")
+        self.init(channelCount: max(channels.count, 1), capacity: frames)
+        frameLength = frames
+        for (c, samples) in channels.enumerated() {
+            samples.withUnsafeBufferPointer { (storage + c * channelStride).update(from: $0.baseAddress!, count: frames) }
+        }
+    }
+}
+
+/// A non-owning view of audio in any ``StreamFormat``: one byte plane when interleaved, one per channel otherwise,
+/// planes `planeStride` bytes apart.
+public struct RawBufferView {
+    public let format: StreamFormat
+    public let base: UnsafeMutableRawPointer
+    public let planeStride: Int
+    public let frameCount: Int
+
+    public init(format: StreamFormat, base: UnsafeMutableRawPointer, planeStride: Int, frameCount: Int) {
+        self.format = format
+        self.base = base
+        self.planeStride = planeStride
+        self.frameCount = frameCount
+    }
+
+    /// Start of plane `index` (0 ..< format.bufferCount).
+    @inlinable
+    public func plane(_ index: Int) -> UnsafeMutableRawPointer { base + index * planeStride }
+
+    /// Bytes valid in each plane.
+    public var byteCountPerPlane: Int { frameCount * format.bytesPerFrame }
+}
+
+/// An owning buffer in any ``StreamFormat`` (Int16 interleaved from a device, 24-bit from a file, …).
+public final class RawPCMBuffer: @unchecked Sendable {
+    public let format: StreamFormat
+    public let capacity: Int
+    public let planeStride: Int
+    public let storage: UnsafeMutableRawPointer
+
+    public init(format: StreamFormat, capacity: Int) {
+        self.format = format
+        self.capacity = capacity
+        self.planeStride = (max(capacity, 1) * format.bytesPerFrame + 63) & ~63
+        storage = UnsafeMutableRawPointer.allocate(byteCount: planeStride * format.bufferCount, alignment: 64)
+        storage.initializeMemory(as: UInt8.self, repeating: 0, count: planeStride * format.bufferCount)
+    }
+
+    deinit { storage.deallocate() }
+
+    @inlinable
+    public func view(frames: Int) -> RawBufferView {
+        precondition(frames <= capacity, "view of \(frames) frames exceeds capacity \(capacity)")
+        return RawBufferView(format: format, base: storage, planeStride: planeStride, frameCount: frames)
+    }
+}

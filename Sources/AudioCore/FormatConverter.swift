@@ -1,0 +1,128 @@
+/// Converts between a client ``StreamFormat`` (any sample type, interleaved or not) and the graph's Float32
+/// non-interleaved layout, at the same sample rate and channel count.
+///
+/// Integer to float divides by full scale (2¹⁵, 2²³, 2³¹), so an Int16 → Float → Int16 round trip is exact.
+/// Float to integer rounds to nearest and clips to the type's range: +1.0 becomes 32767, never wraps to −32768;
+/// NaN becomes 0. Multi-byte samples are little-endian, as in WAV files and on every platform LiveAudio targets.
+///
+/// Conversion never allocates; create the converter off the render thread, then call it from anywhere.
+public struct FormatConverter: Sendable {
+    public let client: StreamFormat
+    public let graph: StreamFormat
+
+    /// - Throws: ``AudioError`` `.formatMismatch` when the rates or channel counts differ, or `graph` is not
+    ///   Float32 non-interleaved.
+    public init(client: StreamFormat, graph: StreamFormat) throws(AudioError) {
+        guard graph.isGraphLayout else {
+            throw AudioError(.formatMismatch, "graph side must be Float32 non-interleaved, got \(graph)")
+        }
+        guard client.sampleRate == graph.sampleRate else {
+            throw AudioError(
+                .formatMismatch,
+                "sample rates differ: client \(client) vs graph \(graph) (resampling is not done by this converter)")
+        }
+        guard client.channelCount == graph.channelCount else {
+            throw AudioError(.formatMismatch, "channel counts differ: client \(client) vs graph \(graph)")
+        }
+        self.client = client
+        self.graph = graph
+    }
+
+    /// Client bytes → graph floats, `min(source.frameCount, destination.frameCount)` frames.
+    public func decode(_ source: RawBufferView, into destination: BufferView) {
+        PCMConversion.decode(source, into: destination)
+    }
+
+    /// Graph floats → client bytes, `min(source.frameCount, destination.frameCount)` frames.
+    public func encode(_ source: BufferView, into destination: RawBufferView) {
+        PCMConversion.encode(source, into: destination)
+    }
+}
+
+/// The conversion kernels behind ``FormatConverter``, usable directly when the formats are already known to match.
+public enum PCMConversion {
+    static let int16Scale: Float = 32768
+    static let int24Scale: Float = 8_388_608
+    static let int32Scale: Double = 2_147_483_648
+
+    /// Where channel `c`'s samples start in `view`, and the distance in bytes between two of its samples.
+    @inline(__always)
+    static func layout(_ view: RawBufferView, channel c: Int) -> (UnsafeMutableRawPointer, Int) {
+        let f = view.format
+        let bps = f.sampleType.bytesPerSample
+        return f.isInterleaved ? (view.base + c * bps, bps * f.channelCount) : (view.plane(c), bps)
+    }
+
+    public static func decode(_ source: RawBufferView, into destination: BufferView) {
+        let frames = min(source.frameCount, destination.frameCount)
+        let channels = min(source.format.channelCount, destination.channelCount)
+        for c in 0..<channels {
+            let (src, step) = layout(source, channel: c)
+            let out = destination[c].baseAddress!
+            switch source.format.sampleType {
+            case .int16:
+                for i in 0..<frames {
+                    out[i] = Float(src.loadUnaligned(fromByteOffset: i * step, as: Int16.self)) / int16Scale
+                }
+            case .int24:
+                for i in 0..<frames {
+                    let p = src + i * step
+                    let b0 = Int32(p.load(fromByteOffset: 0, as: UInt8.self))
+                    let b1 = Int32(p.load(fromByteOffset: 1, as: UInt8.self))
+                    let b2 = Int32(Int8(bitPattern: p.load(fromByteOffset: 2, as: UInt8.self)))
+                    out[i] = Float(b2 << 16 | b1 << 8 | b0) / int24Scale
+                }
+            case .int32:
+                for i in 0..<frames {
+                    out[i] = Float(Double(src.loadUnaligned(fromByteOffset: i * step, as: Int32.self)) / int32Scale)
+                }
+            case .float32:
+                for i in 0..<frames {
+                    out[i] = src.loadUnaligned(fromByteOffset: i * step, as: Float.self)
+                }
+            }
+        }
+    }
+
+    public static func encode(_ source: BufferView, into destination: RawBufferView) {
+        let frames = min(source.frameCount, destination.frameCount)
+        let channels = min(source.channelCount, destination.format.channelCount)
+        for c in 0..<channels {
+            let (dst, step) = layout(destination, channel: c)
+            let input = source[c].baseAddress!
+            switch destination.format.sampleType {
+            case .int16:
+                for i in 0..<frames {
+                    dst.storeBytes(of: Int16(clipped(input[i], scale: int16Scale, max: 32767)), toByteOffset: i * step, as: Int16.self)
+                }
+            case .int24:
+                for i in 0..<frames {
+                    let v = Int32(clipped(input[i], scale: int24Scale, max: 8_388_607))
+                    let p = dst + i * step
+                    p.storeBytes(of: UInt8(truncatingIfNeeded: v), toByteOffset: 0, as: UInt8.self)
+                    p.storeBytes(of: UInt8(truncatingIfNeeded: v >> 8), toByteOffset: 1, as: UInt8.self)
+                    p.storeBytes(of: UInt8(truncatingIfNeeded: v >> 16), toByteOffset: 2, as: UInt8.self)
+                }
+            case .int32:
+                for i in 0..<frames {
+                    let x = Double(input[i])
+                    let v: Int32 =
+                        x.isNaN ? 0 : x >= 1 ? .max : x <= -1 ? .min : Int32((x * int32Scale).rounded())
+                    dst.storeBytes(of: v, toByteOffset: i * step, as: Int32.self)
+                }
+            case .float32:
+                for i in 0..<frames {
+                    dst.storeBytes(of: input[i], toByteOffset: i * step, as: Float.self)
+                }
+            }
+        }
+    }
+
+    /// `x · scale`, rounded to nearest and clipped to `-scale … max`; NaN gives 0.
+    @inline(__always)
+    static func clipped(_ x: Float, scale: Float, max: Float) -> Int32 {
+        guard !x.isNaN else { return 0 }
+        let v = (x * scale).rounded()
+        return Int32(v >= max ? max : v <= -scale ? -scale : v)
+    }
+}

@@ -1,0 +1,52 @@
+import AudioCore
+
+/// Pulls a graph as fast as the CPU allows, with no device: the GenericOutput role.
+///
+/// Each call renders the next frames; sample time advances by what was rendered. Any block size from 0 to the
+/// graph's maximum may be asked for, and for a deterministic graph the audio does not depend on the block sizes.
+/// File sources are read ahead on the calling thread before each cycle, never inside the render.
+///
+/// Thread safety: one thread at a time; that thread is the graph's render thread while it renders.
+public final class OfflineRenderer {
+    public let graph: RenderGraph
+    /// Frames rendered so far: the sample time of the next cycle.
+    public private(set) var sampleTime: Int64 = 0
+
+    public init(graph: RenderGraph) {
+        self.graph = graph
+    }
+
+    /// Renders the next `frames` frames and returns them; the view is valid until the next call. Does not
+    /// allocate.
+    /// - Throws: ``AudioError`` `.invalidState` when the graph is not initialized, `.tooManyFrames` above its
+    ///   maximum, or a file source's read error.
+    public func render(frames: Int) throws(AudioError) -> BufferView {
+        guard frames >= 0, frames <= graph.maximumFrames else {
+            throw AudioError(
+                .tooManyFrames, "cannot render \(frames) frames in one cycle (0 … \(graph.maximumFrames))")
+        }
+        guard graph.canRender else {
+            throw AudioError(.invalidState, "cannot render: initialize the graph first")
+        }
+        try graph.prefetch(frames: frames)
+        guard let view = graph.renderCycle(frames: frames, timeStamp: RenderTimeStamp(sampleTime: sampleTime)) else {
+            throw AudioError(.invalidState, "cannot render: the graph was uninitialized")
+        }
+        sampleTime += Int64(frames)
+        return view
+    }
+
+    /// Renders `destination.frameCount` frames into `destination` (the graph's channel count), in cycles of at
+    /// most `blockFrames` (the graph's maximum by default).
+    public func render(into destination: BufferView, blockFrames: Int? = nil) throws(AudioError) {
+        let block = min(blockFrames ?? graph.maximumFrames, graph.maximumFrames)
+        guard block > 0 else { throw AudioError(.tooManyFrames, "blockFrames must be at least 1") }
+        var done = 0
+        while done < destination.frameCount {
+            let n = min(block, destination.frameCount - done)
+            let out = try render(frames: n)
+            destination.slice(from: done, frames: n).copy(from: out)
+            done += n
+        }
+    }
+}

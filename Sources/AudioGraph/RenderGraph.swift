@@ -1,0 +1,512 @@
+import AudioCore
+import Synchronization
+
+/// Identifies a node in a ``RenderGraph``. ``RenderGraph/output`` is the graph's output.
+public struct NodeID: Hashable, Sendable, CustomStringConvertible {
+    let raw: Int
+    public var description: String { "node \(raw)" }
+}
+
+/// A user render callback feeding an input bus in the graph's format (Float32 non-interleaved): fill every channel
+/// of the view. Called on the render thread: no allocation, lock, logging or I/O.
+public typealias RenderCallback = @Sendable (_ buffer: BufferView, _ timeStamp: RenderTimeStamp) -> Void
+
+/// A user render callback feeding an input bus in a client format of its choice (Int16 interleaved, …);
+/// the graph converts to Float32. Called on the render thread.
+public typealias ClientRenderCallback = @Sendable (_ buffer: RawBufferView, _ timeStamp: RenderTimeStamp) -> Void
+
+/// A node: a unit, its name, and the buffers its output buses render into.
+final class NodeRecord: @unchecked Sendable {
+    let id: NodeID
+    let name: String
+    let unit: RenderUnit
+    private(set) var outputBuffers: [PCMBuffer] = []
+
+    init(id: NodeID, name: String, unit: RenderUnit) {
+        self.id = id
+        self.name = name
+        self.unit = unit
+    }
+
+    func allocateBuffers(maximumFrames: Int) {
+        if outputBuffers.first?.capacity == maximumFrames { return }
+        outputBuffers = unit.outputFormats.map { PCMBuffer(channelCount: $0.channelCount, capacity: maximumFrames) }
+    }
+}
+
+/// An input bus fed by a user callback, with the buffer it fills (and conversion from a client format).
+final class CallbackInput: @unchecked Sendable {
+    let graphFormat: StreamFormat
+    let buffer: PCMBuffer
+    private let floatCallback: RenderCallback?
+    private let clientCallback: ClientRenderCallback?
+    private let clientBuffer: RawPCMBuffer?
+
+    init(graphFormat: StreamFormat, maximumFrames: Int, callback: @escaping RenderCallback) {
+        self.graphFormat = graphFormat
+        buffer = PCMBuffer(channelCount: graphFormat.channelCount, capacity: maximumFrames)
+        floatCallback = callback
+        clientCallback = nil
+        clientBuffer = nil
+    }
+
+    init(graphFormat: StreamFormat, client: StreamFormat, maximumFrames: Int, callback: @escaping ClientRenderCallback) {
+        self.graphFormat = graphFormat
+        buffer = PCMBuffer(channelCount: graphFormat.channelCount, capacity: maximumFrames)
+        floatCallback = nil
+        clientCallback = callback
+        clientBuffer = RawPCMBuffer(format: client, capacity: maximumFrames)
+    }
+
+    /// Render thread: runs the callback into `view` (this input's buffer).
+    @inline(__always)
+    func fill(_ view: BufferView, timeStamp: RenderTimeStamp) {
+        if let floatCallback {
+            floatCallback(view, timeStamp)
+        } else if let clientCallback, let clientBuffer {
+            let raw = clientBuffer.view(frames: view.frameCount)
+            clientCallback(raw, timeStamp)
+            PCMConversion.decode(raw, into: view)
+        }
+    }
+}
+
+/// A graph of units: LiveAudio's AUGraph.
+///
+/// The topology (nodes, connections) lives on the control side. Every change compiles a new ``RenderSchedule``
+/// off the render thread and publishes it atomically; the render thread picks it up at the start of its next
+/// cycle, and the schedule it replaces is freed back on the control side. So nodes can be added, removed,
+/// connected and disconnected while another thread renders, with no lock and no allocation on that thread.
+///
+/// Lifecycle: ``initialize()`` (prepares every unit) → ``start()`` → ``stop()`` → ``uninitialize()``; calls out of
+/// order throw ``AudioError`` `.invalidState`. The graph output is pulled by a driver — ``OfflineRenderer`` for
+/// offline rendering, a device's I/O unit in real time — via ``renderCycle(frames:timeStamp:)``.
+///
+/// Thread safety: every method except ``renderCycle(frames:timeStamp:)`` is control-thread API and may be called
+/// from several threads (calls are serialized by a lock that the render thread never takes).
+public final class RenderGraph: @unchecked Sendable {
+    public enum State: Int, Sendable {
+        case uninitialized, initialized, running
+    }
+
+    /// The graph output's format: every unit runs at its sample rate; its channel count is what drivers receive.
+    public let format: StreamFormat
+    /// The most frames one render cycle can ask for.
+    public let maximumFrames: Int
+    /// The graph's output node; connect the last node to it.
+    public let output = NodeID(raw: 0)
+
+    private struct Endpoint: Hashable {
+        let node: NodeID
+        let bus: Int
+    }
+    private enum Source {
+        case node(Endpoint)
+        case callback(CallbackInput)
+    }
+    private struct Topology {
+        var nextID = 1
+        var nodes: [NodeID: NodeRecord] = [:]
+        var insertionOrder: [NodeID] = []
+        var sources: [Endpoint: Source] = [:]
+        var state: State = .uninitialized
+    }
+
+    private let control: Mutex<Topology>
+    private let exchange = ScheduleExchange<RenderSchedule>()
+    private let renderState = Atomic<Int>(State.uninitialized.rawValue)
+    private let silence: PCMBuffer
+    /// Incremented for each schedule published (for tests and diagnostics).
+    private let generation = Atomic<Int>(0)
+
+    /// - Parameters:
+    ///   - format: the output format; must be Float32 non-interleaved (see ``StreamFormat/graph(sampleRate:channelCount:)``).
+    ///   - maximumFrames: the largest render cycle (1 … 65536).
+    public init(format: StreamFormat, maximumFrames: Int = 4096) throws(AudioError) {
+        guard format.isGraphLayout else {
+            throw AudioError(.invalidFormat, "a graph runs in Float32 non-interleaved, got \(format)")
+        }
+        guard (1...65536).contains(maximumFrames) else {
+            throw AudioError(.invalidFormat, "maximumFrames must be between 1 and 65536, got \(maximumFrames)")
+        }
+        self.format = format
+        self.maximumFrames = maximumFrames
+        silence = PCMBuffer(channelCount: 1, capacity: maximumFrames)
+        control = Mutex(Topology())
+    }
+
+    deinit {
+        exchange.deactivate()
+        control.withLock { t in for n in t.nodes.values { n.unit.membership.store(false, ordering: .relaxed) } }
+    }
+
+    public var state: State { control.withLock { $0.state } }
+    public var spec: RenderSpec { RenderSpec(sampleRate: format.sampleRate, maximumFrames: maximumFrames) }
+
+    // MARK: Nodes
+
+    /// Adds a unit. In an initialized graph the unit is prepared here, on the calling thread.
+    /// - Parameter name: used in error messages and diagnostics; defaults to `kind#n`.
+    /// - Throws: ``AudioError`` `.invalidNode` when the unit already belongs to a graph, `.unsupportedSampleRate`
+    ///   when its formats are at another rate than the graph's.
+    @discardableResult
+    public func addNode(_ unit: RenderUnit, name: String? = nil) throws(AudioError) -> NodeID {
+        let label = name ?? unit.kind
+        for f in unit.inputFormats + unit.outputFormats where f.sampleRate != format.sampleRate {
+            throw AudioError(
+                .unsupportedSampleRate,
+                "node '\(label)' (\(unit.kind)) runs at \(formatHz(f.sampleRate)) but the graph runs at "
+                    + "\(formatHz(format.sampleRate)); resample it first")
+        }
+        guard unit.membership.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged
+        else {
+            throw AudioError(.invalidNode, "node '\(label)': the \(unit.kind) unit already belongs to a graph")
+        }
+        do throws(AudioError) {
+            return try control.withLock { (t: inout Topology) throws(AudioError) -> NodeID in
+                let id = NodeID(raw: t.nextID)
+                t.nextID += 1
+                let record = NodeRecord(id: id, name: name ?? "\(unit.kind)#\(id.raw)", unit: unit)
+                if t.state != .uninitialized {
+                    try unit.prepare(spec)
+                    record.allocateBuffers(maximumFrames: maximumFrames)
+                }
+                t.nodes[id] = record
+                t.insertionOrder.append(id)
+                if t.state != .uninitialized { publish(t) }
+                return id
+            }
+        } catch {
+            unit.membership.store(false, ordering: .releasing)
+            throw error
+        }
+    }
+
+    /// Removes a node and every connection to or from it.
+    public func removeNode(_ id: NodeID) throws(AudioError) {
+        try control.withLock { (t: inout Topology) throws(AudioError) in
+            guard let record = t.nodes[id] else { throw unknownNode(id) }
+            t.nodes[id] = nil
+            t.insertionOrder.removeAll { $0 == id }
+            t.sources = t.sources.filter { key, source in
+                if key.node == id { return false }
+                if case .node(let from) = source, from.node == id { return false }
+                return true
+            }
+            record.unit.membership.store(false, ordering: .releasing)
+            if t.state != .uninitialized { publish(t) }
+        }
+    }
+
+    /// The unit of a node.
+    public func unit(_ id: NodeID) throws(AudioError) -> RenderUnit {
+        try control.withLock { (t: inout Topology) throws(AudioError) -> RenderUnit in
+            guard let r = t.nodes[id] else { throw unknownNode(id) }
+            return r.unit
+        }
+    }
+
+    /// The name a node was added with.
+    public func name(of id: NodeID) -> String? {
+        id == output ? "output" : control.withLock { $0.nodes[id]?.name }
+    }
+
+    /// Every node, in the order added.
+    public var nodes: [NodeID] { control.withLock { $0.insertionOrder } }
+
+    // MARK: Connections
+
+    /// Connects output bus `sourceBus` of `source` to input bus `destinationBus` of `destination` (or of
+    /// ``output``). One output may feed any number of inputs (it is rendered once per cycle); an input takes one
+    /// connection. A mono output may feed an input with more channels: it is copied to every channel.
+    /// - Throws: ``AudioError`` `.invalidNode`, `.invalidBus`, `.formatMismatch` (naming both formats), `.cycle`
+    ///   (naming the cycle), or `.invalidState` when the input is already connected.
+    public func connect(_ source: NodeID, bus sourceBus: Int = 0, to destination: NodeID, bus destinationBus: Int = 0)
+        throws(AudioError)
+    {
+        try control.withLock { (t: inout Topology) throws(AudioError) in
+            guard let from = t.nodes[source] else { throw unknownNode(source) }
+            guard from.unit.outputFormats.indices.contains(sourceBus) else {
+                throw AudioError(
+                    .invalidBus,
+                    "'\(from.name)' has no output bus \(sourceBus) (it has \(from.unit.outputBusCount))")
+            }
+            let target = try inputFormat(t, destination, destinationBus)
+            let produced = from.unit.outputFormats[sourceBus]
+            guard produced.channelCount == target.channelCount || produced.channelCount == 1 else {
+                throw AudioError(
+                    .formatMismatch,
+                    "cannot connect '\(from.name)' output bus \(sourceBus) (\(produced)) to '\(nameOf(t, destination))' "
+                        + "input bus \(destinationBus) (\(target)): channel counts differ")
+            }
+            let key = Endpoint(node: destination, bus: destinationBus)
+            if let existing = t.sources[key] {
+                throw AudioError(
+                    .invalidState,
+                    "input bus \(destinationBus) of '\(nameOf(t, destination))' is already fed by "
+                        + "\(describe(t, existing)); disconnect it first")
+            }
+            if let path = pathDownstream(t, from: destination, to: source) {
+                let names = ([source] + path).map { nameOf(t, $0) }
+                throw AudioError(
+                    .cycle,
+                    "connecting '\(from.name)' to '\(nameOf(t, destination))' would create a cycle: "
+                        + names.joined(separator: " → "))
+            }
+            t.sources[key] = .node(Endpoint(node: source, bus: sourceBus))
+            if t.state != .uninitialized { publish(t) }
+        }
+    }
+
+    /// Removes whatever feeds input bus `bus` of `destination`. Disconnecting an unconnected input does nothing.
+    public func disconnect(_ destination: NodeID, bus: Int = 0) throws(AudioError) {
+        try control.withLock { (t: inout Topology) throws(AudioError) in
+            _ = try inputFormat(t, destination, bus)
+            if t.sources.removeValue(forKey: Endpoint(node: destination, bus: bus)) != nil, t.state != .uninitialized {
+                publish(t)
+            }
+        }
+    }
+
+    /// Feeds input bus `bus` of `destination` from `callback`, in the graph's Float32 format, instead of a node.
+    public func setInputCallback(_ destination: NodeID, bus: Int = 0, _ callback: @escaping RenderCallback)
+        throws(AudioError)
+    {
+        try control.withLock { (t: inout Topology) throws(AudioError) in
+            let target = try inputFormat(t, destination, bus)
+            try setSource(&t, destination, bus, .callback(CallbackInput(graphFormat: target, maximumFrames: maximumFrames, callback: callback)))
+        }
+    }
+
+    /// Feeds input bus `bus` of `destination` from `callback` in `clientFormat` (any sample type, interleaved or
+    /// not, the bus's rate and channel count); the graph converts to Float32.
+    /// - Throws: ``AudioError`` `.formatMismatch` when rate or channel count differ from the bus's.
+    public func setInputCallback(
+        _ destination: NodeID, bus: Int = 0, format clientFormat: StreamFormat,
+        _ callback: @escaping ClientRenderCallback
+    ) throws(AudioError) {
+        try control.withLock { (t: inout Topology) throws(AudioError) in
+            let target = try inputFormat(t, destination, bus)
+            _ = try FormatConverter(client: clientFormat, graph: target)
+            let input = CallbackInput(
+                graphFormat: target, client: clientFormat, maximumFrames: maximumFrames, callback: callback)
+            try setSource(&t, destination, bus, .callback(input))
+        }
+    }
+
+    private func setSource(_ t: inout Topology, _ destination: NodeID, _ bus: Int, _ source: Source) throws(AudioError) {
+        let key = Endpoint(node: destination, bus: bus)
+        if let existing = t.sources[key] {
+            throw AudioError(
+                .invalidState,
+                "input bus \(bus) of '\(nameOf(t, destination))' is already fed by \(describe(t, existing)); "
+                    + "disconnect it first")
+        }
+        t.sources[key] = source
+        if t.state != .uninitialized { publish(t) }
+    }
+
+    // MARK: Lifecycle
+
+    /// Prepares every unit for the graph's spec and compiles the first schedule.
+    /// - Throws: ``AudioError`` `.invalidState` when already initialized, or what a unit's prepare throws.
+    public func initialize() throws(AudioError) {
+        try control.withLock { (t: inout Topology) throws(AudioError) in
+            guard t.state == .uninitialized else {
+                throw AudioError(.invalidState, "the graph is already initialized")
+            }
+            for id in t.insertionOrder {
+                let record = t.nodes[id]!
+                do throws(AudioError) {
+                    try record.unit.prepare(spec)
+                } catch {
+                    throw AudioError(error.code, "node '\(record.name)': \(error.message)")
+                }
+                record.allocateBuffers(maximumFrames: maximumFrames)
+            }
+            t.state = .initialized
+            renderState.store(State.initialized.rawValue, ordering: .releasing)
+            publish(t)
+        }
+    }
+
+    /// Marks the graph running: drivers may now pull it.
+    /// - Throws: ``AudioError`` `.invalidState` unless initialized and stopped.
+    public func start() throws(AudioError) {
+        try transition(from: .initialized, to: .running, "start", need: "initialize it first")
+    }
+
+    /// Marks the graph stopped. Units keep their state; ``start()`` resumes.
+    public func stop() throws(AudioError) {
+        try transition(from: .running, to: .initialized, "stop", need: "it is not running")
+    }
+
+    /// Frees the render schedule and returns to the uninitialized state. Call when no render is in progress.
+    /// - Throws: ``AudioError`` `.invalidState` when running (stop first) or not initialized.
+    public func uninitialize() throws(AudioError) {
+        try control.withLock { (t: inout Topology) throws(AudioError) in
+            switch t.state {
+            case .running: throw AudioError(.invalidState, "cannot uninitialize a running graph; stop it first")
+            case .uninitialized: throw AudioError(.invalidState, "the graph is not initialized")
+            case .initialized: break
+            }
+            t.state = .uninitialized
+            renderState.store(State.uninitialized.rawValue, ordering: .releasing)
+            exchange.deactivate()
+        }
+    }
+
+    /// Resets every unit's state (phases, delay lines, file positions). Control thread, no render in progress.
+    public func reset() {
+        control.withLock { t in for id in t.insertionOrder { t.nodes[id]!.unit.reset() } }
+    }
+
+    /// Frees schedules the render thread has finished with. Publishing a change does this too; long-running
+    /// hosts that rarely change the graph may call it from time to time.
+    public func collectGarbage() { exchange.collect() }
+
+    private func transition(from: State, to: State, _ verb: String, need: String) throws(AudioError) {
+        try control.withLock { (t: inout Topology) throws(AudioError) in
+            guard t.state == from else { throw AudioError(.invalidState, "cannot \(verb) the graph: \(need)") }
+            t.state = to
+            renderState.store(to.rawValue, ordering: .releasing)
+        }
+    }
+
+    // MARK: Rendering
+
+    /// True when drivers may call ``renderCycle(frames:timeStamp:)``: initialized (offline) or running.
+    public var canRender: Bool { renderState.load(ordering: .acquiring) != State.uninitialized.rawValue }
+
+    /// Renders one cycle and returns the output, valid until the next cycle. Render thread only; never allocates,
+    /// locks or blocks. Returns nil when the graph is not initialized or `frames` exceeds ``maximumFrames``.
+    /// With nothing connected to the output, the output is silence.
+    @inline(__always)
+    public func renderCycle(frames: Int, timeStamp: RenderTimeStamp) -> BufferView? {
+        guard frames >= 0, frames <= maximumFrames, let schedule = exchange.acquire() else { return nil }
+        return schedule._withUnsafeGuaranteedRef { $0.run(frames: frames, timeStamp: timeStamp) }
+    }
+
+    /// Offline callers: makes file sources read ahead `frames` frames on this thread before a cycle.
+    func prefetch(frames: Int) throws(AudioError) {
+        guard let schedule = exchange.acquire() else { return }
+        for p in schedule.takeUnretainedValue().prefetchers { try p.prefetch(frames: frames) }
+    }
+
+    /// Names of the nodes the current schedule renders, in order (diagnostics and tests).
+    public var renderOrder: [String] {
+        control.withLock { t in compile(t).order }
+    }
+
+    /// Number of schedules published so far.
+    public var scheduleGeneration: Int { generation.load(ordering: .relaxed) }
+
+    // MARK: Compilation
+
+    private func publish(_ t: Topology) {
+        exchange.publish(compile(t))
+        generation.add(1, ordering: .relaxed)
+    }
+
+    /// Builds a schedule: depth-first from the output, each reachable node once, after its inputs.
+    private func compile(_ t: Topology) -> RenderSchedule {
+        var order: [NodeRecord] = []
+        var visited = Set<NodeID>()
+        func visit(_ id: NodeID) {
+            guard id != output, !visited.contains(id), let record = t.nodes[id] else { return }
+            visited.insert(id)
+            for bus in 0..<record.unit.inputBusCount {
+                if case .node(let from)? = t.sources[Endpoint(node: id, bus: bus)] { visit(from.node) }
+            }
+            order.append(record)
+        }
+        if case .node(let from)? = t.sources[Endpoint(node: output, bus: 0)] { visit(from.node) }
+
+        var steps: [ScheduleStep] = []
+        var inputs: [BusSource] = []
+        var outputs: [BusSource] = []
+        var callbacks: [CallbackInput] = []
+        let silent = BusSource(base: silence.storage, stride: 0, channels: 1)
+
+        func resolve(_ key: Endpoint, channels: Int) -> BusSource {
+            switch t.sources[key] {
+            case .node(let from)?:
+                let buffer = t.nodes[from.node]!.outputBuffers[from.bus]
+                let mono = buffer.channelCount == 1 && channels > 1
+                return BusSource(base: buffer.storage, stride: mono ? 0 : buffer.channelStride, channels: channels)
+            case .callback(let cb)?:
+                callbacks.append(cb)
+                steps.append(
+                    ScheduleStep(unit: nil, callback: cb, inputStart: inputs.count, inputCount: 0, outputStart: outputs.count, outputCount: 1))
+                outputs.append(BusSource(base: cb.buffer.storage, stride: cb.buffer.channelStride, channels: channels))
+                return BusSource(base: cb.buffer.storage, stride: cb.buffer.channelStride, channels: channels)
+            case nil:
+                return BusSource(base: silent.base, stride: 0, channels: channels)
+            }
+        }
+
+        for record in order {
+            let unit = record.unit
+            // Callback steps for this node's inputs go first, then the node's own step.
+            let resolved = unit.inputFormats.indices.map {
+                resolve(Endpoint(node: record.id, bus: $0), channels: unit.inputFormats[$0].channelCount)
+            }
+            let inputStart = inputs.count
+            inputs += resolved
+            let outputStart = outputs.count
+            outputs += record.outputBuffers.map { BusSource(base: $0.storage, stride: $0.channelStride, channels: $0.channelCount) }
+            steps.append(
+                ScheduleStep(
+                    unit: unit, callback: nil, inputStart: inputStart, inputCount: resolved.count, outputStart: outputStart,
+                    outputCount: record.outputBuffers.count))
+        }
+        let out = resolve(Endpoint(node: output, bus: 0), channels: format.channelCount)
+        return RenderSchedule(
+            nodes: order, callbacks: callbacks, steps: steps, inputs: inputs, outputs: outputs, output: out,
+            silence: silence)
+    }
+
+    // MARK: Helpers (control thread, lock held)
+
+    private func inputFormat(_ t: Topology, _ id: NodeID, _ bus: Int) throws(AudioError) -> StreamFormat {
+        if id == output {
+            guard bus == 0 else { throw AudioError(.invalidBus, "the graph output has one input bus (0), not \(bus)") }
+            return format
+        }
+        guard let r = t.nodes[id] else { throw unknownNode(id) }
+        guard r.unit.inputFormats.indices.contains(bus) else {
+            throw AudioError(.invalidBus, "'\(r.name)' has no input bus \(bus) (it has \(r.unit.inputBusCount))")
+        }
+        return r.unit.inputFormats[bus]
+    }
+
+    /// A path `from → … → to` following connections downstream (source to consumer), or nil.
+    private func pathDownstream(_ t: Topology, from: NodeID, to: NodeID) -> [NodeID]? {
+        if from == to { return [to] }
+        var consumers: [NodeID: [NodeID]] = [:]
+        for (key, source) in t.sources {
+            if case .node(let s) = source { consumers[s.node, default: []].append(key.node) }
+        }
+        var visited = Set<NodeID>()
+        func dfs(_ n: NodeID) -> [NodeID]? {
+            if n == to { return [n] }
+            guard visited.insert(n).inserted else { return nil }
+            for c in (consumers[n] ?? []).sorted(by: { $0.raw < $1.raw }) {
+                if let rest = dfs(c) { return [n] + rest }
+            }
+            return nil
+        }
+        return dfs(from)
+    }
+
+    private func nameOf(_ t: Topology, _ id: NodeID) -> String { id == output ? "output" : t.nodes[id]?.name ?? "\(id)" }
+
+    private func describe(_ t: Topology, _ source: Source) -> String {
+        switch source {
+        case .node(let e): "'\(nameOf(t, e.node))' output bus \(e.bus)"
+        case .callback: "a render callback"
+        }
+    }
+
+    private func unknownNode(_ id: NodeID) -> AudioError { AudioError(.invalidNode, "\(id) is not in this graph") }
+}

@@ -1,0 +1,214 @@
+import AudioCore
+import Synchronization
+
+/// What one render call hands a unit: the frame count, the time stamp, and views of its input and output buses,
+/// each exactly `frameCount` frames long. Inputs are read-only by convention; an unconnected input is silence.
+public struct RenderContext {
+    public let frameCount: Int
+    public let timeStamp: RenderTimeStamp
+    public let inputs: UnsafeBufferPointer<BufferView>
+    public let outputs: UnsafeBufferPointer<BufferView>
+
+    public init(
+        frameCount: Int, timeStamp: RenderTimeStamp, inputs: UnsafeBufferPointer<BufferView>,
+        outputs: UnsafeBufferPointer<BufferView>
+    ) {
+        self.frameCount = frameCount
+        self.timeStamp = timeStamp
+        self.inputs = inputs
+        self.outputs = outputs
+    }
+
+    @inlinable public func input(_ bus: Int) -> BufferView { inputs[bus] }
+    @inlinable public func output(_ bus: Int) -> BufferView { outputs[bus] }
+}
+
+/// A property value, for the string-keyed property interface units share.
+public enum PropertyValue: Hashable, Sendable, CustomStringConvertible {
+    case bool(Bool)
+    case int(Int)
+    case double(Double)
+    case string(String)
+    case format(StreamFormat)
+
+    public var description: String {
+        switch self {
+        case .bool(let v): "\(v)"
+        case .int(let v): "\(v)"
+        case .double(let v): "\(v)"
+        case .string(let v): v
+        case .format(let v): "\(v)"
+        }
+    }
+}
+
+/// The base of every unit: numbered input and output buses with a format each, parameters, properties, and the
+/// lifecycle `prepare(spec)` → `render` → `reset`.
+///
+/// Subclasses override ``allocateRenderResources(_:)`` (allocate everything render needs), ``render(_:)`` (the
+/// real-time kernel) and ``reset()`` (clear state). Bus formats are fixed when the unit is created.
+///
+/// Thread safety: ``render(_:)`` is called from the render thread only, and must not allocate, lock, log or do
+/// I/O. Parameters and ``isBypassed`` may be set from any thread. Everything else is control-thread API.
+open class RenderUnit: @unchecked Sendable {
+    /// The unit's type name, as written in graph files (`"gain"`, `"mixer"`, …).
+    public let kind: String
+    public let inputFormats: [StreamFormat]
+    public let outputFormats: [StreamFormat]
+    public let parameters: [Parameter]
+    /// The spec the unit was prepared with, or nil before ``prepare(_:)``.
+    public private(set) var spec: RenderSpec?
+    private let bypassFlag = Atomic<Bool>(false)
+    /// Set by the graph that holds the unit; a unit belongs to one graph at a time.
+    let membership = Atomic<Bool>(false)
+
+    /// - Parameters:
+    ///   - kind: the unit's type name (graph files, messages).
+    ///   - inputs: one format per input bus; `outputs` likewise.
+    ///   - parameters: the unit's parameters, created by the subclass (owner: `kind`) so it can keep references.
+    public init(kind: String, inputs: [StreamFormat], outputs: [StreamFormat], parameters: [Parameter] = []) {
+        self.kind = kind
+        inputFormats = inputs
+        outputFormats = outputs
+        self.parameters = parameters
+    }
+
+    public var inputBusCount: Int { inputFormats.count }
+    public var outputBusCount: Int { outputFormats.count }
+
+    // MARK: Parameters
+
+    /// The parameter with this identifier.
+    /// - Throws: ``AudioError`` `.invalidParameter` listing the unit's parameters when there is none.
+    public func parameter(_ identifier: String) throws(AudioError) -> Parameter {
+        guard let p = parameters.first(where: { $0.identifier == identifier }) else {
+            let known = parameters.map(\.identifier).joined(separator: ", ")
+            throw AudioError(
+                .invalidParameter,
+                "\(kind) has no parameter '\(identifier)'" + (known.isEmpty ? "" : " (it has: \(known))"))
+        }
+        return p
+    }
+
+    /// Sets a parameter from any thread; the render thread ramps to it.
+    public func setParameter(_ identifier: String, _ value: Float) throws(AudioError) {
+        try parameter(identifier).set(value)
+    }
+
+    // MARK: Bypass, latency, tail
+
+    /// When true, the unit is not rendered: input bus 0 is passed to output bus 0 unchanged (silence for units
+    /// without inputs). Settable from any thread; takes effect at the next render cycle.
+    public var isBypassed: Bool {
+        get { bypassFlag.load(ordering: .relaxed) }
+        set { bypassFlag.store(newValue, ordering: .relaxed) }
+    }
+
+    /// Seconds by which the output lags the input (lookahead, filters with delay). 0 by default.
+    open var latency: Double { 0 }
+    /// Seconds the output keeps sounding after the input falls silent (reverb, delay). 0 by default.
+    open var tailTime: Double { 0 }
+
+    // MARK: Properties
+
+    /// Names of the properties ``property(_:)`` answers: the common ones plus the unit's own.
+    open var propertyNames: [String] {
+        ["kind", "latency", "tailTime", "bypass", "maximumFramesPerSlice", "inputBusCount", "outputBusCount"]
+            + inputFormats.indices.map { "inputFormat.\($0)" } + outputFormats.indices.map { "outputFormat.\($0)" }
+    }
+
+    /// Reads a property by name (`"latency"`, `"outputFormat.0"`, …). Control thread.
+    /// - Throws: ``AudioError`` `.invalidProperty` for an unknown name.
+    open func property(_ name: String) throws(AudioError) -> PropertyValue {
+        switch name {
+        case "kind": return .string(kind)
+        case "latency": return .double(latency)
+        case "tailTime": return .double(tailTime)
+        case "bypass": return .bool(isBypassed)
+        case "maximumFramesPerSlice": return .int(spec?.maximumFrames ?? 0)
+        case "inputBusCount": return .int(inputBusCount)
+        case "outputBusCount": return .int(outputBusCount)
+        default:
+            if let bus = Self.busIndex(name, prefix: "inputFormat."), inputFormats.indices.contains(bus) {
+                return .format(inputFormats[bus])
+            }
+            if let bus = Self.busIndex(name, prefix: "outputFormat."), outputFormats.indices.contains(bus) {
+                return .format(outputFormats[bus])
+            }
+            throw AudioError(
+                .invalidProperty, "\(kind) has no property '\(name)' (it has: \(propertyNames.joined(separator: ", ")))")
+        }
+    }
+
+    /// Writes a property by name. The common writable property is `"bypass"`. Control thread.
+    /// - Throws: ``AudioError`` `.invalidProperty` for an unknown or read-only name or a value of the wrong kind.
+    open func setProperty(_ name: String, _ value: PropertyValue) throws(AudioError) {
+        if name == "bypass" {
+            guard case .bool(let on) = value else {
+                throw AudioError(.invalidProperty, "\(kind): property 'bypass' takes a bool, got \(value)")
+            }
+            isBypassed = on
+            return
+        }
+        if propertyNames.contains(name) {
+            throw AudioError(.invalidProperty, "\(kind): property '\(name)' is read-only")
+        }
+        throw AudioError(.invalidProperty, "\(kind) has no property '\(name)'")
+    }
+
+    private static func busIndex(_ name: String, prefix: String) -> Int? {
+        name.hasPrefix(prefix) ? Int(name.dropFirst(prefix.count)) : nil
+    }
+
+    // MARK: Lifecycle
+
+    /// Allocates what rendering needs for `spec`. Control thread. Preparing again with the same spec does nothing;
+    /// with another spec, resources are reallocated and state is reset.
+    /// - Throws: ``AudioError`` `.unsupportedSampleRate` when a bus's rate differs from `spec`'s, or what the
+    ///   subclass throws.
+    public final func prepare(_ spec: RenderSpec) throws(AudioError) {
+        if self.spec == spec { return }
+        for f in inputFormats + outputFormats where f.sampleRate != spec.sampleRate {
+            throw AudioError(
+                .unsupportedSampleRate,
+                "\(kind) runs at \(formatHz(f.sampleRate)) but the graph runs at \(formatHz(spec.sampleRate))")
+        }
+        try allocateRenderResources(spec)
+        self.spec = spec
+        reset()
+    }
+
+    /// Subclass hook of ``prepare(_:)``: allocate buffers, compute coefficients. Control thread.
+    open func allocateRenderResources(_ spec: RenderSpec) throws(AudioError) {}
+
+    /// Clears the unit's state (delay lines, phases, envelopes) and jumps parameters to their targets.
+    /// Control thread, never while rendering.
+    open func reset() {}
+
+    /// Renders `context.frameCount` frames (0 … spec.maximumFrames) into the output views.
+    /// Render thread only: no allocation, lock, logging or I/O.
+    open func render(_ context: RenderContext) {
+        for o in context.outputs { o.clear() }
+    }
+
+    /// Ramp length in frames for a parameter's smoothing time at the prepared sample rate.
+    public func rampFrames(for parameter: Parameter) -> Int {
+        Int((parameter.spec.smoothingTime * (spec?.sampleRate ?? 48_000)).rounded())
+    }
+}
+
+/// Units that produce audio from something finite (a file) report when it has ended.
+public protocol FiniteSource: AnyObject {
+    /// Frames the source plays in all, or nil when unknown or endless.
+    var totalFrames: Int64? { get }
+    /// True once every frame has been rendered. Any thread.
+    var hasFinished: Bool { get }
+}
+
+/// Units whose data a worker must fetch ahead of the render thread (files) implement this; offline rendering
+/// calls ``prefetch(frames:)`` on the caller's thread before each cycle, so no I/O ever happens in ``RenderUnit/render(_:)``.
+public protocol PrefetchingSource: AnyObject {
+    /// Makes at least `frames` frames (or everything up to the end) ready for the next render call.
+    /// Worker or offline-caller thread; may do I/O; must not allocate per call.
+    func prefetch(frames: Int) throws(AudioError)
+}

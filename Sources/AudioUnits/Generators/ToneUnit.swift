@@ -1,0 +1,65 @@
+import AudioCore
+import AudioGraph
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A sine generator: `frequency` (Hz, 0 … Nyquist, default 440) and `amplitude` (linear, 0 … 1, default 0.5),
+/// both smoothed. Every output channel carries the same signal; sample n is `amplitude · sin(2π · f · n / fs)`.
+public final class ToneUnit: RenderUnit, @unchecked Sendable {
+    private let frequency: Parameter
+    private let amplitude: Parameter
+    private var smoothedFrequency = SmoothedValue(440, rampFrames: 0)
+    private var smoothedAmplitude = SmoothedValue(0.5, rampFrames: 0)
+    private var phase: Double = 0  // in cycles, 0 ..< 1
+    private let sampleRate: Double
+
+    public init(format: StreamFormat, frequency: Float = 440, amplitude: Float = 0.5) throws(AudioError) {
+        let f = try StreamFormat.graph(sampleRate: format.sampleRate, channelCount: format.channelCount)
+        let nyquist = Float(format.sampleRate / 2)
+        sampleRate = format.sampleRate
+        self.frequency = Parameter(
+            ParameterSpec("frequency", name: "Frequency", range: 0...nyquist, unit: .hertz, default: min(440, nyquist)),
+            owner: "tone")
+        self.amplitude = Parameter(
+            ParameterSpec("amplitude", name: "Amplitude", range: 0...1, unit: .linearGain, default: 0.5), owner: "tone")
+        super.init(kind: "tone", inputs: [], outputs: [f], parameters: [self.frequency, self.amplitude])
+        try self.frequency.set(frequency)
+        try self.amplitude.set(amplitude)
+    }
+
+    override public func allocateRenderResources(_ spec: RenderSpec) throws(AudioError) {
+        smoothedFrequency.rampFrames = rampFrames(for: frequency)
+        smoothedAmplitude.rampFrames = rampFrames(for: amplitude)
+    }
+
+    override public func reset() {
+        phase = 0
+        smoothedFrequency.reset(to: frequency.value)
+        smoothedAmplitude.reset(to: amplitude.value)
+    }
+
+    override public func render(_ context: RenderContext) {
+        let output = context.output(0)
+        let frames = context.frameCount
+        var f = smoothedFrequency
+        var a = smoothedAmplitude
+        f.setTarget(frequency.value)
+        a.setTarget(amplitude.value)
+        var phase = self.phase
+        let inverseRate = 1 / sampleRate
+        let y = output[0].baseAddress!
+        for i in 0..<frames {
+            y[i] = a.next() * Float(sin(2 * Double.pi * phase))
+            phase += Double(f.next()) * inverseRate
+            if phase >= 1 { phase -= 1 }
+        }
+        for c in 1..<max(output.channelCount, 1) {
+            output[c].baseAddress!.update(from: y, count: frames)
+        }
+        self.phase = phase
+        smoothedFrequency = f
+        smoothedAmplitude = a
+    }
+}

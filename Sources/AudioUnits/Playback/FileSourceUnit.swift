@@ -1,0 +1,102 @@
+import AudioCore
+import AudioGraph
+import MediaContainers
+import Synchronization
+
+/// Plays a PCM WAV file (16/24/32-bit integer, 32-bit float), read incrementally: memory stays the same however
+/// long the file is.
+///
+/// File reading never happens on the render thread. A reader fills a fixed ring buffer ahead of it: when
+/// rendering offline, ``OfflineRenderer`` calls ``prefetch(frames:)`` on its own thread before each cycle; a
+/// real-time host calls it from a worker thread. If the ring runs dry before the end of the file the render
+/// outputs silence for the missing frames and counts an underrun.
+///
+/// The output has the file's channel count (a mono file feeding a stereo bus is copied to both channels) and runs
+/// at the file's rate: a graph at another rate rejects the node when it is added.
+public final class FileSourceUnit: RenderUnit, FiniteSource, PrefetchingSource, @unchecked Sendable {
+    public let path: String
+    public let fileInfo: WAVFileInfo
+    private let reader: WAVFileReader
+    private var ring: FrameRingBuffer
+    private var scratch: PCMBuffer
+    private var readerAtEnd = false  // reader thread
+    private let framesRendered = Atomic<Int64>(0)
+    private let underrunCount = Atomic<Int>(0)
+
+    /// Opens `path` and reads its header.
+    /// - Throws: ``AudioError`` from ``WAVFileReader`` (missing, unreadable, unsupported or corrupt file).
+    public init(path: String) throws(AudioError) {
+        self.path = path
+        reader = try WAVFileReader(path: path)
+        fileInfo = reader.info
+        let f = try StreamFormat.graph(sampleRate: fileInfo.format.sampleRate, channelCount: fileInfo.format.channelCount)
+        ring = FrameRingBuffer(channelCount: f.channelCount, capacity: 1)
+        scratch = PCMBuffer(channelCount: f.channelCount, capacity: 1)
+        super.init(kind: "file", inputs: [], outputs: [f])
+    }
+
+    public var totalFrames: Int64? { fileInfo.frameCount }
+    public var hasFinished: Bool { framesRendered.load(ordering: .acquiring) >= fileInfo.frameCount }
+    /// Render cycles that found the ring short of frames before the end of the file.
+    public var underruns: Int { underrunCount.load(ordering: .relaxed) }
+
+    override public var propertyNames: [String] {
+        super.propertyNames + ["path", "frameCount", "duration", "hasFinished", "underruns"]
+    }
+
+    override public func property(_ name: String) throws(AudioError) -> PropertyValue {
+        switch name {
+        case "path": .string(path)
+        case "frameCount": .int(Int(fileInfo.frameCount))
+        case "duration": .double(fileInfo.duration)
+        case "hasFinished": .bool(hasFinished)
+        case "underruns": .int(underruns)
+        default: try super.property(name)
+        }
+    }
+
+    override public func allocateRenderResources(_ spec: RenderSpec) throws(AudioError) {
+        // Room for several cycles ahead, at least ~0.35 s at 48 kHz.
+        let capacity = max(4 * spec.maximumFrames, 16384)
+        ring = FrameRingBuffer(channelCount: fileInfo.format.channelCount, capacity: capacity)
+        scratch = PCMBuffer(channelCount: fileInfo.format.channelCount, capacity: 4096)
+    }
+
+    override public func reset() {
+        reader.seek(toFrame: 0)
+        ring.reset()
+        readerAtEnd = false
+        framesRendered.store(0, ordering: .releasing)
+        underrunCount.store(0, ordering: .relaxed)
+    }
+
+    /// Reads from the file until the ring holds `frames` frames (or the file ends). Reader thread; does not allocate.
+    public func prefetch(frames: Int) throws(AudioError) {
+        while !readerAtEnd, ring.availableToRead < frames {
+            let want = min(ring.availableToWrite, scratch.capacity)
+            if want == 0 { break }
+            let got = try reader.read(into: scratch.view(frames: want))
+            if got == 0 {
+                readerAtEnd = true
+                break
+            }
+            ring.write(scratch.view(frames: got))
+        }
+    }
+
+    /// Tops the ring up completely: what a worker thread calls periodically in real time.
+    public func fillRing() throws(AudioError) { try prefetch(frames: ring.capacity) }
+
+    override public func render(_ context: RenderContext) {
+        let output = context.output(0)
+        let got = ring.read(into: output)
+        if got < context.frameCount {
+            output.slice(from: got, frames: context.frameCount - got).clear()
+        }
+        let rendered = framesRendered.load(ordering: .relaxed) + Int64(got)
+        if got < context.frameCount && rendered < fileInfo.frameCount {
+            underrunCount.add(1, ordering: .relaxed)
+        }
+        framesRendered.store(rendered, ordering: .releasing)
+    }
+}

@@ -1,0 +1,91 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import AudioCore
+
+/// A file descriptor with positional reads and full writes; errors become ``AudioError`` `.fileIO` naming the path.
+/// Reads and writes never allocate.
+final class POSIXFile {
+    let path: String
+    private(set) var fd: Int32
+
+    init(path: String, writing: Bool) throws(AudioError) {
+        self.path = path
+        fd = writing ? open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644) : open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else {
+            throw AudioError(.fileIO, "cannot \(writing ? "create" : "open") '\(path)': \(errnoDescription())")
+        }
+        if !writing {
+            var st = stat()
+            if fstat(fd, &st) == 0, (st.st_mode & S_IFMT) == S_IFDIR {
+                sysClose(fd)
+                fd = -1
+                throw AudioError(.fileIO, "cannot open '\(path)': it is a directory")
+            }
+        }
+    }
+
+    deinit { close() }
+
+    func close() {
+        if fd >= 0 { sysClose(fd) }
+        fd = -1
+    }
+
+    var size: Int64 {
+        var st = stat()
+        return fstat(fd, &st) == 0 ? Int64(st.st_size) : 0
+    }
+
+    /// Reads up to `count` bytes at `offset`; returns how many were read (fewer only at end of file).
+    func read(into buffer: UnsafeMutableRawPointer, count: Int, at offset: Int64) throws(AudioError) -> Int {
+        var done = 0
+        while done < count {
+            let n = pread(fd, buffer + done, count - done, off_t(offset) + off_t(done))
+            if n == 0 { break }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw AudioError(.fileIO, "cannot read '\(path)': \(errnoDescription())")
+            }
+            done += n
+        }
+        return done
+    }
+
+    /// Reads up to `count` bytes at `offset` into a new array (header parsing; allocates).
+    func readBytes(count: Int, at offset: Int64) throws(AudioError) -> [UInt8] {
+        let raw = UnsafeMutableRawPointer.allocate(byteCount: max(count, 1), alignment: 8)
+        defer { raw.deallocate() }
+        let got = try read(into: raw, count: count, at: offset)
+        return Array(UnsafeRawBufferPointer(start: raw, count: got))
+    }
+
+    /// Writes `bytes` (at `offset`, or at the current position).
+    func write(bytes: [UInt8], at offset: Int64? = nil) throws(AudioError) {
+        let raw = UnsafeMutableRawPointer.allocate(byteCount: max(bytes.count, 1), alignment: 8)
+        defer { raw.deallocate() }
+        raw.copyMemory(from: bytes, byteCount: bytes.count)
+        try write(raw, count: bytes.count, at: offset)
+    }
+
+    func write(_ buffer: UnsafeRawPointer, count: Int, at offset: Int64? = nil) throws(AudioError) {
+        var done = 0
+        while done < count {
+            let n =
+                offset.map { pwrite(fd, buffer + done, count - done, off_t($0) + off_t(done)) }
+                ?? sysWrite(fd, buffer + done, count - done)
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw AudioError(.fileIO, "cannot write '\(path)': \(errnoDescription())")
+            }
+            done += n
+        }
+    }
+}
+
+func errnoDescription() -> String { String(cString: strerror(errno)) }
+
+private func sysClose(_ fd: Int32) { _ = close(fd) }
+private func sysWrite(_ fd: Int32, _ buffer: UnsafeRawPointer, _ count: Int) -> Int { write(fd, buffer, count) }

@@ -1,0 +1,102 @@
+import AudioCore
+
+/// Writes a PCM WAV file as audio arrives: Int16, 24-bit, Int32 or Float32, interleaved.
+///
+/// The header is written first with placeholder sizes and completed by ``finish()``. Writing converts through a
+/// fixed chunk buffer allocated at creation, so ``write(_:)`` does not allocate however long the file grows.
+///
+/// Thread safety: one thread at a time; ``write(_:)`` does file I/O, so never call it on a real-time thread.
+public final class WAVFileWriter {
+    public let path: String
+    public let format: StreamFormat
+    public private(set) var framesWritten: Int64 = 0
+    private let file: POSIXFile
+    private let chunk: RawPCMBuffer
+    private let headerSize: Int
+    private var finished = false
+
+    /// The largest data chunk a RIFF file can describe.
+    static let maximumDataBytes: Int64 = 0xFFFF_FFFF - 64
+
+    /// Creates (or truncates) `path` and writes the header.
+    /// - Throws: ``AudioError`` `.invalidFormat` for a format WAV cannot hold, `.fileIO` when the file cannot be
+    ///   created or written.
+    public init(path: String, format: StreamFormat, chunkFrames: Int = 4096) throws(AudioError) {
+        guard format.isInterleaved || format.channelCount == 1 else {
+            throw AudioError(.invalidFormat, "WAV files are interleaved; got \(format)")
+        }
+        self.path = path
+        self.format = format
+        file = try POSIXFile(path: path, writing: true)
+        chunk = RawPCMBuffer(format: format, capacity: chunkFrames)
+        let header = Self.header(format: format, dataBytes: 0)
+        headerSize = header.count
+        try file.write(bytes: header)
+    }
+
+    /// Appends the frames of `source` (Float32 non-interleaved, the file's channel count or mono), converting to
+    /// the file's sample type with rounding and clipping. Does not allocate.
+    /// - Throws: ``AudioError`` `.fileIO` on a write error or when the file would exceed the 4 GiB RIFF limit.
+    public func write(_ source: BufferView) throws(AudioError) {
+        precondition(!finished, "write after finish")
+        let bytesPerFrame = Int64(format.bytesPerFrame)
+        guard (framesWritten + Int64(source.frameCount)) * bytesPerFrame <= Self.maximumDataBytes else {
+            throw AudioError(.fileIO, "'\(path)' would exceed the 4 GiB limit of a WAV file; render a shorter duration")
+        }
+        var done = 0
+        while done < source.frameCount {
+            let frames = min(chunk.capacity, source.frameCount - done)
+            PCMConversion.encode(
+                source.slice(from: done, frames: frames).upmixedIfMono(to: format.channelCount), into: chunk.view(frames: frames))
+            try file.write(chunk.storage, count: frames * format.bytesPerFrame)
+            done += frames
+        }
+        framesWritten += Int64(source.frameCount)
+    }
+
+    /// Completes the header with the final sizes and closes the file.
+    public func finish() throws(AudioError) {
+        guard !finished else { return }
+        finished = true
+        let dataBytes = framesWritten * Int64(format.bytesPerFrame)
+        if dataBytes & 1 == 1 { try file.write(bytes: [0]) }  // chunks are padded to even sizes
+        try file.write(bytes: Self.header(format: format, dataBytes: dataBytes, frames: framesWritten), at: 0)
+        file.close()
+    }
+
+    /// Closes the file without completing it (the caller usually deletes it).
+    public func abandon() {
+        finished = true
+        file.close()
+    }
+
+    static func header(format: StreamFormat, dataBytes: Int64, frames: Int64 = 0) -> [UInt8] {
+        var h: [UInt8] = []
+        func put(_ s: String) { h += Array(s.utf8) }
+        func put16(_ v: Int) { h += [UInt8(v & 0xFF), UInt8(v >> 8 & 0xFF)] }
+        func put32(_ v: Int64) { h += (0..<4).map { UInt8(truncatingIfNeeded: v >> (8 * $0)) } }
+        let isFloat = format.sampleType == .float32
+        let blockAlign = format.bytesPerFrame
+        let fmtSize = isFloat ? 18 : 16
+        let factSize = isFloat ? 12 : 0
+        let padded = dataBytes + (dataBytes & 1)
+        put("RIFF"); put32(4 + Int64(8 + fmtSize) + Int64(factSize) + 8 + padded); put("WAVE")
+        put("fmt "); put32(Int64(fmtSize))
+        put16(isFloat ? 3 : 1); put16(format.channelCount); put32(Int64(format.sampleRate))
+        put32(Int64(format.sampleRate) * Int64(blockAlign)); put16(blockAlign); put16(format.sampleType.bitsPerSample)
+        if isFloat {
+            put16(0)
+            put("fact"); put32(4); put32(frames)
+        }
+        put("data"); put32(dataBytes)
+        return h
+    }
+}
+
+extension BufferView {
+    /// A mono view repeated into `channels` channels, or `self` when the count already matches.
+    @inlinable
+    public func upmixedIfMono(to channels: Int) -> BufferView {
+        channelCount == 1 && channels > 1 ? upmixed(to: channels) : self
+    }
+}

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs the Debian packages LiveAudio's build, tests and benchmarks need, if they are missing.
+# Usage: scripts/install-deps.sh [test|bench|demo]   (default: test)
+set -euo pipefail
+profile=${1:-test}
+
+need=()
+have() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
+
+# ffprobe/ffmpeg check what the renderer writes; python3-numpy computes references.
+pkgs=(ffmpeg python3-numpy)
+case "$profile" in
+  bench) pkgs+=(sox hyperfine) ;;
+  demo|test) ;;
+  *) echo "install-deps: unknown profile '$profile' (use test, bench or demo)" >&2; exit 2 ;;
+esac
+for p in "${pkgs[@]}"; do have "$p" || need+=("$p"); done
+
+if ! command -v swift >/dev/null 2>&1 && [ -x /opt/swift/usr/bin/swift ]; then
+  echo "install-deps: swift is at /opt/swift/usr/bin; add it to PATH" >&2
+fi
+
+if [ ${#need[@]} -gt 0 ]; then
+  echo "install-deps: installing ${need[*]}"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
