@@ -216,12 +216,12 @@ public final class RenderGraph: @unchecked Sendable {
 
     // MARK: Connections
 
-    /// Connects output bus `sourceBus` of `source` to input bus `destinationBus` of `destination` (or of
+    /// Connects output bus `outputBus` of `source` to input bus `inputBus` of `destination` (or of
     /// ``output``). One output may feed any number of inputs (it is rendered once per cycle); an input takes one
     /// connection. A mono output may feed an input with more channels: it is copied to every channel.
     /// - Throws: ``AudioError`` `.invalidNode`, `.invalidBus`, `.formatMismatch` (naming both formats), `.cycle`
     ///   (naming the cycle), or `.invalidState` when the input is already connected.
-    public func connect(_ source: NodeID, bus sourceBus: Int = 0, to destination: NodeID, bus destinationBus: Int = 0)
+    public func connect(_ source: NodeID, outputBus sourceBus: Int = 0, to destination: NodeID, inputBus destinationBus: Int = 0)
         throws(AudioError)
     {
         try control.withLock { (t: inout Topology) throws(AudioError) in
@@ -258,8 +258,8 @@ public final class RenderGraph: @unchecked Sendable {
         }
     }
 
-    /// Removes whatever feeds input bus `bus` of `destination`. Disconnecting an unconnected input does nothing.
-    public func disconnect(_ destination: NodeID, bus: Int = 0) throws(AudioError) {
+    /// Removes whatever feeds input bus `inputBus` of `destination`. Disconnecting an unconnected input does nothing.
+    public func disconnect(_ destination: NodeID, inputBus bus: Int = 0) throws(AudioError) {
         try control.withLock { (t: inout Topology) throws(AudioError) in
             _ = try inputFormat(t, destination, bus)
             if t.sources.removeValue(forKey: Endpoint(node: destination, bus: bus)) != nil, t.state != .uninitialized {
@@ -268,8 +268,8 @@ public final class RenderGraph: @unchecked Sendable {
         }
     }
 
-    /// Feeds input bus `bus` of `destination` from `callback`, in the graph's Float32 format, instead of a node.
-    public func setInputCallback(_ destination: NodeID, bus: Int = 0, _ callback: @escaping RenderCallback)
+    /// Feeds input bus `inputBus` of `destination` from `callback`, in the graph's Float32 format, instead of a node.
+    public func setInputCallback(_ destination: NodeID, inputBus bus: Int = 0, _ callback: @escaping RenderCallback)
         throws(AudioError)
     {
         try control.withLock { (t: inout Topology) throws(AudioError) in
@@ -278,11 +278,11 @@ public final class RenderGraph: @unchecked Sendable {
         }
     }
 
-    /// Feeds input bus `bus` of `destination` from `callback` in `clientFormat` (any sample type, interleaved or
+    /// Feeds input bus `inputBus` of `destination` from `callback` in `clientFormat` (any sample type, interleaved or
     /// not, the bus's rate and channel count); the graph converts to Float32.
     /// - Throws: ``AudioError`` `.formatMismatch` when rate or channel count differ from the bus's.
     public func setInputCallback(
-        _ destination: NodeID, bus: Int = 0, format clientFormat: StreamFormat,
+        _ destination: NodeID, inputBus bus: Int = 0, format clientFormat: StreamFormat,
         _ callback: @escaping ClientRenderCallback
     ) throws(AudioError) {
         try control.withLock { (t: inout Topology) throws(AudioError) in
@@ -390,7 +390,7 @@ public final class RenderGraph: @unchecked Sendable {
     /// Offline callers: makes file sources read ahead `frames` frames on this thread before a cycle.
     func prefetch(frames: Int) throws(AudioError) {
         guard let schedule = exchange.acquire() else { return }
-        for p in schedule.takeUnretainedValue().prefetchers { try p.prefetch(frames: frames) }
+        try schedule.takeUnretainedValue().prefetch(frames: frames)
     }
 
     /// Names of the nodes the current schedule renders, in order (diagnostics and tests).

@@ -37,7 +37,8 @@ final class RenderSchedule: @unchecked Sendable {
     let inputViews: UnsafeMutableBufferPointer<BufferView>
     let outputViews: UnsafeMutableBufferPointer<BufferView>
     let output: BusSource
-    let prefetchers: [PrefetchingSource]
+    /// Units that read ahead (files), as unowned references: iterated by index, never allocating.
+    let prefetchers: UnsafeMutableBufferPointer<Unmanaged<RenderUnit>>
     /// Node names in render order, for tests and diagnostics.
     let order: [String]
 
@@ -59,7 +60,9 @@ final class RenderSchedule: @unchecked Sendable {
         outputViews = .allocate(capacity: outputs.count)
         outputViews.initialize(repeating: blank)
         self.output = output
-        prefetchers = nodes.compactMap { $0.unit as? PrefetchingSource }
+        let reading = nodes.filter(\.unit.prefetchesAhead).map { Unmanaged.passUnretained($0.unit) }
+        prefetchers = .allocate(capacity: reading.count)
+        _ = prefetchers.initialize(from: reading)
         order = nodes.map(\.name)
     }
 
@@ -69,6 +72,14 @@ final class RenderSchedule: @unchecked Sendable {
         outputSources.deallocate()
         inputViews.deallocate()
         outputViews.deallocate()
+        prefetchers.deallocate()
+    }
+
+    /// Offline caller: lets every reading-ahead unit fetch `frames` frames.
+    func prefetch(frames: Int) throws(AudioError) {
+        for i in 0..<prefetchers.count {
+            try prefetchers[i].takeUnretainedValue().prefetch(frames: frames)
+        }
     }
 
     /// Runs every step for `frames` frames and returns the graph output. Render thread.

@@ -191,6 +191,16 @@ open class RenderUnit: @unchecked Sendable {
         for o in context.outputs { o.clear() }
     }
 
+    // MARK: Reading ahead
+
+    /// True for units whose data a reader must fetch ahead of the render thread (files). Offline rendering calls
+    /// ``prefetch(frames:)`` on the caller's thread before each cycle, so no I/O happens in ``render(_:)``.
+    open var prefetchesAhead: Bool { false }
+
+    /// Makes at least `frames` frames (or everything up to the end) ready for the next render call.
+    /// Reader or offline-caller thread; may do I/O; must not allocate per call.
+    open func prefetch(frames: Int) throws(AudioError) {}
+
     /// Ramp length in frames for a parameter's smoothing time at the prepared sample rate.
     public func rampFrames(for parameter: Parameter) -> Int {
         Int((parameter.spec.smoothingTime * (spec?.sampleRate ?? 48_000)).rounded())
@@ -205,10 +215,3 @@ public protocol FiniteSource: AnyObject {
     var hasFinished: Bool { get }
 }
 
-/// Units whose data a worker must fetch ahead of the render thread (files) implement this; offline rendering
-/// calls ``prefetch(frames:)`` on the caller's thread before each cycle, so no I/O ever happens in ``RenderUnit/render(_:)``.
-public protocol PrefetchingSource: AnyObject {
-    /// Makes at least `frames` frames (or everything up to the end) ready for the next render call.
-    /// Worker or offline-caller thread; may do I/O; must not allocate per call.
-    func prefetch(frames: Int) throws(AudioError)
-}

@@ -13,7 +13,7 @@ import Synchronization
 ///
 /// The output has the file's channel count (a mono file feeding a stereo bus is copied to both channels) and runs
 /// at the file's rate: a graph at another rate rejects the node when it is added.
-public final class FileSourceUnit: RenderUnit, FiniteSource, PrefetchingSource, @unchecked Sendable {
+public final class FileSourceUnit: RenderUnit, FiniteSource, @unchecked Sendable {
     public let path: String
     public let fileInfo: WAVFileInfo
     private let reader: WAVFileReader
@@ -71,7 +71,9 @@ public final class FileSourceUnit: RenderUnit, FiniteSource, PrefetchingSource, 
     }
 
     /// Reads from the file until the ring holds `frames` frames (or the file ends). Reader thread; does not allocate.
-    public func prefetch(frames: Int) throws(AudioError) {
+    override public var prefetchesAhead: Bool { true }
+
+    override public func prefetch(frames: Int) throws(AudioError) {
         while !readerAtEnd, ring.availableToRead < frames {
             let want = min(ring.availableToWrite, scratch.capacity)
             if want == 0 { break }

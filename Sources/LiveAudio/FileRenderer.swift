@@ -1,0 +1,111 @@
+import Foundation
+
+/// Renders a graph offline into a WAV file.
+///
+/// The file appears only when rendering succeeded: audio goes to a hidden temporary file beside the output, which
+/// is renamed over the output at the end and deleted on any error. Rendering does not allocate per cycle, so
+/// memory does not grow with the duration.
+public struct FileRenderer {
+    /// The sample types `liveaudio render --sample-format` offers.
+    public enum OutputSampleFormat: String, Sendable, CaseIterable {
+        case f32, s16
+        var sampleType: SampleType { self == .f32 ? .float32 : .int16 }
+    }
+
+    public struct Result: Sendable {
+        public let path: String
+        public let format: StreamFormat
+        public let frames: Int64
+        /// Largest absolute sample value rendered (before any integer clipping).
+        public let peak: Float
+        /// Wall-clock seconds spent rendering and writing.
+        public let elapsed: Double
+        public var duration: Double { Double(frames) / format.sampleRate }
+    }
+
+    public let loaded: LoadedGraph
+    public var blockFrames: Int
+    public var sampleFormat: OutputSampleFormat
+
+    /// - Parameters:
+    ///   - loaded: a graph from ``GraphFile``, not yet initialized.
+    ///   - blockFrames: frames per render cycle (1 … the graph's maximum).
+    public init(loaded: LoadedGraph, blockFrames: Int = 1024, sampleFormat: OutputSampleFormat = .f32) {
+        self.loaded = loaded
+        self.blockFrames = blockFrames
+        self.sampleFormat = sampleFormat
+    }
+
+    /// The number of frames a render without an explicit duration produces: until every file source has ended.
+    /// - Throws: ``AudioError`` `.invalidGraphDescription` when nothing in the graph ends.
+    public func framesUntilSourcesEnd() throws(AudioError) -> Int64 {
+        let ends = loaded.finiteSources.compactMap(\.source.totalFrames)
+        guard let longest = ends.max(), !ends.isEmpty else {
+            throw AudioError(
+                .invalidGraphDescription,
+                "the graph has no file source, so it never ends: give a duration (--duration SECONDS)")
+        }
+        return longest
+    }
+
+    /// Renders `frames` frames (or, when nil, until every file source has ended) into `path`.
+    public func render(to path: String, frames requested: Int64? = nil) throws(AudioError) -> Result {
+        let graph = loaded.graph
+        guard (1...graph.maximumFrames).contains(blockFrames) else {
+            throw AudioError(.tooManyFrames, "block size must be between 1 and \(graph.maximumFrames) frames, got \(blockFrames)")
+        }
+        let total: Int64
+        if let requested { total = requested } else { total = try framesUntilSourcesEnd() }
+        guard total >= 0 else { throw AudioError(.invalidFormat, "cannot render a negative number of frames") }
+        let format = try StreamFormat(
+            sampleRate: graph.format.sampleRate, channelCount: graph.format.channelCount,
+            sampleType: sampleFormat.sampleType, interleaved: true)
+
+        let url = URL(fileURLWithPath: path)
+        let directory = url.deletingLastPathComponent().path
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory), isDirectory.boolValue else {
+            throw AudioError(.fileIO, "cannot write '\(path)': folder '\(directory)' does not exist")
+        }
+        let temporary = url.deletingLastPathComponent()
+            .appendingPathComponent(".\(url.lastPathComponent).\(ProcessInfo.processInfo.processIdentifier).partial").path
+
+        let writer = try WAVFileWriter(path: temporary, format: format)
+        var succeeded = false
+        defer {
+            if !succeeded {
+                writer.abandon()
+                unlink(temporary)
+            }
+        }
+        if graph.state == .uninitialized { try graph.initialize() }
+        if graph.state != .running { try graph.start() }
+        let renderer = OfflineRenderer(graph: graph)
+        let started = DispatchTime.now().uptimeNanoseconds
+        var peak: Float = 0
+        var done: Int64 = 0
+        while done < total {
+            let n = Int(min(Int64(blockFrames), total - done))
+            let out = try renderer.render(frames: n)
+            peak = max(peak, Self.peak(out))
+            try writer.write(out)
+            done += Int64(n)
+        }
+        try writer.finish()
+        try graph.stop()
+        guard rename(temporary, path) == 0 else {
+            throw AudioError(.fileIO, "cannot move the rendered file to '\(path)': \(String(cString: strerror(errno)))")
+        }
+        succeeded = true
+        let elapsed = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
+        return Result(path: path, format: format, frames: total, peak: peak, elapsed: elapsed)
+    }
+
+    static func peak(_ view: BufferView) -> Float {
+        var p: Float = 0
+        for c in 0..<view.channelCount {
+            for x in view[c] { p = max(p, abs(x)) }
+        }
+        return p
+    }
+}

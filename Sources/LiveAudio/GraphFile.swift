@@ -1,0 +1,338 @@
+import Foundation
+
+/// The fields of one node in a graph file, with typed accessors whose errors name the node and the field.
+public struct NodeFields {
+    public let id: String
+    public let type: String
+    /// The graph's format: sample rate and default channel count.
+    public let format: StreamFormat
+    /// Folder that relative paths resolve against (the graph file's).
+    public let baseDirectory: String
+    let values: [String: JSONValue]
+    private(set) var consumed: Set<String> = ["id", "type", "bypass"]
+
+    init(id: String, type: String, values: [String: JSONValue], format: StreamFormat, baseDirectory: String) {
+        self.id = id
+        self.type = type
+        self.values = values
+        self.format = format
+        self.baseDirectory = baseDirectory
+    }
+
+    /// An error about field `key` of this node.
+    public func error(_ key: String, _ problem: String) -> AudioError {
+        AudioError(.invalidGraphDescription, "node '\(id)' (\(type)): field '\(key)' \(problem)")
+    }
+
+    public func has(_ key: String) -> Bool { values[key] != nil }
+
+    /// A number in `range`, or `defaultValue` when absent (required when `defaultValue` is nil).
+    public mutating func number(_ key: String, default defaultValue: Double? = nil, in range: ClosedRange<Double>, unit: String = "")
+        throws(AudioError) -> Double
+    {
+        consumed.insert(key)
+        guard let v = values[key] else {
+            if let defaultValue { return defaultValue }
+            throw error(key, "is required")
+        }
+        guard case .number(let d) = v else { throw error(key, "must be a number, got \(v.kindName)") }
+        guard range.contains(d) else {
+            throw error(key, "must be between \(Self.show(range.lowerBound))\(unit) and \(Self.show(range.upperBound))\(unit), got \(Self.show(d))")
+        }
+        return d
+    }
+
+    /// A whole number in `range`.
+    public mutating func integer(_ key: String, default defaultValue: Int? = nil, in range: ClosedRange<Int>) throws(AudioError) -> Int {
+        let d = try number(key, default: defaultValue.map(Double.init), in: Double(range.lowerBound)...Double(range.upperBound))
+        guard d == d.rounded() else { throw error(key, "must be a whole number, got \(d)") }
+        return Int(d)
+    }
+
+    public mutating func bool(_ key: String, default defaultValue: Bool) throws(AudioError) -> Bool {
+        consumed.insert(key)
+        guard let v = values[key] else { return defaultValue }
+        guard case .bool(let b) = v else { throw error(key, "must be true or false, got \(v.kindName)") }
+        return b
+    }
+
+    public mutating func string(_ key: String) throws(AudioError) -> String {
+        consumed.insert(key)
+        guard let v = values[key] else { throw error(key, "is required") }
+        guard case .string(let s) = v, !s.isEmpty else { throw error(key, "must be a non-empty string, got \(v)") }
+        return s
+    }
+
+    /// A path, resolved against the graph file's folder when relative.
+    public mutating func path(_ key: String) throws(AudioError) -> String {
+        let p = try string(key)
+        return p.hasPrefix("/") ? p : (baseDirectory as NSString).appendingPathComponent(p)
+    }
+
+    /// An array of `count` numbers in `range`, or `count` copies of `defaultValue` when absent.
+    public mutating func numbers(_ key: String, count: Int, default defaultValue: Double, in range: ClosedRange<Double>)
+        throws(AudioError) -> [Double]
+    {
+        consumed.insert(key)
+        guard let v = values[key] else { return Array(repeating: defaultValue, count: count) }
+        guard case .array(let items) = v else { throw error(key, "must be an array of \(count) numbers, got \(v.kindName)") }
+        guard items.count == count else { throw error(key, "must have \(count) entries (one per input), got \(items.count)") }
+        var result: [Double] = []
+        for (i, item) in items.enumerated() {
+            guard case .number(let d) = item, range.contains(d) else {
+                throw error(key, "entry \(i) must be a number between \(Self.show(range.lowerBound)) and \(Self.show(range.upperBound)), got \(item)")
+            }
+            result.append(d)
+        }
+        return result
+    }
+
+    /// Fields not read by the factory.
+    var unconsumed: [String] { values.keys.filter { !consumed.contains($0) }.sorted() }
+
+    static func show(_ d: Double) -> String { d == d.rounded() && abs(d) < 1e15 ? "\(Int(d))" : "\(d)" }
+}
+
+/// Creates units from graph-file nodes by `type`. ``standard`` knows every unit LiveAudio ships; add your own with
+/// ``register(_:factory:)``. After the factory, any remaining numeric field that names a parameter of the unit
+/// sets it (range-checked), so `{"type": "gain", "gain": -6}` works for any unit; other leftover fields are errors.
+public struct UnitRegistry: Sendable {
+    public typealias Factory = @Sendable (inout NodeFields) throws(AudioError) -> RenderUnit
+    private var factories: [String: Factory] = [:]
+
+    public init() {}
+
+    public mutating func register(_ type: String, factory: @escaping Factory) { factories[type] = factory }
+
+    public var types: [String] { factories.keys.sorted() }
+
+    func make(_ fields: inout NodeFields) throws(AudioError) -> RenderUnit {
+        guard let factory = factories[fields.type] else {
+            throw AudioError(
+                .invalidGraphDescription,
+                "node '\(fields.id)': unknown type '\(fields.type)' (known: \(types.joined(separator: ", ")))")
+        }
+        let unit = try factory(&fields)
+        for key in fields.unconsumed {
+            guard let p = unit.parameters.first(where: { $0.identifier == key }) else {
+                throw fields.error(key, "is not known for \(fields.type) (parameters: \(unit.parameters.map(\.identifier).joined(separator: ", ")))")
+            }
+            guard case .number(let d)? = fields.values[key] else {
+                throw fields.error(key, "must be a number, got \(fields.values[key]!.kindName)")
+            }
+            do throws(AudioError) {
+                try p.set(Float(d))
+            } catch {
+                throw fields.error(key, "must be in \(p.spec.rangeDescription), got \(NodeFields.show(d))")
+            }
+        }
+        if case .bool(let b)? = fields.values["bypass"] { unit.isBypassed = b }
+        return unit
+    }
+
+    /// The units LiveAudio ships: `file`, `player`, `tone`, `noise`, `mixer`, `gain`.
+    public static let standard: UnitRegistry = {
+        var r = UnitRegistry()
+        r.register("file") { (f: inout NodeFields) throws(AudioError) in
+            let path = try f.path("path")
+            do throws(AudioError) {
+                return try FileSourceUnit(path: path)
+            } catch {
+                throw f.error("path", "cannot be played: \(error.message)")
+            }
+        }
+        r.register("player") { (f: inout NodeFields) throws(AudioError) in
+            let path = try f.path("path")
+            let loop = try f.bool("loop", default: false)
+            do throws(AudioError) {
+                let reader = try WAVFileReader(path: path)
+                guard reader.frameCount <= Int64(f.format.sampleRate * 3600) else {
+                    throw AudioError(.unsupportedFile, "is longer than an hour; use a 'file' node to stream it")
+                }
+                let buffer = PCMBuffer(channelCount: reader.format.channelCount, capacity: Int(reader.frameCount))
+                buffer.frameLength = try reader.read(into: buffer.view(frames: Int(reader.frameCount)))
+                return try BufferPlayerUnit(buffer: buffer, sampleRate: reader.format.sampleRate, loop: loop)
+            } catch {
+                throw f.error("path", "cannot be loaded: \(error.message)")
+            }
+        }
+        r.register("tone") { (f: inout NodeFields) throws(AudioError) in
+            let nyquist = f.format.sampleRate / 2
+            let channels = try f.integer("channels", default: f.format.channelCount, in: 1...64)
+            return try ToneUnit(
+                format: f.format.with(channelCount: channels),
+                frequency: Float(try f.number("frequency", default: 440, in: 0...nyquist, unit: " Hz")),
+                amplitude: Float(try f.number("amplitude", default: 0.5, in: 0...1)))
+        }
+        r.register("noise") { (f: inout NodeFields) throws(AudioError) in
+            let channels = try f.integer("channels", default: f.format.channelCount, in: 1...64)
+            return try NoiseUnit(
+                format: f.format.with(channelCount: channels),
+                amplitude: Float(try f.number("amplitude", default: 0.1, in: 0...1)),
+                seed: UInt64(try f.integer("seed", default: 1, in: 0...Int(Int32.max))))
+        }
+        r.register("mixer") { (f: inout NodeFields) throws(AudioError) in
+            let inputs = try f.integer("inputs", in: 1...64)
+            let mixer = try MixerUnit(format: f.format, inputs: inputs)
+            let volumes = try f.numbers("volume", count: inputs, default: 1, in: 0...4)
+            let pans = try f.numbers("pan", count: inputs, default: 0, in: -1...1)
+            let enabled = try f.numbers("enable", count: inputs, default: 1, in: 0...1)
+            for i in 0..<inputs {
+                try mixer.setVolume(Float(volumes[i]), bus: i)
+                try mixer.setPan(Float(pans[i]), bus: i)
+                try mixer.setEnabled(enabled[i] >= 0.5, bus: i)
+            }
+            try mixer.setMasterVolume(Float(try f.number("masterVolume", default: 1, in: 0...4)))
+            return mixer
+        }
+        r.register("gain") { (f: inout NodeFields) throws(AudioError) in
+            let r = GainUnit.gainSpec.range
+            return try GainUnit(
+                format: f.format,
+                gain: Float(try f.number("gain", default: 0, in: Double(r.lowerBound)...Double(r.upperBound), unit: " dB")))
+        }
+        return r
+    }()
+}
+
+/// A graph built from a graph file: the graph, and its nodes by id.
+public final class LoadedGraph: @unchecked Sendable {
+    public let graph: RenderGraph
+    /// Node ids from the file, in file order.
+    public let nodeIDs: [String]
+    public let nodes: [String: NodeID]
+    public let units: [String: RenderUnit]
+
+    init(graph: RenderGraph, nodeIDs: [String], nodes: [String: NodeID], units: [String: RenderUnit]) {
+        self.graph = graph
+        self.nodeIDs = nodeIDs
+        self.nodes = nodes
+        self.units = units
+    }
+
+    /// Sources that end (files, non-looping players), by node id.
+    public var finiteSources: [(id: String, source: FiniteSource)] {
+        nodeIDs.compactMap { id in (units[id] as? FiniteSource).map { (id, $0) } }
+    }
+}
+
+/// Graph files: JSON descriptions of a graph (see `docs/graph-files.md`).
+///
+/// ```json
+/// {"sampleRate": 48000, "channels": 2,
+///  "nodes": [{"id": "beep", "type": "tone", "frequency": 440}],
+///  "connections": [{"from": "beep", "to": "output"}]}
+/// ```
+public enum GraphFile {
+    /// Reads and builds the graph in `path`; relative paths inside resolve against the file's folder.
+    /// - Throws: ``AudioError`` naming the node and field at fault (`.invalidGraphDescription`, or the code of the
+    ///   underlying file or graph error).
+    public static func load(path: String, maximumFrames: Int = 4096, registry: UnitRegistry = .standard)
+        throws(AudioError) -> LoadedGraph
+    {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            let exists = FileManager.default.fileExists(atPath: path)
+            throw AudioError(.fileIO, "cannot read graph file '\(path)'" + (exists ? "" : ": no such file"))
+        }
+        let base = (path as NSString).deletingLastPathComponent
+        return try build(
+            JSONValue.parse(data, source: "graph file '\(path)'"), baseDirectory: base.isEmpty ? "." : base,
+            maximumFrames: maximumFrames, registry: registry)
+    }
+
+    /// Builds a graph from JSON text.
+    public static func load(json: String, baseDirectory: String = ".", maximumFrames: Int = 4096, registry: UnitRegistry = .standard)
+        throws(AudioError) -> LoadedGraph
+    {
+        try build(
+            JSONValue.parse(Data(json.utf8), source: "graph description"), baseDirectory: baseDirectory,
+            maximumFrames: maximumFrames, registry: registry)
+    }
+
+    static func build(_ root: JSONValue, baseDirectory: String, maximumFrames: Int, registry: UnitRegistry)
+        throws(AudioError) -> LoadedGraph
+    {
+        func fail(_ message: String) -> AudioError { AudioError(.invalidGraphDescription, message) }
+        guard case .object(let top) = root else { throw fail("a graph file holds a JSON object, got \(root.kindName)") }
+        for key in top.keys where !["sampleRate", "channels", "nodes", "connections"].contains(key) {
+            throw fail("unknown top-level field '\(key)' (known: sampleRate, channels, nodes, connections)")
+        }
+        var rate = 48_000.0
+        if let v = top["sampleRate"] {
+            guard case .number(let d) = v, StreamFormat.supportedSampleRates.contains(d), d == d.rounded() else {
+                throw fail("field 'sampleRate' must be a whole number of Hz between 1000 and 768000, got \(v)")
+            }
+            rate = d
+        }
+        var channels = 2
+        if let v = top["channels"] {
+            guard case .number(let d) = v, (1...64).contains(d), d == d.rounded() else {
+                throw fail("field 'channels' must be a whole number between 1 and 64, got \(v)")
+            }
+            channels = Int(d)
+        }
+        let format = try StreamFormat.graph(sampleRate: rate, channelCount: channels)
+        let graph = try RenderGraph(format: format, maximumFrames: maximumFrames)
+
+        guard case .array(let nodeList)? = top["nodes"] else { throw fail("field 'nodes' must be an array of nodes") }
+        var ids: [String] = []
+        var nodes: [String: NodeID] = [:]
+        var units: [String: RenderUnit] = [:]
+        for (index, item) in nodeList.enumerated() {
+            guard case .object(let values) = item else { throw fail("nodes[\(index)] must be an object") }
+            guard case .string(let id)? = values["id"], !id.isEmpty else {
+                throw fail("nodes[\(index)] needs an 'id' string")
+            }
+            guard id != "output" else { throw fail("node id 'output' is reserved for the graph's output") }
+            guard nodes[id] == nil else { throw fail("node id '\(id)' is used twice") }
+            guard case .string(let type)? = values["type"] else { throw fail("node '\(id)' needs a 'type' string") }
+            if let b = values["bypass"], case .bool = b {} else if values["bypass"] != nil {
+                throw fail("node '\(id)' (\(type)): field 'bypass' must be true or false")
+            }
+            var fields = NodeFields(id: id, type: type, values: values, format: format, baseDirectory: baseDirectory)
+            let unit = try registry.make(&fields)
+            do throws(AudioError) {
+                nodes[id] = try graph.addNode(unit, name: id)
+            } catch {
+                throw AudioError(error.code, "node '\(id)' (\(type)): \(error.message)")
+            }
+            ids.append(id)
+            units[id] = unit
+        }
+
+        let connections: [JSONValue]
+        switch top["connections"] {
+        case nil: connections = []
+        case .array(let a)?: connections = a
+        case let other?: throw fail("field 'connections' must be an array, got \(other.kindName)")
+        }
+        for (index, item) in connections.enumerated() {
+            let label = "connections[\(index)]"
+            guard case .object(let c) = item else { throw fail("\(label) must be an object") }
+            for key in c.keys where !["from", "to", "bus", "fromBus"].contains(key) {
+                throw fail("\(label): unknown field '\(key)' (known: from, to, bus, fromBus)")
+            }
+            guard case .string(let from)? = c["from"] else { throw fail("\(label) needs a 'from' node id") }
+            guard case .string(let to)? = c["to"] else { throw fail("\(label) needs a 'to' node id") }
+            guard let source = nodes[from] else { throw fail("\(label): 'from' names unknown node '\(from)'") }
+            guard let destination = to == "output" ? graph.output : nodes[to] else {
+                throw fail("\(label): 'to' names unknown node '\(to)'")
+            }
+            func bus(_ key: String) throws(AudioError) -> Int {
+                guard let v = c[key] else { return 0 }
+                guard case .number(let d) = v, d >= 0, d == d.rounded(), d < 1024 else {
+                    throw fail("\(label): field '\(key)' must be a bus number (0, 1, …), got \(v)")
+                }
+                return Int(d)
+            }
+            let fromBus = try bus("fromBus")
+            let toBus = try bus("bus")
+            do throws(AudioError) {
+                try graph.connect(source, outputBus: fromBus, to: destination, inputBus: toBus)
+            } catch {
+                throw AudioError(error.code, "\(label) ('\(from)' → '\(to)'): \(error.message)")
+            }
+        }
+        return LoadedGraph(graph: graph, nodeIDs: ids, nodes: nodes, units: units)
+    }
+}

@@ -1,0 +1,5 @@
+// LiveAudio: the umbrella module. `import LiveAudio` brings in the whole stack.
+@_exported import AudioCore
+@_exported import AudioGraph
+@_exported import AudioUnits
+@_exported import MediaContainers

@@ -1,0 +1,90 @@
+import ArgumentParser
+import Foundation
+import LiveAudio
+
+@main
+struct LiveAudioCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "liveaudio",
+        abstract: "Real-time audio for Linux: graphs of units, offline rendering, file inspection.",
+        subcommands: [Render.self, Info.self]
+    )
+}
+
+/// Prints `error` the way every subcommand reports failures, and exits with status 1.
+func fail(_ error: AudioError) -> ExitCode {
+    FileHandle.standardError.write(Data("liveaudio: error: \(error.message) [\(error.code)]\n".utf8))
+    return ExitCode(1)
+}
+
+struct Render: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Render a graph file offline into a WAV file.",
+        discussion: """
+            Without --duration, renders until every file source in the graph has ended. The output file appears \
+            only if rendering succeeds.
+            """)
+
+    @Argument(help: "The graph file (JSON).")
+    var graph: String
+
+    @Option(name: .shortAndLong, help: "The WAV file to write.")
+    var output: String
+
+    @Option(help: "Seconds to render (default: until every file source has ended).")
+    var duration: Double?
+
+    @Option(name: .customLong("block-frames"), help: "Frames per render cycle (1 … 8192).")
+    var blockFrames: Int = 1024
+
+    @Option(name: .customLong("sample-format"), help: "Output samples: f32 (32-bit float) or s16 (16-bit integer).")
+    var sampleFormat: String = "f32"
+
+    func run() throws {
+        do throws(AudioError) {
+            guard let format = FileRenderer.OutputSampleFormat(rawValue: sampleFormat) else {
+                throw AudioError(.invalidFormat, "--sample-format must be f32 or s16, got '\(sampleFormat)'")
+            }
+            guard (1...8192).contains(blockFrames) else {
+                throw AudioError(.tooManyFrames, "--block-frames must be between 1 and 8192, got \(blockFrames)")
+            }
+            if let duration, !(duration.isFinite && duration >= 0 && duration <= 86_400) {
+                throw AudioError(.invalidFormat, "--duration must be between 0 and 86400 seconds, got \(duration)")
+            }
+            let loaded = try GraphFile.load(path: graph, maximumFrames: max(blockFrames, 1))
+            let renderer = FileRenderer(loaded: loaded, blockFrames: blockFrames, sampleFormat: format)
+            let frames = duration.map { Int64(($0 * loaded.graph.format.sampleRate).rounded()) }
+            let result = try renderer.render(to: output, frames: frames)
+            let speed = result.elapsed > 0 ? String(format: "%.0fx real time", result.duration / result.elapsed) : ""
+            let peak = result.peak > 0 ? String(format: "%.1f dBFS", 20 * log10(Double(result.peak))) : "silent"
+            print(
+                "wrote \(result.path): \(result.format), \(result.frames) frames "
+                    + String(format: "(%.3f s)", result.duration) + ", peak \(peak), rendered in "
+                    + String(format: "%.3f s", result.elapsed) + (speed.isEmpty ? "" : " (\(speed))"))
+        } catch {
+            throw fail(error)
+        }
+    }
+}
+
+struct Info: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Print an audio file's format and duration.")
+
+    @Argument(help: "The audio file (WAV).")
+    var file: String
+
+    func run() throws {
+        do throws(AudioError) {
+            let info = try WAVFileReader.info(path: file)
+            let f = info.format
+            print("\(file): WAV, \(formatHz(f.sampleRate)), \(f.channelCount) channel\(f.channelCount == 1 ? "" : "s"), \(f.sampleType)")
+            print("frames: \(info.frameCount)")
+            print(String(format: "duration: %.3f s", info.duration))
+            if info.isTruncated {
+                print("warning: the file is shorter than its header says (truncated); \(info.frameCount) whole frames are present")
+            }
+        } catch {
+            throw fail(error)
+        }
+    }
+}
