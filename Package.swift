@@ -52,12 +52,15 @@ let package = Package(
             swiftSettings: strict
         ),
 
-        .testTarget(name: "AudioCoreTests", dependencies: ["AudioCore", "MediaContainers"], swiftSettings: strict),
-        .testTarget(name: "AudioGraphTests", dependencies: ["AudioGraph", "AudioUnits"], swiftSettings: strict),
-        .testTarget(name: "AudioUnitsTests", dependencies: ["AudioUnits", "LiveAudio"], swiftSettings: strict),
+        // Test helpers: processes, FFmpeg as the reference decoder, temporary folders.
+        .target(name: "TestSupport", dependencies: ["LiveAudio"], path: "Tests/Support/TestSupport", swiftSettings: strict),
+
+        .testTarget(name: "AudioCoreTests", dependencies: ["AudioCore", "MediaContainers", "TestSupport"], swiftSettings: strict),
+        .testTarget(name: "AudioGraphTests", dependencies: ["AudioGraph", "AudioUnits", "TestSupport"], swiftSettings: strict),
+        .testTarget(name: "AudioUnitsTests", dependencies: ["AudioUnits", "LiveAudio", "TestSupport"], swiftSettings: strict),
         .testTarget(
             name: "LiveAudioTests",
-            dependencies: ["LiveAudio", "liveaudio", "AllocationProbe"],
+            dependencies: ["LiveAudio", "TestSupport", "liveaudio", "AllocationProbe"],
             swiftSettings: strict
         ),
     ]

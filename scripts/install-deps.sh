@@ -7,11 +7,12 @@ profile=${1:-test}
 need=()
 have() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
 
-# ffprobe/ffmpeg check what the renderer writes; python3-numpy computes references.
-pkgs=(ffmpeg python3-numpy)
+# ffprobe/ffmpeg check what the renderer writes (tests) and make the demo's voice file.
+pkgs=(ffmpeg)
 case "$profile" in
   bench) pkgs+=(sox hyperfine) ;;
-  demo|test) ;;
+  demo) pkgs+=(espeak-ng) ;;
+  test) ;;
   *) echo "install-deps: unknown profile '$profile' (use test, bench or demo)" >&2; exit 2 ;;
 esac
 for p in "${pkgs[@]}"; do have "$p" || need+=("$p"); done

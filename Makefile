@@ -1,0 +1,34 @@
+# LiveAudio — the two commands: `make demo` and `make test`. Each installs what is missing first.
+SHELL := /bin/bash
+export PATH := /opt/swift/usr/bin:$(PATH)
+SWIFT ?= swift
+OUT ?= out
+
+.PHONY: demo test bench build release deps-demo deps-test deps-bench clean
+
+demo: deps-demo
+	$(SWIFT) build -c release --product liveaudio
+	@mkdir -p $(OUT)
+	@test -f examples/voice.wav || scripts/make-demo-voice.sh examples/voice.wav
+	.build/release/liveaudio render examples/mix.json -o $(OUT)/mix.wav
+	.build/release/liveaudio info $(OUT)/mix.wav
+
+test: deps-test
+	$(SWIFT) build --build-tests
+	$(SWIFT) test --skip-build
+
+bench: deps-bench
+	scripts/bench.sh
+
+build:
+	$(SWIFT) build
+
+deps-demo:
+	@scripts/install-deps.sh demo
+deps-test:
+	@scripts/install-deps.sh test
+deps-bench:
+	@scripts/install-deps.sh bench
+
+clean:
+	rm -rf .build $(OUT) Benchmarks/.build
