@@ -3,9 +3,13 @@ import Synchronization
 
 /// Identifies a node in a ``RenderGraph``. ``RenderGraph/output`` is the graph's output.
 public struct NodeID: Hashable, Sendable, CustomStringConvertible {
+    /// The graph the node belongs to: ids of one graph mean nothing to another.
+    let graph: Int
     let raw: Int
     public var description: String { "node \(raw)" }
 }
+
+private let graphCounter = Atomic<Int>(0)
 
 /// A user render callback feeding an input bus in the graph's format (Float32 non-interleaved): fill every channel
 /// of the view. Called on the render thread: no allocation, lock, logging or I/O.
@@ -94,7 +98,8 @@ public final class RenderGraph: @unchecked Sendable {
     /// The most frames one render cycle can ask for.
     public let maximumFrames: Int
     /// The graph's output node; connect the last node to it.
-    public let output = NodeID(raw: 0)
+    public let output: NodeID
+    private let identity: Int
 
     private struct Endpoint: Hashable {
         let node: NodeID
@@ -131,6 +136,8 @@ public final class RenderGraph: @unchecked Sendable {
         }
         self.format = format
         self.maximumFrames = maximumFrames
+        identity = graphCounter.add(1, ordering: .relaxed).newValue
+        output = NodeID(graph: identity, raw: 0)
         silence = PCMBuffer(channelCount: 1, capacity: maximumFrames)
         control = Mutex(Topology())
     }
@@ -164,7 +171,7 @@ public final class RenderGraph: @unchecked Sendable {
         }
         do throws(AudioError) {
             return try control.withLock { (t: inout Topology) throws(AudioError) -> NodeID in
-                let id = NodeID(raw: t.nextID)
+                let id = NodeID(graph: identity, raw: t.nextID)
                 t.nextID += 1
                 let record = NodeRecord(id: id, name: name ?? "\(unit.kind)#\(id.raw)", unit: unit)
                 if t.state != .uninitialized {
@@ -395,7 +402,7 @@ public final class RenderGraph: @unchecked Sendable {
 
     /// Names of the nodes the current schedule renders, in order (diagnostics and tests).
     public var renderOrder: [String] {
-        control.withLock { t in compile(t).order }
+        control.withLock { t in pullOrder(t).map(\.name) }
     }
 
     /// Number of schedules published so far.
@@ -408,8 +415,8 @@ public final class RenderGraph: @unchecked Sendable {
         generation.add(1, ordering: .relaxed)
     }
 
-    /// Builds a schedule: depth-first from the output, each reachable node once, after its inputs.
-    private func compile(_ t: Topology) -> RenderSchedule {
+    /// The nodes the output pulls, depth-first from the output: each reachable node once, after its inputs.
+    private func pullOrder(_ t: Topology) -> [NodeRecord] {
         var order: [NodeRecord] = []
         var visited = Set<NodeID>()
         func visit(_ id: NodeID) {
@@ -421,7 +428,12 @@ public final class RenderGraph: @unchecked Sendable {
             order.append(record)
         }
         if case .node(let from)? = t.sources[Endpoint(node: output, bus: 0)] { visit(from.node) }
+        return order
+    }
 
+    /// Builds the render schedule for an initialized graph (every node has its buffers).
+    private func compile(_ t: Topology) -> RenderSchedule {
+        let order = pullOrder(t)
         var steps: [ScheduleStep] = []
         var inputs: [BusSource] = []
         var outputs: [BusSource] = []
@@ -508,5 +520,7 @@ public final class RenderGraph: @unchecked Sendable {
         }
     }
 
-    private func unknownNode(_ id: NodeID) -> AudioError { AudioError(.invalidNode, "\(id) is not in this graph") }
+    private func unknownNode(_ id: NodeID) -> AudioError {
+        AudioError(.invalidNode, id.graph == identity ? "\(id) is not in this graph (removed?)" : "\(id) belongs to another graph")
+    }
 }
