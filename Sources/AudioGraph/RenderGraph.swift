@@ -246,13 +246,6 @@ public final class RenderGraph: @unchecked Sendable {
                     "cannot connect '\(from.name)' output bus \(sourceBus) (\(produced)) to '\(nameOf(t, destination))' "
                         + "input bus \(destinationBus) (\(target)): channel counts differ")
             }
-            let key = Endpoint(node: destination, bus: destinationBus)
-            if let existing = t.sources[key] {
-                throw AudioError(
-                    .invalidState,
-                    "input bus \(destinationBus) of '\(nameOf(t, destination))' is already fed by "
-                        + "\(describe(t, existing)); disconnect it first")
-            }
             if let path = pathDownstream(t, from: destination, to: source) {
                 let names = ([source] + path).map { nameOf(t, $0) }
                 throw AudioError(
@@ -260,8 +253,7 @@ public final class RenderGraph: @unchecked Sendable {
                     "connecting '\(from.name)' to '\(nameOf(t, destination))' would create a cycle: "
                         + names.joined(separator: " → "))
             }
-            t.sources[key] = .node(Endpoint(node: source, bus: sourceBus))
-            if t.state != .uninitialized { publish(t) }
+            try setSource(&t, destination, destinationBus, .node(Endpoint(node: source, bus: sourceBus)))
         }
     }
 
