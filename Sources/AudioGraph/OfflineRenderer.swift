@@ -6,8 +6,9 @@ import AudioCore
 /// graph's maximum may be asked for, and for a deterministic graph the audio does not depend on the block sizes.
 /// File sources are read ahead on the calling thread before each cycle, never inside the render.
 ///
-/// Thread safety: one thread at a time; that thread is the graph's render thread while it renders.
-public final class OfflineRenderer {
+/// Thread safety: one thread at a time (it may be handed to another thread, e.g. a render thread); that thread is
+/// the graph's render thread while it renders.
+public final class OfflineRenderer: @unchecked Sendable {
     public let graph: RenderGraph
     /// Frames rendered so far: the sample time of the next cycle.
     public private(set) var sampleTime: Int64 = 0

@@ -151,3 +151,62 @@ final class LockedCounter: @unchecked Sendable {
     var value: Int { lock.withLock { count } }
     func increment() { lock.withLock { count += 1 } }
 }
+
+/// Records the thread its deinit runs on.
+final class DeinitWitness: RenderUnit, @unchecked Sendable {
+    let record: ThreadRecord
+    init(record: ThreadRecord) {
+        self.record = record
+        super.init(kind: "witness", inputs: [], outputs: [stereo])
+    }
+    deinit { record.note(pthread_self()) }
+}
+
+final class ThreadRecord: @unchecked Sendable {
+    private let lock = NSLock()
+    private var threads: [pthread_t] = []
+    func note(_ t: pthread_t) { lock.withLock { threads.append(t) } }
+    var all: [pthread_t] { lock.withLock { threads } }
+}
+
+@Suite struct ScheduleLifetimeTests {
+    /// A unit removed while another thread renders it is freed on a control thread, after the render thread has
+    /// moved to a schedule without it, never on the render thread.
+    @Test func removedUnitsAreFreedOffTheRenderThread() throws {
+        let graph = try RenderGraph(format: stereo, maximumFrames: 64)
+        let mixer = try graph.addNode(MixerUnit(format: stereo, inputs: 1))
+        try graph.connect(mixer, to: graph.output)
+        try graph.initialize()
+        let record = ThreadRecord()
+        let renderThread = LockedValue<pthread_t?>(nil)
+        let stop = LockedFlag()
+        let renderer = OfflineRenderer(graph: graph)
+        let render = Thread {
+            renderThread.set(pthread_self())
+            while !stop.isSet { _ = try? renderer.render(frames: 64) }
+        }
+        render.start()
+        for _ in 0..<200 {
+            let witness = try graph.addNode(DeinitWitness(record: record))
+            try graph.connect(witness, to: mixer)
+            usleep(200)
+            try graph.removeNode(witness)
+        }
+        usleep(5000)
+        stop.set()
+        while !render.isFinished { usleep(1000) }
+        graph.collectGarbage()
+        try graph.uninitialize()
+        let renderID = try #require(renderThread.get())
+        #expect(record.all.count == 200, "every removed unit was freed")
+        #expect(record.all.allSatisfy { pthread_equal($0, renderID) == 0 }, "none on the render thread")
+    }
+}
+
+final class LockedValue<T>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value: T
+    init(_ v: T) { value = v }
+    func set(_ v: T) { lock.withLock { value = v } }
+    func get() -> T { lock.withLock { value } }
+}

@@ -34,6 +34,32 @@ let benchmarks: @Sendable () -> Void = {
         }
     }
 
+    // The DSP alone: the same 64 gain kernels called directly on one buffer, no graph.
+    for frames in [128, 1024] {
+        Benchmark("64 gain kernels called directly, \(frames) frames, stereo") { benchmark in
+            let format = try StreamFormat.graph(sampleRate: 48_000, channelCount: 2)
+            let units = try (0..<64).map { _ in try GainUnit(format: format, gain: 0) }
+            for u in units { try u.prepare(RenderSpec(sampleRate: 48_000, maximumFrames: frames)) }
+            let a = PCMBuffer(channels: [Array(repeating: 0.25, count: frames), Array(repeating: 0.25, count: frames)])
+            let b = PCMBuffer(channelCount: 2, capacity: frames)
+            var inputs = [a.view(frames: frames)]
+            var outputs = [b.view(frames: frames)]
+            benchmark.startMeasurement()
+            for _ in benchmark.scaledIterations {
+                inputs.withUnsafeBufferPointer { i in
+                    outputs.withUnsafeBufferPointer { o in
+                        let context = RenderContext(
+                            frameCount: frames, timeStamp: RenderTimeStamp(sampleTime: 0), inputs: i, outputs: o)
+                        for u in units { u.render(context) }
+                    }
+                }
+                blackHole(b)
+            }
+            inputs.removeAll()
+            outputs.removeAll()
+        }
+    }
+
     Benchmark("mixer 8 inputs + tone + noise, 128 frames") { benchmark in
         let format = try StreamFormat.graph(sampleRate: 48_000, channelCount: 2)
         let graph = try RenderGraph(format: format, maximumFrames: 128)
