@@ -103,9 +103,7 @@ public struct FileRenderer {
 
     static func peak(_ view: BufferView) -> Float {
         var p: Float = 0
-        for c in 0..<view.channelCount {
-            for x in view[c] { p = max(p, abs(x)) }
-        }
+        for c in 0..<view.channelCount { p = max(p, VectorOps.peak(view[c].baseAddress!, count: view.frameCount)) }
         return p
     }
 }

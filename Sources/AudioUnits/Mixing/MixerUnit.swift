@@ -114,12 +114,7 @@ public final class MixerUnit: RenderUnit, @unchecked Sendable {
                 var localSum: Float = 0
                 if !gain.isRamping && !pan.isRamping {
                     let g = gain.value * (stereo ? Self.balance(pan.value, channel: c) : 1)
-                    for i in 0..<frames {
-                        let v = x[i] * g
-                        y[i] += v
-                        localPeak = max(localPeak, abs(v))
-                        localSum += v * v
-                    }
+                    (localPeak, localSum) = VectorOps.multiplyAdd(x, gain: g, into: y, count: frames)
                 } else {
                     for i in 0..<frames {
                         let g = gain.next() * (stereo ? Self.balance(pan.next(), channel: c) : 1)
@@ -146,11 +141,15 @@ public final class MixerUnit: RenderUnit, @unchecked Sendable {
             let y = output[c].baseAddress!
             var localPeak: Float = 0
             var localSum: Float = 0
-            for i in 0..<frames {
-                let v = y[i] * m.next()
-                y[i] = v
-                localPeak = max(localPeak, abs(v))
-                localSum += v * v
+            if !m.isRamping {
+                (localPeak, localSum) = VectorOps.scale(y, by: m.value, count: frames)
+            } else {
+                for i in 0..<frames {
+                    let v = y[i] * m.next()
+                    y[i] = v
+                    localPeak = max(localPeak, abs(v))
+                    localSum += v * v
+                }
             }
             masterGain = m
             peak = max(peak, localPeak)
