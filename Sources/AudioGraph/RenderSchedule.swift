@@ -39,8 +39,6 @@ final class RenderSchedule: @unchecked Sendable {
     let output: BusSource
     /// Units that read ahead (files), as unowned references: iterated by index, never allocating.
     let prefetchers: UnsafeMutableBufferPointer<Unmanaged<RenderUnit>>
-    /// Node names in render order, for tests and diagnostics.
-    let order: [String]
 
     init(
         nodes: [NodeRecord], callbacks: [CallbackInput], steps: [ScheduleStep], inputs: [BusSource],
@@ -63,7 +61,6 @@ final class RenderSchedule: @unchecked Sendable {
         let reading = nodes.filter(\.unit.prefetchesAhead).map { Unmanaged.passUnretained($0.unit) }
         prefetchers = .allocate(capacity: reading.count)
         _ = prefetchers.initialize(from: reading)
-        order = nodes.map(\.name)
     }
 
     deinit {

@@ -126,7 +126,7 @@ public struct UnitRegistry: Sendable {
                 throw fields.error(key, "must be in \(p.spec.rangeDescription), got \(NodeFields.show(d))")
             }
         }
-        if case .bool(let b)? = fields.values["bypass"] { unit.isBypassed = b }
+        unit.isBypassed = try fields.bool("bypass", default: false)
         return unit
     }
 
@@ -286,9 +286,6 @@ public enum GraphFile {
             guard id != "output" else { throw fail("node id 'output' is reserved for the graph's output") }
             guard nodes[id] == nil else { throw fail("node id '\(id)' is used twice") }
             guard case .string(let type)? = values["type"] else { throw fail("node '\(id)' needs a 'type' string") }
-            if let b = values["bypass"], case .bool = b {} else if values["bypass"] != nil {
-                throw fail("node '\(id)' (\(type)): field 'bypass' must be true or false")
-            }
             var fields = NodeFields(id: id, type: type, values: values, format: format, baseDirectory: baseDirectory)
             let unit = try registry.make(&fields)
             do throws(AudioError) {

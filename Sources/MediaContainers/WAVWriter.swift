@@ -47,7 +47,7 @@ public final class WAVFileWriter {
         while done < source.frameCount {
             let frames = min(chunk.capacity, source.frameCount - done)
             PCMConversion.encode(
-                source.slice(from: done, frames: frames).upmixedIfMono(to: format.channelCount), into: chunk.view(frames: frames))
+                source.slice(from: done, frames: frames).upmixed(to: format.channelCount), into: chunk.view(frames: frames))
             try file.write(chunk.storage, count: frames * format.bytesPerFrame)
             done += frames
         }
@@ -90,13 +90,5 @@ public final class WAVFileWriter {
         }
         put("data"); put32(dataBytes)
         return h
-    }
-}
-
-extension BufferView {
-    /// A mono view repeated into `channels` channels, or `self` when the count already matches.
-    @inlinable
-    public func upmixedIfMono(to channels: Int) -> BufferView {
-        channelCount == 1 && channels > 1 ? upmixed(to: channels) : self
     }
 }

@@ -40,6 +40,7 @@ import TestSupport
         expectGraphError(#"{"sampleRate": 48000, "channels": 2, "nodes": [], "extra": 1}"#, ["unknown top-level field 'extra'"])
         expectGraphError(#"{"nodes": [ {"id": "a", "type": "tone"} "#, ["not valid JSON"])
         expectGraphError(#"[1, 2]"#, ["JSON object"])
+        expectGraphError(graph(#"{"id": "t", "type": "gain", "bypass": 1}"#), ["node 't' (gain): field 'bypass' must be true or false"])
     }
 
     @Test func relativePathsResolveAgainstTheGraphFile() throws {

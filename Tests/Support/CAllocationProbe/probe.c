@@ -12,6 +12,7 @@ void allocation_probe_hook(size_t size) {
     if (watched) {
         atomic_fetch_add_explicit(&count, 1, memory_order_relaxed);
         atomic_fetch_add_explicit(&bytes, (int64_t)size, memory_order_relaxed);
+        // PROBE_TRACE=1 prints the first two offending stacks (backtrace_symbols_fd does not allocate).
         static _Atomic int traced;
         if (getenv("PROBE_TRACE") && atomic_fetch_add(&traced, 1) < 2) {
             watched = 0;
