@@ -29,7 +29,9 @@ let package = Package(
         // Container formats: WAV (read incrementally, written in a streaming way).
         .target(name: "MediaContainers", dependencies: ["AudioCore"], swiftSettings: strict),
         // The unit model, graph topology, compiled render schedules and their exchange, offline output.
-        .target(name: "AudioGraph", dependencies: ["AudioCore"], swiftSettings: strict),
+        .target(name: "AudioGraph", dependencies: ["AudioCore", "CFloatEnvironment"], swiftSettings: strict),
+        // Flush-to-zero for the render thread (C, header only).
+        .target(name: "CFloatEnvironment"),
         // The units: generators, mixer, gain, players.
         .target(name: "AudioUnits", dependencies: ["AudioCore", "AudioGraph", "MediaContainers"], swiftSettings: strict),
         // Umbrella module: re-exports the above, graph files, offline rendering to files.

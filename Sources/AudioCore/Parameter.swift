@@ -130,6 +130,22 @@ public struct SmoothedValue: Sendable {
 
     public var isRamping: Bool { remaining > 0 }
 
+    /// Moves `frames` samples along the ramp at once and returns the value reached: for units that update
+    /// coefficients at control rate (every few dozen samples) rather than per sample.
+    @inlinable
+    public mutating func advance(by frames: Int) -> Float {
+        if remaining > 0 {
+            if frames >= remaining {
+                remaining = 0
+                current = target
+            } else {
+                remaining -= frames
+                current += step * Float(frames)
+            }
+        }
+        return current
+    }
+
     /// The next sample's value.
     @inlinable
     public mutating func next() -> Float {

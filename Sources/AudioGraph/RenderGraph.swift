@@ -1,4 +1,5 @@
 import AudioCore
+import CFloatEnvironment
 import Synchronization
 
 /// Identifies a node in a ``RenderGraph``. ``RenderGraph/output`` is the graph's output.
@@ -383,6 +384,9 @@ public final class RenderGraph: @unchecked Sendable {
     @inline(__always)
     public func renderCycle(frames: Int, timeStamp: RenderTimeStamp) -> BufferView? {
         guard frames >= 0, frames <= maximumFrames, let schedule = exchange.acquire() else { return nil }
+        // Denormals flush to zero while the graph renders, so decaying filter and reverb states stay cheap.
+        let saved = la_float_environment_enter()
+        defer { la_float_environment_leave(saved) }
         return schedule._withUnsafeGuaranteedRef { $0.run(frames: frames, timeStamp: timeStamp) }
     }
 

@@ -100,20 +100,7 @@ final class RenderSchedule: @unchecked Sendable {
                 inputs: UnsafeBufferPointer(rebasing: inputViews[step.inputStart..<(step.inputStart + step.inputCount)]),
                 outputs: UnsafeBufferPointer(
                     rebasing: outputViews[step.outputStart..<(step.outputStart + step.outputCount)]))
-            if unit.isBypassed {
-                for o in 0..<step.outputCount {
-                    if o < step.inputCount,
-                        context.inputs[o].channelCount == 1
-                            || context.inputs[o].channelCount >= context.outputs[o].channelCount
-                    {
-                        context.outputs[o].copy(from: context.inputs[o])
-                    } else {
-                        context.outputs[o].clear()
-                    }
-                }
-            } else {
-                unit.render(context)
-            }
+            unit.renderWithBypass(context)
         }
         return output.view(frames)
     }

@@ -61,6 +61,9 @@ open class RenderUnit: @unchecked Sendable {
     private let bypassFlag = Atomic<Bool>(false)
     /// Set by the graph that holds the unit; a unit belongs to one graph at a time.
     let membership = Atomic<Bool>(false)
+    /// Render thread: where the bypass crossfade stands, 0 (processing) … `bypassFadeFrames` (bypassed).
+    private var bypassPosition = 0
+    private var bypassFadeFrames = 480
 
     /// - Parameters:
     ///   - kind: the unit's type name (graph files, messages).
@@ -97,12 +100,17 @@ open class RenderUnit: @unchecked Sendable {
 
     // MARK: Bypass, latency, tail
 
-    /// When true, the unit is not rendered: input bus 0 is passed to output bus 0 unchanged (silence for units
-    /// without inputs). Settable from any thread; takes effect at the next render cycle.
+    /// When true, the unit is not rendered: each input bus is passed to the output bus of the same number bit for
+    /// bit (silence for outputs without an input). Settable from any thread. The switch crossfades between the
+    /// processed and the unprocessed signal over ``bypassFadeTime``, so it never clicks; when bypass ends, the unit
+    /// first clears its state through ``resumeFromBypass()``.
     public var isBypassed: Bool {
         get { bypassFlag.load(ordering: .relaxed) }
         set { bypassFlag.store(newValue, ordering: .relaxed) }
     }
+
+    /// Seconds the bypass crossfade takes.
+    public static let bypassFadeTime = 0.01
 
     /// Seconds by which the output lags the input (lookahead, filters with delay). 0 by default.
     open var latency: Double { 0 }
@@ -175,6 +183,8 @@ open class RenderUnit: @unchecked Sendable {
         }
         try allocateRenderResources(spec)
         self.spec = spec
+        bypassFadeFrames = max(1, Int((Self.bypassFadeTime * spec.sampleRate).rounded()))
+        bypassPosition = isBypassed ? bypassFadeFrames : 0
         reset()
     }
 
@@ -189,6 +199,54 @@ open class RenderUnit: @unchecked Sendable {
     /// Render thread only: no allocation, lock, logging or I/O.
     open func render(_ context: RenderContext) {
         for o in context.outputs { o.clear() }
+    }
+
+    /// Called on the render thread before the first ``render(_:)`` after bypass ends. Clear delay lines and
+    /// envelopes here (so a bypassed delay does not replay old audio); never allocate. Does nothing by default.
+    open func resumeFromBypass() {}
+
+    /// Renders through the bypass switch: the unit alone, the input alone (bit-exact), or a linear crossfade from
+    /// one to the other while the switch moves. Render thread; called by the graph's schedule.
+    public final func renderWithBypass(_ context: RenderContext) {
+        let wanted = isBypassed ? bypassFadeFrames : 0
+        if bypassPosition == wanted {
+            if wanted == 0 { render(context) } else { passThrough(context) }
+            return
+        }
+        if bypassPosition == bypassFadeFrames { resumeFromBypass() }
+        render(context)
+        let step = wanted > bypassPosition ? 1 : -1
+        let scale = 1 / Float(bypassFadeFrames)
+        var end = bypassPosition
+        for o in 0..<context.outputs.count {
+            let out = context.outputs[o]
+            let dry = o < context.inputs.count ? context.inputs[o] : nil
+            for c in 0..<out.channelCount {
+                let y = out[c].baseAddress!
+                var position = bypassPosition
+                let x: UnsafeMutablePointer<Float>? =
+                    if let dry, dry.channelCount == 1 || c < dry.channelCount { dry[dry.channelCount == 1 ? 0 : c].baseAddress! } else { nil }
+                for i in 0..<context.frameCount {
+                    if position != wanted { position += step }
+                    let a = Float(position) * scale  // 0 processed … 1 bypassed
+                    let d = x?[i] ?? 0
+                    y[i] = a == 1 ? d : y[i] + (d - y[i]) * a
+                }
+                end = position
+            }
+        }
+        bypassPosition = context.outputs.isEmpty ? wanted : end
+    }
+
+    private func passThrough(_ context: RenderContext) {
+        for o in 0..<context.outputs.count {
+            let out = context.outputs[o]
+            if o < context.inputs.count, context.inputs[o].channelCount == 1 || context.inputs[o].channelCount >= out.channelCount {
+                out.copy(from: context.inputs[o])
+            } else {
+                out.clear()
+            }
+        }
     }
 
     // MARK: Reading ahead
