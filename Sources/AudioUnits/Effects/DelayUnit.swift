@@ -1,0 +1,169 @@
+import AudioCore
+import AudioGraph
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A feedback delay with a low-pass in the loop: the Delay role.
+///
+/// Per channel: wet[n] = LP(line[n − D]); line[n] = x[n] + feedback · wet[n]; out = (1 − mix)·x + mix·wet.
+/// So an impulse returns after D, 2D, 3D … samples with amplitudes 1, feedback, feedback², … (times the low-pass,
+/// which is a first-order bilinear low-pass at `lowpassCutoff`, switched off at its maximum, the Nyquist frequency).
+/// D is `delayTime` × sample rate rounded to whole samples (at least 1); a change glides D there over 0.2 s, reading
+/// between samples while it moves, like a tape delay — no clicks.
+///
+/// Parameters: `delayTime` 0 … 2 s (1), `feedback` −100 … 100 % (50), `lowpassCutoff` 10 Hz … Nyquist (15000 Hz),
+/// `wetDryMix` 0 … 100 % (50).
+public final class DelayUnit: RenderUnit, @unchecked Sendable {
+    public static let maximumDelayTime = 2.0
+    private let p: [Parameter]
+    private let channels: Int
+    // Render thread state.
+    private var line: UnsafeMutablePointer<Float>?  // channels × ringSize
+    private var ringSize = 0
+    private var written = 0
+    private var delayFrames = 1.0
+    private var delayStep = 0.0
+    private var delayTarget = 1.0
+    private var delayRemaining = 0
+    private var glideFrames = 1
+    private var feedback = SmoothedValue(0.5, rampFrames: 0)
+    private var mix = SmoothedValue(0.5, rampFrames: 0)
+    private var filterState: UnsafeMutablePointer<SIMD2<Float>>?  // per channel: last input, last output
+    private var cutoff = SmoothedValue(15_000, rampFrames: 0)
+    private var sampleRate = 48_000.0
+
+    public init(format: StreamFormat) throws(AudioError) {
+        let f = try StreamFormat.graph(sampleRate: format.sampleRate, channelCount: format.channelCount)
+        channels = f.channelCount
+        let nyquist = Float(f.sampleRate / 2)
+        let specs = [
+            ParameterSpec("delayTime", name: "Delay time", range: 0...Float(Self.maximumDelayTime), unit: .seconds, default: 1, smoothingTime: 0.2),
+            ParameterSpec("feedback", name: "Feedback", range: -100...100, unit: .percent, default: 50),
+            ParameterSpec("lowpassCutoff", name: "Low-pass cutoff", range: 10...nyquist, unit: .hertz, default: min(15_000, nyquist)),
+            ParameterSpec("wetDryMix", name: "Wet/dry mix", range: 0...100, unit: .percent, default: 50),
+        ]
+        p = specs.map { Parameter($0, owner: "delay") }
+        super.init(kind: "delay", inputs: [f], outputs: [f], parameters: p)
+    }
+
+    deinit {
+        line?.deallocate()
+        filterState?.deallocate()
+    }
+
+    override public var tailTime: Double {
+        let fb = Double(abs(p[1].value)) / 100
+        guard fb > 0 else { return Double(p[0].value) }
+        // Echoes fall by |feedback| each round trip; the tail lasts until they are 60 dB down (or 60 s).
+        return fb >= 1 ? 60 : min(60, Double(p[0].value) * (1 + 3 / -log10(fb)))
+    }
+
+    override public func allocateRenderResources(_ spec: RenderSpec) throws(AudioError) {
+        line?.deallocate()
+        filterState?.deallocate()
+        sampleRate = spec.sampleRate
+        let longest = Int((Self.maximumDelayTime * spec.sampleRate).rounded()) + 2
+        ringSize = 1
+        while ringSize < longest { ringSize <<= 1 }
+        line = .allocate(capacity: ringSize * channels)
+        filterState = .allocate(capacity: channels)
+        glideFrames = rampFrames(for: p[0])
+        feedback.rampFrames = rampFrames(for: p[1])
+        cutoff.rampFrames = rampFrames(for: p[2])
+        mix.rampFrames = rampFrames(for: p[3])
+    }
+
+    private func targetFrames() -> Double { max(1, (Double(p[0].value) * sampleRate).rounded()) }
+
+    override public func reset() {
+        delayFrames = targetFrames()
+        delayTarget = delayFrames
+        delayRemaining = 0
+        feedback.reset(to: p[1].value / 100)
+        cutoff.reset(to: p[2].value)
+        mix.reset(to: p[3].value / 100)
+        resumeFromBypass()
+    }
+
+    override public func resumeFromBypass() {
+        line?.update(repeating: 0, count: ringSize * channels)
+        filterState?.update(repeating: SIMD2(), count: channels)
+        written = 0
+    }
+
+    /// The first-order bilinear low-pass at `hz`: y = b·(x + x₁) − a·y₁; (1, 0) when wide open.
+    private func lowpass(_ hz: Float) -> (b: Float, a: Float, open: Bool) {
+        if Double(hz) >= sampleRate / 2 { return (1, 0, true) }
+        let k = tan(Double.pi * Double(hz) / sampleRate)
+        return (Float(k / (1 + k)), Float((k - 1) / (k + 1)), false)
+    }
+
+    override public func render(_ context: RenderContext) {
+        guard let line, let filterState else { return }
+        let input = context.input(0), output = context.output(0)
+        let frames = context.frameCount
+        let wanted = targetFrames()
+        if wanted != delayTarget {
+            delayTarget = wanted
+            delayRemaining = max(1, glideFrames)
+            delayStep = (wanted - delayFrames) / Double(delayRemaining)
+        }
+        feedback.setTarget(p[1].value / 100)
+        cutoff.setTarget(p[2].value)
+        mix.setTarget(p[3].value / 100)
+        let mask = ringSize - 1
+        let startDelay = delayFrames, startRemaining = delayRemaining
+        let startFeedback = feedback, startMix = mix, startCutoff = cutoff
+        for c in 0..<channels {
+            let x = input[c].baseAddress!, out = output[c].baseAddress!
+            let ring = line + c * ringSize
+            var d = startDelay, remaining = startRemaining
+            var fb = startFeedback, wet = startMix, fc = startCutoff
+            var filter = lowpass(fc.value)
+            var state = filterState[c]
+            var w = written
+            var i = 0
+            while i < frames {
+                // Control blocks of 32 frames: the low-pass follows a moving cutoff at that rate.
+                let n = min(32, frames - i)
+                if fc.isRamping { _ = fc.advance(by: n); filter = lowpass(fc.value) }
+                for j in i..<(i + n) {
+                    var tap: Float
+                    if remaining > 0 {
+                        remaining -= 1
+                        d = remaining == 0 ? delayTarget : d + delayStep
+                        let whole = Int(d), frac = Float(d - Double(whole))
+                        let a = ring[(w - whole) & mask], b = ring[(w - whole - 1) & mask]
+                        tap = a + (b - a) * frac
+                    } else {
+                        tap = ring[(w - Int(d)) & mask]
+                    }
+                    if !filter.open {
+                        let y = filter.b * (tap + state.x) - filter.a * state.y
+                        state = SIMD2(tap, y)
+                        tap = y
+                    }
+                    let dry = x[j]
+                    ring[w & mask] = dry + fb.next() * tap
+                    w += 1
+                    let m = wet.next()
+                    out[j] = dry * (1 - m) + tap * m  // exact at 0 and 100 %
+                }
+                i += n
+            }
+            filterState[c] = state
+            if c == channels - 1 {
+                delayFrames = d
+                delayRemaining = remaining
+                feedback = fb
+                mix = wet
+                cutoff = fc
+                written = w
+            }
+        }
+    }
+}

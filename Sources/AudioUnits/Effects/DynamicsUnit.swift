@@ -1,0 +1,158 @@
+import AudioCore
+import AudioGraph
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A feed-forward compressor with a soft knee and a downward expander: the DynamicsProcessor role.
+///
+/// Detection is linked across channels (one gain for all, so the stereo image holds) and reads the peak of the
+/// last 2.5–5 ms, so a steady sine of 200 Hz or more is read at its peak and the gain holds still. The static curve,
+/// in dB of peak level L:
+/// - above the knee: T + (L − T) / ratio; inside a knee of width W: L + (1/ratio − 1)(L − T + W/2)² / 2W;
+/// - below `expansionThreshold` Te: a further (L − Te)(expansionRatio − 1) dB (1, the default, turns it off).
+/// The gain in dB then follows the curve with one-pole smoothing: time constant `attack` while the gain falls,
+/// `release` while it rises (so the expander also opens over `release`). `makeupGain` is added last.
+///
+/// Parameters: `threshold` −60 … 0 dB (−20), `ratio` 1 … 50 (4), `knee` 0 … 40 dB (0, hard), `attack`
+/// 0.0001 … 0.2 s (0.005), `release` 0.01 … 3 s (0.1), `makeupGain` −40 … 40 dB (0), `expansionThreshold`
+/// −120 … 0 dB (−60), `expansionRatio` 1 … 50 (1). ``gainReduction`` meters the current reduction.
+public final class DynamicsUnit: RenderUnit, @unchecked Sendable {
+    static let specs: [ParameterSpec] = [
+        ParameterSpec("threshold", name: "Threshold", range: -60...0, unit: .decibels, default: -20),
+        ParameterSpec("ratio", name: "Ratio", range: 1...50, unit: .generic, default: 4),
+        ParameterSpec("knee", name: "Knee width", range: 0...40, unit: .decibels, default: 0),
+        ParameterSpec("attack", name: "Attack time", range: 0.0001...0.2, unit: .seconds, default: 0.005),
+        ParameterSpec("release", name: "Release time", range: 0.01...3, unit: .seconds, default: 0.1),
+        ParameterSpec("makeupGain", name: "Makeup gain", range: -40...40, unit: .decibels, default: 0),
+        ParameterSpec("expansionThreshold", name: "Expansion threshold", range: -120...0, unit: .decibels, default: -60),
+        ParameterSpec("expansionRatio", name: "Expansion ratio", range: 1...50, unit: .generic, default: 1),
+    ]
+    /// Seconds of each peak-hold segment; the detector reads the larger of the current and the previous segment.
+    public static let holdTime = 0.0025
+    static let controlFrames = 32
+
+    private let p: [Parameter]
+    // Render-thread state.
+    private var smoothed: [SmoothedValue]
+    private var envelope: Float = 0  // smoothed gain in dB (≤ 0 when compressing)
+    private var holdCurrent: Float = 0
+    private var holdPrevious: Float = 0
+    private var holdCount = 0
+    private var holdLength = 120
+    private var sampleRate = 48_000.0
+    private var levels: UnsafeMutablePointer<Float>?
+    private let meter = Atomic<UInt32>(Float(0).bitPattern)
+
+    public init(format: StreamFormat) throws(AudioError) {
+        let f = try StreamFormat.graph(sampleRate: format.sampleRate, channelCount: format.channelCount)
+        p = Self.specs.map { Parameter($0, owner: "dynamics") }
+        smoothed = Self.specs.map { SmoothedValue($0.defaultValue, rampFrames: 0) }
+        super.init(kind: "dynamics", inputs: [f], outputs: [f], parameters: p)
+    }
+
+    deinit { levels?.deallocate() }
+
+    /// Current gain reduction in dB (positive: the signal is turned down by that much). Any thread.
+    public var gainReduction: Float { -Float(bitPattern: meter.load(ordering: .relaxed)) }
+
+    override public var propertyNames: [String] { super.propertyNames + ["gainReduction"] }
+
+    override public func property(_ name: String) throws(AudioError) -> PropertyValue {
+        name == "gainReduction" ? .double(Double(gainReduction)) : try super.property(name)
+    }
+
+    override public func allocateRenderResources(_ spec: RenderSpec) throws(AudioError) {
+        levels?.deallocate()
+        levels = .allocate(capacity: spec.maximumFrames)
+        sampleRate = spec.sampleRate
+        holdLength = max(1, Int((Self.holdTime * spec.sampleRate).rounded()))
+        for i in smoothed.indices { smoothed[i].rampFrames = rampFrames(for: p[i]) }
+    }
+
+    override public func reset() {
+        for i in smoothed.indices { smoothed[i].reset(to: p[i].value) }
+        resumeFromBypass()
+    }
+
+    override public func resumeFromBypass() {
+        envelope = 0
+        holdCurrent = 0
+        holdPrevious = 0
+        holdCount = 0
+        meter.store(Float(0).bitPattern, ordering: .relaxed)
+    }
+
+    override public func render(_ context: RenderContext) {
+        guard let levels else { return }
+        let input = context.input(0), output = context.output(0)
+        let frames = context.frameCount
+        let channels = output.channelCount
+        for i in smoothed.indices { smoothed[i].setTarget(p[i].value) }
+
+        // Pass 1: the linked peak of each frame.
+        let x0 = input[0].baseAddress!
+        for i in 0..<frames { levels[i] = abs(x0[i]) }
+        for c in 1..<max(channels, 1) where input.channelStride != 0 {
+            let x = input[c].baseAddress!
+            for i in 0..<frames { levels[i] = max(levels[i], abs(x[i])) }
+        }
+
+        // Pass 2: detector, static curve and smoothing, per frame, in control blocks; levels become gains.
+        var start = 0
+        while start < frames {
+            let n = min(Self.controlFrames, frames - start)
+            let threshold = smoothed[0].advance(by: n)
+            let slope = 1 / smoothed[1].advance(by: n) - 1  // dB of gain per dB over the threshold
+            let knee = smoothed[2].advance(by: n)
+            let attack = Float(exp(-1 / (Double(smoothed[3].advance(by: n)) * sampleRate)))
+            let release = Float(exp(-1 / (Double(smoothed[4].advance(by: n)) * sampleRate)))
+            let expansionThreshold = smoothed[6].advance(by: n)
+            let expansionSlope = smoothed[7].advance(by: n) - 1
+            let kneeLow = threshold - knee / 2, kneeHigh = threshold + knee / 2
+            let kneeScale = knee > 0 ? slope / (2 * knee) : 0
+            var y = envelope
+            var current = holdCurrent, previous = holdPrevious, count = holdCount
+            let hold = holdLength
+            var makeup = smoothed[5]
+            for i in start..<(start + n) {
+                current = max(current, levels[i])
+                count += 1
+                if count == hold {
+                    previous = current
+                    current = 0
+                    count = 0
+                }
+                let level = FastMath.decibels(max(current, previous))
+                var g: Float = 0
+                if level >= kneeHigh {
+                    g = (level - threshold) * slope
+                } else if level > kneeLow {
+                    let d = level - kneeLow
+                    g = d * d * kneeScale
+                }
+                g += min(level - expansionThreshold, 0) * expansionSlope
+                g = max(g, -120)  // a deep expander floor, so the gain comes back within its release time
+                y = g + (y - g) * (g < y ? attack : release)
+                levels[i] = FastMath.amplitude(decibels: y + makeup.next())
+            }
+            smoothed[5] = makeup
+            envelope = y
+            holdCurrent = current
+            holdPrevious = previous
+            holdCount = count
+            start += n
+        }
+        meter.store(envelope.bitPattern, ordering: .relaxed)
+
+        // Pass 3: apply.
+        for c in 0..<channels {
+            let x = input[c].baseAddress!, out = output[c].baseAddress!
+            for i in 0..<frames { out[i] = x[i] * levels[i] }
+        }
+    }
+}

@@ -1,0 +1,225 @@
+import AudioCore
+import AudioGraph
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A lookahead peak limiter: the PeakLimiter role. No output sample exceeds `ceiling`.
+///
+/// The signal (after `preGain`) is delayed by the lookahead L = `attackTime` × sample rate, which is the unit's
+/// ``latency``. For each frame the limiter needs the gain g = min(1, ceiling / peak) (linked across channels);
+/// it takes the minimum of g over the next L + 1 frames, lets it recover toward 1 with time constant `decayTime`
+/// (never above that minimum), and averages the result over L + 1 frames. Every frame in that average's window has
+/// the frame's own g in its minimum, so the applied gain never exceeds g: the gain ramps down smoothly over the
+/// lookahead and the peak arrives exactly at the ceiling, with no clipping. A final clamp at the ceiling would
+/// catch rounding; ``safetyClips`` counts how often it acted (0 in normal operation; an `attackTime` change while
+/// running crossfades the delay taps over 5 ms and may use it).
+///
+/// Parameters: `attackTime` 0.001 … 0.03 s (0.005), `decayTime` 0.001 … 1 s (0.05), `preGain` −40 … 40 dB (0),
+/// `ceiling` −40 … 0 dB (−1).
+public final class LimiterUnit: RenderUnit, @unchecked Sendable {
+    static let specs: [ParameterSpec] = [
+        ParameterSpec("attackTime", name: "Attack (lookahead)", range: 0.001...0.03, unit: .seconds, default: 0.005),
+        ParameterSpec("decayTime", name: "Decay time", range: 0.001...1, unit: .seconds, default: 0.05),
+        ParameterSpec("preGain", name: "Pre-gain", range: -40...40, unit: .decibels, default: 0),
+        ParameterSpec("ceiling", name: "Ceiling", range: -40...0, unit: .decibels, default: -1),
+    ]
+    private static let crossfadeTime = 0.005
+    /// The gain computer aims a hair under the ceiling so rounding in the average never lands above it.
+    private static let headroom: Float = 1 - 1e-6
+
+    private let p: [Parameter]
+    private let channels: Int
+    // Render-thread state; buffers are allocated in allocateRenderResources.
+    private var preGain = SmoothedValue(1, rampFrames: 0)
+    private var ceiling = SmoothedValue(1, rampFrames: 0)
+    private var sampleRate = 48_000.0
+    private var delay: UnsafeMutablePointer<Float>?  // channels × ringSize
+    private var ringSize = 0
+    private var minIndex: UnsafeMutablePointer<Int>?  // monotonic deque of (frame, gain), ascending gains
+    private var minValue: UnsafeMutablePointer<Float>?
+    private var dequeHead = 0, dequeTail = 0  // positions, masked by ringSize - 1
+    private var history: UnsafeMutablePointer<Float>?  // recovered gains, for the moving average
+    private var sum = 0.0
+    private var recovered: Float = 1
+    private var frame = 0  // frames processed since reset
+    private var lookahead = 0
+    private var previousLookahead = 0
+    private var crossfadeRemaining = 0
+    private var crossfadeFrames = 1
+    private var peaks: UnsafeMutablePointer<Float>?
+    private let lookaheadFrames = Atomic<Int>(0)
+    private let clipCount = Atomic<Int>(0)
+
+    public init(format: StreamFormat) throws(AudioError) {
+        let f = try StreamFormat.graph(sampleRate: format.sampleRate, channelCount: format.channelCount)
+        channels = f.channelCount
+        p = Self.specs.map { Parameter($0, owner: "limiter") }
+        super.init(kind: "limiter", inputs: [f], outputs: [f], parameters: p)
+    }
+
+    deinit { release() }
+
+    private func release() {
+        delay?.deallocate()
+        minIndex?.deallocate()
+        minValue?.deallocate()
+        history?.deallocate()
+        peaks?.deallocate()
+    }
+
+    /// The lookahead in seconds: how far the output lags the input.
+    override public var latency: Double {
+        Double(spec == nil ? Int((Double(p[0].value) * (inputFormats[0].sampleRate)).rounded()) : lookaheadFrames.load(ordering: .relaxed))
+            / inputFormats[0].sampleRate
+    }
+
+    /// Samples the final clamp changed since the unit was prepared. Any thread.
+    public var safetyClips: Int { clipCount.load(ordering: .relaxed) }
+
+    override public var propertyNames: [String] { super.propertyNames + ["safetyClips", "latencyFrames"] }
+
+    override public func property(_ name: String) throws(AudioError) -> PropertyValue {
+        switch name {
+        case "safetyClips": .int(safetyClips)
+        case "latencyFrames": .int(Int((latency * inputFormats[0].sampleRate).rounded()))
+        default: try super.property(name)
+        }
+    }
+
+    override public func allocateRenderResources(_ spec: RenderSpec) throws(AudioError) {
+        release()
+        sampleRate = spec.sampleRate
+        let longest = Int((0.03 * spec.sampleRate).rounded()) + 2
+        ringSize = 1
+        while ringSize < longest + 1 { ringSize <<= 1 }
+        delay = .allocate(capacity: ringSize * channels)
+        minIndex = .allocate(capacity: ringSize)
+        minValue = .allocate(capacity: ringSize)
+        history = .allocate(capacity: ringSize)
+        peaks = .allocate(capacity: spec.maximumFrames)
+        preGain.rampFrames = rampFrames(for: p[2])
+        ceiling.rampFrames = rampFrames(for: p[3])
+        crossfadeFrames = max(1, Int((Self.crossfadeTime * spec.sampleRate).rounded()))
+        clipCount.store(0, ordering: .relaxed)
+    }
+
+    override public func reset() {
+        preGain.reset(to: decibelsToGain(p[2].value))
+        ceiling.reset(to: decibelsToGain(p[3].value))
+        lookahead = Int((Double(p[0].value) * sampleRate).rounded())
+        lookaheadFrames.store(lookahead, ordering: .relaxed)
+        resumeFromBypass()
+    }
+
+    override public func resumeFromBypass() {
+        guard let delay, let history else { return }
+        delay.update(repeating: 0, count: ringSize * channels)
+        history.update(repeating: 1, count: ringSize)
+        dequeHead = 0
+        dequeTail = 0
+        sum = Double(lookahead + 1)
+        recovered = 1
+        frame = 0
+        previousLookahead = lookahead
+        crossfadeRemaining = 0
+    }
+
+    override public func render(_ context: RenderContext) {
+        guard let delay, let minIndex, let minValue, let history, let peaks else { return }
+        let input = context.input(0), output = context.output(0)
+        let frames = context.frameCount
+        preGain.setTarget(decibelsToGain(p[2].value))
+        ceiling.setTarget(decibelsToGain(p[3].value))
+        let wanted = Int((Double(p[0].value) * sampleRate).rounded())
+        if wanted != lookahead { changeLookahead(to: wanted, history: history) }
+        let decay = Float(exp(-1 / (Double(p[1].value) * sampleRate)))
+        let mask = ringSize - 1
+        let window = lookahead + 1
+        let inverseWindow = 1 / Double(window)
+
+        // Pass 1: apply the pre-gain into the delay line and take each frame's linked peak.
+        let startFrame = frame
+        for i in 0..<frames { peaks[i] = 0 }
+        var gainRamp = preGain
+        for c in 0..<channels {
+            gainRamp = preGain
+            let x = input[c].baseAddress!
+            let line = delay + c * ringSize
+            for i in 0..<frames {
+                let v = x[i] * gainRamp.next()
+                line[(startFrame + i) & mask] = v
+                peaks[i] = max(peaks[i], abs(v))
+            }
+        }
+        preGain = gainRamp
+
+        // Pass 2: the gain each frame needs, its running minimum, recovery and moving average.
+        var head = dequeHead, tail = dequeTail, r = recovered, total = sum
+        var ceilingRamp = ceiling
+        for i in 0..<frames {
+            let n = startFrame + i
+            let limit = ceilingRamp.next() * Self.headroom
+            let peak = peaks[i]
+            let needed: Float = peak > limit ? limit / peak : 1
+            while tail != head && minValue[(tail - 1) & mask] >= needed { tail -= 1 }
+            minIndex[tail & mask] = n
+            minValue[tail & mask] = needed
+            tail += 1
+            while minIndex[head & mask] <= n - window { head += 1 }
+            let m = minValue[head & mask]
+            r = min(m, 1 - (1 - r) * decay)
+            total += Double(r) - Double(history[(n - window) & mask])
+            history[n & mask] = r
+            peaks[i] = Float(total * inverseWindow)
+        }
+        dequeHead = head
+        dequeTail = tail
+        recovered = r
+        sum = total
+        ceiling = ceilingRamp
+
+        // Pass 3: the delayed signal times the gain, with the safety clamp.
+        let top = ceiling.value
+        var clips = 0
+        let fading = crossfadeRemaining
+        for c in 0..<channels {
+            let out = output[c].baseAddress!
+            let line = delay + c * ringSize
+            for i in 0..<frames {
+                let n = startFrame + i
+                var v = line[(n - lookahead) & mask]
+                if fading > i {
+                    let a = Float(fading - i) / Float(crossfadeFrames)
+                    v += (line[(n - previousLookahead) & mask] - v) * a
+                }
+                v *= peaks[i]
+                if abs(v) > top {
+                    clips += 1
+                    v = v > 0 ? top : -top
+                }
+                out[i] = v
+            }
+        }
+        crossfadeRemaining = max(0, fading - frames)
+        if clips > 0 { clipCount.add(clips, ordering: .relaxed) }
+        frame = startFrame + frames
+    }
+
+    /// A new lookahead: the moving average restarts over the new window from the recovered gains kept, and the
+    /// delayed signal crossfades from the old tap to the new one.
+    private func changeLookahead(to wanted: Int, history: UnsafeMutablePointer<Float>) {
+        previousLookahead = lookahead
+        lookahead = wanted
+        lookaheadFrames.store(wanted, ordering: .relaxed)
+        crossfadeRemaining = crossfadeFrames
+        let mask = ringSize - 1
+        var total = 0.0
+        for k in 0...wanted { total += Double(history[(frame - 1 - k) & mask]) }
+        sum = total
+    }
+}
