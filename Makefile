@@ -12,6 +12,7 @@ demo: deps-demo
 	@test -f examples/voice.wav || scripts/make-demo-voice.sh examples/voice.wav
 	.build/release/liveaudio render examples/mix.json -o $(OUT)/mix.wav
 	.build/release/liveaudio info $(OUT)/mix.wav
+	.build/release/liveaudio render examples/voice-chain.json -o $(OUT)/voice-chain.wav
 
 test: deps-test
 	$(SWIFT) build --build-tests

@@ -30,3 +30,19 @@ hyperfine --warmup 2 --runs 10 --export-markdown "$work/render.md" \
   -n sox "sox -m -v 1 $work/voice.wav -v 0.5 $work/tone.wav -e floating-point -b 32 $work/sox.wav vol -6dB" \
   -n ffmpeg "ffmpeg -hide_banner -loglevel error -y -threads 1 -filter_threads 1 -i $work/voice.wav -i $work/tone.wav -filter_complex '[1]volume=0.5[b];[0][b]amix=inputs=2:normalize=0,volume=-6dB' -c:a pcm_f32le $work/ff.wav"
 cat "$work/render.md"
+
+echo "== voice chain (examples/voice-chain.json) vs ffmpeg and sox chains: 60 s, 48 kHz stereo float"
+# Music-like input: pink noise with a slow tremolo plus two tones.
+ffmpeg -hide_banner -loglevel error -y -f lavfi -i "anoisesrc=color=pink:sample_rate=48000:duration=60:amplitude=0.3:seed=7" \
+  -f lavfi -i "sine=frequency=220:sample_rate=48000:duration=60" \
+  -filter_complex "[0]tremolo=f=1.3:d=0.5[n];[1]volume=0.2[t];[n][t]amix=inputs=2:normalize=0" \
+  -ac 2 -c:a pcm_f32le "$work/chain-in.wav"
+mkdir -p "$work/chain"
+cp examples/voice-chain.json "$work/chain/voice-chain.json"
+ln -sf "$work/chain-in.wav" "$work/chain/voice.wav"
+eq3="equalizer=f=90:t=q:w=0.7:g=-6,equalizer=f=3000:t=q:w=1:g=3,equalizer=f=10000:t=q:w=0.7:g=2"
+hyperfine --warmup 2 --runs 10 --export-markdown "$work/chain.md" \
+  -n liveaudio ".build/release/liveaudio render $work/chain/voice-chain.json -o $work/chain-la.wav" \
+  -n "ffmpeg eq×3,acompressor,aecho,alimiter" "ffmpeg -hide_banner -loglevel error -y -threads 1 -filter_threads 1 -i $work/chain-in.wav -af '$eq3,acompressor=threshold=-24dB:ratio=3:attack=5:release=120:makeup=1.58:knee=2,aecho=1:0.85:250:0.25,alimiter=limit=0.89:attack=3:release=50:level=0' -c:a pcm_f32le $work/chain-ff.wav" \
+  -n "sox equalizer×3 compand reverb" "sox $work/chain-in.wav -e floating-point -b 32 $work/chain-sox.wav equalizer 90 0.7q -6 equalizer 3000 1q 3 equalizer 10000 0.7q 2 compand 0.005,0.12 6:-70,-70,-24,-24,0,-16 4 reverb 20"
+cat "$work/chain.md"

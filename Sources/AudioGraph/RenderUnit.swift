@@ -100,10 +100,10 @@ open class RenderUnit: @unchecked Sendable {
 
     // MARK: Bypass, latency, tail
 
-    /// When true, the unit is not rendered: each input bus is passed to the output bus of the same number bit for
-    /// bit (silence for outputs without an input). Settable from any thread. The switch crossfades between the
-    /// processed and the unprocessed signal over ``bypassFadeTime``, so it never clicks; when bypass ends, the unit
-    /// first clears its state through ``resumeFromBypass()``.
+    /// When true, each input bus is passed to the output bus of the same number bit for bit (silence for outputs
+    /// without an input). Settable from any thread. The switch crossfades between the processed and the
+    /// unprocessed signal over ``bypassFadeTime``, so it never clicks. The unit keeps rendering underneath (its
+    /// output unused), so its state stays current for when bypass ends.
     public var isBypassed: Bool {
         get { bypassFlag.load(ordering: .relaxed) }
         set { bypassFlag.store(newValue, ordering: .relaxed) }
@@ -201,20 +201,17 @@ open class RenderUnit: @unchecked Sendable {
         for o in context.outputs { o.clear() }
     }
 
-    /// Called on the render thread before the first ``render(_:)`` after bypass ends. Clear delay lines and
-    /// envelopes here (so a bypassed delay does not replay old audio); never allocate. Does nothing by default.
-    open func resumeFromBypass() {}
-
-    /// Renders through the bypass switch: the unit alone, the input alone (bit-exact), or a linear crossfade from
-    /// one to the other while the switch moves. Render thread; called by the graph's schedule.
+    /// Renders through the bypass switch: the unit's output, the input (bit-exact), or a linear crossfade from one
+    /// to the other while the switch moves. The unit renders underneath even while bypassed, so its state (delay
+    /// lines, envelopes, a lookahead) stays current and switching back is as seamless as switching away.
+    /// Render thread; called by the graph's schedule.
     public final func renderWithBypass(_ context: RenderContext) {
         let wanted = isBypassed ? bypassFadeFrames : 0
+        render(context)
         if bypassPosition == wanted {
-            if wanted == 0 { render(context) } else { passThrough(context) }
+            if wanted != 0 { passThrough(context) }
             return
         }
-        if bypassPosition == bypassFadeFrames { resumeFromBypass() }
-        render(context)
         let step = wanted > bypassPosition ? 1 : -1
         let scale = 1 / Float(bypassFadeFrames)
         var end = bypassPosition

@@ -87,6 +87,22 @@ public struct NodeFields {
         return result
     }
 
+    /// The array of objects in `key` (empty when absent), each checked by `body` with a label like `bands[2]`.
+    public mutating func objects<T>(_ key: String, maximumCount: Int, _ body: (_ label: String, _ object: [String: JSONValue]) throws(AudioError) -> T)
+        throws(AudioError) -> [T]
+    {
+        consumed.insert(key)
+        guard let v = values[key] else { return [] }
+        guard case .array(let items) = v else { throw error(key, "must be an array of objects, got \(v.kindName)") }
+        guard items.count <= maximumCount else { throw error(key, "holds at most \(maximumCount) entries, got \(items.count)") }
+        var result: [T] = []
+        for (i, item) in items.enumerated() {
+            guard case .object(let o) = item else { throw error("\(key)[\(i)]", "must be an object, got \(item.kindName)") }
+            result.append(try body("\(key)[\(i)]", o))
+        }
+        return result
+    }
+
     /// Fields not read by the factory.
     var unconsumed: [String] { values.keys.filter { !consumed.contains($0) }.sorted() }
 
@@ -130,7 +146,45 @@ public struct UnitRegistry: Sendable {
         return unit
     }
 
-    /// The units LiveAudio ships: `file`, `player`, `tone`, `noise`, `mixer`, `gain`.
+    /// One `eq` band object: `type`, `frequency`, `gain`, `q` or `bandwidth`, `bypass`.
+    static func eqBand(_ f: NodeFields, _ label: String, _ o: [String: JSONValue]) throws(AudioError) -> EQBand {
+        let known = ["type", "frequency", "gain", "q", "bandwidth", "bypass"]
+        for key in o.keys.sorted() where !known.contains(key) {
+            throw f.error("\(label).\(key)", "is not a band field (known: \(known.joined(separator: ", ")))")
+        }
+        func number(_ key: String, _ range: ClosedRange<Double>, _ unit: String) throws(AudioError) -> Double? {
+            guard let v = o[key] else { return nil }
+            guard case .number(let d) = v else { throw f.error("\(label).\(key)", "must be a number, got \(v.kindName)") }
+            guard range.contains(d) else {
+                throw f.error("\(label).\(key)", "must be between \(NodeFields.show(range.lowerBound))\(unit) and \(NodeFields.show(range.upperBound))\(unit), got \(NodeFields.show(d))")
+            }
+            return d
+        }
+        let types = BiquadType.allCases.map(\.rawValue)
+        guard case .string(let name)? = o["type"], let type = BiquadType(rawValue: name) else {
+            throw f.error("\(label).type", "must be one of \(types.joined(separator: ", ")), got \(o["type"]?.description ?? "nothing")")
+        }
+        let top = Double(FilterBankUnit.maximumFrequency(f.format.sampleRate))
+        guard let frequency = try number("frequency", 10...top, " Hz") else { throw f.error("\(label).frequency", "is required") }
+        let gain = try number("gain", -96...24, " dB") ?? 0
+        let q = try number("q", 0.05...40, "")
+        let bandwidth = try number("bandwidth", 0.05...5, " octaves")
+        if bandwidth != nil {
+            guard q == nil else { throw f.error(label, "gives both q and bandwidth; give one") }
+            guard type.acceptsBandwidth else {
+                throw f.error("\(label).bandwidth", "is for peak, bandPass and notch bands; a \(name) band takes q")
+            }
+        }
+        var bypass = false
+        if let v = o["bypass"] {
+            guard case .bool(let b) = v else { throw f.error("\(label).bypass", "must be true or false, got \(v.kindName)") }
+            bypass = b
+        }
+        return EQBand(type, frequency: frequency, gain: gain, q: q ?? 0.5.squareRoot(), bandwidth: bandwidth, bypass: bypass)
+    }
+
+    /// The units LiveAudio ships: sources `file`, `player`, `tone`, `noise`; `mixer`, `gain`; effects `eq`,
+    /// `lowpass`, `highpass`, `bandpass`, `dynamics`, `reverb`, `delay`, `limiter`.
     public static let standard: UnitRegistry = {
         var r = UnitRegistry()
         r.register("file") { (f: inout NodeFields) throws(AudioError) in
@@ -191,6 +245,21 @@ public struct UnitRegistry: Sendable {
                 format: f.format,
                 gain: Float(try f.number("gain", default: 0, in: Double(r.lowerBound)...Double(r.upperBound), unit: " dB")))
         }
+        r.register("eq") { (f: inout NodeFields) throws(AudioError) in
+            let node = f
+            let bands = try f.objects("bands", maximumCount: EQUnit.maximumBands) { (label, o) throws(AudioError) in
+                try eqBand(node, label, o)
+            }
+            return try EQUnit(format: f.format, bands: bands)
+        }
+        // The other effects take their parameters as fields, range-checked by the leftover-field rule.
+        r.register("lowpass") { (f: inout NodeFields) throws(AudioError) in try LowPassUnit(format: f.format) }
+        r.register("highpass") { (f: inout NodeFields) throws(AudioError) in try HighPassUnit(format: f.format) }
+        r.register("bandpass") { (f: inout NodeFields) throws(AudioError) in try BandPassUnit(format: f.format) }
+        r.register("dynamics") { (f: inout NodeFields) throws(AudioError) in try DynamicsUnit(format: f.format) }
+        r.register("reverb") { (f: inout NodeFields) throws(AudioError) in try ReverbUnit(format: f.format) }
+        r.register("delay") { (f: inout NodeFields) throws(AudioError) in try DelayUnit(format: f.format) }
+        r.register("limiter") { (f: inout NodeFields) throws(AudioError) in try LimiterUnit(format: f.format) }
         return r
     }()
 }

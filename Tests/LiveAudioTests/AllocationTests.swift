@@ -14,7 +14,8 @@ func probe(_ arguments: [String]) throws -> [String: Int] {
 
 @Suite(.serialized) struct AllocationTests {
     /// Every unit (file, player, tone, noise, mixer, gain, both kinds of render callback, a mono source on a
-    /// stereo bus), at least 24,000 warmed-up cycles of odd sizes, half of them while another thread rebuilds the
+    /// stereo bus) and every effect (eq, lowpass, highpass, bandpass, dynamics, reverb, delay, limiter, with
+    /// their parameters and bypasses moving all the time), at least 24,000 warmed-up cycles of odd sizes, half of them while another thread rebuilds the
     /// graph thousands of times: not one allocation on the render thread.
     @Test func renderThreadNeverAllocates() throws {
         let dir = try TemporaryDirectory()

@@ -60,6 +60,8 @@ let benchmarks: @Sendable () -> Void = {
         }
     }
 
+    effectBenchmarks()
+
     Benchmark("mixer 8 inputs + tone + noise, 128 frames") { benchmark in
         let format = try StreamFormat.graph(sampleRate: 48_000, channelCount: 2)
         let graph = try RenderGraph(format: format, maximumFrames: 128)

@@ -133,6 +133,34 @@ public enum BiquadKernel {
         state.x1 = x1; state.x2 = x2; state.y1 = y1; state.y2 = y2
     }
 
+    /// Two sections in series in one pass: the second section's recursion on sample n overlaps the first's on
+    /// sample n + 1, and the samples are loaded, converted and stored once for both.
+    @inlinable
+    public static func process2(
+        _ k: BiquadCoefficients, _ state: inout BiquadPairState, _ k2: BiquadCoefficients, _ state2: inout BiquadPairState,
+        inL: UnsafePointer<Float>, inR: UnsafePointer<Float>,
+        outL: UnsafeMutablePointer<Float>, outR: UnsafeMutablePointer<Float>, frames: Int
+    ) {
+        let b0 = SIMD2(repeating: k.b0), b1 = SIMD2(repeating: k.b1), b2 = SIMD2(repeating: k.b2)
+        let a1 = SIMD2(repeating: k.a1), a2 = SIMD2(repeating: k.a2)
+        let c0 = SIMD2(repeating: k2.b0), c1 = SIMD2(repeating: k2.b1), c2 = SIMD2(repeating: k2.b2)
+        let d1 = SIMD2(repeating: k2.a1), d2 = SIMD2(repeating: k2.a2)
+        var x1 = state.x1, x2 = state.x2, y1 = state.y1, y2 = state.y2
+        var z1 = state2.y1, z2 = state2.y2  // the second section's input is the first's output (y1, y2)
+        for i in 0..<frames {
+            let x = SIMD2(Double(inL[i]), Double(inR[i]))
+            let y = b0 * x + b1 * x1 + b2 * x2 - a2 * y2 - a1 * y1
+            let z = c0 * y + c1 * y1 + c2 * y2 - d2 * z2 - d1 * z1
+            x2 = x1; x1 = x
+            y2 = y1; y1 = y
+            z2 = z1; z1 = z
+            outL[i] = Float(z.x)
+            outR[i] = Float(z.y)
+        }
+        state.x1 = x1; state.x2 = x2; state.y1 = y1; state.y2 = y2
+        state2.x1 = y1; state2.x2 = y2; state2.y1 = z1; state2.y2 = z2
+    }
+
     /// Like ``process(_:_:inL:inR:outL:outR:frames:)``, blending the filtered signal with the input:
     /// out = in + (filtered − in)·w, with w moving from `mix` by `mixStep` per frame (a band fading in or out).
     @inlinable

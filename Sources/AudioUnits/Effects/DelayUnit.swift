@@ -86,10 +86,10 @@ public final class DelayUnit: RenderUnit, @unchecked Sendable {
         feedback.reset(to: p[1].value / 100)
         cutoff.reset(to: p[2].value)
         mix.reset(to: p[3].value / 100)
-        resumeFromBypass()
+        clearState()
     }
 
-    override public func resumeFromBypass() {
+    private func clearState() {
         line?.update(repeating: 0, count: ringSize * channels)
         filterState?.update(repeating: SIMD2(), count: channels)
         written = 0
@@ -118,45 +118,64 @@ public final class DelayUnit: RenderUnit, @unchecked Sendable {
         let mask = ringSize - 1
         let startDelay = delayFrames, startRemaining = delayRemaining
         let startFeedback = feedback, startMix = mix, startCutoff = cutoff
-        for c in 0..<channels {
-            let x = input[c].baseAddress!, out = output[c].baseAddress!
-            let ring = line + c * ringSize
+        // Channels in pairs, one per SIMD2 lane: the two low-pass recursions overlap, and the glide and the
+        // parameter ramps are computed once per frame for both.
+        for pair in 0..<((channels + 1) / 2) {
+            let l = 2 * pair, r = min(2 * pair + 1, channels - 1)
+            let xl = input[l].baseAddress!, xr = input[r].baseAddress!
+            let outL = output[l].baseAddress!, outR = output[r].baseAddress!
+            let ringL = line + l * ringSize, ringR = line + r * ringSize
             var d = startDelay, remaining = startRemaining
             var fb = startFeedback, wet = startMix, fc = startCutoff
             var filter = lowpass(fc.value)
-            var state = filterState[c]
+            var lastIn = SIMD2(filterState[l].x, filterState[r].x), lastOut = SIMD2(filterState[l].y, filterState[r].y)
             var w = written
             var i = 0
             while i < frames {
                 // Control blocks of 32 frames: the low-pass follows a moving cutoff at that rate.
                 let n = min(32, frames - i)
                 if fc.isRamping { _ = fc.advance(by: n); filter = lowpass(fc.value) }
+                let b = SIMD2(repeating: filter.b), a = SIMD2(repeating: filter.a)
+                let steady = remaining == 0 && !fb.isRamping && !wet.isRamping
+                let whole = Int(d)
+                let g = SIMD2(repeating: fb.value), m = SIMD2(repeating: wet.value)
                 for j in i..<(i + n) {
-                    var tap: Float
-                    if remaining > 0 {
-                        remaining -= 1
-                        d = remaining == 0 ? delayTarget : d + delayStep
-                        let whole = Int(d), frac = Float(d - Double(whole))
-                        let a = ring[(w - whole) & mask], b = ring[(w - whole - 1) & mask]
-                        tap = a + (b - a) * frac
+                    var tap: SIMD2<Float>
+                    var gain = g, mixing = m
+                    if steady {
+                        tap = SIMD2(ringL[(w - whole) & mask], ringR[(w - whole) & mask])
                     } else {
-                        tap = ring[(w - Int(d)) & mask]
+                        if remaining > 0 {
+                            remaining -= 1
+                            d = remaining == 0 ? delayTarget : d + delayStep
+                        }
+                        let k = Int(d), frac = SIMD2(repeating: Float(d - Double(k)))
+                        let near = SIMD2(ringL[(w - k) & mask], ringR[(w - k) & mask])
+                        let far = SIMD2(ringL[(w - k - 1) & mask], ringR[(w - k - 1) & mask])
+                        tap = near + (far - near) * frac
+                        gain = SIMD2(repeating: fb.next())
+                        mixing = SIMD2(repeating: wet.next())
                     }
                     if !filter.open {
-                        let y = filter.b * (tap + state.x) - filter.a * state.y
-                        state = SIMD2(tap, y)
+                        let y = b * (tap + lastIn) - a * lastOut
+                        lastIn = tap
+                        lastOut = y
                         tap = y
                     }
-                    let dry = x[j]
-                    ring[w & mask] = dry + fb.next() * tap
+                    let dry = SIMD2(xl[j], xr[j])
+                    let fed = dry + gain * tap
+                    ringL[w & mask] = fed.x
+                    ringR[w & mask] = fed.y
                     w += 1
-                    let m = wet.next()
-                    out[j] = dry * (1 - m) + tap * m  // exact at 0 and 100 %
+                    let out = dry * (1 - mixing) + tap * mixing  // exact at 0 and 100 %
+                    outL[j] = out.x
+                    outR[j] = out.y
                 }
                 i += n
             }
-            filterState[c] = state
-            if c == channels - 1 {
+            filterState[l] = SIMD2(lastIn.x, lastOut.x)
+            filterState[r] = SIMD2(lastIn.y, lastOut.y)
+            if pair == (channels + 1) / 2 - 1 {
                 delayFrames = d
                 delayRemaining = remaining
                 feedback = fb

@@ -46,6 +46,8 @@ public final class DynamicsUnit: RenderUnit, @unchecked Sendable {
     private var holdLength = 120
     private var sampleRate = 48_000.0
     private var levels: UnsafeMutablePointer<Float>?
+    private var coefficientTimes: (attack: Float, release: Float) = (0, 0)
+    private var coefficients: (attack: Float, release: Float) = (0, 0)
     private let meter = Atomic<UInt32>(Float(0).bitPattern)
 
     public init(format: StreamFormat) throws(AudioError) {
@@ -76,10 +78,10 @@ public final class DynamicsUnit: RenderUnit, @unchecked Sendable {
 
     override public func reset() {
         for i in smoothed.indices { smoothed[i].reset(to: p[i].value) }
-        resumeFromBypass()
+        clearState()
     }
 
-    override public func resumeFromBypass() {
+    private func clearState() {
         envelope = 0
         holdCurrent = 0
         holdPrevious = 0
@@ -102,54 +104,74 @@ public final class DynamicsUnit: RenderUnit, @unchecked Sendable {
             for i in 0..<frames { levels[i] = max(levels[i], abs(x[i])) }
         }
 
-        // Pass 2: detector, static curve and smoothing, per frame, in control blocks; levels become gains.
+        // Pass 2: the peak-hold detector (serial, cheap).
+        var current = holdCurrent, previous = holdPrevious, count = holdCount
+        let hold = holdLength
+        for i in 0..<frames {
+            current = max(current, levels[i])
+            count += 1
+            if count == hold {
+                previous = current
+                current = 0
+                count = 0
+            }
+            levels[i] = max(current, previous)
+        }
+        holdCurrent = current
+        holdPrevious = previous
+        holdCount = count
+
+        // Pass 3, in control blocks: the static curve (independent per frame, so it vectorizes), then the
+        // attack/release smoothing and makeup (serial).
         var start = 0
+        var y = envelope
         while start < frames {
             let n = min(Self.controlFrames, frames - start)
             let threshold = smoothed[0].advance(by: n)
             let slope = 1 / smoothed[1].advance(by: n) - 1  // dB of gain per dB over the threshold
             let knee = smoothed[2].advance(by: n)
-            let attack = Float(exp(-1 / (Double(smoothed[3].advance(by: n)) * sampleRate)))
-            let release = Float(exp(-1 / (Double(smoothed[4].advance(by: n)) * sampleRate)))
+            let attackTime = smoothed[3].advance(by: n), releaseTime = smoothed[4].advance(by: n)
+            if attackTime != coefficientTimes.attack || releaseTime != coefficientTimes.release {
+                coefficientTimes = (attackTime, releaseTime)
+                coefficients = (
+                    Float(exp(-1 / (Double(attackTime) * sampleRate))), Float(exp(-1 / (Double(releaseTime) * sampleRate)))
+                )
+            }
+            let (attack, release) = coefficients
             let expansionThreshold = smoothed[6].advance(by: n)
             let expansionSlope = smoothed[7].advance(by: n) - 1
             let kneeLow = threshold - knee / 2, kneeHigh = threshold + knee / 2
             let kneeScale = knee > 0 ? slope / (2 * knee) : 0
-            var y = envelope
-            var current = holdCurrent, previous = holdPrevious, count = holdCount
-            let hold = holdLength
-            var makeup = smoothed[5]
             for i in start..<(start + n) {
-                current = max(current, levels[i])
-                count += 1
-                if count == hold {
-                    previous = current
-                    current = 0
-                    count = 0
-                }
-                let level = FastMath.decibels(max(current, previous))
-                var g: Float = 0
-                if level >= kneeHigh {
-                    g = (level - threshold) * slope
-                } else if level > kneeLow {
-                    let d = level - kneeLow
-                    g = d * d * kneeScale
-                }
+                let level = FastMath.decibels(levels[i])
+                let d = max(level - kneeLow, 0)
+                var g = level >= kneeHigh ? (level - threshold) * slope : d * d * kneeScale
                 g += min(level - expansionThreshold, 0) * expansionSlope
-                g = max(g, -120)  // a deep expander floor, so the gain comes back within its release time
-                y = g + (y - g) * (g < y ? attack : release)
-                levels[i] = FastMath.amplitude(decibels: y + makeup.next())
+                levels[i] = max(g, -120)  // a deep expander floor, so the gain comes back within its release time
             }
-            smoothed[5] = makeup
-            envelope = y
-            holdCurrent = current
-            holdPrevious = previous
-            holdCount = count
+            if smoothed[5].isRamping {
+                var makeup = smoothed[5]
+                for i in start..<(start + n) {
+                    let g = levels[i]
+                    y = g + (y - g) * (g < y ? attack : release)
+                    levels[i] = y + makeup.next()
+                }
+                smoothed[5] = makeup
+            } else {
+                let makeup = smoothed[5].value
+                for i in start..<(start + n) {
+                    let g = levels[i]
+                    y = g + (y - g) * (g < y ? attack : release)
+                    levels[i] = y + makeup
+                }
+            }
             start += n
         }
+        envelope = y
+        for i in 0..<frames { levels[i] = FastMath.amplitude(decibels: levels[i]) }
         meter.store(envelope.bitPattern, ordering: .relaxed)
 
-        // Pass 3: apply.
+        // Pass 4: apply.
         for c in 0..<channels {
             let x = input[c].baseAddress!, out = output[c].baseAddress!
             for i in 0..<frames { out[i] = x[i] * levels[i] }

@@ -17,14 +17,13 @@ public class FilterBankUnit: RenderUnit, @unchecked Sendable {
 
     override public func reset() { bank.reset() }
 
-    override public func resumeFromBypass() { bank.clearState() }
 
     override public func render(_ context: RenderContext) {
         bank.render(input: context.input(0), output: context.output(0), frames: context.frameCount)
     }
 
     /// The highest settable frequency at `sampleRate`: just under Nyquist, where the cookbook formulas degenerate.
-    static func maximumFrequency(_ sampleRate: Double) -> Float { Float(sampleRate * 0.49) }
+    public static func maximumFrequency(_ sampleRate: Double) -> Float { Float(sampleRate * 0.49) }
 }
 
 /// One band of an ``EQUnit``.

@@ -114,7 +114,7 @@ final class FilterBank {
 
     func reset() {
         clearState()
-        for b in bands {
+        for b in bands {  // control thread
             b.jumpToTargets()
             b.updateCoefficients(sampleRate: sampleRate)
         }
@@ -125,7 +125,8 @@ final class FilterBank {
     /// Filters `input` into `output` (same channel count; `input` may be a mono view repeated). Render thread.
     func render(input: BufferView, output: BufferView, frames: Int) {
         var ramping = false
-        for (index, b) in bands.enumerated() {
+        for index in 0..<bands.count {
+            let b = bands[index]
             b.setTargets()
             let target = b.mixTarget
             if target != b.mix.targetValue {
@@ -141,7 +142,8 @@ final class FilterBank {
         var start = 0
         while start < frames {
             let n = min(Self.controlFrames, frames - start)
-            for b in bands where b.isRamping {
+            for index in 0..<bands.count where bands[index].isRamping {
+                let b = bands[index]
                 _ = b.logFrequency.advance(by: n)
                 _ = b.gainDB.advance(by: n)
                 _ = b.widthValue.advance(by: n)
@@ -159,7 +161,9 @@ final class FilterBank {
     private func process(input: BufferView, output: BufferView, offset: Int, frames: Int) {
         var source = input
         var filtered = false
-        for (index, b) in bands.enumerated() {
+        var skip = -1  // a band already run together with the one before it
+        for index in 0..<bands.count where index != skip {
+            let b = bands[index]
             let fading = b.mix.isRamping
             if !fading && b.mix.value == 0 { continue }
             let mixStart = b.mix.value
@@ -168,7 +172,12 @@ final class FilterBank {
                 let l = 2 * p, r = min(2 * p + 1, channelCount - 1)
                 let inL = UnsafePointer(source[l].baseAddress! + offset), inR = UnsafePointer(source[r].baseAddress! + offset)
                 let outL = output[l].baseAddress! + offset, outR = output[r].baseAddress! + offset
-                if fading {
+                if !fading, index + 1 < bands.count, !bands[index + 1].mix.isRamping, bands[index + 1].mix.value == 1 {
+                    BiquadKernel.process2(
+                        b.coefficients, &states[index * pairCount + p], bands[index + 1].coefficients,
+                        &states[(index + 1) * pairCount + p], inL: inL, inR: inR, outL: outL, outR: outR, frames: frames)
+                    skip = index + 1
+                } else if fading {
                     BiquadKernel.processBlended(
                         b.coefficients, &states[index * pairCount + p], inL: inL, inR: inR, outL: outL, outR: outR,
                         frames: frames, mix: mixStart, mixStep: (mixEnd - mixStart) / Float(frames))

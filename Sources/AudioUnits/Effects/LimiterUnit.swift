@@ -113,10 +113,10 @@ public final class LimiterUnit: RenderUnit, @unchecked Sendable {
         ceiling.reset(to: decibelsToGain(p[3].value))
         lookahead = Int((Double(p[0].value) * sampleRate).rounded())
         lookaheadFrames.store(lookahead, ordering: .relaxed)
-        resumeFromBypass()
+        clearState()
     }
 
-    override public func resumeFromBypass() {
+    private func clearState() {
         guard let delay, let history else { return }
         delay.update(repeating: 0, count: ringSize * channels)
         history.update(repeating: 1, count: ringSize)

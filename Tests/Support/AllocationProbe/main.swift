@@ -35,7 +35,8 @@ func maxRSSKiB() -> Int {
     return usage.ru_maxrss
 }
 
-/// Every unit, with callback inputs and a mono source on a stereo bus; the control thread keeps changing it.
+/// Every unit and every effect, with callback inputs and a mono source on a stereo bus; the control thread keeps
+/// changing the graph, the parameters and the bypasses.
 func renderCycles(directory: String) throws {
     let filePath = directory + "/probe-voice.wav"
     try writeTestFile(filePath, seconds: 2, channels: 1)
@@ -63,12 +64,42 @@ func renderCycles(directory: String) throws {
         for i in 0..<(raw.frameCount * 2) { p[i] = 100 }
     }
     try graph.connect(m, to: gain)
-    try graph.connect(gain, to: graph.output)
+    // Every effect, in series after the trim; the control thread moves their parameters and bypasses.
+    let effects: [RenderUnit] = [
+        try EQUnit(format: format, bands: [
+            EQBand(.highPass, frequency: 90), EQBand(.peak, frequency: 3000, gain: 3, bandwidth: 1),
+            EQBand(.highShelf, frequency: 9000, gain: -2),
+        ]),
+        try LowPassUnit(format: format, cutoff: 12_000), try HighPassUnit(format: format, cutoff: 40),
+        try BandPassUnit(format: format, frequency: 1000, bandwidth: 4),
+        try DynamicsUnit(format: format), try ReverbUnit(format: format), try DelayUnit(format: format),
+        try LimiterUnit(format: format),
+    ]
+    var previous = gain
+    for (i, unit) in effects.enumerated() {
+        let node = try graph.addNode(unit, name: "effect\(i)")
+        try graph.connect(previous, to: node)
+        previous = node
+    }
+    try graph.connect(previous, to: graph.output)
     try graph.initialize()
     try graph.start()
     let renderer = OfflineRenderer(graph: graph)
     let sizes = [1, 0, 17, 64, 128, 129, 256, 511, 512]
-    for i in 0..<2000 { _ = try renderer.render(frames: sizes[i % sizes.count]) }  // warm up every path
+    // Warm up every path, including parameter ramps, glides and bypass fades: a debug build instantiates generic
+    // metadata the first time a path runs (a one-time runtime cache entry, not a per-cycle allocation).
+    for i in 0..<2000 {
+        if i % 100 == 0 {
+            for (u, unit) in effects.enumerated() {
+                for (j, p) in unit.parameters.enumerated() {
+                    let r = p.spec.range
+                    try p.set(r.lowerBound + (r.upperBound - r.lowerBound) * Float((i / 100 + u + j) % 5) / 4)
+                }
+                unit.isBypassed = (i / 100 + u) % 3 == 0
+            }
+        }
+        _ = try renderer.render(frames: sizes[i % sizes.count])
+    }
 
     MallocInterposerSwift.setAllocationHook(allocation_probe_hook)
     allocation_probe_reset()
@@ -90,6 +121,15 @@ func renderCycles(directory: String) throws {
                 default:
                     try gainUnit.setParameter("gain", Float(k % 12) - 12)
                     try mixer.setPan(Float(k % 3) - 1, bus: 0)
+                    // Every effect parameter somewhere new in its range; every so often a bypass flips.
+                    for (i, unit) in effects.enumerated() {
+                        for (j, p) in unit.parameters.enumerated() {
+                            let r = p.spec.range
+                            let t = Float((k * 7 + i * 3 + j * 5) % 11) / 10
+                            try p.set(r.lowerBound + (r.upperBound - r.lowerBound) * t)
+                        }
+                        if (k / 4 + i) % 5 == 0 { unit.isBypassed.toggle() }
+                    }
                 }
             } catch { fatalError("control thread: \(error)") }
             k += 1
