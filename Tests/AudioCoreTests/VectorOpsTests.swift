@@ -1,3 +1,4 @@
+import Foundation
 import AudioCore
 import Testing
 
@@ -23,5 +24,26 @@ import Testing
             #expect(abs(s2 - z.reduce(0) { $0 + $1 * $1 }) < 1e-4)
             #expect(x.withUnsafeBufferPointer { VectorOps.peak($0.baseAddress!, count: count) } == (x.map(abs).max() ?? 0))
         }
+    }
+}
+
+@Suite struct FastMathTests {
+    /// Against libm over the ranges dynamics use: log2 within 6e-6 absolute (4e-5 dB: the fit's 3e-6 plus Float rounding), exp2 within 4e-7 relative.
+    @Test func matchesLibm() {
+        var worstLog = 0.0, worstExp = 0.0
+        for i in 0..<200_000 {
+            let x = Float(pow(10, -7 + 8 * Double(i) / 200_000))  // 1e-7 … 10
+            worstLog = max(worstLog, abs(Double(FastMath.log2(x)) - Foundation.log2(Double(x))))
+            let e = Float(-40 + 48 * Double(i) / 200_000)
+            let exact = Foundation.exp2(Double(e))
+            worstExp = max(worstExp, abs(Double(FastMath.exp2(e)) - exact) / exact)
+        }
+        #expect(worstLog < 6e-6, "log2 error \(worstLog)")
+        #expect(worstExp < 4e-7, "exp2 relative error \(worstExp)")
+        #expect(FastMath.log2(1) == 0)
+        #expect(FastMath.exp2(0) == 1.0000001 || FastMath.exp2(0) == 1)
+        #expect(FastMath.exp2(-1000) > 0 && FastMath.exp2(-1000) < 1e-37, "clamped, never 0 or denormal")
+        #expect(abs(FastMath.decibels(0.5) + 6.0206) < 1e-4)
+        #expect(abs(FastMath.amplitude(decibels: -20) - 0.1) < 1e-7)
     }
 }

@@ -34,6 +34,7 @@ public final class DelayUnit: RenderUnit, @unchecked Sendable {
     private var mix = SmoothedValue(0.5, rampFrames: 0)
     private var filterState: UnsafeMutablePointer<SIMD2<Float>>?  // per channel: last input, last output
     private var cutoff = SmoothedValue(15_000, rampFrames: 0)
+    private var scratch: UnsafeMutablePointer<Float>?  // 2 × 32 frames of taps
     private var sampleRate = 48_000.0
 
     public init(format: StreamFormat) throws(AudioError) {
@@ -53,6 +54,7 @@ public final class DelayUnit: RenderUnit, @unchecked Sendable {
     deinit {
         line?.deallocate()
         filterState?.deallocate()
+        scratch?.deallocate()
     }
 
     override public var tailTime: Double {
@@ -71,6 +73,8 @@ public final class DelayUnit: RenderUnit, @unchecked Sendable {
         while ringSize < longest { ringSize <<= 1 }
         line = .allocate(capacity: ringSize * channels)
         filterState = .allocate(capacity: channels)
+        scratch?.deallocate()
+        scratch = .allocate(capacity: 64)
         glideFrames = rampFrames(for: p[0])
         feedback.rampFrames = rampFrames(for: p[1])
         cutoff.rampFrames = rampFrames(for: p[2])
@@ -100,6 +104,57 @@ public final class DelayUnit: RenderUnit, @unchecked Sendable {
         if Double(hz) >= sampleRate / 2 { return (1, 0, true) }
         let k = tan(Double.pi * Double(hz) / sampleRate)
         return (Float(k / (1 + k)), Float((k - 1) / (k + 1)), false)
+    }
+
+    /// One control block (≤ 32 frames) of a channel pair with a steady delay of at least `count` frames.
+    @inline(__always)
+    private func steadyBlock(
+        ringL: UnsafeMutablePointer<Float>, ringR: UnsafeMutablePointer<Float>, from: Int, write: Int, count: Int,
+        xl: UnsafePointer<Float>, xr: UnsafePointer<Float>, outL: UnsafeMutablePointer<Float>, outR: UnsafeMutablePointer<Float>,
+        filter: (b: Float, a: Float, open: Bool), lastIn: inout SIMD2<Float>, lastOut: inout SIMD2<Float>, feedback: Float, mix: Float
+    ) {
+        let tl = scratch.unsafelyUnwrapped, tr = tl + 32
+        let mask = ringSize - 1
+        copyOut(ringL, from: from & mask, mask: mask, to: tl, count: count)
+        copyOut(ringR, from: from & mask, mask: mask, to: tr, count: count)
+        if !filter.open {
+            var inL = lastIn.x, inR = lastIn.y, yl = lastOut.x, yr = lastOut.y
+            let b = filter.b, a = filter.a
+            for j in 0..<count {
+                let l = tl[j], r = tr[j]
+                yl = b * (l + inL) - a * yl
+                yr = b * (r + inR) - a * yr
+                inL = l
+                inR = r
+                tl[j] = yl
+                tr[j] = yr
+            }
+            lastIn = SIMD2(inL, inR)
+            lastOut = SIMD2(yl, yr)
+        }
+        let dryGain = 1 - mix
+        for j in 0..<count {
+            outL[j] = xl[j] * dryGain + tl[j] * mix
+            outR[j] = xr[j] * dryGain + tr[j] * mix
+            tl[j] = xl[j] + feedback * tl[j]
+            tr[j] = xr[j] + feedback * tr[j]
+        }
+        copyIn(ringL, at: write & mask, mask: mask, from: tl, count: count)
+        copyIn(ringR, at: write & mask, mask: mask, from: tr, count: count)
+    }
+
+    @inline(__always)
+    private func copyOut(_ ring: UnsafeMutablePointer<Float>, from start: Int, mask: Int, to out: UnsafeMutablePointer<Float>, count: Int) {
+        let first = min(count, mask + 1 - start)
+        out.update(from: ring + start, count: first)
+        if first < count { (out + first).update(from: ring, count: count - first) }
+    }
+
+    @inline(__always)
+    private func copyIn(_ ring: UnsafeMutablePointer<Float>, at start: Int, mask: Int, from source: UnsafeMutablePointer<Float>, count: Int) {
+        let first = min(count, mask + 1 - start)
+        (ring + start).update(from: source, count: first)
+        if first < count { ring.update(from: source + first, count: count - first) }
     }
 
     override public func render(_ context: RenderContext) {
@@ -139,6 +194,17 @@ public final class DelayUnit: RenderUnit, @unchecked Sendable {
                 let steady = remaining == 0 && !fb.isRamping && !wet.isRamping
                 let whole = Int(d)
                 let g = SIMD2(repeating: fb.value), m = SIMD2(repeating: wet.value)
+                if steady && whole >= n {
+                    // The common case, in passes: the taps of the whole control block were written before it, so
+                    // only the low-pass recursion is serial; the rest is straight-line array work.
+                    steadyBlock(
+                        ringL: ringL, ringR: ringR, from: w - whole, write: w, count: n, xl: xl + i, xr: xr + i,
+                        outL: outL + i, outR: outR + i, filter: filter, lastIn: &lastIn, lastOut: &lastOut,
+                        feedback: g.x, mix: m.x)
+                    w += n
+                    i += n
+                    continue
+                }
                 for j in i..<(i + n) {
                     var tap: SIMD2<Float>
                     var gain = g, mixing = m

@@ -153,15 +153,20 @@ public final class DynamicsUnit: RenderUnit, @unchecked Sendable {
                 var makeup = smoothed[5]
                 for i in start..<(start + n) {
                     let g = levels[i]
-                    y = g + (y - g) * (g < y ? attack : release)
+                    y = g < y ? y * attack + g * (1 - attack) : y * release + g * (1 - release)
                     levels[i] = y + makeup.next()
                 }
                 smoothed[5] = makeup
             } else {
                 let makeup = smoothed[5].value
+                // Both candidates are computed while the comparison runs, so the chain from one y to the next
+                // is a multiply, an add and a blend.
+                let attackIn = 1 - attack, releaseIn = 1 - release
                 for i in start..<(start + n) {
                     let g = levels[i]
-                    y = g + (y - g) * (g < y ? attack : release)
+                    let falling = y * attack + g * attackIn
+                    let rising = y * release + g * releaseIn
+                    y = g < y ? falling : rising
                     levels[i] = y + makeup
                 }
             }

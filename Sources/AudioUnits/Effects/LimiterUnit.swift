@@ -46,6 +46,8 @@ public final class LimiterUnit: RenderUnit, @unchecked Sendable {
     private var history: UnsafeMutablePointer<Float>?  // recovered gains, for the moving average
     private var sum = 0.0
     private var recovered: Float = 1
+    /// Frames in a row whose recovered gain was exactly 1 (the fast path needs a whole window of them).
+    private var unityRun = 0
     private var frame = 0  // frames processed since reset
     private var lookahead = 0
     private var previousLookahead = 0
@@ -124,6 +126,7 @@ public final class LimiterUnit: RenderUnit, @unchecked Sendable {
         dequeTail = 0
         sum = Double(lookahead + 1)
         recovered = 1
+        unityRun = Int.max / 2
         frame = 0
         previousLookahead = lookahead
         crossfadeRemaining = 0
@@ -158,8 +161,40 @@ public final class LimiterUnit: RenderUnit, @unchecked Sendable {
         }
         preGain = gainRamp
 
+        // Fast path, the common case: nothing to limit in this block and nothing still recovering, so every gain
+        // is exactly 1 and the output is the delayed signal. The state is left as the general path would leave it.
+        if !ceiling.isRamping, crossfadeRemaining == 0, recovered == 1, unityRun >= window {
+            let limit = ceiling.value * Self.headroom
+            var blockPeak: Float = 0
+            for i in 0..<frames { blockPeak = max(blockPeak, peaks[i]) }
+            if blockPeak <= limit {
+                if frames > 0 {
+                    // All gains in the window are 1; the monotonic deque keeps just the newest frame.
+                    dequeHead = dequeTail - 1
+                    minIndex[dequeHead & mask] = startFrame + frames - 1
+                    minValue[dequeHead & mask] = 1
+                }
+                for i in 0..<frames { history[(startFrame + i) & mask] = 1 }
+                sum = Double(window)
+                unityRun += frames
+                for c in 0..<channels {
+                    let out = output[c].baseAddress!
+                    let line = delay + c * ringSize
+                    var i = 0
+                    while i < frames {  // at most two contiguous runs around the ring's end
+                        let from = (startFrame + i - lookahead) & mask
+                        let run = min(frames - i, ringSize - from)
+                        (out + i).update(from: line + from, count: run)
+                        i += run
+                    }
+                }
+                frame = startFrame + frames
+                return
+            }
+        }
+
         // Pass 2: the gain each frame needs, its running minimum, recovery and moving average.
-        var head = dequeHead, tail = dequeTail, r = recovered, total = sum
+        var head = dequeHead, tail = dequeTail, r = recovered, total = sum, ones = unityRun
         var ceilingRamp = ceiling
         for i in 0..<frames {
             let n = startFrame + i
@@ -173,6 +208,7 @@ public final class LimiterUnit: RenderUnit, @unchecked Sendable {
             while minIndex[head & mask] <= n - window { head += 1 }
             let m = minValue[head & mask]
             r = min(m, 1 - (1 - r) * decay)
+            ones = r == 1 ? ones + 1 : 0
             total += Double(r) - Double(history[(n - window) & mask])
             history[n & mask] = r
             peaks[i] = Float(total * inverseWindow)
@@ -180,6 +216,7 @@ public final class LimiterUnit: RenderUnit, @unchecked Sendable {
         dequeHead = head
         dequeTail = tail
         recovered = r
+        unityRun = ones
         sum = total
         ceiling = ceilingRamp
 
