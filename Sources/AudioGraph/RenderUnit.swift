@@ -181,8 +181,15 @@ open class RenderUnit: @unchecked Sendable {
                 .unsupportedSampleRate,
                 "\(kind) runs at \(formatHz(f.sampleRate)) but the graph runs at \(formatHz(spec.sampleRate))")
         }
-        try allocateRenderResources(spec)
+        // The spec is visible to allocateRenderResources (rampFrames(for:) reads its rate); a failure takes it back.
+        let previous = self.spec
         self.spec = spec
+        do throws(AudioError) {
+            try allocateRenderResources(spec)
+        } catch {
+            self.spec = previous
+            throw error
+        }
         bypassFadeFrames = max(1, Int((Self.bypassFadeTime * spec.sampleRate).rounded()))
         bypassPosition = isBypassed ? bypassFadeFrames : 0
         reset()

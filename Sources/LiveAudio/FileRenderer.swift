@@ -84,12 +84,22 @@ public struct FileRenderer {
         let started = DispatchTime.now().uptimeNanoseconds
         var peak: Float = 0
         var done: Int64 = 0
-        while done < total {
-            let n = Int(min(Int64(blockFrames), total - done))
-            let out = try renderer.render(frames: n)
-            peak = max(peak, Self.peak(out))
-            try writer.write(out)
-            done += Int64(n)
+        // Writing (sample conversion and the write calls) runs on a thread of its own, a few blocks behind the
+        // rendering, so the two overlap; both sides wait on each other only when the queue is full or empty.
+        let queue = WriteQueue(writer: writer, channels: graph.format.channelCount, frames: blockFrames)
+        queue.start()
+        do throws(AudioError) {
+            while done < total {
+                let n = Int(min(Int64(blockFrames), total - done))
+                let out = try renderer.render(frames: n)
+                peak = max(peak, Self.peak(out))
+                try queue.push(out)
+                done += Int64(n)
+            }
+            try queue.finish()
+        } catch {
+            queue.cancel()
+            throw error
         }
         try writer.finish()
         try graph.stop()
@@ -105,5 +115,87 @@ public struct FileRenderer {
         var p: Float = 0
         for c in 0..<view.channelCount { p = max(p, VectorOps.peak(view[c].baseAddress!, count: view.frameCount)) }
         return p
+    }
+}
+
+/// Blocks handed from the rendering thread to a writing thread through a fixed ring of buffers.
+/// Offline only: both sides block on semaphores, which a real-time thread must never do.
+final class WriteQueue: @unchecked Sendable {
+    private let writer: WAVFileWriter
+    private let slots: [PCMBuffer]
+    private let free: DispatchSemaphore
+    private let filled = DispatchSemaphore(value: 0)
+    private let finished = DispatchSemaphore(value: 0)
+    /// Frames in each slot (−1: the end marker). Written before `filled.signal()`, read after `filled.wait()`.
+    private let frames: UnsafeMutablePointer<Int>
+    private var pushed = 0
+    /// Set by the writing thread on failure; read by the rendering thread after a semaphore, which orders it.
+    private var failure: AudioError?
+    private var stopping = false
+    private var thread: Thread?
+
+    init(writer: WAVFileWriter, channels: Int, frames: Int, depth: Int = 4) {
+        self.writer = writer
+        slots = (0..<depth).map { _ in PCMBuffer(channelCount: channels, capacity: frames) }
+        self.frames = .allocate(capacity: depth)
+        self.frames.initialize(repeating: 0, count: depth)
+        free = DispatchSemaphore(value: depth)
+    }
+
+    deinit { frames.deallocate() }
+
+    func start() {
+        let t = Thread { [self] in run() }
+        t.name = "liveaudio-writer"
+        thread = t
+        t.start()
+    }
+
+    private func run() {
+        var index = 0
+        while true {
+            filled.wait()
+            let n = frames[index]
+            if n < 0 { break }  // end marker
+            if failure == nil {
+                do throws(AudioError) {
+                    try writer.write(slots[index].view(frames: n))
+                } catch {
+                    failure = error
+                }
+            }
+            index = (index + 1) % slots.count
+            free.signal()
+        }
+        finished.signal()
+    }
+
+    /// Queues a copy of `view`; waits while every slot is in use. Throws the writing thread's error, if any.
+    func push(_ view: BufferView) throws(AudioError) {
+        free.wait()
+        if let failure { throw failure }
+        let index = pushed % slots.count
+        slots[index].view(frames: view.frameCount).copy(from: view)
+        frames[index] = view.frameCount
+        pushed += 1
+        filled.signal()
+    }
+
+    /// Waits until everything queued is written.
+    func finish() throws(AudioError) {
+        try close()
+        if let failure { throw failure }
+    }
+
+    /// Stops the writing thread, dropping nothing already queued; errors are the caller's to report.
+    func cancel() { try? close() }
+
+    private func close() throws(AudioError) {
+        guard !stopping else { return }
+        stopping = true
+        free.wait()
+        frames[pushed % slots.count] = -1
+        filled.signal()
+        finished.wait()
     }
 }
