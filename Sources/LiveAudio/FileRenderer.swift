@@ -134,9 +134,12 @@ final class WriteQueue: @unchecked Sendable {
     private var stopping = false
     private var thread: Thread?
 
+    /// - Parameter frames: the largest block pushed. Slots hold at least 16384 frames, filled by several pushes,
+    ///   so the file is written in large pieces.
     init(writer: WAVFileWriter, channels: Int, frames: Int, depth: Int = 4) {
         self.writer = writer
-        slots = (0..<depth).map { _ in PCMBuffer(channelCount: channels, capacity: frames) }
+        let capacity = max(frames, 16_384)
+        slots = (0..<depth).map { _ in PCMBuffer(channelCount: channels, capacity: capacity) }
         self.frames = .allocate(capacity: depth)
         self.frames.initialize(repeating: 0, count: depth)
         free = DispatchSemaphore(value: depth)
@@ -170,14 +173,33 @@ final class WriteQueue: @unchecked Sendable {
         finished.signal()
     }
 
+    /// Frames already in the slot being filled (not yet handed over), and whether a slot is held.
+    private var filling = 0
+    private var holding = false
+
     /// Queues a copy of `view`; waits while every slot is in use. Throws the writing thread's error, if any.
     func push(_ view: BufferView) throws(AudioError) {
-        free.wait()
-        if let failure { throw failure }
-        let index = pushed % slots.count
-        slots[index].view(frames: view.frameCount).copy(from: view)
-        frames[index] = view.frameCount
+        var offset = 0
+        while offset < view.frameCount {
+            if !holding {
+                free.wait()
+                if let failure { throw failure }
+                holding = true
+                filling = 0
+            }
+            let slot = slots[pushed % slots.count]
+            let n = min(view.frameCount - offset, slot.capacity - filling)
+            slot.view(frames: filling + n).slice(from: filling, frames: n).copy(from: view.slice(from: offset, frames: n))
+            filling += n
+            offset += n
+            if filling == slot.capacity { handOver() }
+        }
+    }
+
+    private func handOver() {
+        frames[pushed % slots.count] = filling
         pushed += 1
+        holding = false
         filled.signal()
     }
 
@@ -193,7 +215,9 @@ final class WriteQueue: @unchecked Sendable {
     private func close() throws(AudioError) {
         guard !stopping else { return }
         stopping = true
-        free.wait()
+        if holding && filling > 0 { handOver() }
+        if !holding { free.wait() }
+        holding = false
         frames[pushed % slots.count] = -1
         filled.signal()
         finished.wait()

@@ -133,11 +133,13 @@ public enum BiquadKernel {
         state.x1 = x1; state.x2 = x2; state.y1 = y1; state.y2 = y2
     }
 
-    /// Two sections in series in one pass: the second section's recursion on sample n overlaps the first's on
-    /// sample n + 1, and the samples are loaded, converted and stored once for both.
+    /// Two or three sections in series in one pass: each section's recursion on sample n overlaps the one
+    /// before it on sample n + 1, and the samples are loaded, converted and stored once for all of them.
+    /// With `k3` nil, two sections.
     @inlinable
-    public static func process2(
+    public static func processSeries(
         _ k: BiquadCoefficients, _ state: inout BiquadPairState, _ k2: BiquadCoefficients, _ state2: inout BiquadPairState,
+        _ k3: BiquadCoefficients?, _ state3: inout BiquadPairState,
         inL: UnsafePointer<Float>, inR: UnsafePointer<Float>,
         outL: UnsafeMutablePointer<Float>, outR: UnsafeMutablePointer<Float>, frames: Int
     ) {
@@ -145,17 +147,37 @@ public enum BiquadKernel {
         let a1 = SIMD2(repeating: k.a1), a2 = SIMD2(repeating: k.a2)
         let c0 = SIMD2(repeating: k2.b0), c1 = SIMD2(repeating: k2.b1), c2 = SIMD2(repeating: k2.b2)
         let d1 = SIMD2(repeating: k2.a1), d2 = SIMD2(repeating: k2.a2)
+        // Each section's input history is the previous section's output history.
         var x1 = state.x1, x2 = state.x2, y1 = state.y1, y2 = state.y2
-        var z1 = state2.y1, z2 = state2.y2  // the second section's input is the first's output (y1, y2)
-        for i in 0..<frames {
-            let x = SIMD2(Double(inL[i]), Double(inR[i]))
-            let y = b0 * x + b1 * x1 + b2 * x2 - a2 * y2 - a1 * y1
-            let z = c0 * y + c1 * y1 + c2 * y2 - d2 * z2 - d1 * z1
-            x2 = x1; x1 = x
-            y2 = y1; y1 = y
-            z2 = z1; z1 = z
-            outL[i] = Float(z.x)
-            outR[i] = Float(z.y)
+        var z1 = state2.y1, z2 = state2.y2
+        if let k3 {
+            let e0 = SIMD2(repeating: k3.b0), e1 = SIMD2(repeating: k3.b1), e2 = SIMD2(repeating: k3.b2)
+            let f1 = SIMD2(repeating: k3.a1), f2 = SIMD2(repeating: k3.a2)
+            var u1 = state3.y1, u2 = state3.y2
+            for i in 0..<frames {
+                let x = SIMD2(Double(inL[i]), Double(inR[i]))
+                let y = b0 * x + b1 * x1 + b2 * x2 - a2 * y2 - a1 * y1
+                let z = c0 * y + c1 * y1 + c2 * y2 - d2 * z2 - d1 * z1
+                let u = e0 * z + e1 * z1 + e2 * z2 - f2 * u2 - f1 * u1
+                x2 = x1; x1 = x
+                y2 = y1; y1 = y
+                z2 = z1; z1 = z
+                u2 = u1; u1 = u
+                outL[i] = Float(u.x)
+                outR[i] = Float(u.y)
+            }
+            state3.x1 = z1; state3.x2 = z2; state3.y1 = u1; state3.y2 = u2
+        } else {
+            for i in 0..<frames {
+                let x = SIMD2(Double(inL[i]), Double(inR[i]))
+                let y = b0 * x + b1 * x1 + b2 * x2 - a2 * y2 - a1 * y1
+                let z = c0 * y + c1 * y1 + c2 * y2 - d2 * z2 - d1 * z1
+                x2 = x1; x1 = x
+                y2 = y1; y1 = y
+                z2 = z1; z1 = z
+                outL[i] = Float(z.x)
+                outR[i] = Float(z.y)
+            }
         }
         state.x1 = x1; state.x2 = x2; state.y1 = y1; state.y2 = y2
         state2.x1 = y1; state2.x2 = y2; state2.y1 = z1; state2.y2 = z2

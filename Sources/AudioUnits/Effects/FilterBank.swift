@@ -89,6 +89,8 @@ final class FilterBank {
     let pairCount: Int
     /// bands × pairs states.
     let states: UnsafeMutablePointer<BiquadPairState>
+    /// Scratch state for the unused third slot of a two-band pass.
+    private let spare = UnsafeMutablePointer<BiquadPairState>.allocate(capacity: 1)
     private var sampleRate = 48_000.0
 
     init(bands: [FilterBand], channelCount: Int) {
@@ -97,9 +99,13 @@ final class FilterBank {
         pairCount = (channelCount + 1) / 2
         states = .allocate(capacity: max(1, bands.count * pairCount))
         states.initialize(repeating: BiquadPairState(), count: max(1, bands.count * pairCount))
+        spare.initialize(to: BiquadPairState())
     }
 
-    deinit { states.deallocate() }
+    deinit {
+        states.deallocate()
+        spare.deallocate()
+    }
 
     func prepare(sampleRate: Double, rampFrames: Int) {
         self.sampleRate = sampleRate
@@ -158,37 +164,50 @@ final class FilterBank {
         (states + band * pairCount).update(repeating: BiquadPairState(), count: pairCount)
     }
 
+    /// True when band `index` filters fully and steadily (not bypassed, not fading).
+    private func isSteady(_ index: Int) -> Bool { !bands[index].mix.isRamping && bands[index].mix.value == 1 }
+
     private func process(input: BufferView, output: BufferView, offset: Int, frames: Int) {
         var source = input
         var filtered = false
-        var skip = -1  // a band already run together with the one before it
-        for index in 0..<bands.count where index != skip {
+        var index = 0
+        while index < bands.count {
             let b = bands[index]
             let fading = b.mix.isRamping
-            if !fading && b.mix.value == 0 { continue }
+            if !fading && b.mix.value == 0 {
+                index += 1
+                continue
+            }
+            // Up to three steady bands in a row run in one pass.
+            var series = 1
+            if !fading {
+                while series < 3, index + series < bands.count, isSteady(index + series) { series += 1 }
+            }
             let mixStart = b.mix.value
             let mixEnd = fading ? b.mix.advance(by: frames) : mixStart
             for p in 0..<pairCount {
                 let l = 2 * p, r = min(2 * p + 1, channelCount - 1)
                 let inL = UnsafePointer(source[l].baseAddress! + offset), inR = UnsafePointer(source[r].baseAddress! + offset)
                 let outL = output[l].baseAddress! + offset, outR = output[r].baseAddress! + offset
-                if !fading, index + 1 < bands.count, !bands[index + 1].mix.isRamping, bands[index + 1].mix.value == 1 {
-                    BiquadKernel.process2(
-                        b.coefficients, &states[index * pairCount + p], bands[index + 1].coefficients,
-                        &states[(index + 1) * pairCount + p], inL: inL, inR: inR, outL: outL, outR: outR, frames: frames)
-                    skip = index + 1
+                let s0 = states + index * pairCount + p
+                if series > 1 {
+                    let s2 = states + (index + 1) * pairCount + p
+                    let s3 = series == 3 ? states + (index + 2) * pairCount + p : nil
+                    BiquadKernel.processSeries(
+                        b.coefficients, &s0.pointee, bands[index + 1].coefficients, &s2.pointee,
+                        series == 3 ? bands[index + 2].coefficients : nil, &(s3 ?? spare).pointee,
+                        inL: inL, inR: inR, outL: outL, outR: outR, frames: frames)
                 } else if fading {
                     BiquadKernel.processBlended(
-                        b.coefficients, &states[index * pairCount + p], inL: inL, inR: inR, outL: outL, outR: outR,
+                        b.coefficients, &s0.pointee, inL: inL, inR: inR, outL: outL, outR: outR,
                         frames: frames, mix: mixStart, mixStep: (mixEnd - mixStart) / Float(frames))
                 } else {
-                    BiquadKernel.process(
-                        b.coefficients, &states[index * pairCount + p], inL: inL, inR: inR, outL: outL, outR: outR,
-                        frames: frames)
+                    BiquadKernel.process(b.coefficients, &s0.pointee, inL: inL, inR: inR, outL: outL, outR: outR, frames: frames)
                 }
             }
             source = output
             filtered = true
+            index += series
         }
         if !filtered { output.slice(from: offset, frames: frames).copy(from: input.slice(from: offset, frames: frames)) }
     }
