@@ -1,4 +1,5 @@
 import Benchmark
+import Foundation
 import LiveAudio
 
 /// 128-frame cycles at 48 kHz stereo of `player → unit → output` (or `player → output` with no unit) over a
@@ -15,9 +16,10 @@ func effectRenderer(_ unit: RenderUnit?) throws -> OfflineRenderer {
     let frames = 4 * 48_000
     let channels = (0..<2).map { c in
         (0..<frames).map { i -> Float in
-            let t = Float(i) / 48_000
-            let envelope = 0.5 + 0.5 * sinf(2 * .pi * 1.3 * t + Float(c))
-            return 0.3 * envelope * noise() + 0.2 * sinf(2 * .pi * 220 * t) + 0.1 * sinf(2 * .pi * 1760 * t)
+            let t = Double(i) / 48_000
+            let envelope: Double = 0.5 + 0.5 * sin(2 * Double.pi * 1.3 * t + Double(c))
+            let tones: Double = 0.2 * sin(2 * Double.pi * 220 * t) + 0.1 * sin(2 * Double.pi * 1760 * t)
+            return Float(0.3 * envelope) * noise() + Float(tones)
         }
     }
     let player = try graph.addNode(BufferPlayerUnit(buffer: PCMBuffer(channels: channels), sampleRate: 48_000, loop: true))
