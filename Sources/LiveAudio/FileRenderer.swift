@@ -132,7 +132,6 @@ final class WriteQueue: @unchecked Sendable {
     /// Set by the writing thread on failure; read by the rendering thread after a semaphore, which orders it.
     private var failure: AudioError?
     private var stopping = false
-    private var thread: Thread?
 
     /// - Parameter frames: the largest block pushed. Slots hold at least 16384 frames, filled by several pushes,
     ///   so the file is written in large pieces.
@@ -150,7 +149,6 @@ final class WriteQueue: @unchecked Sendable {
     func start() {
         let t = Thread { [self] in run() }
         t.name = "liveaudio-writer"
-        thread = t
         t.start()
     }
 
@@ -159,7 +157,10 @@ final class WriteQueue: @unchecked Sendable {
         while true {
             filled.wait()
             let n = frames[index]
-            if n < 0 { break }  // end marker
+            if n < 0 {  // end marker; its slot goes back too, so the semaphore ends where it began
+                free.signal()
+                break
+            }
             if failure == nil {
                 do throws(AudioError) {
                     try writer.write(slots[index].view(frames: n))
@@ -183,9 +184,9 @@ final class WriteQueue: @unchecked Sendable {
         while offset < view.frameCount {
             if !holding {
                 free.wait()
-                if let failure { throw failure }
-                holding = true
+                holding = true  // the slot is ours even if we stop here: close() puts the end marker in it
                 filling = 0
+                if let failure { throw failure }
             }
             let slot = slots[pushed % slots.count]
             let n = min(view.frameCount - offset, slot.capacity - filling)

@@ -88,15 +88,6 @@ public struct BiquadCoefficients: Sendable, Equatable {
         }
         return BiquadCoefficients(b0: b0 / a0, b1: b1 / a0, b2: b2 / a0, a1: a1 / a0, a2: a2 / a0)
     }
-
-    /// |H(e^jω)| at `frequency` Hz: the response these coefficients give.
-    public func magnitude(at frequency: Double, sampleRate: Double) -> Double {
-        let w = 2 * Double.pi * frequency / sampleRate
-        let (c1, s1, c2, s2) = (cos(w), sin(w), cos(2 * w), sin(2 * w))
-        let nr = b0 + b1 * c1 + b2 * c2, ni = -(b1 * s1 + b2 * s2)
-        let dr = 1 + a1 * c1 + a2 * c2, di = -(a1 * s1 + a2 * s2)
-        return ((nr * nr + ni * ni) / (dr * dr + di * di)).squareRoot()
-    }
 }
 
 /// The state of one biquad over a pair of channels (direct form I, both channels in the two lanes).
