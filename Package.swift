@@ -25,13 +25,15 @@ let package = Package(
     ],
     targets: [
         // Formats, buffers, conversion, errors, parameters, ring buffers, WAV I/O.
-        .target(name: "AudioCore", swiftSettings: strict),
+        .target(name: "AudioCore", dependencies: ["CSystemCalls"], swiftSettings: strict),
         // Container formats: WAV (read incrementally, written in a streaming way).
-        .target(name: "MediaContainers", dependencies: ["AudioCore"], swiftSettings: strict),
+        .target(name: "MediaContainers", dependencies: ["AudioCore", "CSystemCalls"], swiftSettings: strict),
         // The unit model, graph topology, compiled render schedules and their exchange, offline output.
         .target(name: "AudioGraph", dependencies: ["AudioCore", "CFloatEnvironment"], swiftSettings: strict),
         // Flush-to-zero for the render thread (C, header only).
         .target(name: "CFloatEnvironment"),
+        // System calls Swift's Glibc module leaves out (C, header only).
+        .target(name: "CSystemCalls"),
         // The units: generators, mixer, gain, players.
         .target(name: "AudioUnits", dependencies: ["AudioCore", "AudioGraph", "MediaContainers"], swiftSettings: strict),
         // Umbrella module: re-exports the above, graph files, offline rendering to files.

@@ -46,6 +46,8 @@ public struct AudioError: Error, Hashable, Sendable, CustomStringConvertible {
         public static let invalidGraphDescription = Code(fourCC: "gph?")
         /// Sample rates that must agree do not, or a rate is not supported.
         public static let unsupportedSampleRate = Code(fourCC: "rat?")
+        /// The system refused a resource: a thread, memory for a buffer.
+        public static let resourceUnavailable = Code(fourCC: "res!")
     }
 
     public let code: Code

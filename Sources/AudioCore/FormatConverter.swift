@@ -56,6 +56,12 @@ public enum PCMConversion {
     public static func decode(_ source: RawBufferView, into destination: BufferView) {
         let frames = min(source.frameCount, destination.frameCount)
         let channels = min(source.format.channelCount, destination.channelCount)
+        if source.format.sampleType == .float32, source.format.isInterleaved, source.format.channelCount == 2,
+            channels == 2
+        {
+            deinterleaveStereo(source.base, destination[0].baseAddress!, destination[1].baseAddress!, frames)
+            return
+        }
         for c in 0..<channels {
             let (src, step) = layout(source, channel: c)
             let out = destination[c].baseAddress!
@@ -87,6 +93,12 @@ public enum PCMConversion {
     public static func encode(_ source: BufferView, into destination: RawBufferView) {
         let frames = min(source.frameCount, destination.frameCount)
         let channels = min(source.channelCount, destination.format.channelCount)
+        if destination.format.sampleType == .float32, destination.format.isInterleaved,
+            destination.format.channelCount == 2, channels == 2
+        {
+            interleaveStereo(source[0].baseAddress!, source[1].baseAddress!, destination.base, frames)
+            return
+        }
         for c in 0..<channels {
             let (dst, step) = layout(destination, channel: c)
             let input = source[c].baseAddress!
@@ -115,6 +127,47 @@ public enum PCMConversion {
                     dst.storeBytes(of: input[i], toByteOffset: i * step, as: Float.self)
                 }
             }
+        }
+    }
+
+    /// Interleaved stereo floats → two planes, four frames per step (the common file layout, done in vectors).
+    @inline(__always)
+    static func deinterleaveStereo(
+        _ source: UnsafeRawPointer, _ left: UnsafeMutablePointer<Float>, _ right: UnsafeMutablePointer<Float>,
+        _ frames: Int
+    ) {
+        var i = 0
+        while i + 4 <= frames {
+            let v = source.loadUnaligned(fromByteOffset: i * 8, as: SIMD8<Float>.self)
+            UnsafeMutableRawPointer(left + i).storeBytes(of: v.evenHalf, as: SIMD4<Float>.self)
+            UnsafeMutableRawPointer(right + i).storeBytes(of: v.oddHalf, as: SIMD4<Float>.self)
+            i += 4
+        }
+        while i < frames {
+            left[i] = source.loadUnaligned(fromByteOffset: i * 8, as: Float.self)
+            right[i] = source.loadUnaligned(fromByteOffset: i * 8 + 4, as: Float.self)
+            i += 1
+        }
+    }
+
+    /// Two planes → interleaved stereo floats, four frames per step.
+    @inline(__always)
+    static func interleaveStereo(
+        _ left: UnsafePointer<Float>, _ right: UnsafePointer<Float>, _ destination: UnsafeMutableRawPointer,
+        _ frames: Int
+    ) {
+        var i = 0
+        while i + 4 <= frames {
+            let l = UnsafeRawPointer(left + i).loadUnaligned(as: SIMD4<Float>.self)
+            let r = UnsafeRawPointer(right + i).loadUnaligned(as: SIMD4<Float>.self)
+            let v = SIMD8<Float>(l[0], r[0], l[1], r[1], l[2], r[2], l[3], r[3])
+            destination.storeBytes(of: v, toByteOffset: i * 8, as: SIMD8<Float>.self)
+            i += 4
+        }
+        while i < frames {
+            destination.storeBytes(of: left[i], toByteOffset: i * 8, as: Float.self)
+            destination.storeBytes(of: right[i], toByteOffset: i * 8 + 4, as: Float.self)
+            i += 1
         }
     }
 

@@ -4,7 +4,8 @@ import AudioCore
 ///
 /// Each call renders the next frames; sample time advances by what was rendered. Any block size from 0 to the
 /// graph's maximum may be asked for, and for a deterministic graph the audio does not depend on the block sizes.
-/// File sources are read ahead on the calling thread before each cycle, never inside the render.
+/// File sources are read ahead before each cycle, never inside the render: on the calling thread, or — with a
+/// ``ReadAheadWorker`` — on the worker's thread while the caller renders.
 ///
 /// Thread safety: one thread at a time (it may be handed to another thread, e.g. a render thread); that thread is
 /// the graph's render thread while it renders.
@@ -13,8 +14,14 @@ public final class OfflineRenderer: @unchecked Sendable {
     /// Frames rendered so far: the sample time of the next cycle.
     public private(set) var sampleTime: Int64 = 0
 
-    public init(graph: RenderGraph) {
+    /// Reads file sources ahead on a thread of its own when set; the caller's thread otherwise.
+    public let readAhead: ReadAheadWorker?
+
+    /// - Parameter readAhead: a worker serving the graph's file sources (see ``RenderGraph/readingAheadUnits``),
+    ///   or nil to read on the rendering thread.
+    public init(graph: RenderGraph, readAhead: ReadAheadWorker? = nil) {
         self.graph = graph
+        self.readAhead = readAhead
     }
 
     /// Renders the next `frames` frames and returns them; the view is valid until the next call. Does not
@@ -29,10 +36,15 @@ public final class OfflineRenderer: @unchecked Sendable {
         guard graph.canRender else {
             throw AudioError(.invalidState, "cannot render: initialize the graph first")
         }
-        try graph.prefetch(frames: frames)
+        if let readAhead {
+            try readAhead.waitUntilReady(frames: frames)
+        } else {
+            try graph.prefetch(frames: frames)
+        }
         guard let view = graph.renderCycle(frames: frames, timeStamp: RenderTimeStamp(sampleTime: sampleTime)) else {
             throw AudioError(.invalidState, "cannot render: the graph was uninitialized")
         }
+        readAhead?.requestIfNeeded()
         sampleTime += Int64(frames)
         return view
     }

@@ -222,6 +222,12 @@ public final class RenderGraph: @unchecked Sendable {
     /// Every node, in the order added.
     public var nodes: [NodeID] { control.withLock { $0.insertionOrder } }
 
+    /// The units that read ahead of the render (file sources), in the order added: what a ``ReadAheadWorker``
+    /// serves.
+    public var readingAheadUnits: [RenderUnit] {
+        control.withLock { t in t.insertionOrder.compactMap { t.nodes[$0]?.unit }.filter(\.prefetchesAhead) }
+    }
+
     // MARK: Connections
 
     /// Connects output bus `outputBus` of `source` to input bus `inputBus` of `destination` (or of

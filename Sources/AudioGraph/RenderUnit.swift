@@ -263,6 +263,14 @@ open class RenderUnit: @unchecked Sendable {
     /// Reader or offline-caller thread; may do I/O; must not allocate per call.
     open func prefetch(frames: Int) throws(AudioError) {}
 
+    /// True when the next render call can take `frames` frames without running dry, or the data has ended.
+    /// Render-side thread (the one that renders, or an offline renderer before its cycle); never blocks.
+    open func isReadyAhead(frames: Int) -> Bool { true }
+
+    /// True when a reader has room to fetch a worthwhile amount (half its buffer or more) and data is left.
+    /// Render-side thread; never blocks.
+    open var wantsReadAhead: Bool { false }
+
     /// Ramp length in frames for a parameter's smoothing time at the prepared sample rate.
     public func rampFrames(for parameter: Parameter) -> Int {
         Int((parameter.spec.smoothingTime * (spec?.sampleRate ?? 48_000)).rounded())

@@ -80,7 +80,10 @@ public struct FileRenderer {
         }
         if graph.state == .uninitialized { try graph.initialize() }
         if graph.state != .running { try graph.start() }
-        let renderer = OfflineRenderer(graph: graph)
+        // File sources are read and decoded on a thread of their own, ahead of the rendering.
+        let readAhead = try ReadAheadWorker(units: graph.readingAheadUnits)
+        defer { readAhead.stop() }
+        let renderer = OfflineRenderer(graph: graph, readAhead: readAhead)
         let started = DispatchTime.now().uptimeNanoseconds
         var peak: Float = 0
         var done: Int64 = 0

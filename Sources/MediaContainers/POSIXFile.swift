@@ -4,6 +4,7 @@ import Glibc
 import Darwin
 #endif
 import AudioCore
+import CSystemCalls
 
 /// A file descriptor with positional reads and full writes; errors become ``AudioError`` `.fileIO` naming the path.
 /// Reads and writes never allocate.
@@ -68,6 +69,13 @@ final class POSIXFile {
         defer { raw.deallocate() }
         raw.copyMemory(from: bytes, byteCount: bytes.count)
         try write(raw, count: bytes.count, at: offset)
+    }
+
+    /// Asks the kernel to start writing `count` bytes at `offset` to the disk without waiting (Linux
+    /// `sync_file_range`). Advisory: it spreads the writeback a large file needs over the time it is written,
+    /// instead of leaving it all to the moment the file is closed or renamed over another. Failures are ignored.
+    func startWriteback(offset: Int64, count: Int64) {
+        _ = la_start_writeback(fd, offset, count)
     }
 
     func write(_ buffer: UnsafeRawPointer, count: Int, at offset: Int64? = nil) throws(AudioError) {

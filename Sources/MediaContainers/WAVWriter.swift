@@ -14,6 +14,11 @@ public final class WAVFileWriter {
     private let chunk: RawPCMBuffer
     private let headerSize: Int
     private var finished = false
+    /// Bytes of the file whose writeback has been started.
+    private var writebackStarted: Int64 = 0
+
+    /// Writeback is started in pieces of this many bytes as the file grows.
+    static let writebackBytes: Int64 = 1 << 20
 
     /// The largest data chunk a RIFF file can describe.
     static let maximumDataBytes: Int64 = 0xFFFF_FFFF - 64
@@ -52,6 +57,11 @@ public final class WAVFileWriter {
             done += frames
         }
         framesWritten += Int64(source.frameCount)
+        let end = Int64(headerSize) + framesWritten * bytesPerFrame
+        if end - writebackStarted >= Self.writebackBytes {
+            file.startWriteback(offset: writebackStarted, count: end - writebackStarted)
+            writebackStarted = end
+        }
     }
 
     /// Completes the header with the final sizes and closes the file.

@@ -89,6 +89,12 @@ public final class DynamicsUnit: RenderUnit, @unchecked Sendable {
         meter.store(Float(0).bitPattern, ordering: .relaxed)
     }
 
+    /// Lane-wise maximum as a compare and a blend (`pointwiseMax` handles NaN lane by lane, in scalar code).
+    @inline(__always)
+    private static func larger(_ a: SIMD4<Float>, _ b: SIMD4<Float>) -> SIMD4<Float> {
+        a.replacing(with: b, where: a .< b)
+    }
+
     override public func render(_ context: RenderContext) {
         guard let levels else { return }
         let input = context.input(0), output = context.output(0)
@@ -104,18 +110,45 @@ public final class DynamicsUnit: RenderUnit, @unchecked Sendable {
             for i in 0..<frames { levels[i] = max(levels[i], abs(x[i])) }
         }
 
-        // Pass 2: the peak-hold detector (serial, cheap).
+        // Pass 2: the peak-hold detector: the running maximum of the current hold window, or the previous window's
+        // maximum if larger. Window by window; within one, the running maximum goes four frames at a time (the
+        // levels are magnitudes, so shifting zeros in leaves them unchanged).
         var current = holdCurrent, previous = holdPrevious, count = holdCount
         let hold = holdLength
-        for i in 0..<frames {
-            current = max(current, levels[i])
-            count += 1
+        var i = 0
+        while i < frames {
+            let end = i + min(frames - i, hold - count)
+            count += end - i
+            var j = i
+            if end - j >= 4 {
+                typealias Quad = SIMD4<Float>
+                let floor = Quad(repeating: previous)
+                var carry = Quad(repeating: current)
+                while j + 4 <= end {
+                    let p = UnsafeMutableRawPointer(levels + j)
+                    var v = p.loadUnaligned(as: Quad.self)
+                    v = Self.larger(v, Quad(0, v[0], v[1], v[2]))
+                    v = Self.larger(v, Quad(0, 0, v[0], v[1]))
+                    v = Self.larger(v, carry)
+                    carry = Quad(repeating: v[3])
+                    p.storeBytes(of: Self.larger(v, floor), as: Quad.self)
+                    j += 4
+                }
+                current = carry[0]
+            }
+            while j < end {
+                current = max(current, levels[j])
+                levels[j] = max(current, previous)
+                j += 1
+            }
+            i = end
             if count == hold {
+                // The window's last frame already sees it as the previous window (and an empty current one).
+                levels[end - 1] = current
                 previous = current
                 current = 0
                 count = 0
             }
-            levels[i] = max(current, previous)
         }
         holdCurrent = current
         holdPrevious = previous

@@ -153,10 +153,27 @@ public final class LimiterUnit: RenderUnit, @unchecked Sendable {
             gainRamp = preGain
             let x = input[c].baseAddress!
             let line = delay + c * ringSize
-            for i in 0..<frames {
-                let v = x[i] * gainRamp.next()
-                line[(startFrame + i) & mask] = v
-                peaks[i] = max(peaks[i], abs(v))
+            if gainRamp.isRamping {
+                for i in 0..<frames {
+                    let v = x[i] * gainRamp.next()
+                    line[(startFrame + i) & mask] = v
+                    peaks[i] = max(peaks[i], abs(v))
+                }
+            } else {
+                // A steady gain: contiguous runs (at most two around the ring's end), in vectors.
+                let g = gainRamp.value
+                var i = 0
+                while i < frames {
+                    let start = (startFrame + i) & mask
+                    let run = min(frames - i, ringSize - start)
+                    let to = line + start, from = x + i, peak = peaks + i
+                    for j in 0..<run {
+                        let v = from[j] * g
+                        to[j] = v
+                        peak[j] = max(peak[j], abs(v))
+                    }
+                    i += run
+                }
             }
         }
         preGain = gainRamp
@@ -165,9 +182,7 @@ public final class LimiterUnit: RenderUnit, @unchecked Sendable {
         // is exactly 1 and the output is the delayed signal. The state is left as the general path would leave it.
         if !ceiling.isRamping, crossfadeRemaining == 0, recovered == 1, unityRun >= window {
             let limit = ceiling.value * Self.headroom
-            var blockPeak: Float = 0
-            for i in 0..<frames { blockPeak = max(blockPeak, peaks[i]) }
-            if blockPeak <= limit {
+            if VectorOps.peak(peaks, count: frames) <= limit {
                 if frames > 0 {
                     // All gains in the window are 1; the monotonic deque keeps just the newest frame.
                     dequeHead = dequeTail - 1
@@ -227,7 +242,24 @@ public final class LimiterUnit: RenderUnit, @unchecked Sendable {
         for c in 0..<channels {
             let out = output[c].baseAddress!
             let line = delay + c * ringSize
-            for i in 0..<frames {
+            var i = 0
+            if fading == 0 {
+                // No tap crossfade: contiguous runs of the delayed signal, in vectors.
+                while i < frames {
+                    let start = (startFrame + i - lookahead) & mask
+                    let run = min(frames - i, ringSize - start)
+                    let from = line + start, to = out + i, gain = peaks + i
+                    var over = 0
+                    for j in 0..<run {
+                        let v = from[j] * gain[j]
+                        over &+= abs(v) > top ? 1 : 0
+                        to[j] = min(max(v, -top), top)
+                    }
+                    clips += over
+                    i += run
+                }
+            }
+            while i < frames {
                 let n = startFrame + i
                 var v = line[(n - lookahead) & mask]
                 if fading > i {
@@ -240,6 +272,7 @@ public final class LimiterUnit: RenderUnit, @unchecked Sendable {
                     v = v > 0 ? top : -top
                 }
                 out[i] = v
+                i += 1
             }
         }
         crossfadeRemaining = max(0, fading - frames)

@@ -6,9 +6,9 @@ import Synchronization
 /// Plays a PCM WAV file (16/24/32-bit integer, 32-bit float), read incrementally: memory stays the same however
 /// long the file is.
 ///
-/// File reading never happens on the render thread. A reader fills a fixed ring buffer ahead of it: when
-/// rendering offline, ``OfflineRenderer`` calls ``prefetch(frames:)`` on its own thread before each cycle; a
-/// real-time host calls it from a worker thread. If the ring runs dry before the end of the file the render
+/// File reading never happens on the render thread. A reader fills a fixed ring buffer ahead of it: a
+/// ``ReadAheadWorker`` on a thread of its own, or — when rendering offline without one — ``OfflineRenderer``
+/// calling ``prefetch(frames:)`` on its own thread before each cycle. If the ring runs dry before the end of the file the render
 /// outputs silence for the missing frames and counts an underrun.
 ///
 /// The output has the file's channel count (a mono file feeding a stereo bus is copied to both channels) and runs
@@ -19,7 +19,8 @@ public final class FileSourceUnit: RenderUnit, FiniteSource, @unchecked Sendable
     private let reader: WAVFileReader
     private var ring: FrameRingBuffer
     private var scratch: PCMBuffer
-    private var readerAtEnd = false  // reader thread
+    /// Set by the reader at the end of the file, read by the render side.
+    private let readerAtEnd = Atomic<Bool>(false)
     private let framesRendered = Atomic<Int64>(0)
     private let underrunCount = Atomic<Int>(0)
 
@@ -56,16 +57,16 @@ public final class FileSourceUnit: RenderUnit, FiniteSource, @unchecked Sendable
     }
 
     override public func allocateRenderResources(_ spec: RenderSpec) throws(AudioError) {
-        // Room for several cycles ahead, at least ~0.35 s at 48 kHz.
-        let capacity = max(4 * spec.maximumFrames, 16384)
+        // Room for many cycles ahead, at least ~0.68 s at 48 kHz, read in pieces of up to 16384 frames.
+        let capacity = max(16 * spec.maximumFrames, 32768)
         ring = FrameRingBuffer(channelCount: fileInfo.format.channelCount, capacity: capacity)
-        scratch = PCMBuffer(channelCount: fileInfo.format.channelCount, capacity: 4096)
+        scratch = PCMBuffer(channelCount: fileInfo.format.channelCount, capacity: 16384)
     }
 
     override public func reset() {
         reader.seek(toFrame: 0)
         ring.reset()
-        readerAtEnd = false
+        readerAtEnd.store(false, ordering: .releasing)
         framesRendered.store(0, ordering: .releasing)
         underrunCount.store(0, ordering: .relaxed)
     }
@@ -74,16 +75,26 @@ public final class FileSourceUnit: RenderUnit, FiniteSource, @unchecked Sendable
     override public var prefetchesAhead: Bool { true }
 
     override public func prefetch(frames: Int) throws(AudioError) {
-        while !readerAtEnd, ring.availableToRead < frames {
+        while !readerAtEnd.load(ordering: .relaxed), ring.availableToRead < frames {
             let want = min(ring.availableToWrite, scratch.capacity)
             if want == 0 { break }
             let got = try reader.read(into: scratch.view(frames: want))
             if got == 0 {
-                readerAtEnd = true
+                readerAtEnd.store(true, ordering: .releasing)
                 break
             }
             ring.write(scratch.view(frames: got))
         }
+    }
+
+    override public func isReadyAhead(frames: Int) -> Bool {
+        // The end flag first: once it is seen, everything the reader wrote before it is counted too.
+        let ended = readerAtEnd.load(ordering: .acquiring)
+        return ended || ring.availableToRead >= frames
+    }
+
+    override public var wantsReadAhead: Bool {
+        !readerAtEnd.load(ordering: .relaxed) && ring.availableToWrite >= ring.capacity / 2
     }
 
     /// Tops the ring up completely: what a worker thread calls periodically in real time.

@@ -1,0 +1,28 @@
+// System calls that the C library declares only under _GNU_SOURCE, which Swift's Glibc module does not define.
+#ifndef LIVEAUDIO_CSYSTEMCALLS_H
+#define LIVEAUDIO_CSYSTEMCALLS_H
+
+#if defined(__linux__)
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <fcntl.h>
+#include <pthread.h>
+
+/// Starts writeback of a written file range without waiting for it (sync_file_range with
+/// SYNC_FILE_RANGE_WRITE). Returns 0, or -1 with errno set.
+static inline int la_start_writeback(int fd, long long offset, long long count) {
+    return sync_file_range(fd, (off_t)offset, (off_t)count, SYNC_FILE_RANGE_WRITE);
+}
+
+/// Names the calling thread (at most 15 bytes are kept), for ps, top and debuggers.
+static inline void la_set_thread_name(const char *name) { pthread_setname_np(pthread_self(), name); }
+#else
+static inline void la_set_thread_name(const char *name) { (void)name; }
+static inline int la_start_writeback(int fd, long long offset, long long count) {
+    (void)fd; (void)offset; (void)count;
+    return 0;
+}
+#endif
+
+#endif
