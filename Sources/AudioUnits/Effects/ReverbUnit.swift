@@ -187,7 +187,8 @@ struct ReverbKernel: ~Copyable {
     static var reflectionEnergy: Float { 0.25 }
     /// Signs with which the input enters the lines (not a Hadamard row).
     static var injectionSigns: Lanes { Lanes(1, -1, -1, 1, 1, 1, -1, 1) }
-    /// Rows of the Hadamard matrix that make the left and right outputs.
+    /// Rows of the Hadamard matrix that make the left and right outputs (`network` reads lanes 1 and 2 directly:
+    /// change both together).
     static var leftRow: Int { 1 }
     static var rightRow: Int { 2 }
 
@@ -231,6 +232,8 @@ struct ReverbKernel: ~Copyable {
     private var controlCountdown = 0
     /// Absorption filter outputs, scaled by 1/√8 (the Hadamard normalization is folded into `b0`).
     private var filterState = Lanes(repeating: 0)
+    /// How the input enters each line: `injectionSigns · injectionGain`.
+    private let injectionVector = ReverbKernel.injectionSigns * ReverbKernel.injectionGain
     private var b0 = Lanes(repeating: 0)
     private var a1 = Lanes(repeating: 0)
     private var coefficientDecay: (Float, Float) = (-1, -1)
@@ -702,34 +705,47 @@ struct ReverbKernel: ~Copyable {
         let frameMask = frames - 1
         let b0Low = b0.lowHalf, b0High = b0.highHalf
         let a1Low = a1.lowHalf, a1High = a1.highHalf
-        let inject = Self.injectionSigns * Self.injectionGain
-        let injectLow = inject.lowHalf, injectHigh = inject.highHalf
+        let injectLow = injectionVector.lowHalf, injectHigh = injectionVector.highHalf
         var yLow = filterState.lowHalf, yHigh = filterState.highHalf
-        let delays = delayFrames
+        let d0 = Int(delayFrames[0]), d1 = Int(delayFrames[1]), d2 = Int(delayFrames[2]), d3 = Int(delayFrames[3])
+        let d4 = Int(delayFrames[4]), d5 = Int(delayFrames[5]), d6 = Int(delayFrames[6]), d7 = Int(delayFrames[7])
         var w = write
         var i = 0
         while i < n {
-            var run = min(n - i, frames - w)
-            for k in 0..<Self.lineCount {
-                run = min(run, frames - ((w &- Int(delays[k])) & frameMask))
-            }
-            // Offsets in floats from the write frame's first sample to line k's read sample.
-            let o0 = Self.readOffset(w, delays, 0, frameMask), o1 = Self.readOffset(w, delays, 1, frameMask)
-            let o2 = Self.readOffset(w, delays, 2, frameMask), o3 = Self.readOffset(w, delays, 3, frameMask)
-            let o4 = Self.readOffset(w, delays, 4, frameMask), o5 = Self.readOffset(w, delays, 5, frameMask)
-            let o6 = Self.readOffset(w, delays, 6, frameMask), o7 = Self.readOffset(w, delays, 7, frameMask)
+            // Read positions, and the run until the write position or one of them wraps. (Comparisons rather
+            // than `min`: generic functions are not specialized in debug builds, which the real-time checks reject.)
+            let r0 = (w &- d0) & frameMask, r1 = (w &- d1) & frameMask, r2 = (w &- d2) & frameMask
+            let r3 = (w &- d3) & frameMask, r4 = (w &- d4) & frameMask, r5 = (w &- d5) & frameMask
+            let r6 = (w &- d6) & frameMask, r7 = (w &- d7) & frameMask
+            var highest = w
+            if r0 > highest { highest = r0 }
+            if r1 > highest { highest = r1 }
+            if r2 > highest { highest = r2 }
+            if r3 > highest { highest = r3 }
+            if r4 > highest { highest = r4 }
+            if r5 > highest { highest = r5 }
+            if r6 > highest { highest = r6 }
+            if r7 > highest { highest = r7 }
+            var run = frames - highest
+            if n - i < run { run = n - i }
+            // Offsets in floats from the write frame's first sample to each line's read sample.
+            let o0 = (r0 &- w) &* 8, o1 = (r1 &- w) &* 8 &+ 1, o2 = (r2 &- w) &* 8 &+ 2, o3 = (r3 &- w) &* 8 &+ 3
+            let o4 = (r4 &- w) &* 8 &+ 4, o5 = (r5 &- w) &* 8 &+ 5, o6 = (r6 &- w) &* 8 &+ 6, o7 = (r7 &- w) &* 8 &+ 7
             var q = lines + w &* 8
             for j in i..<(i + run) {
                 yLow = b0Low * Half(q[o0], q[o1], q[o2], q[o3]) + a1Low * yLow
                 yHigh = b0High * Half(q[o4], q[o5], q[o6], q[o7]) + a1High * yHigh
                 // The Hadamard transform: one butterfly across the halves, two within each.
                 let sum = yLow + yHigh, difference = yLow - yHigh
-                let hLow = Self.butterfly4(sum), hHigh = Self.butterfly4(difference)
+                let s2 = sum.lowHalf + sum.highHalf, s3 = sum.lowHalf - sum.highHalf
+                let d2 = difference.lowHalf + difference.highHalf, d3 = difference.lowHalf - difference.highHalf
+                let hLow = Half(s2.x + s2.y, s2.x - s2.y, s3.x + s3.y, s3.x - s3.y)
+                let hHigh = Half(d2.x + d2.y, d2.x - d2.y, d3.x + d3.y, d3.x - d3.y)
                 let x = injection[j]
                 UnsafeMutableRawPointer(q).storeBytes(of: hLow + injectLow * x, as: Half.self)
                 UnsafeMutableRawPointer(q + 4).storeBytes(of: hHigh + injectHigh * x, as: Half.self)
-                wetLeft[j] = hLow[Self.leftRow]  // both output rows are in the low half
-                wetRight[j] = hLow[Self.rightRow]
+                wetLeft[j] = hLow[1]  // leftRow and rightRow, both in the low half
+                wetRight[j] = hLow[2]
                 q += 8
             }
             i += run
@@ -737,12 +753,6 @@ struct ReverbKernel: ~Copyable {
         }
         filterState = Lanes(lowHalf: yLow, highHalf: yHigh)
         write = w
-    }
-
-    /// Floats from write frame `w`'s first sample to line `k`'s read sample, `delays[k]` frames earlier.
-    @inline(__always)
-    private static func readOffset(_ w: Int, _ delays: Indices, _ k: Int, _ frameMask: Int) -> Int {
-        (((w &- Int(delays[k])) & frameMask) &- w) &* 8 &+ k
     }
 
     /// The network while the delays glide: fractional delays, linearly interpolated.
