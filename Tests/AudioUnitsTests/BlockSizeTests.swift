@@ -70,7 +70,7 @@ import TestSupport
         for sizes in [[4096], [1024], [37, 128, 5, 333]] {
             let out = try renderEffect(Self.unit(name), format: stereo, input: input, frames: frames, blockSizes: sizes)
             for c in 0..<2 {
-                let first = zip(out[c], reference[c]).firstIndex { $0.0.bitPattern != $0.1.bitPattern }
+                let first = out[c].indices.first { out[c][$0].bitPattern != reference[c][$0].bitPattern }
                 #expect(first == nil, "\(name), blocks \(sizes), channel \(c): first difference at frame \(first ?? -1)")
             }
         }

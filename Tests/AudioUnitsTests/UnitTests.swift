@@ -158,6 +158,37 @@ func render(_ unit: RenderUnit, inputs: [[[Float]]] = [], frames: Int, blockSize
         #expect(unit.hasFinished && unit.underruns == 0)
     }
 
+    @Test func fileSourceReadAheadOnAWorkerThreadGivesTheSameAudio() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let path = dir.file("in.wav")
+        try FFmpeg.run(["-f", "lavfi", "-i", "anoisesrc=color=pink:sample_rate=48000:duration=4:seed=3", "-ac", "2", "-c:a", "pcm_f32le", path])
+        let reference = try FFmpeg.decode(path, channels: 2)
+        let unit = try FileSourceUnit(path: path)
+        let graph = try RenderGraph(format: stereo, maximumFrames: 4096)
+        let node = try graph.addNode(unit)
+        try graph.connect(node, to: graph.output)
+        try graph.initialize()
+        let worker = try ReadAheadWorker(units: graph.readingAheadUnits)
+        #expect(worker.units.count == 1)
+        let renderer = OfflineRenderer(graph: graph, readAhead: worker)
+        var out: [[Float]] = [[], []]
+        let sizes = [4096, 1, 333, 1024, 4095]
+        var k = 0
+        while out[0].count < 200_000 {
+            let view = try renderer.render(frames: sizes[k % sizes.count])
+            for c in 0..<2 { out[c] += view[c] }
+            k += 1
+        }
+        worker.stop()
+        worker.stop()  // idempotent
+        for c in 0..<2 {
+            #expect(maxAbsDifference(Array(out[c].prefix(192_000)), reference[c]) == 0)
+            #expect(out[c].dropFirst(192_000).allSatisfy { $0 == 0 })
+        }
+        #expect(unit.hasFinished && unit.underruns == 0 && worker.failure == nil)
+    }
+
     @Test func fileAtAnotherRateIsAClearError() throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }

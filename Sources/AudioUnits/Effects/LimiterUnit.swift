@@ -97,8 +97,9 @@ public final class LimiterUnit: RenderUnit, @unchecked Sendable {
         release()
         sampleRate = spec.sampleRate
         let longest = Int((0.03 * spec.sampleRate).rounded()) + 2
+        // A whole render call enters the delay line before any of it is read back `lookahead` frames later.
         ringSize = 1
-        while ringSize < longest + 1 { ringSize <<= 1 }
+        while ringSize < longest + spec.maximumFrames + 1 { ringSize <<= 1 }
         delay = .allocate(capacity: ringSize * channels)
         minIndex = .allocate(capacity: ringSize)
         minValue = .allocate(capacity: ringSize)

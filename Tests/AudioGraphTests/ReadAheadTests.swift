@@ -1,0 +1,95 @@
+import AudioCore
+import AudioGraph
+import Synchronization
+import Testing
+
+/// Reads ahead like a file source: each fill makes 8192 frames ready; fill number `failingFill` fails.
+final class ScriptedReader: RenderUnit, @unchecked Sendable {
+    let ready = Atomic<Int>(0)
+    let fills = Atomic<Int>(0)
+    let failingFill: Int
+
+    init(failingFill: Int = .max) {
+        self.failingFill = failingFill
+        super.init(kind: "scripted", inputs: [], outputs: [stereo])
+    }
+
+    override var prefetchesAhead: Bool { true }
+
+    override func prefetch(frames: Int) throws(AudioError) {
+        let fill = fills.add(1, ordering: .relaxed).newValue
+        if fill == failingFill { throw AudioError(.fileIO, "cannot read 'scripted': the disk is gone") }
+        ready.store(8192, ordering: .releasing)
+    }
+
+    override func isReadyAhead(frames: Int) -> Bool { ready.load(ordering: .acquiring) >= frames }
+    override var wantsReadAhead: Bool { ready.load(ordering: .relaxed) <= 4096 }
+
+    override func render(_ context: RenderContext) {
+        ready.subtract(context.frameCount, ordering: .relaxed)
+        let out = context.output(0)
+        for c in 0..<out.channelCount { out[c].update(repeating: 0.5) }
+    }
+}
+
+@Suite struct ReadAheadTests {
+    func graph(_ unit: RenderUnit) throws -> RenderGraph {
+        let graph = try RenderGraph(format: stereo, maximumFrames: 4096)
+        try graph.connect(graph.addNode(unit), to: graph.output)
+        try graph.initialize()
+        return graph
+    }
+
+    @Test func theRendererWaitsForTheWorkerAndGetsEveryFrame() throws {
+        let reader = ScriptedReader()
+        let g = try graph(reader)
+        #expect(g.readingAheadUnits.count == 1)
+        let worker = try ReadAheadWorker(units: g.readingAheadUnits)
+        let renderer = OfflineRenderer(graph: g, readAhead: worker)
+        for _ in 0..<200 {
+            let out = try renderer.render(frames: 1000)
+            #expect(out[0][999] == 0.5)
+        }
+        // 200 000 frames at 8192 per fill: at least 25 fills, each asked for only once half was used.
+        let fills = reader.fills.load(ordering: .relaxed)
+        #expect(fills >= 25 && fills <= 60)
+        worker.stop()
+    }
+
+    @Test func aReadErrorReachesTheRendererAsAnError() throws {
+        let reader = ScriptedReader(failingFill: 4)
+        let g = try graph(reader)
+        let worker = try ReadAheadWorker(units: g.readingAheadUnits)
+        let renderer = OfflineRenderer(graph: g, readAhead: worker)
+        var rendered = 0
+        do {
+            for _ in 0..<1000 {
+                _ = try renderer.render(frames: 1024)
+                rendered += 1024
+            }
+            Issue.record("the read error was not reported")
+        } catch {
+            #expect(error.code == .fileIO)
+            #expect(error.message.contains("the disk is gone"))
+        }
+        #expect(rendered >= 3 * 8192 - 4096 && rendered <= 4 * 8192)
+        #expect(worker.failure?.code == .fileIO)
+    }
+
+    @Test func aStoppedWorkerIsAnErrorNotAHang() throws {
+        let reader = ScriptedReader()
+        let g = try graph(reader)
+        let worker = try ReadAheadWorker(units: g.readingAheadUnits)
+        let renderer = OfflineRenderer(graph: g, readAhead: worker)
+        _ = try renderer.render(frames: 4096)
+        worker.stop()
+        var failed: AudioError?
+        for _ in 0..<10 {
+            do { _ = try renderer.render(frames: 4096) } catch {
+                failed = error
+                break
+            }
+        }
+        #expect(failed?.code == .invalidState)
+    }
+}
