@@ -13,6 +13,9 @@ public final class ReadAheadWorker: @unchecked Sendable {
     /// What the thread and the rendering side share; owned by both, so the thread never outlives it.
     private final class Shared: @unchecked Sendable {
         let units: [RenderUnit]
+        /// The same units, unretained, for the per-cycle checks: iterating a Swift array of references
+        /// allocates in debug builds.
+        let checked: UnsafeMutableBufferPointer<Unmanaged<RenderUnit>>
         let condition = BlockingCondition()
         // Guarded by `condition`.
         var requested = true
@@ -20,7 +23,13 @@ public final class ReadAheadWorker: @unchecked Sendable {
         var stopping = false
         var failure: AudioError?
 
-        init(units: [RenderUnit]) { self.units = units }
+        init(units: [RenderUnit]) {
+            self.units = units
+            checked = .allocate(capacity: units.count)
+            _ = checked.initialize(from: units.map { Unmanaged.passUnretained($0) })
+        }
+
+        deinit { checked.deallocate() }
 
         func run() {
             condition.lock()
@@ -34,7 +43,11 @@ public final class ReadAheadWorker: @unchecked Sendable {
                 condition.unlock()
                 var error: AudioError?
                 do throws(AudioError) {
-                    for unit in units { try unit.prefetch(frames: .max) }
+                    var i = 0
+                    while i < checked.count {
+                        try checked[i].takeUnretainedValue().prefetch(frames: .max)
+                        i += 1
+                    }
                 } catch let e {
                     error = e
                 }
@@ -46,7 +59,24 @@ public final class ReadAheadWorker: @unchecked Sendable {
             condition.unlock()
         }
 
-        func ready(frames: Int) -> Bool { units.allSatisfy { $0.isReadyAhead(frames: frames) } }
+        // These run every cycle and must not allocate, in debug builds too.
+        func ready(frames: Int) -> Bool {
+            var i = 0
+            while i < checked.count {
+                if !checked[i].takeUnretainedValue().isReadyAhead(frames: frames) { return false }
+                i += 1
+            }
+            return true
+        }
+
+        var wanted: Bool {
+            var i = 0
+            while i < checked.count {
+                if checked[i].takeUnretainedValue().wantsReadAhead { return true }
+                i += 1
+            }
+            return false
+        }
     }
 
     private let shared: Shared
@@ -89,7 +119,7 @@ public final class ReadAheadWorker: @unchecked Sendable {
 
     /// Asks for a fill when a unit has room for half its buffer and no fill is under way.
     public func requestIfNeeded() {
-        guard shared.units.contains(where: \.wantsReadAhead) else { return }
+        guard shared.wanted else { return }
         let c = shared.condition
         c.lock()
         if !shared.requested && !shared.filling {
