@@ -8,7 +8,8 @@ import AudioCore
 /// cycle's frames missing waits for them in ``waitUntilReady(frames:)``. Both lock a mutex: offline rendering
 /// only — a real-time render thread must not call them.
 ///
-/// The units are fixed when the worker starts; a file source added to the graph later is not served by it.
+/// The units are fixed when the worker starts; a file source added to the graph later is not served by it. Stop the
+/// worker before resetting or uninitializing the graph: a reset rewinds the files the worker is reading.
 public final class ReadAheadWorker: @unchecked Sendable {
     /// What the thread and the rendering side share; owned by both, so the thread never outlives it.
     private final class Shared: @unchecked Sendable {

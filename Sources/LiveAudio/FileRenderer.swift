@@ -81,8 +81,9 @@ public struct FileRenderer {
         if graph.state == .uninitialized { try graph.initialize() }
         if graph.state != .running { try graph.start() }
         // File sources are read and decoded on a thread of their own, ahead of the rendering.
-        let readAhead = try ReadAheadWorker(units: graph.readingAheadUnits)
-        defer { readAhead.stop() }
+        let reading = graph.readingAheadUnits
+        let readAhead = reading.isEmpty ? nil : try ReadAheadWorker(units: reading)
+        defer { readAhead?.stop() }
         let renderer = OfflineRenderer(graph: graph, readAhead: readAhead)
         let started = DispatchTime.now().uptimeNanoseconds
         var peak: Float = 0

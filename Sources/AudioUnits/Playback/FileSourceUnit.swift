@@ -8,8 +8,8 @@ import Synchronization
 ///
 /// File reading never happens on the render thread. A reader fills a fixed ring buffer ahead of it: a
 /// ``ReadAheadWorker`` on a thread of its own, or — when rendering offline without one — ``OfflineRenderer``
-/// calling ``prefetch(frames:)`` on its own thread before each cycle. If the ring runs dry before the end of the file the render
-/// outputs silence for the missing frames and counts an underrun.
+/// calling ``prefetch(frames:)`` on its own thread before each cycle. If the ring runs dry before the end of the
+/// file the render outputs silence for the missing frames and counts an underrun.
 ///
 /// The output has the file's channel count (a mono file feeding a stereo bus is copied to both channels) and runs
 /// at the file's rate: a graph at another rate rejects the node when it is added.
