@@ -255,8 +255,9 @@ open class RenderUnit: @unchecked Sendable {
 
     // MARK: Reading ahead
 
-    /// True for units whose data a reader must fetch ahead of the render thread (files). Offline rendering calls
-    /// ``prefetch(frames:)`` on the caller's thread before each cycle, so no I/O happens in ``render(_:)``.
+    /// True for units whose data a reader must fetch ahead of the render thread (files): a ``ReadAheadWorker``,
+    /// or an ``OfflineRenderer`` without one before each cycle, calls ``prefetch(frames:)``, so no I/O happens in
+    /// ``render(_:)``.
     open var prefetchesAhead: Bool { false }
 
     /// Makes at least `frames` frames (or everything up to the end) ready for the next render call.
