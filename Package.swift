@@ -17,6 +17,7 @@ let package = Package(
         .library(name: "AudioGraph", targets: ["AudioGraph"]),
         .library(name: "AudioUnits", targets: ["AudioUnits"]),
         .library(name: "MediaContainers", targets: ["MediaContainers"]),
+        .library(name: "AudioDevices", targets: ["AudioDevices"]),
         .executable(name: "liveaudio", targets: ["liveaudio"]),
     ],
     dependencies: [
@@ -36,8 +37,19 @@ let package = Package(
         .target(name: "CSystemCalls"),
         // The units: generators, mixer, gain, players.
         .target(name: "AudioUnits", dependencies: ["AudioCore", "AudioGraph", "MediaContainers"], swiftSettings: strict),
+        // libasound and libjack (module map + shim header each).
+        .systemLibrary(name: "CALSA", pkgConfig: "alsa", providers: [.apt(["libasound2-dev"])]),
+        .systemLibrary(name: "CJACK", pkgConfig: "jack", providers: [.apt(["libjack-jackd2-dev"])]),
+        // Devices: ALSA, JACK and virtual (WAV) backends, the I/O unit, microphone source, latency measurement.
+        .target(
+            name: "AudioDevices",
+            dependencies: ["AudioCore", "AudioGraph", "MediaContainers", "CALSA", "CJACK"],
+            swiftSettings: strict
+        ),
         // Umbrella module: re-exports the above, graph files, offline rendering to files.
-        .target(name: "LiveAudio", dependencies: ["AudioCore", "AudioGraph", "AudioUnits", "MediaContainers"], swiftSettings: strict),
+        .target(
+            name: "LiveAudio", dependencies: ["AudioCore", "AudioGraph", "AudioUnits", "MediaContainers", "AudioDevices"],
+            swiftSettings: strict),
         .executableTarget(
             name: "liveaudio",
             dependencies: ["LiveAudio", .product(name: "ArgumentParser", package: "swift-argument-parser")],

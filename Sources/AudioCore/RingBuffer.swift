@@ -80,3 +80,91 @@ public final class FrameRingBuffer: @unchecked Sendable {
         if first < count { body(view.slice(from: 0, frames: count - first), first, count - first) }
     }
 }
+
+/// A single-producer, single-consumer ring of fixed-size slots, each holding up to `slotBytes` bytes and a time
+/// stamp: how a real-time thread hands whole buffers (captured audio in a client format) to a worker.
+///
+/// The producer ``beginWrite()``s a slot, fills it and ``commitWrite(byteCount:frames:timeStamp:)``s it; when
+/// every slot is taken, ``beginWrite()`` returns nil and the producer counts an overflow — it never waits. The
+/// consumer reads committed slots in order with ``peek()`` and frees them with ``release()``.
+public final class SlotRingBuffer: @unchecked Sendable {
+    /// One committed slot, seen by the consumer; valid until ``SlotRingBuffer/release()``.
+    public struct Slot {
+        public let bytes: UnsafeRawBufferPointer
+        public let frames: Int
+        public let timeStamp: RenderTimeStamp
+    }
+
+    public let slotCount: Int
+    public let slotBytes: Int
+    private let storage: UnsafeMutableRawPointer
+    private let lengths: UnsafeMutablePointer<Int>
+    private let frameCounts: UnsafeMutablePointer<Int>
+    private let stamps: UnsafeMutablePointer<RenderTimeStamp>
+    private let written = Atomic<Int>(0)
+    private let consumed = Atomic<Int>(0)
+
+    public init(slotCount: Int, slotBytes: Int) {
+        precondition(slotCount > 0 && slotBytes > 0)
+        self.slotCount = slotCount
+        self.slotBytes = slotBytes
+        storage = .allocate(byteCount: slotCount * slotBytes, alignment: 16)
+        storage.initializeMemory(as: UInt8.self, repeating: 0, count: slotCount * slotBytes)
+        lengths = .allocate(capacity: slotCount)
+        lengths.initialize(repeating: 0, count: slotCount)
+        frameCounts = .allocate(capacity: slotCount)
+        frameCounts.initialize(repeating: 0, count: slotCount)
+        stamps = .allocate(capacity: slotCount)
+        stamps.initialize(repeating: RenderTimeStamp(sampleTime: 0), count: slotCount)
+    }
+
+    deinit {
+        storage.deallocate()
+        lengths.deallocate()
+        frameCounts.deallocate()
+        stamps.deallocate()
+    }
+
+    /// Slots committed and not yet released (exact for the consumer, a lower bound elsewhere).
+    public var committedCount: Int { written.load(ordering: .acquiring) - consumed.load(ordering: .acquiring) }
+
+    /// Producer: the next free slot's memory (`slotBytes` long), or nil when every slot is taken.
+    @inline(__always)
+    public func beginWrite() -> UnsafeMutableRawPointer? {
+        let w = written.load(ordering: .relaxed)
+        guard w - consumed.load(ordering: .acquiring) < slotCount else { return nil }
+        return storage + (w % slotCount) * slotBytes
+    }
+
+    /// Producer: publishes the slot ``beginWrite()`` returned.
+    @inline(__always)
+    public func commitWrite(byteCount: Int, frames: Int, timeStamp: RenderTimeStamp) {
+        let w = written.load(ordering: .relaxed)
+        let index = w % slotCount
+        lengths[index] = byteCount
+        frameCounts[index] = frames
+        stamps[index] = timeStamp
+        written.store(w + 1, ordering: .releasing)
+    }
+
+    /// Consumer: the oldest committed slot, or nil when there is none.
+    public func peek() -> Slot? {
+        let r = consumed.load(ordering: .relaxed)
+        guard written.load(ordering: .acquiring) > r else { return nil }
+        let index = r % slotCount
+        return Slot(
+            bytes: UnsafeRawBufferPointer(start: storage + index * slotBytes, count: lengths[index]),
+            frames: frameCounts[index], timeStamp: stamps[index])
+    }
+
+    /// Consumer: frees the slot ``peek()`` returned.
+    public func release() {
+        consumed.store(consumed.load(ordering: .relaxed) + 1, ordering: .releasing)
+    }
+
+    /// Empties the ring. Only while neither side is running.
+    public func reset() {
+        written.store(0, ordering: .releasing)
+        consumed.store(0, ordering: .releasing)
+    }
+}

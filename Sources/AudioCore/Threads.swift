@@ -90,4 +90,100 @@ public final class BlockingCondition: @unchecked Sendable {
     public func wait() { pthread_cond_wait(condition, mutex) }
     /// Wakes every waiting thread; call with the lock held.
     public func broadcast() { pthread_cond_broadcast(condition) }
+
+    fileprivate func timedWait(_ deadline: inout timespec) -> Int32 {
+        pthread_cond_timedwait(condition, mutex, &deadline)
+    }
+}
+
+extension BlockingCondition {
+    /// With the lock held: like ``wait()``, but returns after `seconds` at most. Returns false on timeout.
+    @discardableResult
+    public func wait(timeout seconds: Double) -> Bool {
+        var deadline = timespec()
+        clock_gettime(CLOCK_REALTIME, &deadline)
+        let total = Int(deadline.tv_nsec) + Int(seconds * 1e9)
+        deadline.tv_sec += total / 1_000_000_000
+        deadline.tv_nsec = total % 1_000_000_000
+        return timedWait(&deadline) == 0
+    }
+}
+
+/// A wake-up a real-time thread can give without waiting: a POSIX semaphore. ``signal()`` is an atomic increment
+/// plus a futex wake when someone sleeps on it — no lock, no allocation — so a render thread may call it to wake
+/// the worker that drains its ring buffer.
+public final class WakeSignal: @unchecked Sendable {
+    private let semaphore: UnsafeMutablePointer<sem_t>
+
+    public init() {
+        semaphore = .allocate(capacity: 1)
+        semaphore.initialize(to: sem_t())
+        sem_init(semaphore, 0, 0)
+    }
+
+    deinit {
+        sem_destroy(semaphore)
+        semaphore.deallocate()
+    }
+
+    /// Wakes one waiter (or the next call to ``wait(timeout:)``). Real-time safe.
+    @inline(__always)
+    public func signal() { sem_post(semaphore) }
+
+    /// Sleeps until signalled or until `seconds` pass; returns false on timeout. Never on a render thread.
+    @discardableResult
+    public func wait(timeout seconds: Double) -> Bool {
+        var deadline = timespec()
+        clock_gettime(CLOCK_REALTIME, &deadline)
+        let total = Int(deadline.tv_nsec) + Int(seconds * 1e9)
+        deadline.tv_sec += total / 1_000_000_000
+        deadline.tv_nsec = total % 1_000_000_000
+        while true {
+            if sem_timedwait(semaphore, &deadline) == 0 { return true }
+            if errno != EINTR { return false }
+        }
+    }
+}
+
+/// CLOCK_MONOTONIC in nanoseconds: the host time of ``RenderTimeStamp``.
+@inline(__always)
+public func monotonicNanoseconds() -> UInt64 {
+    var now = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &now)
+    return UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
+}
+
+/// Sleeps until the CLOCK_MONOTONIC time `nanoseconds` (absolute), so a paced loop does not drift.
+public func sleepUntil(monotonicNanoseconds nanoseconds: UInt64) {
+    var deadline = timespec(tv_sec: Int(nanoseconds / 1_000_000_000), tv_nsec: Int(nanoseconds % 1_000_000_000))
+    while clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &deadline, nil) == EINTR {}
+}
+
+/// Real-time scheduling for the calling thread.
+public enum RealtimeScheduling {
+    /// Asks for SCHED_FIFO at `priority` (clamped to what the policy allows) for the calling thread. Returns nil
+    /// when granted, or a sentence saying why not (no permission: no CAP_SYS_NICE and RLIMIT_RTPRIO too low).
+    public static func promoteCurrentThread(priority: Int32) -> String? {
+        let maximum = sched_get_priority_max(Int32(SCHED_FIFO))
+        let minimum = sched_get_priority_min(Int32(SCHED_FIFO))
+        var parameter = sched_param()
+        parameter.sched_priority = max(minimum, min(maximum, priority))
+        let result = pthread_setschedparam(pthread_self(), Int32(SCHED_FIFO), &parameter)
+        guard result != 0 else { return nil }
+        var limit = rlimit()
+        getrlimit(__rlimit_resource_t(14), &limit)  // RLIMIT_RTPRIO (14 on Linux; Glibc imports it under another name)
+        return "real-time priority (SCHED_FIFO \(parameter.sched_priority)) was refused: "
+            + String(cString: strerror(result))
+            + " (RLIMIT_RTPRIO is \(limit.rlim_cur == rlim_t.max ? "unlimited" : String(limit.rlim_cur))); "
+            + "the audio thread runs at normal priority and may glitch under load. "
+            + "Grant it with CAP_SYS_NICE, or an rtprio limit in /etc/security/limits.d/"
+    }
+
+    /// True when the calling thread runs under SCHED_FIFO or SCHED_RR.
+    public static var isCurrentThreadRealtime: Bool {
+        var policy: Int32 = 0
+        var parameter = sched_param()
+        pthread_getschedparam(pthread_self(), &policy, &parameter)
+        return policy == Int32(SCHED_FIFO) || policy == Int32(SCHED_RR)
+    }
 }

@@ -1,12 +1,14 @@
 import AudioCore
+import Synchronization
 
 /// Reads ahead for file sources on a thread of its own, so that neither file I/O nor sample decoding happens on
 /// the thread that renders.
 ///
-/// The worker tops every unit's buffer up when asked and sleeps otherwise. The rendering side asks with
-/// ``requestIfNeeded()`` once a buffer has room for half of itself, and an offline renderer that finds the next
-/// cycle's frames missing waits for them in ``waitUntilReady(frames:)``. Both lock a mutex: offline rendering
-/// only — a real-time render thread must not call them.
+/// The worker tops every unit's buffer up when woken and sleeps otherwise (it also looks every 50 ms). The
+/// rendering side wakes it with ``requestIfNeeded()`` once a buffer has room for half of itself: that is an atomic
+/// check and a semaphore post — no lock, no allocation — so a real-time render thread may call it every cycle. An
+/// offline renderer that finds the next cycle's frames missing waits for them in ``waitUntilReady(frames:)``,
+/// which locks a mutex: never call that on a real-time thread.
 ///
 /// The units are fixed when the worker starts; a file source added to the graph later is not served by it. Stop the
 /// worker before resetting or uninitializing the graph: a reset rewinds the files the worker is reading.
@@ -17,11 +19,15 @@ public final class ReadAheadWorker: @unchecked Sendable {
         /// The same units, unretained, for the per-cycle checks: iterating a Swift array of references
         /// allocates in debug builds.
         let checked: UnsafeMutableBufferPointer<Unmanaged<RenderUnit>>
+        /// Wakes the worker; posted by the rendering side.
+        let wake = WakeSignal()
+        /// Set by a waiting offline renderer: fill even if no unit is half empty.
+        let forced = Atomic<Bool>(false)
+        let stopping = Atomic<Bool>(false)
+        /// Signals waiters after each fill.
         let condition = BlockingCondition()
         // Guarded by `condition`.
-        var requested = true
         var filling = false
-        var stopping = false
         var failure: AudioError?
 
         init(units: [RenderUnit]) {
@@ -33,13 +39,20 @@ public final class ReadAheadWorker: @unchecked Sendable {
         deinit { checked.deallocate() }
 
         func run() {
-            condition.lock()
-            while !stopping {
-                guard requested, failure == nil else {
-                    condition.wait()
+            var first = true
+            while !stopping.load(ordering: .acquiring) {
+                if !first { wake.wait(timeout: 0.05) }
+                first = false
+                if stopping.load(ordering: .acquiring) { break }
+                let asked = forced.exchange(false, ordering: .acquiringAndReleasing)
+                condition.lock()
+                let failed = failure != nil
+                if failed || !(asked || wanted) {
+                    // Nothing to do; a waiter that forced a fill still needs to hear back.
+                    if asked { condition.broadcast() }
+                    condition.unlock()
                     continue
                 }
-                requested = false
                 filling = true
                 condition.unlock()
                 var error: AudioError?
@@ -56,7 +69,10 @@ public final class ReadAheadWorker: @unchecked Sendable {
                 filling = false
                 if let error, failure == nil { failure = error }
                 condition.broadcast()
+                condition.unlock()
             }
+            condition.lock()
+            condition.broadcast()
             condition.unlock()
         }
 
@@ -96,7 +112,8 @@ public final class ReadAheadWorker: @unchecked Sendable {
 
     public var units: [RenderUnit] { shared.units }
 
-    /// Waits until every unit can give `frames` frames (or has ended), asking for a fill if needed.
+    /// Waits until every unit can give `frames` frames (or has ended), asking for a fill if needed. Locks: not for
+    /// a real-time thread.
     /// - Throws: the first read error the worker met (it stops reading after one), or `.invalidState` once
     ///   stopped.
     public func waitUntilReady(frames: Int) throws(AudioError) {
@@ -107,27 +124,19 @@ public final class ReadAheadWorker: @unchecked Sendable {
         while true {
             if let failure = shared.failure { throw failure }
             if shared.ready(frames: frames) { return }
-            guard !shared.stopping else {
+            guard !shared.stopping.load(ordering: .acquiring) else {
                 throw AudioError(.invalidState, "the read-ahead worker was stopped")
             }
-            if !shared.filling {
-                shared.requested = true
-                c.broadcast()
-            }
+            shared.forced.store(true, ordering: .releasing)
+            shared.wake.signal()
             c.wait()
         }
     }
 
-    /// Asks for a fill when a unit has room for half its buffer and no fill is under way.
+    /// Wakes the worker when a unit has room for half its buffer. Lock-free and allocation-free: real-time safe.
+    @inline(__always)
     public func requestIfNeeded() {
-        guard shared.wanted else { return }
-        let c = shared.condition
-        c.lock()
-        if !shared.requested && !shared.filling {
-            shared.requested = true
-            c.broadcast()
-        }
-        c.unlock()
+        if shared.wanted { shared.wake.signal() }
     }
 
     /// The first read error met, if any (reading stops after it).
@@ -141,10 +150,8 @@ public final class ReadAheadWorker: @unchecked Sendable {
     public func stop() {
         guard !stopped else { return }
         stopped = true
-        shared.condition.lock()
-        shared.stopping = true
-        shared.condition.broadcast()
-        shared.condition.unlock()
+        shared.stopping.store(true, ordering: .releasing)
+        shared.wake.signal()
         thread.join()
     }
 }

@@ -51,6 +51,11 @@ public struct FileRenderer {
     /// Renders `frames` frames (or, when nil, until every file source has ended) into `path`.
     public func render(to path: String, frames requested: Int64? = nil) throws(AudioError) -> Result {
         let graph = loaded.graph
+        if let (id, _) = loaded.inputUnits.first {
+            throw AudioError(
+                .invalidGraphDescription,
+                "node '\(id)' (input) is a microphone and needs a device: run the graph with `liveaudio monitor`")
+        }
         guard (1...graph.maximumFrames).contains(blockFrames) else {
             throw AudioError(.tooManyFrames, "block size must be between 1 and \(graph.maximumFrames) frames, got \(blockFrames)")
         }

@@ -183,7 +183,7 @@ public struct UnitRegistry: Sendable {
         return EQBand(type, frequency: frequency, gain: gain, q: q ?? 0.5.squareRoot(), bandwidth: bandwidth, bypass: bypass)
     }
 
-    /// The units LiveAudio ships: sources `file`, `player`, `tone`, `noise`; `mixer`, `gain`; effects `eq`,
+    /// The units LiveAudio ships: sources `input` (the microphone), `file`, `player`, `tone`, `noise`; `mixer`, `gain`; effects `eq`,
     /// `lowpass`, `highpass`, `bandpass`, `dynamics`, `reverb`, `delay`, `limiter`.
     public static let standard: UnitRegistry = {
         var r = UnitRegistry()
@@ -209,6 +209,11 @@ public struct UnitRegistry: Sendable {
             } catch {
                 throw f.error("path", "cannot be loaded: \(error.message)")
             }
+        }
+        r.register("input") { (f: inout NodeFields) throws(AudioError) in
+            // The microphone: fed by the I/O unit that runs the graph (`liveaudio monitor`).
+            let channels = try f.integer("channels", default: 1, in: 1...64)
+            return try InputUnit(sampleRate: f.format.sampleRate, channelCount: channels)
         }
         r.register("tone") { (f: inout NodeFields) throws(AudioError) in
             let nyquist = f.format.sampleRate / 2
@@ -277,6 +282,11 @@ public final class LoadedGraph: @unchecked Sendable {
         self.nodeIDs = nodeIDs
         self.nodes = nodes
         self.units = units
+    }
+
+    /// The graph's microphone nodes (`input`), by node id.
+    public var inputUnits: [(id: String, unit: InputUnit)] {
+        nodeIDs.compactMap { id in (units[id] as? InputUnit).map { (id, $0) } }
     }
 
     /// Sources that end (files, non-looping players), by node id.

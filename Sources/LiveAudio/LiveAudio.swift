@@ -1,5 +1,6 @@
 // LiveAudio: the umbrella module. `import LiveAudio` brings in the whole stack.
 @_exported import AudioCore
+@_exported import AudioDevices
 @_exported import AudioGraph
 @_exported import AudioUnits
 @_exported import MediaContainers

@@ -64,6 +64,14 @@ public final class WAVFileWriter {
         }
     }
 
+    /// Rewrites the header with the sizes written so far, so the file is complete and playable up to here even if
+    /// the process dies before ``finish()``. Cheap (one 44–58 byte write); recorders call it every second or so.
+    public func commitHeader() throws(AudioError) {
+        precondition(!finished, "commitHeader after finish")
+        let dataBytes = framesWritten * Int64(format.bytesPerFrame)
+        try file.write(bytes: Self.header(format: format, dataBytes: dataBytes, frames: framesWritten), at: 0)
+    }
+
     /// Completes the header with the final sizes and closes the file.
     public func finish() throws(AudioError) {
         guard !finished else { return }

@@ -3,11 +3,11 @@ import Foundation
 import LiveAudio
 
 @main
-struct LiveAudioCommand: ParsableCommand {
+struct LiveAudioCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "liveaudio",
-        abstract: "Real-time audio for Linux: graphs of units, offline rendering, file inspection.",
-        subcommands: [Render.self, Info.self]
+        abstract: "Real-time audio for Linux: devices, monitoring, graphs of units, offline rendering, file inspection.",
+        subcommands: [Devices.self, Record.self, Play.self, Monitor.self, Latency.self, Render.self, Info.self]
     )
 }
 

@@ -1,0 +1,486 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import AudioCore
+import CALSA
+import Synchronization
+
+/// One open ALSA PCM (capture or playback), configured for interleaved read/write.
+final class ALSAPCM: @unchecked Sendable {
+    let handle: OpaquePointer
+    let name: String
+    let isCapture: Bool
+    private(set) var sampleType: SampleType = .float32
+    private(set) var channels = 0
+    private(set) var periodFrames = 0
+    private(set) var bufferFrames = 0
+    private var closed = false
+
+    /// Opens `name` in non-blocking mode (waits go through `snd_pcm_wait` with a time limit, so a vanished server
+    /// can never hang the thread).
+    init(name: String, capture: Bool) throws(AudioError) {
+        ALSADriver.silenceLibrary()
+        var pcm: OpaquePointer?
+        let stream = capture ? SND_PCM_STREAM_CAPTURE : SND_PCM_STREAM_PLAYBACK
+        let result = snd_pcm_open(&pcm, name, stream, SND_PCM_NONBLOCK)
+        guard result == 0, let pcm else {
+            let what = capture ? "capture" : "playback"
+            if result == -ENOENT || result == -ENODEV || result == -EINVAL {
+                let devices = ALSADriver.listDevices()
+                throw AudioDevices.unknownDevice(
+                    name, backend: .alsa, devices: devices,
+                    detail: "opening it for \(what): \(ALSADriver.describe(result))")
+            }
+            throw AudioError(
+                .deviceUnavailable, "cannot open ALSA device '\(name)' for \(what): \(ALSADriver.describe(result))"
+                    + (result == -EBUSY ? " (another program holds it; try 'default' or 'pulse')" : ""))
+        }
+        handle = pcm
+        self.name = name
+        isCapture = capture
+    }
+
+    deinit { close() }
+
+    func close() {
+        guard !closed else { return }
+        closed = true
+        snd_pcm_drop(handle)
+        snd_pcm_close(handle)
+    }
+
+    private var what: String { "ALSA device '\(name)' (\(isCapture ? "capture" : "playback"))" }
+
+    /// Negotiates hardware and software parameters. The rate and channel count must be granted exactly; the
+    /// period and period count are granted as near as the device allows and read back.
+    func configure(rate: Double, channels wanted: Int, periodFrames wantedPeriod: Int, periodCount: Int) throws(AudioError) {
+        var params: OpaquePointer?
+        guard snd_pcm_hw_params_malloc(&params) == 0, let params else {
+            throw AudioError(.resourceUnavailable, "out of memory configuring \(what)")
+        }
+        defer { snd_pcm_hw_params_free(params) }
+        try check(snd_pcm_hw_params_any(handle, params), "reading its capabilities")
+        try check(snd_pcm_hw_params_set_access(handle, params, SND_PCM_ACCESS_RW_INTERLEAVED), "asking for interleaved access")
+
+        let formats: [(snd_pcm_format_t, SampleType)] = [
+            (SND_PCM_FORMAT_FLOAT_LE, .float32), (SND_PCM_FORMAT_S32_LE, .int32), (SND_PCM_FORMAT_S16_LE, .int16),
+        ]
+        guard let format = formats.first(where: { snd_pcm_hw_params_test_format(handle, params, $0.0) == 0 }) else {
+            throw AudioError(.deviceUnavailable, "\(what) supports none of Float32, Int32, Int16 samples")
+        }
+        try check(snd_pcm_hw_params_set_format(handle, params, format.0), "setting the sample format")
+        sampleType = format.1
+
+        if snd_pcm_hw_params_set_channels(handle, params, UInt32(wanted)) != 0 {
+            var low: UInt32 = 0
+            var high: UInt32 = 0
+            snd_pcm_hw_params_get_channels_min(params, &low)
+            snd_pcm_hw_params_get_channels_max(params, &high)
+            throw AudioError(
+                .deviceUnavailable,
+                "\(what) cannot run \(wanted) channel(s); it supports \(low)…\(high)"
+                    + (name.hasPrefix("hw:") ? " (plughw:… converts channel counts)" : ""))
+        }
+        channels = wanted
+
+        if snd_pcm_hw_params_set_rate(handle, params, UInt32(rate), 0) != 0 {
+            var near = UInt32(rate)
+            var direction: Int32 = 0
+            snd_pcm_hw_params_set_rate_near(handle, params, &near, &direction)
+            throw AudioError(
+                .unsupportedSampleRate,
+                "\(what) cannot run at \(formatHz(rate)); the nearest it offers is \(formatHz(Double(near)))"
+                    + (name.hasPrefix("hw:") ? " (plughw:… resamples)" : ""))
+        }
+
+        var period = snd_pcm_uframes_t(wantedPeriod)
+        var direction: Int32 = 0
+        try check(snd_pcm_hw_params_set_period_size_near(handle, params, &period, &direction), "setting the period size")
+        var count = UInt32(periodCount)
+        direction = 0
+        try check(snd_pcm_hw_params_set_periods_near(handle, params, &count, &direction), "setting the period count")
+        try check(snd_pcm_hw_params(handle, params), "applying the parameters")
+        var grantedPeriod: snd_pcm_uframes_t = 0
+        direction = 0
+        snd_pcm_hw_params_get_period_size(params, &grantedPeriod, &direction)
+        var grantedBuffer: snd_pcm_uframes_t = 0
+        snd_pcm_hw_params_get_buffer_size(params, &grantedBuffer)
+        periodFrames = Int(grantedPeriod)
+        bufferFrames = Int(grantedBuffer)
+        guard periodFrames > 0, bufferFrames >= periodFrames else {
+            throw AudioError(.deviceUnavailable, "\(what) granted an unusable buffer (\(bufferFrames) frames)")
+        }
+
+        var sw: OpaquePointer?
+        guard snd_pcm_sw_params_malloc(&sw) == 0, let sw else {
+            throw AudioError(.resourceUnavailable, "out of memory configuring \(what)")
+        }
+        defer { snd_pcm_sw_params_free(sw) }
+        try check(snd_pcm_sw_params_current(handle, sw), "reading its software parameters")
+        try check(snd_pcm_sw_params_set_avail_min(handle, sw, grantedPeriod), "setting the wake-up threshold")
+        // Started explicitly (both directions together), never by a fill threshold.
+        var boundary: snd_pcm_uframes_t = 0
+        snd_pcm_sw_params_get_boundary(sw, &boundary)
+        try check(snd_pcm_sw_params_set_start_threshold(handle, sw, boundary), "setting the start threshold")
+        try check(snd_pcm_sw_params(handle, sw), "applying the software parameters")
+    }
+
+    private func check(_ result: Int32, _ doing: String) throws(AudioError) {
+        if result < 0 {
+            throw AudioError(.deviceUnavailable, "\(what): \(doing) failed: \(ALSADriver.describe(result))")
+        }
+    }
+}
+
+/// The ALSA backend: capture and/or playback PCMs driven from a thread of our own at real-time priority.
+///
+/// Each cycle reads one period from the capture PCM (waiting with a time limit), hands it and an output buffer
+/// to the handler, and writes the output to the playback PCM. Duplex streams are linked (`snd_pcm_link`) where the
+/// device allows, and run on one clock either way: a cycle is driven by the capture side, and playback is kept
+/// `periodCount` periods ahead. Under- and overruns (`-EPIPE`) and suspends (`-ESTRPIPE`) are counted and
+/// recovered by re-preparing both streams; any other error, or no progress for ``stallTimeout`` seconds, is a
+/// fault: the thread leaves its loop and the I/O unit is told off the real-time path.
+final class ALSADriver: AudioDriver, @unchecked Sendable {
+    let grant: DeviceGrant
+    private let capture: ALSAPCM?
+    private let playback: ALSAPCM?
+    private let counters = DriverCounters()
+    private let running = Atomic<Bool>(false)
+    private var thread: WorkerThread?
+    private let inputRaw: RawPCMBuffer?
+    private let outputRaw: RawPCMBuffer?
+    private let inputFloat: PCMBuffer?
+    private let outputFloat: PCMBuffer?
+    private var linked = false
+    /// The real-time priority the thread asks for (SCHED_FIFO).
+    static let realtimePriority: Int32 = 70
+
+    var xrunCount: Int { counters.xruns.load(ordering: .relaxed) }
+
+    /// Seconds without a period after which the device counts as gone (at least four buffers' time).
+    let stallTimeout: Double
+    /// Extra seconds allowed for the first period.
+    static let startupGrace = 4.0
+    /// The limit in force: longer until the first period has arrived. Driver thread only.
+    private var stallLimit = 0.0
+
+    init(request: DeviceRequest) throws(AudioError) {
+        try request.validate()
+        var cap: ALSAPCM?
+        var play: ALSAPCM?
+        if request.inputChannels > 0 {
+            let c = try ALSAPCM(name: request.inputDevice ?? "default", capture: true)
+            try c.configure(
+                rate: request.sampleRate, channels: request.inputChannels, periodFrames: request.periodFrames,
+                periodCount: request.periodCount)
+            cap = c
+        }
+        if request.outputChannels > 0 {
+            let p = try ALSAPCM(name: request.outputDevice ?? "default", capture: false)
+            // Playback follows the capture side's granted period so one cycle moves one period each way.
+            try p.configure(
+                rate: request.sampleRate, channels: request.outputChannels,
+                periodFrames: cap?.periodFrames ?? request.periodFrames, periodCount: request.periodCount)
+            if let cap, cap.periodFrames != p.periodFrames {
+                throw AudioError(
+                    .deviceUnavailable,
+                    "capture '\(cap.name)' granted \(cap.periodFrames)-frame periods but playback '\(p.name)' "
+                        + "granted \(p.periodFrames); pick a period both accept")
+            }
+            play = p
+        }
+        capture = cap
+        playback = play
+        let period = cap?.periodFrames ?? play!.periodFrames
+        let deviceType = cap?.sampleType ?? play!.sampleType
+        let periodCount = max(cap.map { $0.bufferFrames / $0.periodFrames } ?? 0, play.map { $0.bufferFrames / $0.periodFrames } ?? 0)
+        grant = DeviceGrant(
+            backend: .alsa, inputDevice: cap?.name, outputDevice: play?.name, inputChannels: cap?.channels ?? 0,
+            outputChannels: play?.channels ?? 0, sampleRate: request.sampleRate, periodFrames: period,
+            periodCount: periodCount, deviceSampleType: deviceType,
+            inputLatencyFrames: cap == nil ? 0 : period, outputLatencyFrames: play?.bufferFrames ?? 0)
+        func interleaved(_ pcm: ALSAPCM) throws(AudioError) -> StreamFormat {
+            try StreamFormat(sampleRate: request.sampleRate, channelCount: pcm.channels, sampleType: pcm.sampleType, interleaved: true)
+        }
+        inputRaw = try cap.map { (c) throws(AudioError) in RawPCMBuffer(format: try interleaved(c), capacity: period) }
+        outputRaw = try play.map { (p) throws(AudioError) in RawPCMBuffer(format: try interleaved(p), capacity: period) }
+        inputFloat = cap.map { PCMBuffer(channelCount: $0.channels, capacity: period) }
+        outputFloat = play.map { PCMBuffer(channelCount: $0.channels, capacity: period) }
+        let bufferSeconds = Double(max(cap?.bufferFrames ?? 0, play?.bufferFrames ?? 0)) / request.sampleRate
+        stallTimeout = max(1.0, 4 * bufferSeconds)
+    }
+
+    deinit { stop() }
+
+    func start(handler: DeviceCycleHandler, onFault: @escaping @Sendable (AudioError) -> Void) throws(AudioError) -> [String] {
+        precondition(thread == nil, "an ALSA driver starts once")
+        try startStreams()
+        running.store(true, ordering: .releasing)
+        let ready = BlockingCondition()
+        let report = Mutex<String??>(nil)
+        thread = try WorkerThread(name: "la-alsa-io") { [self] in
+            let refusal = RealtimeScheduling.promoteCurrentThread(priority: Self.realtimePriority)
+            ready.lock()
+            report.withLock { $0 = .some(refusal) }
+            ready.broadcast()
+            ready.unlock()
+            if let failure = runLoop(handler) {
+                onFault(failure)
+            }
+        }
+        ready.lock()
+        while report.withLock({ $0 }) == nil { ready.wait() }
+        ready.unlock()
+        let refusal = report.withLock { $0 } ?? nil
+        return refusal.map { [$0] } ?? []
+    }
+
+    func stop() {
+        running.store(false, ordering: .releasing)
+        thread?.join()
+        capture?.close()
+        playback?.close()
+    }
+
+    // MARK: The real-time loop
+
+    /// Prepares both streams, fills the playback buffer with silence, and starts them together.
+    private func startStreams() throws(AudioError) {
+        if let capture, let playback, !linked {
+            linked = snd_pcm_link(capture.handle, playback.handle) == 0
+        }
+        for pcm in [capture, playback].compactMap({ $0 }) {
+            let state = snd_pcm_state(pcm.handle)
+            if state != SND_PCM_STATE_PREPARED {
+                let r = snd_pcm_prepare(pcm.handle)
+                if r < 0 {
+                    throw AudioError(.deviceUnavailable, "cannot prepare ALSA device '\(pcm.name)': \(Self.describe(r))")
+                }
+            }
+        }
+        if let playback, let outputRaw {
+            // Prime the whole buffer, so the first cycle's output lands a buffer ahead of capture.
+            memset(outputRaw.storage, 0, outputRaw.capacity * outputRaw.format.bytesPerFrame)
+            var queued = 0
+            while queued < playback.bufferFrames {
+                let frames = min(outputRaw.capacity, playback.bufferFrames - queued)
+                let r = snd_pcm_writei(playback.handle, outputRaw.storage, snd_pcm_uframes_t(frames))
+                if r <= 0 { break }
+                queued += r
+            }
+        }
+        if let capture {
+            let r = snd_pcm_start(capture.handle)
+            if r < 0 { throw AudioError(.deviceUnavailable, "cannot start ALSA capture '\(capture.name)': \(Self.describe(r))") }
+        }
+        if let playback, !linked || capture == nil {
+            let r = snd_pcm_start(playback.handle)
+            if r < 0 { throw AudioError(.deviceUnavailable, "cannot start ALSA playback '\(playback.name)': \(Self.describe(r))") }
+        }
+    }
+
+    /// Runs cycles until stopped (returns nil) or the device fails (returns why).
+    private func runLoop(_ handler: DeviceCycleHandler) -> AudioError? {
+        var sampleTime: Int64 = 0
+        let rate = grant.sampleRate
+        let period = grant.periodFrames
+        let nsPerFrame = 1e9 / rate
+        var lastCycleHost = monotonicNanoseconds()
+        // A sound server may take a while to deliver the first period of a new stream (PulseAudio: up to 1.3 s
+        // for an idle null sink's monitor), so the stall limit starts longer.
+        stallLimit = stallTimeout + Self.startupGrace
+        while running.load(ordering: .acquiring) {
+            // 1. Capture one period (or, playback only, wait for room for one).
+            if let capture, let inputRaw {
+                var got = 0
+                while got < period {
+                    let r = snd_pcm_readi(
+                        capture.handle, inputRaw.storage + got * inputRaw.format.bytesPerFrame,
+                        snd_pcm_uframes_t(period - got))
+                    if r > 0 {
+                        got += r
+                        continue
+                    }
+                    if !running.load(ordering: .acquiring) { return nil }
+                    if r == -Int(EAGAIN) || r == 0 {
+                        if let failure = wait(capture, since: lastCycleHost) { return failure }
+                        continue
+                    }
+                    switch recover(Int32(r), capture) {
+                    case .failed(let e): return e
+                    case .recovered:
+                        got = 0
+                        sampleTime += gap(since: lastCycleHost, nsPerFrame: nsPerFrame, period: period)
+                    }
+                }
+            } else if let playback {
+                while true {
+                    let avail = snd_pcm_avail_update(playback.handle)
+                    if avail >= period { break }
+                    if !running.load(ordering: .acquiring) { return nil }
+                    if avail < 0 {
+                        switch recover(Int32(avail), playback) {
+                        case .failed(let e): return e
+                        case .recovered: sampleTime += gap(since: lastCycleHost, nsPerFrame: nsPerFrame, period: period)
+                        }
+                        continue
+                    }
+                    if let failure = wait(playback, since: lastCycleHost) { return failure }
+                }
+            }
+            let now = monotonicNanoseconds()
+            lastCycleHost = now
+            stallLimit = stallTimeout
+
+            // 2. Times: the first captured frame reached the device `delay` frames before the last one was read;
+            //    the first output frame plays after what is queued ahead of it.
+            var inputHost = now
+            if let capture {
+                var delay: snd_pcm_sframes_t = 0
+                if snd_pcm_delay(capture.handle, &delay) < 0 { delay = 0 }
+                let back = UInt64(Double(max(0, delay) + period) * nsPerFrame)
+                inputHost = now > back ? now - back : 0
+            }
+            var outputHost = now
+            if let playback {
+                var delay: snd_pcm_sframes_t = 0
+                if snd_pcm_delay(playback.handle, &delay) < 0 { delay = 0 }
+                outputHost = now + UInt64(Double(max(0, delay)) * nsPerFrame)
+            }
+
+            // 3. The handler.
+            var input: BufferView?
+            if let inputRaw, let inputFloat {
+                let floatView = inputFloat.view(frames: period)
+                PCMConversion.decode(inputRaw.view(frames: period), into: floatView)
+                input = floatView
+            }
+            let output = outputFloat?.view(frames: period)
+            output?.clear()
+            handler.deviceCycle(
+                input: input, output: output,
+                time: DeviceCycleTime(sampleTime: sampleTime, inputHostTime: inputHost, outputHostTime: outputHost))
+            counters.cycles.add(1, ordering: .relaxed)
+            sampleTime += Int64(period)
+
+            // 4. Playback.
+            if let playback, let outputRaw, let output {
+                PCMConversion.encode(output, into: outputRaw.view(frames: period))
+                var put = 0
+                while put < period {
+                    let r = snd_pcm_writei(
+                        playback.handle, outputRaw.storage + put * outputRaw.format.bytesPerFrame,
+                        snd_pcm_uframes_t(period - put))
+                    if r > 0 {
+                        put += r
+                        continue
+                    }
+                    if !running.load(ordering: .acquiring) { return nil }
+                    if r == -Int(EAGAIN) || r == 0 {
+                        if let failure = wait(playback, since: lastCycleHost) { return failure }
+                        continue
+                    }
+                    switch recover(Int32(r), playback) {
+                    case .failed(let e): return e
+                    case .recovered:
+                        // The restart primed the buffer with silence; this period is dropped.
+                        put = period
+                    }
+                }
+            }
+        }
+        return nil
+    }
+
+    private enum Recovery {
+        case recovered
+        case failed(AudioError)
+    }
+
+    /// Waits (up to 100 ms at a time) for `pcm` to be ready; a fault once nothing has moved for ``stallTimeout``.
+    private func wait(_ pcm: ALSAPCM, since lastCycle: UInt64) -> AudioError? {
+        let r = snd_pcm_wait(pcm.handle, 100)
+        if r < 0, r != -EPIPE, r != -ESTRPIPE, r != -EINTR {
+            return AudioError(.deviceUnavailable, "ALSA device '\(pcm.name)' failed: \(Self.describe(r))")
+        }
+        let waited = Double(monotonicNanoseconds() &- lastCycle) / 1e9
+        if waited > stallLimit {
+            return AudioError(
+                .deviceUnavailable,
+                "ALSA device '\(pcm.name)' delivered nothing for \(String(format2: waited)) s (its sound server or "
+                    + "hardware has gone away)")
+        }
+        return nil
+    }
+
+    /// Counts and recovers an under- or overrun or a suspend by restarting both streams; anything else fails.
+    private func recover(_ error: Int32, _ pcm: ALSAPCM) -> Recovery {
+        guard error == -EPIPE || error == -ESTRPIPE else {
+            return .failed(AudioError(.deviceUnavailable, "ALSA device '\(pcm.name)' failed: \(Self.describe(error))"))
+        }
+        counters.xruns.add(1, ordering: .relaxed)
+        if error == -ESTRPIPE {
+            var tries = 0
+            while snd_pcm_resume(pcm.handle) == -EAGAIN, tries < 100 {
+                usleep(10_000)
+                tries += 1
+            }
+        }
+        for p in [capture, playback].compactMap({ $0 }) { snd_pcm_drop(p.handle) }
+        do throws(AudioError) {
+            try startStreams()
+        } catch {
+            return .failed(error)
+        }
+        return .recovered
+    }
+
+    /// Frames of device time lost in an xrun: the time since the last cycle beyond one period.
+    private func gap(since lastCycle: UInt64, nsPerFrame: Double, period: Int) -> Int64 {
+        let elapsed = Double(monotonicNanoseconds() &- lastCycle) / nsPerFrame
+        return max(0, Int64(elapsed.rounded()) - Int64(period))
+    }
+
+    // MARK: Library helpers
+
+    private static let silenced = Atomic<Bool>(false)
+
+    /// Turns off libasound's printing to stderr once per process (failures are reported as errors instead).
+    static func silenceLibrary() {
+        if !silenced.exchange(true, ordering: .acquiringAndReleasing) { la_alsa_silence_errors() }
+    }
+
+    static func describe(_ code: Int32) -> String { String(cString: snd_strerror(code)) }
+
+    /// The PCMs ALSA's configuration names (`snd_device_name_hint`), with their directions. `default` is the
+    /// default in both directions.
+    static func listDevices() -> [AudioDeviceInfo] {
+        silenceLibrary()
+        var hints: UnsafeMutablePointer<UnsafeMutableRawPointer?>?
+        guard snd_device_name_hint(-1, "pcm", &hints) == 0, let hints else { return [] }
+        defer { snd_device_name_free_hint(hints) }
+        var devices: [AudioDeviceInfo] = []
+        var i = 0
+        while let hint = hints[i] {
+            i += 1
+            func field(_ id: String) -> String? {
+                guard let value = snd_device_name_get_hint(hint, id) else { return nil }
+                defer { free(value) }
+                return String(cString: value)
+            }
+            guard let name = field("NAME"), name != "null" else { continue }
+            let directions: DeviceDirections =
+                switch field("IOID") {
+                case "Input": .input
+                case "Output": .output
+                default: .duplex
+                }
+            let description = (field("DESC") ?? "").split(separator: "\n").joined(separator: " — ")
+            devices.append(
+                AudioDeviceInfo(
+                    backend: .alsa, name: name, description: description, directions: directions,
+                    isDefault: name == "default"))
+        }
+        return devices
+    }
+}

@@ -1,0 +1,79 @@
+import AudioCore
+import Synchronization
+
+/// When a device cycle happens: the sample time of its first frame (frames since the stream started, on the
+/// device clock; capture and playback share it) and two host times (CLOCK_MONOTONIC ns): when the first captured
+/// frame reached the device, and when the first output frame will leave it. A host time the backend cannot tell
+/// is the cycle's start.
+public struct DeviceCycleTime: Hashable, Sendable {
+    public var sampleTime: Int64
+    public var inputHostTime: UInt64
+    public var outputHostTime: UInt64
+
+    public init(sampleTime: Int64, inputHostTime: UInt64, outputHostTime: UInt64) {
+        self.sampleTime = sampleTime
+        self.inputHostTime = inputHostTime
+        self.outputHostTime = outputHostTime
+    }
+}
+
+/// What a driver calls on its real-time thread once per cycle: `input` holds the captured frames (Float32
+/// non-interleaved, the granted capture channels), `output` is to be filled (the granted playback channels).
+/// Either is nil when that direction is off. Must not allocate, lock, log or do I/O.
+protocol DeviceCycleHandler: AnyObject, Sendable {
+    func deviceCycle(input: BufferView?, output: BufferView?, time: DeviceCycleTime)
+}
+
+/// A device opened by one backend: opening negotiates (the init), ``start(handler:onFault:)`` begins cycles on
+/// the backend's real-time thread, ``stop()`` ends them. A driver runs once; reconnecting opens a new one.
+protocol AudioDriver: AnyObject, Sendable {
+    var grant: DeviceGrant { get }
+    /// Under- and overruns detected and recovered since start. Any thread.
+    var xrunCount: Int { get }
+    /// Starts cycles. `onFault` is called at most once, never on the real-time thread and never after ``stop()``
+    /// returns, when the device fails for good (server gone, device unplugged, stalled). Returns warnings for the
+    /// user (e.g. no real-time priority).
+    func start(handler: DeviceCycleHandler, onFault: @escaping @Sendable (AudioError) -> Void) throws(AudioError) -> [String]
+    /// Stops cycles and releases the device; returns when no cycle runs any more. Idempotent.
+    func stop()
+    /// True once a file-backed input has been read to its end (virtual devices). Any thread.
+    var inputHasEnded: Bool { get }
+}
+
+extension AudioDriver {
+    var inputHasEnded: Bool { false }
+}
+
+/// Counters a driver's real-time thread updates and the control side reads.
+final class DriverCounters: Sendable {
+    let xruns = Atomic<Int>(0)
+    let cycles = Atomic<Int>(0)
+}
+
+/// The devices of a backend, and opening one.
+public enum AudioDevices {
+    /// The devices `backend` offers now. For JACK, `server` names the server (nil: the default one).
+    /// - Throws: ``AudioError`` `.deviceUnavailable` when the backend cannot be reached (no JACK server running).
+    public static func list(_ backend: DeviceBackend, jackServer: String? = nil) throws(AudioError) -> [AudioDeviceInfo] {
+        switch backend {
+        case .alsa: return ALSADriver.listDevices()
+        case .jack: return try JACKDriver.listDevices(server: jackServer)
+        case .virtual:
+            return [
+                AudioDeviceInfo(
+                    backend: .virtual, name: "FILE.wav",
+                    description: "a WAV file: read as the microphone, written as the speaker",
+                    directions: .duplex, isDefault: false)
+            ]
+        }
+    }
+
+    /// The error for a device name a backend does not know: it lists the devices there are.
+    static func unknownDevice(_ name: String, backend: DeviceBackend, devices: [AudioDeviceInfo], detail: String) -> AudioError {
+        let names = devices.map { "\($0.name) (\($0.directions))" }
+        return AudioError(
+            .unknownDevice,
+            "no \(backend) device '\(name)' (\(detail)); the devices there are: "
+                + (names.isEmpty ? "none" : names.joined(separator: ", ")))
+    }
+}

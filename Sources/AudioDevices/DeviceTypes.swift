@@ -1,0 +1,223 @@
+import AudioCore
+
+/// The sound systems LiveAudio talks to.
+public enum DeviceBackend: String, Sendable, CaseIterable, CustomStringConvertible {
+    /// ALSA through libasound: PCM names such as `default`, `pulse`, `hw:0,0`, `plughw:1` (this reaches
+    /// PulseAudio, PipeWire and hardware).
+    case alsa
+    /// A JACK server through libjack: devices are JACK clients (`system`), connected port by port.
+    case jack
+    /// WAV files: one as the microphone, one as the speaker; paced in real time or as fast as possible.
+    case virtual
+
+    public var description: String { rawValue }
+}
+
+/// Which way audio flows through a device.
+public struct DeviceDirections: OptionSet, Hashable, Sendable, CustomStringConvertible {
+    public let rawValue: Int
+    public init(rawValue: Int) { self.rawValue = rawValue }
+    /// Capture (the I/O unit's bus 1).
+    public static let input = DeviceDirections(rawValue: 1)
+    /// Playback (the I/O unit's bus 0).
+    public static let output = DeviceDirections(rawValue: 2)
+    public static let duplex: DeviceDirections = [.input, .output]
+
+    public var description: String {
+        switch self {
+        case .duplex: "input+output"
+        case .input: "input"
+        case .output: "output"
+        default: "none"
+        }
+    }
+}
+
+/// A device a backend offers.
+public struct AudioDeviceInfo: Hashable, Sendable {
+    public let backend: DeviceBackend
+    /// The name to open it by (`--device`).
+    public let name: String
+    /// A readable description, when the backend has one.
+    public let description: String
+    public let directions: DeviceDirections
+    /// True for the device opened when none is named, in the directions it supports.
+    public let isDefault: Bool
+
+    public init(backend: DeviceBackend, name: String, description: String, directions: DeviceDirections, isDefault: Bool) {
+        self.backend = backend
+        self.name = name
+        self.description = description
+        self.directions = directions
+        self.isDefault = isDefault
+    }
+}
+
+/// What a caller asks of a device when opening it. Every field is a wish; ``DeviceGrant`` says what was granted.
+public struct DeviceRequest: Hashable, Sendable {
+    /// The capture device (nil: the backend's default). Ignored when ``inputChannels`` is 0.
+    public var inputDevice: String?
+    /// The playback device (nil: the backend's default). Ignored when ``outputChannels`` is 0.
+    public var outputDevice: String?
+    /// Capture channels; 0 disables capture (bus 1).
+    public var inputChannels: Int
+    /// Playback channels; 0 disables playback (bus 0).
+    public var outputChannels: Int
+    /// The sample rate. A backend that runs at a fixed rate (JACK) refuses any other with a clear error.
+    public var sampleRate: Double
+    /// Frames per period: the block the real-time thread handles each cycle.
+    public var periodFrames: Int
+    /// Periods in the device buffer (ALSA), at least 2.
+    public var periodCount: Int
+
+    public init(
+        inputDevice: String? = nil, outputDevice: String? = nil, inputChannels: Int = 0, outputChannels: Int = 2,
+        sampleRate: Double = 48_000, periodFrames: Int = 1024, periodCount: Int = 3
+    ) {
+        self.inputDevice = inputDevice
+        self.outputDevice = outputDevice
+        self.inputChannels = inputChannels
+        self.outputChannels = outputChannels
+        self.sampleRate = sampleRate
+        self.periodFrames = periodFrames
+        self.periodCount = periodCount
+    }
+
+    /// The most frames per period a request may ask for.
+    public static let maximumPeriodFrames = 16_384
+
+    /// Checks the request's own consistency (before any device is asked).
+    /// - Throws: ``AudioError`` `.invalidFormat` or `.unsupportedSampleRate` naming the bad field.
+    public func validate() throws(AudioError) {
+        guard inputChannels > 0 || outputChannels > 0 else {
+            throw AudioError(.invalidFormat, "nothing to open: both capture and playback have 0 channels")
+        }
+        for (what, n) in [("capture", inputChannels), ("playback", outputChannels)]
+        where n != 0 && !StreamFormat.supportedChannelCounts.contains(n) {
+            throw AudioError(
+                .invalidFormat,
+                "\(what) channels must be 0 (off) or \(StreamFormat.supportedChannelCounts.lowerBound)…"
+                    + "\(StreamFormat.supportedChannelCounts.upperBound), got \(n)")
+        }
+        guard StreamFormat.supportedSampleRates.contains(sampleRate), sampleRate.rounded() == sampleRate else {
+            throw AudioError(
+                .unsupportedSampleRate,
+                "the sample rate must be a whole number of Hz in 1000…768000, got \(sampleRate)")
+        }
+        guard (16...Self.maximumPeriodFrames).contains(periodFrames) else {
+            throw AudioError(.invalidFormat, "the period must be 16…\(Self.maximumPeriodFrames) frames, got \(periodFrames)")
+        }
+        guard (2...32).contains(periodCount) else {
+            throw AudioError(.invalidFormat, "the period count must be 2…32, got \(periodCount)")
+        }
+    }
+}
+
+/// What a device granted when it was opened.
+public struct DeviceGrant: Hashable, Sendable, CustomStringConvertible {
+    public let backend: DeviceBackend
+    /// The capture device's name as opened, nil when capture is off.
+    public let inputDevice: String?
+    /// The playback device's name as opened, nil when playback is off.
+    public let outputDevice: String?
+    public let inputChannels: Int
+    public let outputChannels: Int
+    public let sampleRate: Double
+    /// Frames per cycle. Virtual devices with varying callback sizes report their largest.
+    public let periodFrames: Int
+    /// Periods in the device buffer.
+    public let periodCount: Int
+    /// The device's own sample type (the I/O unit converts to and from the client formats).
+    public let deviceSampleType: SampleType
+    /// Frames between a sound reaching the device and its capture being delivered, as the backend reports it.
+    public let inputLatencyFrames: Int
+    /// Frames between a cycle's output being handed over and its being heard, as the backend reports it.
+    public let outputLatencyFrames: Int
+
+    public init(
+        backend: DeviceBackend, inputDevice: String?, outputDevice: String?, inputChannels: Int, outputChannels: Int,
+        sampleRate: Double, periodFrames: Int, periodCount: Int, deviceSampleType: SampleType,
+        inputLatencyFrames: Int, outputLatencyFrames: Int
+    ) {
+        self.backend = backend
+        self.inputDevice = inputDevice
+        self.outputDevice = outputDevice
+        self.inputChannels = inputChannels
+        self.outputChannels = outputChannels
+        self.sampleRate = sampleRate
+        self.periodFrames = periodFrames
+        self.periodCount = periodCount
+        self.deviceSampleType = deviceSampleType
+        self.inputLatencyFrames = inputLatencyFrames
+        self.outputLatencyFrames = outputLatencyFrames
+    }
+
+    /// One period in milliseconds.
+    public var periodMilliseconds: Double { Double(periodFrames) * 1000 / sampleRate }
+
+    /// The round trip the buffering implies (input latency + output latency), in milliseconds.
+    public var nominalRoundTripMilliseconds: Double {
+        Double(inputLatencyFrames + outputLatencyFrames) * 1000 / sampleRate
+    }
+
+    public var description: String {
+        var parts = ["\(backend)", formatHz(sampleRate)]
+        if let inputDevice { parts.append("in '\(inputDevice)' \(inputChannels) ch") }
+        if let outputDevice { parts.append("out '\(outputDevice)' \(outputChannels) ch") }
+        parts.append("\(periodFrames) frames × \(periodCount) periods (\(String(format2: periodMilliseconds)) ms each)")
+        parts.append("device samples \(deviceSampleType)")
+        return parts.joined(separator: ", ")
+    }
+}
+
+/// Something that happened to a running device, reported on the control side (never from the render thread).
+public enum DeviceEvent: Sendable, CustomStringConvertible {
+    /// The device is running with this grant (after start and after each reconnect).
+    case started(DeviceGrant)
+    /// Under- or overruns were detected and recovered from; `total` counts them since start.
+    case xrun(total: Int)
+    /// The device or its server went away: what the backend said. With reconnect on, attempts follow.
+    case fault(AudioError)
+    /// A reconnect attempt failed; another follows after `retryIn` seconds.
+    case reconnectFailed(attempt: Int, error: AudioError, retryIn: Double)
+    /// The stream runs again; `gapFrames` frames of time passed while it was down.
+    case reconnected(DeviceGrant, gapFrames: Int64)
+    /// A virtual device's input file has ended (silence follows).
+    case inputEnded
+    /// Something worth a user's attention that does not stop the stream (e.g. no real-time priority).
+    case warning(String)
+    /// The device has stopped for good (stop() or a fault without reconnect).
+    case stopped
+
+    public var description: String {
+        switch self {
+        case .started(let g): "started: \(g)"
+        case .xrun(let total): "xrun (\(total) so far), recovered"
+        case .fault(let e): "device fault: \(e.message)"
+        case .reconnectFailed(let n, let e, let wait):
+            "reconnect attempt \(n) failed: \(e.message); retrying in \(String(format2: wait)) s"
+        case .reconnected(let g, let gap):
+            "reconnected after \(String(format2: Double(gap) / g.sampleRate)) s: \(g)"
+        case .inputEnded: "the input file has ended"
+        case .warning(let w): "warning: \(w)"
+        case .stopped: "stopped"
+        }
+    }
+}
+
+extension AudioError.Code {
+    /// A device could not be found, opened or configured as asked, or it went away.
+    public static let deviceUnavailable = AudioError.Code(fourCC: "dev!")
+    /// A device name that no backend knows.
+    public static let unknownDevice = AudioError.Code(fourCC: "dev?")
+}
+
+extension String {
+    /// `value` with two decimals, without Foundation.
+    init(format2 value: Double) {
+        let scaled = (abs(value) * 100).rounded()
+        let whole = Int(scaled / 100)
+        let fraction = Int(scaled) % 100
+        self = (value < 0 && scaled != 0 ? "-" : "") + "\(whole)." + (fraction < 10 ? "0" : "") + "\(fraction)"
+    }
+}

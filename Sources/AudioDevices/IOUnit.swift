@@ -1,0 +1,453 @@
+import AudioCore
+import AudioGraph
+import Synchronization
+
+/// Receives captured audio on the real-time thread, in the input bus's client format, with the sample time of the
+/// first frame and its host time (when it reached the device). Must not allocate, lock, log or do I/O.
+public typealias CaptureHandler = @Sendable (_ buffer: RawBufferView, _ timeStamp: RenderTimeStamp) -> Void
+
+/// LiveAudio's RemoteIO: an I/O unit over a device, with input bus 1 (capture, the microphone) and output bus 0
+/// (playback, the speaker), each enabled by giving it a client format.
+///
+/// Captured buffers go to a ``CaptureHandler`` and to the graph through ``inputUnit``; playback is pulled
+/// through a ``RenderGraph`` (or a client render callback) each cycle. Both directions run in the same cycle on
+/// the device's real-time thread — one clock, one sample time — so ear monitoring (input → graph → output) adds
+/// nothing to the device's own buffering.
+///
+/// Faults (the sound server goes away, the device is unplugged, it stalls) become ``DeviceEvent/fault(_:)``
+/// events; with ``Configuration/reconnect`` on, the unit reopens the device with backoff until it returns, and
+/// sample time continues across the gap (it advances by the time the device was away). Events, xrun counts and
+/// warnings reach the control side through ``events``.
+///
+/// Thread safety: configure before ``start()``; ``start()``, ``stop()`` and the counters from any control thread.
+public final class IOUnit: @unchecked Sendable {
+    public enum Bus: Int, Sendable {
+        case output = 0
+        case input = 1
+    }
+
+    public struct Configuration: Sendable {
+        public var backend: DeviceBackend
+        /// Bus 1's client format (what capture handlers receive); nil disables capture.
+        public var inputFormat: StreamFormat?
+        /// Bus 0's client format (what a client render callback fills); nil disables playback. With a graph, its
+        /// rate and channel count must match the graph's output.
+        public var outputFormat: StreamFormat?
+        public var inputDevice: String?
+        public var outputDevice: String?
+        public var periodFrames: Int
+        public var periodCount: Int
+        /// Reopen the device after a fault, with backoff, until it returns (not for virtual devices).
+        public var reconnect: Bool
+        /// The JACK server's name (nil: `JACK_DEFAULT_SERVER` or the default).
+        public var jackServer: String?
+        public var virtual: VirtualDeviceOptions
+
+        public init(
+            backend: DeviceBackend = .alsa, inputFormat: StreamFormat? = nil, outputFormat: StreamFormat? = nil,
+            inputDevice: String? = nil, outputDevice: String? = nil, periodFrames: Int = 1024, periodCount: Int = 3,
+            reconnect: Bool = true, jackServer: String? = nil, virtual: VirtualDeviceOptions = VirtualDeviceOptions()
+        ) {
+            self.backend = backend
+            self.inputFormat = inputFormat
+            self.outputFormat = outputFormat
+            self.inputDevice = inputDevice
+            self.outputDevice = outputDevice
+            self.periodFrames = periodFrames
+            self.periodCount = periodCount
+            self.reconnect = reconnect
+            self.jackServer = jackServer
+            self.virtual = virtual
+        }
+
+        /// The device request these settings make.
+        public func request() throws(AudioError) -> DeviceRequest {
+            guard let rate = inputFormat?.sampleRate ?? outputFormat?.sampleRate else {
+                throw AudioError(.invalidFormat, "enable a bus: give bus 1 (input) or bus 0 (output) a client format")
+            }
+            if let i = inputFormat, let o = outputFormat, i.sampleRate != o.sampleRate {
+                throw AudioError(
+                    .formatMismatch,
+                    "input and output run on one clock: their rates must agree (input \(formatHz(i.sampleRate)), "
+                        + "output \(formatHz(o.sampleRate)))")
+            }
+            return DeviceRequest(
+                inputDevice: inputDevice, outputDevice: outputDevice, inputChannels: inputFormat?.channelCount ?? 0,
+                outputChannels: outputFormat?.channelCount ?? 0, sampleRate: rate, periodFrames: periodFrames,
+                periodCount: periodCount)
+        }
+    }
+
+    public let configuration: Configuration
+    /// What happened on the device: start, xruns, faults, reconnects, warnings. Never fed from the render thread.
+    public let events: AsyncStream<DeviceEvent>
+    private let continuation: AsyncStream<DeviceEvent>.Continuation
+    private let request: DeviceRequest
+
+    // Set before start, read on the render thread.
+    private var captureHandler: CaptureHandler?
+    private var outputCallback: ClientRenderCallback?
+    private var graph: RenderGraph?
+    private var captureBuffer: RawPCMBuffer?
+    private var outputBuffer: RawPCMBuffer?
+    private var input: InputUnit?
+    /// Reads the output graph's file sources ahead while running.
+    private var readAhead: ReadAheadWorker?
+    /// Added to the driver's sample time: the frames (and gaps) of earlier connections.
+    private var sampleTimeOffset: Int64 = 0
+
+    // Render thread → control side.
+    private let lastSampleEnd = Atomic<Int64>(0)
+    private let cycles = Atomic<Int>(0)
+    private let graphFailures = Atomic<Int>(0)
+
+    // Control side.
+    private let condition = BlockingCondition()
+    private var driver: AudioDriver?
+    private var supervisor: WorkerThread?
+    /// A fault a driver reported; its own lock, so a driver thread never waits on `condition`, which is held
+    /// while drivers are opened.
+    private let pendingFault = Mutex<AudioError?>(nil)
+    private var stopping = false
+    private var isRunning = false
+    private var xrunBase = 0
+    private var reportedXruns = 0
+    private var reportedInputEnd = false
+    private let stateLock = Mutex<(grant: DeviceGrant?, faults: Int, reconnects: Int)>((nil, 0, 0))
+
+    public init(_ configuration: Configuration) throws(AudioError) {
+        self.configuration = configuration
+        request = try configuration.request()
+        try request.validate()
+        (events, continuation) = AsyncStream.makeStream(of: DeviceEvent.self, bufferingPolicy: .bufferingNewest(256))
+    }
+
+    deinit {
+        stop()
+        continuation.finish()
+    }
+
+    // MARK: Configuration (before start)
+
+    /// Delivers bus 1's capture to `handler` on the real-time thread, in ``Configuration/inputFormat``.
+    public func setCaptureHandler(_ handler: @escaping CaptureHandler) throws(AudioError) {
+        try requireStopped("set a capture handler")
+        guard configuration.inputFormat != nil else {
+            throw AudioError(.invalidBus, "bus 1 (input) is disabled: give the configuration an inputFormat")
+        }
+        captureHandler = handler
+    }
+
+    /// Pulls bus 0's playback from `graph` each cycle. The graph's rate and channel count must match the output
+    /// format; the I/O unit initializes and starts it if needed.
+    public func setOutputGraph(_ graph: RenderGraph) throws(AudioError) {
+        try requireStopped("set the output graph")
+        guard let format = configuration.outputFormat else {
+            throw AudioError(.invalidBus, "bus 0 (output) is disabled: give the configuration an outputFormat")
+        }
+        guard graph.format.sampleRate == format.sampleRate, graph.format.channelCount == format.channelCount else {
+            throw AudioError(
+                .formatMismatch,
+                "the graph renders \(graph.format.channelCount) ch at \(formatHz(graph.format.sampleRate)) but bus 0 "
+                    + "plays \(format.channelCount) ch at \(formatHz(format.sampleRate))")
+        }
+        self.graph = graph
+        outputCallback = nil
+    }
+
+    /// Fills bus 0's playback from `callback` each cycle, in ``Configuration/outputFormat``.
+    public func setOutputCallback(_ callback: @escaping ClientRenderCallback) throws(AudioError) {
+        try requireStopped("set the output callback")
+        guard configuration.outputFormat != nil else {
+            throw AudioError(.invalidBus, "bus 0 (output) is disabled: give the configuration an outputFormat")
+        }
+        outputCallback = callback
+        graph = nil
+    }
+
+    /// A graph node whose output is this unit's capture (bus 1) in the graph's Float32 layout: the microphone in a
+    /// monitoring graph. Created once; add it to the graph that ``setOutputGraph(_:)`` pulls.
+    public func inputUnit() throws(AudioError) -> InputUnit {
+        if let input { return input }
+        guard let format = configuration.inputFormat else {
+            throw AudioError(.invalidBus, "bus 1 (input) is disabled: give the configuration an inputFormat")
+        }
+        let unit = try InputUnit(sampleRate: format.sampleRate, channelCount: format.channelCount)
+        input = unit
+        return unit
+    }
+
+    /// Feeds an input unit made elsewhere (a graph file's `input` node) from this unit's capture.
+    /// - Throws: ``AudioError`` `.formatMismatch` when its rate or channel count differ from bus 1's.
+    public func setInputUnit(_ unit: InputUnit) throws(AudioError) {
+        try requireStopped("set the input unit")
+        guard let format = configuration.inputFormat else {
+            throw AudioError(.invalidBus, "bus 1 (input) is disabled: give the configuration an inputFormat")
+        }
+        let produced = unit.outputFormats[0]
+        guard produced.sampleRate == format.sampleRate, produced.channelCount == format.channelCount else {
+            throw AudioError(
+                .formatMismatch,
+                "the input node gives \(produced.channelCount) ch at \(formatHz(produced.sampleRate)) but bus 1 captures "
+                    + "\(format.channelCount) ch at \(formatHz(format.sampleRate))")
+        }
+        input = unit
+    }
+
+    private func requireStopped(_ verb: String) throws(AudioError) {
+        condition.lock()
+        defer { condition.unlock() }
+        if isRunning { throw AudioError(.invalidState, "cannot \(verb) while the I/O unit runs; stop it first") }
+    }
+
+    // MARK: Start and stop
+
+    /// What the device granted, while running.
+    public var grant: DeviceGrant? { stateLock.withLock { $0.grant } }
+    /// Cycles run since the unit was created.
+    public var cycleCount: Int { cycles.load(ordering: .relaxed) }
+    /// Under- and overruns since the unit was created.
+    public var xrunCount: Int {
+        condition.lock()
+        defer { condition.unlock() }
+        return xrunBase + (driver?.xrunCount ?? 0)
+    }
+    /// Faults seen (each followed by a reconnect when that is on).
+    public var faultCount: Int { stateLock.withLock { $0.faults } }
+    /// Successful reconnects.
+    public var reconnectCount: Int { stateLock.withLock { $0.reconnects } }
+    /// The sample time the next cycle starts at.
+    public var sampleTime: Int64 { lastSampleEnd.load(ordering: .acquiring) }
+
+    /// Opens the device, negotiates, and starts cycles.
+    /// - Returns: what the device granted.
+    /// - Throws: ``AudioError``: `.unknownDevice` (listing the devices there are), `.deviceUnavailable`,
+    ///   `.unsupportedSampleRate`, `.formatMismatch` (graph vs grant), `.invalidState` when already running.
+    @discardableResult
+    public func start() throws(AudioError) -> DeviceGrant {
+        condition.lock()
+        defer { condition.unlock() }
+        guard !isRunning else { throw AudioError(.invalidState, "the I/O unit is already running") }
+        if let graph {
+            if graph.state == .uninitialized { try graph.initialize() }
+            if graph.state == .initialized { try graph.start() }
+            let reading = graph.readingAheadUnits
+            if !reading.isEmpty, readAhead == nil {
+                let worker = try ReadAheadWorker(units: reading, name: "la-io-read")
+                try worker.waitUntilReady(frames: configuration.periodFrames * configuration.periodCount)
+                readAhead = worker
+            }
+        }
+        stopping = false
+        pendingFault.withLock { $0 = nil }
+        let (driver, warnings) = try openAndStart()
+        self.driver = driver
+        isRunning = true
+        for w in warnings { continuation.yield(.warning(w)) }
+        continuation.yield(.started(driver.grant))
+        supervisor = try WorkerThread(name: "la-io-supervise") { [self] in supervise() }
+        return driver.grant
+    }
+
+    /// Stops cycles and closes the device. The unit can be started again; sample time continues.
+    public func stop() {
+        condition.lock()
+        guard isRunning else {
+            condition.unlock()
+            return
+        }
+        stopping = true
+        condition.broadcast()
+        condition.unlock()
+        supervisor?.join()
+        supervisor = nil
+        condition.lock()
+        let last = driver
+        driver = nil
+        condition.unlock()
+        // Joined without the lock: a driver thread may be reporting a fault.
+        last?.stop()
+        condition.lock()
+        xrunBase += last?.xrunCount ?? 0
+        sampleTimeOffset = lastSampleEnd.load(ordering: .acquiring)
+        isRunning = false
+        condition.unlock()
+        readAhead?.stop()
+        readAhead = nil
+        stateLock.withLock { $0.grant = nil }
+        continuation.yield(.stopped)
+    }
+
+    /// Opens a driver for the request, checks the grant against the graph and client formats, allocates the
+    /// conversion buffers, and starts it. Called with `condition` held.
+    private func openAndStart() throws(AudioError) -> (AudioDriver, [String]) {
+        let driver: AudioDriver =
+            switch configuration.backend {
+            case .alsa: try ALSADriver(request: request)
+            case .jack: try JACKDriver(request: request, server: configuration.jackServer)
+            case .virtual: try VirtualDriver(request: request, options: configuration.virtual)
+            }
+        let grant = driver.grant
+        do throws(AudioError) {
+            if let graph, grant.periodFrames > graph.maximumFrames {
+                throw AudioError(
+                    .formatMismatch,
+                    "the device runs \(grant.periodFrames)-frame cycles but the graph renders at most \(graph.maximumFrames)")
+            }
+            if let format = configuration.inputFormat {
+                if captureBuffer?.capacity ?? 0 < grant.periodFrames {
+                    captureBuffer = RawPCMBuffer(format: format, capacity: grant.periodFrames)
+                }
+            }
+            if let format = configuration.outputFormat, outputCallback != nil {
+                if outputBuffer?.capacity ?? 0 < grant.periodFrames {
+                    outputBuffer = RawPCMBuffer(format: format, capacity: grant.periodFrames)
+                }
+            }
+            let faultHandler: @Sendable (AudioError) -> Void = { [weak self] error in self?.noteFault(error) }
+            let warnings = try driver.start(handler: self, onFault: faultHandler)
+            stateLock.withLock { $0.grant = grant }
+            return (driver, warnings)
+        } catch {
+            driver.stop()
+            throw error
+        }
+    }
+
+    /// Called by a driver off the real-time thread when its device fails.
+    private func noteFault(_ error: AudioError) {
+        pendingFault.withLock { if $0 == nil { $0 = error } }
+        condition.broadcast()  // the supervisor also looks every 100 ms, so a wake-up lost here costs no more
+    }
+
+    /// The control thread that reports xruns and the end of a virtual input, and reconnects after faults.
+    private func supervise() {
+        condition.lock()
+        defer { condition.unlock() }
+        while !stopping {
+            if pendingFault.withLock({ $0 }) == nil { condition.wait(timeout: 0.1) }
+            if stopping { return }
+            reportCounters()
+            guard let fault = pendingFault.withLock({ $0 }) else { continue }
+            pendingFault.withLock { $0 = nil }
+            stateLock.withLock {
+                $0.faults += 1
+                $0.grant = nil
+            }
+            continuation.yield(.fault(fault))
+            let faultTime = monotonicNanoseconds()
+            if let failed = driver {
+                driver = nil
+                condition.unlock()
+                failed.stop()
+                condition.lock()
+                xrunBase += failed.xrunCount
+            }
+            let resumeAt = lastSampleEnd.load(ordering: .acquiring)
+            guard configuration.reconnect, configuration.backend != .virtual else {
+                isRunning = false
+                condition.unlock()
+                continuation.yield(.stopped)
+                condition.lock()
+                return
+            }
+            var attempt = 0
+            var delay = 0.1
+            while !stopping {
+                attempt += 1
+                // Sample time resumes where the wall clock says the stream would be.
+                let gap = Int64(Double(monotonicNanoseconds() - faultTime) * request.sampleRate / 1e9)
+                sampleTimeOffset = resumeAt + gap
+                lastSampleEnd.store(sampleTimeOffset, ordering: .releasing)
+                do throws(AudioError) {
+                    let (newDriver, warnings) = try openAndStart()
+                    driver = newDriver
+                    stateLock.withLock { $0.reconnects += 1 }
+                    for w in warnings { continuation.yield(.warning(w)) }
+                    continuation.yield(.reconnected(newDriver.grant, gapFrames: gap))
+                    break
+                } catch {
+                    // Backoff with jitter: 0.1 s doubling to 2 s, ±25 %.
+                    let wait = delay * Double.random(in: 0.75...1.25)
+                    continuation.yield(.reconnectFailed(attempt: attempt, error: error, retryIn: wait))
+                    condition.wait(timeout: wait)
+                    delay = min(2, delay * 2)
+                }
+            }
+        }
+    }
+
+    private func reportCounters() {
+        let total = xrunBase + (driver?.xrunCount ?? 0)
+        if total != reportedXruns {
+            reportedXruns = total
+            continuation.yield(.xrun(total: total))
+        }
+        if !reportedInputEnd, driver?.inputHasEnded == true {
+            reportedInputEnd = true
+            continuation.yield(.inputEnded)
+        }
+    }
+
+    /// True once a virtual device's input file has ended.
+    public var inputHasEnded: Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        return reportedInputEnd || driver?.inputHasEnded == true
+    }
+}
+
+extension IOUnit: DeviceCycleHandler {
+    /// The real-time cycle: capture to the handler and the input unit, then the graph (or callback) to the output.
+    func deviceCycle(input: BufferView?, output: BufferView?, time: DeviceCycleTime) {
+        let sampleTime = time.sampleTime + sampleTimeOffset
+        let frames = input?.frameCount ?? output?.frameCount ?? 0
+        if let input {
+            if let captureHandler, let captureBuffer {
+                let raw = captureBuffer.view(frames: input.frameCount)
+                PCMConversion.encode(input, into: raw)
+                captureHandler(raw, RenderTimeStamp(sampleTime: sampleTime, hostTime: time.inputHostTime))
+            }
+            self.input?.current = input
+        }
+        if let output {
+            let stamp = RenderTimeStamp(sampleTime: sampleTime, hostTime: time.outputHostTime)
+            if let graph {
+                if let rendered = graph.renderCycle(frames: output.frameCount, timeStamp: stamp) {
+                    output.copy(from: rendered.upmixed(to: output.channelCount))
+                } else {
+                    graphFailures.add(1, ordering: .relaxed)
+                }
+                readAhead?.requestIfNeeded()
+            } else if let outputCallback, let outputBuffer {
+                let raw = outputBuffer.view(frames: output.frameCount)
+                outputCallback(raw, stamp)
+                PCMConversion.decode(raw, into: output)
+            }
+        }
+        self.input?.current = nil
+        cycles.add(1, ordering: .relaxed)
+        lastSampleEnd.store(sampleTime + Int64(frames), ordering: .releasing)
+    }
+}
+
+/// The microphone as a graph node: its output is the I/O unit's capture (bus 1) of the current cycle, in the
+/// graph's Float32 layout. Silence when there is no capture this cycle. Get it from ``IOUnit/inputUnit()``.
+public final class InputUnit: RenderUnit, @unchecked Sendable {
+    /// Set by the I/O unit on the render thread for the duration of one cycle.
+    var current: BufferView?
+
+    /// A microphone node of `channelCount` channels at `sampleRate`; an ``IOUnit`` feeds it once given it.
+    public init(sampleRate: Double, channelCount: Int) throws(AudioError) {
+        try super.init(kind: "input", inputs: [], outputs: [.graph(sampleRate: sampleRate, channelCount: channelCount)])
+    }
+
+    public override func render(_ context: RenderContext) {
+        let out = context.output(0)
+        if let current, current.frameCount >= context.frameCount {
+            out.copy(from: current.prefix(context.frameCount).upmixed(to: out.channelCount))
+        } else {
+            out.clear()
+        }
+    }
+}

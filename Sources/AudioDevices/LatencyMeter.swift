@@ -1,0 +1,186 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import AudioCore
+import Synchronization
+
+/// A measured round trip: output → (loopback, cable, or sound server) → input.
+public struct LatencyMeasurement: Sendable, CustomStringConvertible {
+    public let grant: DeviceGrant
+    /// The round trip of each click found, in frames, in the order played.
+    public let roundTripFrames: [Int]
+    /// Clicks played.
+    public let clicksPlayed: Int
+    /// How clearly each click stood out (normalized cross-correlation peak, 0…1).
+    public let confidences: [Double]
+
+    public var sampleRate: Double { grant.sampleRate }
+    /// The median round trip in frames.
+    public var medianFrames: Int {
+        let sorted = roundTripFrames.sorted()
+        return sorted.isEmpty ? 0 : sorted[sorted.count / 2]
+    }
+    public var milliseconds: Double { Double(medianFrames) * 1000 / sampleRate }
+    public var minimumMilliseconds: Double { Double(roundTripFrames.min() ?? 0) * 1000 / sampleRate }
+    public var maximumMilliseconds: Double { Double(roundTripFrames.max() ?? 0) * 1000 / sampleRate }
+    /// The round trip in periods of the granted size.
+    public var periods: Double { Double(medianFrames) / Double(grant.periodFrames) }
+
+    public var description: String {
+        "round trip \(String(format2: milliseconds)) ms (\(medianFrames) frames, \(String(format2: periods)) periods of "
+            + "\(grant.periodFrames)); \(roundTripFrames.count) of \(clicksPlayed) clicks found, "
+            + "range \(String(format2: minimumMilliseconds))…\(String(format2: maximumMilliseconds)) ms"
+    }
+}
+
+/// Measures a device's round-trip latency: plays a click (a short windowed chirp) every half second or so on bus 0,
+/// captures bus 1 in the same cycles, and finds each click in the capture by normalized cross-correlation. Capture
+/// and playback share one sample clock, so the distance in sample time is the round trip: device buffering, the
+/// sound server's own, and whatever connects output to input (a loopback in JACK, a monitor source in
+/// PulseAudio, a cable on hardware).
+public enum LatencyMeter {
+    /// The click: 256 samples of a chirp from 1 kHz to 8 kHz (or 0.4 × the rate, if lower) under a Hann window.
+    static func click(sampleRate: Double) -> [Float] {
+        let n = 256
+        let f0 = 1000.0
+        let f1 = min(8000, sampleRate * 0.4)
+        return (0..<n).map { i in
+            let t = Double(i) / sampleRate
+            let duration = Double(n) / sampleRate
+            let phase = 2 * Double.pi * (f0 * t + (f1 - f0) * t * t / (2 * duration))
+            let window = 0.5 - 0.5 * cos(2 * Double.pi * Double(i) / Double(n - 1))
+            return Float(0.5 * window * sin(phase))
+        }
+    }
+
+    /// Plays `clicks` clicks and measures each one's round trip.
+    /// - Parameters:
+    ///   - configuration: the device; its input and output formats are replaced by mono Float32 at `sampleRate`.
+    ///   - timeout: seconds to wait for the device to play everything.
+    /// - Throws: ``AudioError`` from opening the device; `.deviceUnavailable` when no click is heard (output and
+    ///   input are not connected), or when the device stops delivering audio.
+    public static func measure(
+        _ configuration: IOUnit.Configuration, sampleRate: Double = 48_000, clicks: Int = 5, timeout: Double = 30
+    ) throws(AudioError) -> LatencyMeasurement {
+        var configuration = configuration
+        let mono = try StreamFormat.graph(sampleRate: sampleRate, channelCount: 1)
+        configuration.inputFormat = mono
+        configuration.outputFormat = mono
+        configuration.reconnect = false
+        let io = try IOUnit(configuration)
+        let template = click(sampleRate: sampleRate)
+        // Clicks start after half a second of silence (servers settle), then one every `interval` frames: at least
+        // half a second and four device buffers, so a click's echo cannot be mistaken for the next.
+        let request = try configuration.request()
+        let interval = max(Int(sampleRate / 2), 4 * request.periodFrames * request.periodCount, 2 * template.count)
+        let first = Int(sampleRate / 2)
+        let total = first + clicks * interval + interval
+        let recording = Recording(frames: total)
+        let clickLength = template.count
+        let clickTemplate = Recording(frames: clickLength)
+        template.withUnsafeBufferPointer { clickTemplate.store($0.baseAddress!, frames: clickLength, at: 0) }
+        try io.setOutputCallback { raw, stamp in
+            let out = raw.base.assumingMemoryBound(to: Float.self)
+            var i = 0
+            while i < raw.frameCount {
+                let t = Int(stamp.sampleTime) + i - first
+                var v: Float = 0
+                if t >= 0, t < clicks * interval {
+                    let k = t % interval
+                    if k < clickLength { v = clickTemplate[k] }
+                }
+                out[i] = v
+                i += 1
+            }
+        }
+        try io.setCaptureHandler { raw, stamp in
+            recording.store(raw.base.assumingMemoryBound(to: Float.self), frames: raw.frameCount, at: stamp.sampleTime)
+        }
+        let grant = try io.start()
+        let started = monotonicNanoseconds()
+        var failure: AudioError?
+        while io.sampleTime < Int64(total) {
+            if Double(monotonicNanoseconds() - started) / 1e9 > timeout {
+                failure = AudioError(
+                    .deviceUnavailable,
+                    "the device ran only \(io.sampleTime) of \(total) frames in \(Int(timeout)) s; it is stalled or too slow")
+                break
+            }
+            if io.grant == nil {
+                failure = AudioError(.deviceUnavailable, "the device stopped while measuring")
+                break
+            }
+            usleep(20_000)
+        }
+        io.stop()
+        if let failure { throw failure }
+
+        var found: [Int] = []
+        var confidences: [Double] = []
+        let energy = template.reduce(0) { $0 + Double($1) * Double($1) }
+        recording.samples.withUnsafeBufferPointer { x in
+            for k in 0..<clicks {
+                let emitted = first + k * interval
+                var best = 0.0
+                var bestLag = -1
+                var lag = 0
+                while lag + clickLength < interval, emitted + lag + clickLength <= x.count {
+                    var dot = 0.0
+                    var power = 0.0
+                    let base = emitted + lag
+                    for j in 0..<clickLength {
+                        let s = Double(x[base + j])
+                        dot += s * Double(template[j])
+                        power += s * s
+                    }
+                    let score = power > 0 ? dot / (energy * power).squareRoot() : 0
+                    if score > best {
+                        best = score
+                        bestLag = lag
+                    }
+                    lag += 1
+                }
+                if best >= 0.5 {
+                    found.append(bestLag)
+                    confidences.append(best)
+                }
+            }
+        }
+        guard !found.isEmpty else {
+            throw AudioError(
+                .deviceUnavailable,
+                "none of the \(clicks) clicks came back within \(interval) frames: the output does not reach the "
+                    + "input (connect them: a JACK loopback with --device self, a PulseAudio monitor source, or a cable)")
+        }
+        return LatencyMeasurement(grant: grant, roundTripFrames: found, clicksPlayed: clicks, confidences: confidences)
+    }
+
+    /// Captured mono samples indexed by sample time, written by the real-time thread, read after it stops.
+    private final class Recording: @unchecked Sendable {
+        private let base: UnsafeMutablePointer<Float>
+        private let count: Int
+
+        init(frames: Int) {
+            count = frames
+            base = .allocate(capacity: frames)
+            base.initialize(repeating: 0, count: frames)
+        }
+
+        deinit { base.deallocate() }
+
+        @inline(__always)
+        subscript(index: Int) -> Float { base[index] }
+
+        /// A copy of everything recorded; call once the device has stopped.
+        var samples: [Float] { Array(UnsafeBufferPointer(start: base, count: count)) }
+
+        func store(_ source: UnsafePointer<Float>, frames: Int, at sampleTime: Int64) {
+            var i = 0
+            while i < frames {
+                let t = Int(sampleTime) + i
+                if t >= 0, t < count { base[t] = source[i] }
+                i += 1
+            }
+        }
+    }
+}

@@ -1,0 +1,224 @@
+import AudioCore
+import MediaContainers
+import Synchronization
+
+/// How a virtual device behaves: how fast it runs and how many frames each cycle moves.
+public struct VirtualDeviceOptions: Hashable, Sendable {
+    public enum Pacing: String, Hashable, Sendable {
+        /// One period per period of wall-clock time (CLOCK_MONOTONIC, absolute deadlines: no drift).
+        case realTime
+        /// As fast as the handler runs.
+        case asFastAsPossible
+    }
+
+    /// Frames per cycle.
+    public enum CallbackSizes: Hashable, Sendable {
+        /// Every cycle is one period.
+        case fixed
+        /// Cycle n moves `sizes[n % sizes.count]` frames.
+        case sequence([Int])
+        /// Sizes drawn uniformly from `range` by a generator seeded with `seed` (the same seed, the same sizes).
+        case random(range: ClosedRange<Int>, seed: UInt64)
+    }
+
+    public var pacing: Pacing
+    public var callbackSizes: CallbackSizes
+    /// The playback file's sample type.
+    public var outputSampleType: SampleType
+
+    public init(pacing: Pacing = .realTime, callbackSizes: CallbackSizes = .fixed, outputSampleType: SampleType = .float32) {
+        self.pacing = pacing
+        self.callbackSizes = callbackSizes
+        self.outputSampleType = outputSampleType
+    }
+
+    /// The largest cycle these options produce for `period`.
+    func maximumCycle(period: Int) -> Int {
+        switch callbackSizes {
+        case .fixed: period
+        case .sequence(let sizes): sizes.max() ?? period
+        case .random(let range, _): range.upperBound
+        }
+    }
+}
+
+/// The virtual backend: a WAV file as the microphone, a WAV file as the speaker.
+///
+/// Its own thread plays the device: it reads the capture file (silence once it has ended), runs the handler, and
+/// appends the output to the playback file — the file reads and writes are this device's I/O, as `readi`/`writei`
+/// are an ALSA device's. Paced in real time or as fast as possible, with fixed, listed or random cycle sizes, so
+/// tests can give a graph jittery, odd-sized callbacks deterministically.
+final class VirtualDriver: AudioDriver, @unchecked Sendable {
+    let grant: DeviceGrant
+    private let options: VirtualDeviceOptions
+    private let reader: WAVFileReader?
+    private let writer: WAVFileWriter?
+    private let inputFloat: PCMBuffer?
+    private let fileFloat: PCMBuffer?
+    private let outputFloat: PCMBuffer?
+    private let counters = DriverCounters()
+    private let running = Atomic<Bool>(false)
+    private let ended = Atomic<Bool>(false)
+    private var thread: WorkerThread?
+    private var finished = false
+
+    var xrunCount: Int { 0 }
+    /// True once the capture file has been read to its end.
+    var inputHasEnded: Bool { ended.load(ordering: .acquiring) }
+    /// Frames written to the playback file so far.
+    var framesWritten: Int64 { writer?.framesWritten ?? 0 }
+
+    init(request: DeviceRequest, options: VirtualDeviceOptions) throws(AudioError) {
+        try request.validate()
+        self.options = options
+        let cycle = options.maximumCycle(period: request.periodFrames)
+        switch options.callbackSizes {
+        case .fixed: break
+        case .sequence(let sizes):
+            guard !sizes.isEmpty, sizes.allSatisfy({ $0 >= 1 && $0 <= DeviceRequest.maximumPeriodFrames }) else {
+                throw AudioError(.invalidFormat, "virtual callback sizes must be 1…\(DeviceRequest.maximumPeriodFrames) frames, got \(sizes)")
+            }
+        case .random(let range, _):
+            guard range.lowerBound >= 1, range.upperBound <= DeviceRequest.maximumPeriodFrames else {
+                throw AudioError(.invalidFormat, "virtual callback sizes must be 1…\(DeviceRequest.maximumPeriodFrames) frames, got \(range)")
+            }
+        }
+        if request.inputChannels > 0 {
+            guard let path = request.inputDevice else {
+                throw AudioError(.unknownDevice, "the virtual device needs a WAV file to capture from (--device FILE.wav)")
+            }
+            let r = try WAVFileReader(path: path)
+            guard r.format.sampleRate == request.sampleRate else {
+                throw AudioError(
+                    .unsupportedSampleRate,
+                    "'\(path)' is at \(formatHz(r.format.sampleRate)) but the device runs at \(formatHz(request.sampleRate)); "
+                        + "ask for --rate \(Int(r.format.sampleRate))")
+            }
+            guard r.format.channelCount == request.inputChannels || r.format.channelCount == 1 else {
+                throw AudioError(
+                    .formatMismatch,
+                    "'\(path)' has \(r.format.channelCount) channels; capture asks for \(request.inputChannels) "
+                        + "(a mono file feeds any channel count)")
+            }
+            reader = r
+            fileFloat = PCMBuffer(channelCount: r.format.channelCount, capacity: cycle)
+            inputFloat = PCMBuffer(channelCount: request.inputChannels, capacity: cycle)
+        } else {
+            reader = nil
+            fileFloat = nil
+            inputFloat = nil
+        }
+        if request.outputChannels > 0 {
+            guard let path = request.outputDevice else {
+                throw AudioError(.unknownDevice, "the virtual device needs a WAV file to play into (--device FILE.wav)")
+            }
+            writer = try WAVFileWriter(
+                path: path,
+                format: StreamFormat(
+                    sampleRate: request.sampleRate, channelCount: request.outputChannels,
+                    sampleType: options.outputSampleType, interleaved: true))
+            outputFloat = PCMBuffer(channelCount: request.outputChannels, capacity: cycle)
+        } else {
+            writer = nil
+            outputFloat = nil
+        }
+        grant = DeviceGrant(
+            backend: .virtual, inputDevice: reader?.path, outputDevice: writer?.path,
+            inputChannels: request.inputChannels, outputChannels: request.outputChannels,
+            sampleRate: request.sampleRate, periodFrames: cycle, periodCount: 1,
+            deviceSampleType: reader?.format.sampleType ?? options.outputSampleType, inputLatencyFrames: 0,
+            outputLatencyFrames: 0)
+        nominalPeriod = request.periodFrames
+    }
+
+    private let nominalPeriod: Int
+
+    deinit { stop() }
+
+    func start(handler: DeviceCycleHandler, onFault: @escaping @Sendable (AudioError) -> Void) throws(AudioError) -> [String] {
+        precondition(thread == nil, "a virtual driver starts once")
+        running.store(true, ordering: .releasing)
+        thread = try WorkerThread(name: "la-virtual-io") { [self] in
+            if let failure = runLoop(handler) { onFault(failure) }
+        }
+        return []
+    }
+
+    func stop() {
+        running.store(false, ordering: .releasing)
+        thread?.join()
+        guard !finished else { return }
+        finished = true
+        try? writer?.finish()
+    }
+
+    private func runLoop(_ handler: DeviceCycleHandler) -> AudioError? {
+        var generator = SplitMix64(seed: 0)
+        if case .random(_, let seed) = options.callbackSizes { generator = SplitMix64(seed: seed) }
+        var cycleIndex = 0
+        var sampleTime: Int64 = 0
+        let rate = grant.sampleRate
+        let start = monotonicNanoseconds()
+        while running.load(ordering: .acquiring) {
+            let frames: Int =
+                switch options.callbackSizes {
+                case .fixed: nominalPeriod
+                case .sequence(let sizes): sizes[cycleIndex % sizes.count]
+                case .random(let range, _):
+                    range.lowerBound + Int(generator.next() % UInt64(range.upperBound - range.lowerBound + 1))
+                }
+            cycleIndex += 1
+            let endTime = start + UInt64(Double(sampleTime + Int64(frames)) * 1e9 / rate)
+            if options.pacing == .realTime { sleepUntil(monotonicNanoseconds: endTime) }
+            let host = options.pacing == .realTime ? endTime : monotonicNanoseconds()
+
+            var input: BufferView?
+            if let reader, let fileFloat, let inputFloat {
+                let fileView = fileFloat.view(frames: frames)
+                var got = 0
+                do throws(AudioError) {
+                    got = try reader.read(into: fileView)
+                } catch {
+                    return error
+                }
+                if got < frames {
+                    fileView.slice(from: got, frames: frames - got).clear()
+                    ended.store(true, ordering: .releasing)
+                }
+                let view = inputFloat.view(frames: frames)
+                view.copy(from: fileView.upmixed(to: view.channelCount))
+                input = view
+            }
+            let output = outputFloat?.view(frames: frames)
+            output?.clear()
+            let period = UInt64(Double(frames) * 1e9 / rate)
+            handler.deviceCycle(
+                input: input, output: output,
+                time: DeviceCycleTime(
+                    sampleTime: sampleTime, inputHostTime: host > period ? host - period : 0, outputHostTime: host))
+            counters.cycles.add(1, ordering: .relaxed)
+            sampleTime += Int64(frames)
+            if let writer, let output {
+                do throws(AudioError) {
+                    try writer.write(output)
+                } catch {
+                    return error
+                }
+            }
+        }
+        return nil
+    }
+}
+
+/// A small, fast, seedable generator (SplitMix64) for reproducible callback sizes.
+struct SplitMix64 {
+    private var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}

@@ -1,0 +1,464 @@
+import ArgumentParser
+import Foundation
+import LiveAudio
+
+/// Options every device command shares.
+struct DeviceOptions: ParsableArguments {
+    @Option(help: "The sound system: alsa, jack or virtual (WAV files as devices).")
+    var backend: String = "alsa"
+
+    @Option(help: "Frames per period: the block the audio thread handles each cycle.")
+    var period: Int = 1024
+
+    @Option(help: "Periods in the device buffer (ALSA).")
+    var periods: Int = 3
+
+    @Option(name: .customLong("jack-server"), help: "The JACK server's name (default: $JACK_DEFAULT_SERVER or 'default').")
+    var jackServer: String?
+
+    @Option(help: "Virtual devices: realtime (one period per period of time) or fast (as fast as possible).")
+    var pace: String = "realtime"
+
+    @Option(
+        name: .customLong("callback-sizes"),
+        help: "Virtual devices: fixed, a list of frame counts (e.g. 128,441,1000), or random:MIN-MAX[:SEED].")
+    var callbackSizes: String = "fixed"
+
+    @Flag(inversion: .prefixedNo, help: "Reopen the device when it or its sound server goes away.")
+    var reconnect: Bool = true
+
+    func parsedBackend() throws(AudioError) -> DeviceBackend {
+        guard let b = DeviceBackend(rawValue: backend) else {
+            throw AudioError(.invalidFormat, "--backend must be alsa, jack or virtual, got '\(backend)'")
+        }
+        return b
+    }
+
+    func virtualOptions() throws(AudioError) -> VirtualDeviceOptions {
+        guard let pacing: VirtualDeviceOptions.Pacing = ["realtime": .realTime, "fast": .asFastAsPossible][pace] else {
+            throw AudioError(.invalidFormat, "--pace must be realtime or fast, got '\(pace)'")
+        }
+        let sizes: VirtualDeviceOptions.CallbackSizes
+        if callbackSizes == "fixed" {
+            sizes = .fixed
+        } else if callbackSizes.hasPrefix("random:") {
+            let parts = callbackSizes.dropFirst(7).split(separator: ":")
+            let bounds = parts.first?.split(separator: "-").compactMap { Int($0) } ?? []
+            guard bounds.count == 2, bounds[0] >= 1, bounds[0] <= bounds[1] else {
+                throw AudioError(.invalidFormat, "--callback-sizes random:MIN-MAX[:SEED], got '\(callbackSizes)'")
+            }
+            let seed = parts.count > 1 ? UInt64(parts[1]) ?? 1 : 1
+            sizes = .random(range: bounds[0]...bounds[1], seed: seed)
+        } else {
+            let list = callbackSizes.split(separator: ",").map { Int($0.trimmingCharacters(in: .whitespaces)) }
+            guard !list.isEmpty, list.allSatisfy({ $0 != nil }) else {
+                throw AudioError(.invalidFormat, "--callback-sizes: fixed, N,N,…, or random:MIN-MAX[:SEED], got '\(callbackSizes)'")
+            }
+            sizes = .sequence(list.map { $0! })
+        }
+        return VirtualDeviceOptions(pacing: pacing, callbackSizes: sizes)
+    }
+
+    func configuration(input: StreamFormat?, output: StreamFormat?, inputDevice: String?, outputDevice: String?)
+        throws(AudioError) -> IOUnit.Configuration
+    {
+        IOUnit.Configuration(
+            backend: try parsedBackend(), inputFormat: input, outputFormat: output, inputDevice: inputDevice,
+            outputDevice: outputDevice, periodFrames: period, periodCount: periods, reconnect: reconnect,
+            jackServer: jackServer, virtual: try virtualOptions())
+    }
+}
+
+/// Writes a line to standard error.
+func note(_ message: String) {
+    FileHandle.standardError.write(Data("liveaudio: \(message)\n".utf8))
+}
+
+/// Prints device events to standard error as they come, until the stream ends or the task is cancelled.
+func printEvents(_ events: AsyncStream<DeviceEvent>) -> Task<Void, Never> {
+    Task.detached {
+        for await event in events {
+            if case .started = event { continue }  // the command prints the grant itself
+            if case .stopped = event { continue }
+            note(event.description)
+        }
+    }
+}
+
+/// Runs `body` when SIGINT or SIGTERM arrives (instead of dying), so recordings are finished properly.
+final class StopSignals: @unchecked Sendable {
+    private var sources: [DispatchSourceSignal] = []
+
+    init(_ body: @escaping @Sendable () -> Void) {
+        for sig in [SIGINT, SIGTERM] {
+            signal(sig, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
+            source.setEventHandler(handler: body)
+            source.resume()
+            sources.append(source)
+        }
+    }
+
+    deinit { sources.forEach { $0.cancel() } }
+}
+
+func validateDuration(_ duration: Double?) throws(AudioError) {
+    if let duration, !(duration.isFinite && duration > 0 && duration <= 86_400) {
+        throw AudioError(.invalidFormat, "--duration must be between 0 and 86400 seconds, got \(duration)")
+    }
+}
+
+struct Devices: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "List the audio devices: name, direction, default.",
+        discussion: "Without --backend, lists ALSA devices and, when a JACK server is running, JACK clients.")
+
+    @Option(help: "alsa or jack.")
+    var backend: String?
+
+    @Option(name: .customLong("jack-server"), help: "The JACK server's name.")
+    var jackServer: String?
+
+    func run() throws {
+        do throws(AudioError) {
+            let backends: [DeviceBackend]
+            if let backend {
+                guard let b = DeviceBackend(rawValue: backend), b != .virtual else {
+                    throw AudioError(.invalidFormat, "--backend must be alsa or jack, got '\(backend)'")
+                }
+                backends = [b]
+            } else {
+                backends = [.alsa, .jack]
+            }
+            for b in backends {
+                let devices: [AudioDeviceInfo]
+                do throws(AudioError) {
+                    devices = try AudioDevices.list(b, jackServer: jackServer)
+                } catch {
+                    if backend == nil {
+                        print("\(b): \(error.message)")
+                        continue
+                    }
+                    throw error
+                }
+                print("\(b): \(devices.count) device\(devices.count == 1 ? "" : "s")")
+                let width = max(8, devices.map(\.name.count).max() ?? 0)
+                for d in devices {
+                    let name = d.name.padding(toLength: width, withPad: " ", startingAt: 0)
+                    let direction = d.directions.description.padding(toLength: 12, withPad: " ", startingAt: 0)
+                    print("  \(name)  \(direction)  \(d.isDefault ? "default" : "       ")  \(d.description)")
+                }
+            }
+        } catch {
+            throw fail(error)
+        }
+    }
+}
+
+struct Record: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Record from an input device into a WAV file.",
+        discussion: """
+            The WAV header is brought up to date every half second, so the file is valid up to the last moment \
+            even if the recording is cut off. When the device or its sound server goes away, the recording waits \
+            for it (with --reconnect, the default) and fills the time it was away with silence, so the file stays \
+            aligned to the clock. Ctrl-C ends the recording cleanly.
+            """)
+
+    @Option(name: .shortAndLong, help: "The WAV file to write.")
+    var output: String
+
+    @Option(help: "The input device (ALSA PCM, JACK client, or for --backend virtual the WAV file to read).")
+    var device: String?
+
+    @OptionGroup var options: DeviceOptions
+
+    @Option(help: "Seconds to record (default: until Ctrl-C; a virtual input: its length).")
+    var duration: Double?
+
+    @Option(help: "Sample rate, Hz.")
+    var rate: Double = 48_000
+
+    @Option(help: "Channels.")
+    var channels: Int = 1
+
+    @Option(name: .customLong("sample-format"), help: "WAV samples: s16, s32 or f32.")
+    var sampleFormat: String = "f32"
+
+    func run() async throws {
+        do throws(AudioError) {
+            try validateDuration(duration)
+            guard let sampleType: SampleType = ["s16": .int16, "s32": .int32, "f32": .float32][sampleFormat] else {
+                throw AudioError(.invalidFormat, "--sample-format must be s16, s32 or f32, got '\(sampleFormat)'")
+            }
+            let backend = try options.parsedBackend()
+            var limit = duration.map { Int64(($0 * rate).rounded()) }
+            if backend == .virtual, limit == nil, let device {
+                let info = try WAVFileReader.info(path: device)
+                limit = info.frameCount
+            }
+            let mic = try MicrophoneSource(
+                device: device, backend: backend, sampleRate: rate, channels: channels, sampleType: .float32,
+                interleaved: false, periodFrames: options.period, periodCount: options.periods,
+                reconnect: options.reconnect, jackServer: options.jackServer, virtual: try options.virtualOptions())
+            let writer = try WAVFileWriter(
+                path: output,
+                format: StreamFormat(sampleRate: rate, channelCount: channels, sampleType: sampleType, interleaved: true))
+            let events = printEvents(mic.events)
+            let signals = StopSignals { mic.finish() }
+            let grant: DeviceGrant
+            do throws(AudioError) {
+                grant = try mic.start()
+            } catch {
+                writer.abandon()
+                unlink(output)
+                throw error
+            }
+            note("recording: \(grant)")
+            let silence = PCMBuffer(channelCount: channels, capacity: 4096)
+            silence.view(frames: 4096).clear()
+            var expected: Int64?
+            var gapFrames: Int64 = 0
+            var lastCommit = writer.framesWritten
+            var failure: AudioError?
+            for await buffer in mic.buffers {
+                do throws(AudioError) {
+                    if let e = expected, buffer.sampleTime > e {
+                        // The device was away: keep the file aligned to the clock with silence (at most 10 min).
+                        var gap = min(buffer.sampleTime - e, Int64(rate * 600))
+                        if let limit { gap = min(gap, max(0, limit - writer.framesWritten)) }
+                        gapFrames += gap
+                        while gap > 0 {
+                            let n = Int(min(gap, 4096))
+                            try writer.write(silence.view(frames: n))
+                            gap -= Int64(n)
+                        }
+                    }
+                    expected = buffer.sampleTime + Int64(buffer.frameCount)
+                    var frames = buffer.frameCount
+                    if let limit { frames = Int(min(Int64(frames), max(0, limit - writer.framesWritten))) }
+                    if frames > 0 {
+                        var writeError: AudioError?
+                        buffer.withRawView { raw in
+                            let view = BufferView(
+                                base: raw.base.assumingMemoryBound(to: Float.self), channelStride: buffer.frameCount,
+                                channelCount: channels, frameCount: frames)
+                            do throws(AudioError) { try writer.write(view) } catch { writeError = error }
+                        }
+                        if let writeError { throw writeError }
+                    }
+                    if writer.framesWritten - lastCommit >= Int64(rate / 2) {
+                        try writer.commitHeader()
+                        lastCommit = writer.framesWritten
+                    }
+                } catch {
+                    failure = error
+                }
+                if failure != nil { break }
+                if let limit, writer.framesWritten >= limit { break }
+                if mic.io.grant == nil, !options.reconnect, mic.io.faultCount > 0 { break }
+            }
+            mic.finish()
+            withExtendedLifetime(signals) {}
+            try writer.finish()
+            events.cancel()
+            let seconds = Double(writer.framesWritten) / rate
+            print(
+                "recorded \(output): \(writer.framesWritten) frames (\(String(format: "%.3f", seconds)) s), "
+                    + "\(channels) ch at \(formatHz(rate)); xruns \(mic.io.xrunCount), faults \(mic.io.faultCount), "
+                    + "reconnects \(mic.io.reconnectCount), overflows \(mic.overflowCount)"
+                    + (gapFrames > 0 ? String(format: ", %.3f s of silence where the device was away", Double(gapFrames) / rate) : ""))
+            if let failure { throw failure }
+            if mic.io.faultCount > 0, !options.reconnect {
+                throw AudioError(.deviceUnavailable, "the device failed during the recording; the file holds what came before")
+            }
+        } catch {
+            throw fail(error)
+        }
+    }
+}
+
+struct Play: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Play a WAV file on an output device.",
+        discussion: "With --backend virtual, --device names the WAV file the speaker writes (whole cycles: the end is padded with silence to a period).")
+
+    @Argument(help: "The WAV file to play.")
+    var file: String
+
+    @Option(help: "The output device (ALSA PCM, JACK client, or for --backend virtual the WAV file to write).")
+    var device: String?
+
+    @OptionGroup var options: DeviceOptions
+
+    func run() async throws {
+        do throws(AudioError) {
+            let source = try FileSourceUnit(path: file)
+            let format = source.outputFormats[0]
+            let graph = try RenderGraph(format: format, maximumFrames: DeviceRequest.maximumPeriodFrames)
+            let node = try graph.addNode(source, name: "file")
+            try graph.connect(node, to: graph.output)
+            let io = try IOUnit(
+                try options.configuration(input: nil, output: format, inputDevice: nil, outputDevice: device))
+            try io.setOutputGraph(graph)
+            let events = printEvents(io.events)
+            let stop = StopFlag()
+            let signals = StopSignals { stop.set() }
+            let grant = try io.start()
+            note("playing \(file): \(grant)")
+            while !source.hasFinished, !stop.isSet, io.grant != nil || io.faultCount == 0 || options.reconnect {
+                try? await Task.sleep(nanoseconds: 20_000_000)
+                if io.grant == nil, io.faultCount > 0, !options.reconnect { break }
+            }
+            // Let what the device still holds play out.
+            if !stop.isSet, let g = io.grant {
+                let tail = Double(g.outputLatencyFrames + g.periodFrames) / g.sampleRate
+                if g.backend != .virtual { try? await Task.sleep(nanoseconds: UInt64(tail * 1e9)) }
+            }
+            io.stop()
+            withExtendedLifetime(signals) {}
+            events.cancel()
+            print(
+                "played \(file): \(String(format: "%.3f", Double(source.totalFrames ?? 0) / format.sampleRate)) s; "
+                    + "xruns \(io.xrunCount), faults \(io.faultCount), reconnects \(io.reconnectCount), "
+                    + "read underruns \(source.underruns)")
+        } catch {
+            throw fail(error)
+        }
+    }
+}
+
+/// A flag set from a signal handler and read by the command's loop.
+final class StopFlag: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value = false
+    func set() { lock.withLock { value = true } }
+    var isSet: Bool { lock.withLock { value } }
+}
+
+struct Monitor: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Ear monitoring: input → graph → output, within the device's own buffering.",
+        discussion: """
+            Without --graph, the input goes straight to the output. A graph file for monitoring has one node of \
+            type "input" (the microphone; "channels" sets its channel count) where a file source would be; \
+            see examples/monitor-voice-chain.json. Ctrl-C stops.
+            """)
+
+    @Option(help: "The input device (for --backend virtual, the WAV file read as the microphone).")
+    var input: String?
+
+    @Option(help: "The output device (for --backend virtual, the WAV file written as the speaker).")
+    var output: String?
+
+    @OptionGroup var options: DeviceOptions
+
+    @Option(help: "A graph file with an input node.")
+    var graph: String?
+
+    @Option(help: "Seconds to run (default: until Ctrl-C; a virtual input: its length).")
+    var duration: Double?
+
+    @Option(help: "Sample rate without --graph, Hz.")
+    var rate: Double = 48_000
+
+    @Option(help: "Input channels without --graph (the output is stereo).")
+    var channels: Int = 1
+
+    func run() async throws {
+        do throws(AudioError) {
+            try validateDuration(duration)
+            let renderGraph: RenderGraph
+            let inputUnit: InputUnit
+            if let graph {
+                let loaded = try GraphFile.load(path: graph, maximumFrames: DeviceRequest.maximumPeriodFrames)
+                let inputs = loaded.inputUnits
+                guard inputs.count == 1 else {
+                    throw AudioError(
+                        .invalidGraphDescription,
+                        "a monitoring graph needs exactly one node of type \"input\" (the microphone); '\(graph)' has \(inputs.count)")
+                }
+                renderGraph = loaded.graph
+                inputUnit = inputs[0].unit
+            } else {
+                renderGraph = try RenderGraph(
+                    format: .graph(sampleRate: rate, channelCount: 2), maximumFrames: DeviceRequest.maximumPeriodFrames)
+                inputUnit = try InputUnit(sampleRate: rate, channelCount: channels)
+                let node = try renderGraph.addNode(inputUnit, name: "input")
+                try renderGraph.connect(node, to: renderGraph.output)
+            }
+            let inputFormat = inputUnit.outputFormats[0]
+            let io = try IOUnit(
+                try options.configuration(
+                    input: inputFormat, output: renderGraph.format, inputDevice: input, outputDevice: output))
+            try io.setInputUnit(inputUnit)
+            try io.setOutputGraph(renderGraph)
+            var limit = duration.map { Int64(($0 * inputFormat.sampleRate).rounded()) }
+            if io.configuration.backend == .virtual, limit == nil, let input {
+                limit = try WAVFileReader.info(path: input).frameCount
+            }
+            let events = printEvents(io.events)
+            let stop = StopFlag()
+            let signals = StopSignals { stop.set() }
+            let grant = try io.start()
+            note("monitoring: \(grant); device buffering \(String(format: "%.2f", grant.nominalRoundTripMilliseconds)) ms")
+            while !stop.isSet {
+                if let limit, io.sampleTime >= limit { break }
+                if io.grant == nil, io.faultCount > 0, !options.reconnect { break }
+                try? await Task.sleep(nanoseconds: 5_000_000)
+            }
+            io.stop()
+            withExtendedLifetime(signals) {}
+            events.cancel()
+            print(
+                "monitored \(String(format: "%.3f", Double(io.sampleTime) / inputFormat.sampleRate)) s: "
+                    + "\(io.cycleCount) cycles, xruns \(io.xrunCount), faults \(io.faultCount), reconnects \(io.reconnectCount)")
+        } catch {
+            throw fail(error)
+        }
+    }
+}
+
+struct Latency: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Measure the round-trip latency: play clicks, find them in the capture.",
+        discussion: """
+            The output must reach the input: a cable on hardware, a PulseAudio monitor source (--input \
+            pulse with PULSE_SOURCE=SINK.monitor), or with JACK --device self (our output port looped to our \
+            input port).
+            """)
+
+    @Option(help: "The device for both directions.")
+    var device: String?
+
+    @Option(help: "The input device (overrides --device).")
+    var input: String?
+
+    @Option(help: "The output device (overrides --device).")
+    var output: String?
+
+    @OptionGroup var options: DeviceOptions
+
+    @Option(help: "Sample rate, Hz.")
+    var rate: Double = 48_000
+
+    @Option(help: "Clicks to play.")
+    var clicks: Int = 5
+
+    func run() throws {
+        do throws(AudioError) {
+            guard (1...100).contains(clicks) else {
+                throw AudioError(.invalidFormat, "--clicks must be 1…100, got \(clicks)")
+            }
+            let mono = try StreamFormat.graph(sampleRate: rate, channelCount: 1)
+            let configuration = try options.configuration(
+                input: mono, output: mono, inputDevice: input ?? device, outputDevice: output ?? device)
+            let m = try LatencyMeter.measure(configuration, sampleRate: rate, clicks: clicks)
+            print("device: \(m.grant)")
+            print(m.description)
+            print(String(format: "latency_ms=%.3f frames=%d periods=%.2f", m.milliseconds, m.medianFrames, m.periods))
+        } catch {
+            throw fail(error)
+        }
+    }
+}
