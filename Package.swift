@@ -75,6 +75,8 @@ let package = Package(
         .testTarget(name: "AudioGraphTests", dependencies: ["AudioGraph", "AudioUnits", "TestSupport"], swiftSettings: strict),
         .testTarget(name: "AudioUnitsTests", dependencies: ["AudioUnits", "LiveAudio", "TestSupport"], swiftSettings: strict),
         .testTarget(
+            name: "AudioDevicesTests", dependencies: ["AudioDevices", "LiveAudio", "TestSupport"], swiftSettings: strict),
+        .testTarget(
             name: "LiveAudioTests",
             dependencies: ["LiveAudio", "TestSupport", "liveaudio", "AllocationProbe"],
             swiftSettings: strict

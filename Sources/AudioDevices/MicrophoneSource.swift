@@ -36,31 +36,40 @@ public struct CapturedBuffer: Sendable {
     }
 }
 
+/// Lets the stream reach its source without keeping it alive.
+private final class WeakLink: @unchecked Sendable {
+    weak var source: MicrophoneSource?
+}
+
 /// The microphone: capture from a device (ALSA, JACK or a virtual WAV file) in the client format of your choice —
 /// the seeds' 48 kHz mono Int16, or Float32 — delivered to Swift code as an `AsyncStream` of ``CapturedBuffer``s.
 ///
 /// The device's real-time thread copies each period into a single-producer/single-consumer ring of slots and
-/// never waits: when the ring is full (the consumer is too slow) the period is dropped and ``overflowCount`` counts
-/// it. A reader thread turns slots into ``CapturedBuffer``s. While ``isMuted``, buffers keep coming with their
-/// timestamps, full of zeros. ``start()``, ``stop()`` and ``restart()`` may be called in any order; sample time
-/// continues. ``finish()`` stops and ends the stream.
+/// never waits: when every slot is taken (the consumer is too slow) the period is dropped and ``overflowCount``
+/// counts it. The stream reads straight from that ring — the ring is the only buffer, about ``bufferedSeconds`` of
+/// audio — and a small waker thread resumes a waiting consumer when the real-time thread posts. While
+/// ``isMuted``, buffers keep coming with their timestamps, full of zeros. ``start()``, ``stop()`` and
+/// ``restart()`` may be called in any order; sample time continues. ``finish()`` stops and ends the stream.
 ///
 /// Device faults, xruns and reconnects arrive on ``events``.
 public final class MicrophoneSource: @unchecked Sendable {
     public let format: StreamFormat
     public let io: IOUnit
-    /// The captured buffers, in order, until ``finish()``.
+    /// The captured buffers, in order, until ``finish()``. One consumer.
     public let buffers: AsyncStream<CapturedBuffer>
-    private let continuation: AsyncStream<CapturedBuffer>.Continuation
+    /// Seconds of audio the ring holds for a slow consumer.
+    public let bufferedSeconds: Double
     private let ring: SlotRingBuffer
     private let slotFrames: Int
     private let muted = Atomic<Bool>(false)
     private let overflows = Atomic<Int>(0)
     private let delivered = Atomic<Int>(0)
     private let wake = WakeSignal()
-    private let readerRunning = Atomic<Bool>(false)
-    private var reader: WorkerThread?
+    private let wakerRunning = Atomic<Bool>(false)
+    private var waker: WorkerThread?
     private let lock = Mutex<Void>(())
+    /// The consumer waiting for a buffer, and whether the stream has ended.
+    private let waiting = Mutex<(continuation: CheckedContinuation<Void, Never>?, finished: Bool)>((nil, false))
 
     /// - Parameters:
     ///   - device: the device name (ALSA PCM, JACK client, or the WAV file for `.virtual`); nil for the default.
@@ -80,11 +89,14 @@ public final class MicrophoneSource: @unchecked Sendable {
             IOUnit.Configuration(
                 backend: backend, inputFormat: format, inputDevice: device, periodFrames: periodFrames,
                 periodCount: periodCount, reconnect: reconnect, jackServer: jackServer, virtual: virtual))
+        self.bufferedSeconds = bufferedSeconds
         slotFrames = max(periodFrames, virtual.maximumCycle(period: periodFrames))
         let bytesPerSlot = slotFrames * format.bytesPerFrame * format.bufferCount
-        let slots = max(8, Int((bufferedSeconds * sampleRate / Double(slotFrames)).rounded(.up)))
+        let slots = max(4, Int((bufferedSeconds * sampleRate / Double(slotFrames)).rounded(.up)))
         ring = SlotRingBuffer(slotCount: slots, slotBytes: bytesPerSlot)
-        (buffers, continuation) = AsyncStream.makeStream(of: CapturedBuffer.self, bufferingPolicy: .unbounded)
+        let link = WeakLink()
+        buffers = AsyncStream(unfolding: { await link.source?.next() })
+        link.source = self
         let handler: CaptureHandler = { [unowned self] raw, stamp in capture(raw, stamp) }
         try io.setCaptureHandler(handler)
     }
@@ -109,18 +121,24 @@ public final class MicrophoneSource: @unchecked Sendable {
     @discardableResult
     public func start() throws(AudioError) -> DeviceGrant {
         try lock.withLock { _ throws(AudioError) in
-            if !readerRunning.exchange(true, ordering: .acquiringAndReleasing) {
-                reader = try WorkerThread(name: "la-mic-reader") { [self] in drain() }
+            if waiting.withLock({ $0.finished }) {
+                throw AudioError(.invalidState, "the microphone has finished; make a new one")
+            }
+            if !wakerRunning.exchange(true, ordering: .acquiringAndReleasing) {
+                waker = try WorkerThread(name: "la-mic-waker") { [self] in wakeConsumer() }
             }
             return try io.start()
         }
     }
 
-    /// Stops capturing (the stream stays open for a later ``start()``). Buffers already captured are delivered.
+    /// Stops capturing (the stream stays open for a later ``start()``). Buffers already captured stay readable.
     public func stop() {
         lock.withLock { _ in
             io.stop()
-            stopReader()
+            guard wakerRunning.exchange(false, ordering: .acquiringAndReleasing) else { return }
+            wake.signal()
+            waker?.join()
+            waker = nil
         }
     }
 
@@ -131,18 +149,15 @@ public final class MicrophoneSource: @unchecked Sendable {
         return try start()
     }
 
-    /// Stops and ends ``buffers``.
+    /// Stops and ends ``buffers`` once the buffers already captured have been read.
     public func finish() {
         stop()
-        continuation.finish()
-    }
-
-    private func stopReader() {
-        guard readerRunning.exchange(false, ordering: .acquiringAndReleasing) else { return }
-        wake.signal()
-        reader?.join()
-        reader = nil
-        deliverPending()
+        let waiter = waiting.withLock { state -> CheckedContinuation<Void, Never>? in
+            state.finished = true
+            defer { state.continuation = nil }
+            return state.continuation
+        }
+        waiter?.resume()
     }
 
     // MARK: Real-time side
@@ -178,23 +193,46 @@ public final class MicrophoneSource: @unchecked Sendable {
         wake.signal()
     }
 
-    // MARK: Reader side
+    // MARK: Consumer side
 
-    private func drain() {
-        while readerRunning.load(ordering: .acquiring) {
+    /// The waker thread: resumes a waiting consumer whenever the real-time thread posts.
+    private func wakeConsumer() {
+        while wakerRunning.load(ordering: .acquiring) {
             wake.wait(timeout: 0.1)
-            deliverPending()
+            resumeWaiter(onlyIfReady: true)
         }
     }
 
-    private func deliverPending() {
-        while let slot = ring.peek() {
-            let buffer = CapturedBuffer(
-                format: format, bytes: Array(slot.bytes), frameCount: slot.frames, sampleTime: slot.timeStamp.sampleTime,
-                hostTime: slot.timeStamp.hostTime)
-            ring.release()
-            delivered.add(1, ordering: .relaxed)
-            continuation.yield(buffer)
+    private func resumeWaiter(onlyIfReady: Bool) {
+        let waiter = waiting.withLock { state -> CheckedContinuation<Void, Never>? in
+            guard let c = state.continuation, !onlyIfReady || ring.committedCount > 0 else { return nil }
+            state.continuation = nil
+            return c
+        }
+        waiter?.resume()
+    }
+
+    /// The stream's next element: the oldest captured slot, waiting for one if the ring is empty; nil once finished
+    /// and drained.
+    private func next() async -> CapturedBuffer? {
+        while true {
+            if let slot = ring.peek() {
+                let buffer = CapturedBuffer(
+                    format: format, bytes: Array(slot.bytes), frameCount: slot.frames,
+                    sampleTime: slot.timeStamp.sampleTime, hostTime: slot.timeStamp.hostTime)
+                ring.release()
+                delivered.add(1, ordering: .relaxed)
+                return buffer
+            }
+            if waiting.withLock({ $0.finished }) { return nil }
+            await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+                let resumeNow = waiting.withLock { state -> Bool in
+                    if state.finished || ring.committedCount > 0 { return true }
+                    state.continuation = c
+                    return false
+                }
+                if resumeNow { c.resume() }
+            }
         }
     }
 }

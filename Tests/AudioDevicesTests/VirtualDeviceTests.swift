@@ -1,0 +1,222 @@
+import AudioDevices
+import Foundation
+import LiveAudio
+import Testing
+import TestSupport
+
+/// Collects a microphone's buffers until `frames` frames have arrived (or the stream ends).
+func collect(_ mic: MicrophoneSource, frames: Int) async -> [CapturedBuffer] {
+    var got: [CapturedBuffer] = []
+    var total = 0
+    for await buffer in mic.buffers {
+        got.append(buffer)
+        total += buffer.frameCount
+        if total >= frames { break }
+    }
+    return got
+}
+
+/// Concatenates captured buffers' channels.
+func channels(of buffers: [CapturedBuffer]) -> [[Float]] {
+    guard let first = buffers.first else { return [] }
+    var out = Array(repeating: [Float](), count: first.format.channelCount)
+    for b in buffers {
+        let chans = b.floatChannels()
+        for c in 0..<out.count { out[c] += chans[c] }
+    }
+    return out
+}
+
+/// Runs `monitor-voice-chain` style processing (input → eq → dynamics → reverb → delay → limiter → output) on a
+/// virtual device fed by `input`, as fast as possible, and returns what the speaker file holds.
+func monitorThroughVirtualDevice(input: String, output: String, sizes: VirtualDeviceOptions.CallbackSizes, period: Int = 256)
+    throws -> [[Float]]
+{
+    let json = """
+        {"sampleRate": 48000, "channels": 2,
+         "nodes": [
+           {"id": "mic", "type": "input", "channels": 1},
+           {"id": "eq", "type": "eq", "bands": [{"type": "highPass", "frequency": 90}, {"type": "peak", "frequency": 3000, "gain": 3, "q": 1}]},
+           {"id": "comp", "type": "dynamics", "threshold": -24, "ratio": 3, "attack": 0.005, "release": 0.12},
+           {"id": "room", "type": "reverb", "wetDryMix": 20},
+           {"id": "echo", "type": "delay", "delayTime": 0.05, "feedback": 25, "wetDryMix": 15},
+           {"id": "limit", "type": "limiter", "ceiling": -1}
+         ],
+         "connections": [
+           {"from": "mic", "to": "eq"}, {"from": "eq", "to": "comp"}, {"from": "comp", "to": "room"},
+           {"from": "room", "to": "echo"}, {"from": "echo", "to": "limit"}, {"from": "limit", "to": "output"}
+         ]}
+        """
+    let loaded = try GraphFile.load(json: json, maximumFrames: 4096)
+    let mic = loaded.inputUnits[0].unit
+    let io = try IOUnit(
+        IOUnit.Configuration(
+            backend: .virtual, inputFormat: mic.outputFormats[0], outputFormat: loaded.graph.format, inputDevice: input,
+            outputDevice: output, periodFrames: period,
+            virtual: VirtualDeviceOptions(pacing: .asFastAsPossible, callbackSizes: sizes)))
+    try io.setInputUnit(mic)
+    try io.setOutputGraph(loaded.graph)
+    let frames = Int64(try WAVFileReader.info(path: input).frameCount)
+    try io.start()
+    while io.sampleTime < frames { usleep(2000) }
+    io.stop()
+    let written = try FFmpeg.decode(output, channels: 2)
+    return written.map { Array($0.prefix(Int(frames))) }
+}
+
+@Suite struct VirtualDeviceTests {
+    /// A Float32 file captured through the virtual microphone arrives bit for bit, in order, with contiguous
+    /// sample times; the stream ends with finish().
+    @Test func capturesTheFileExactly() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let signal = SignalCheck.testSignal(seconds: 1)
+        try writeWAV(dir.file("in.wav"), channels: signal)
+        let mic = try MicrophoneSource(
+            device: dir.file("in.wav"), backend: .virtual, channels: 2, sampleType: .float32, interleaved: true,
+            periodFrames: 441, virtual: VirtualDeviceOptions(pacing: .asFastAsPossible))
+        let grant = try mic.start()
+        #expect(grant.backend == .virtual && grant.sampleRate == 48_000 && grant.periodFrames == 441)
+        let buffers = await collect(mic, frames: 48_000)
+        mic.finish()
+        var expected: Int64 = 0
+        for b in buffers {
+            #expect(b.sampleTime == expected)
+            expected += Int64(b.frameCount)
+        }
+        let got = channels(of: buffers)
+        #expect(Array(got[0].prefix(48_000)) == signal[0])
+        #expect(Array(got[1].prefix(48_000)) == signal[1])
+    }
+
+    /// The seeds' format: 48 kHz mono Int16 interleaved, converted from a Float32 file with rounding.
+    @Test func deliversTheClientFormat() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let samples: [Float] = (0..<4800).map { Float(sin(Double($0) * 0.01)) * 0.5 }
+        try writeWAV(dir.file("in.wav"), channels: [samples])
+        let mic = try MicrophoneSource(
+            device: dir.file("in.wav"), backend: .virtual, channels: 1, sampleType: .int16,
+            periodFrames: 480, virtual: VirtualDeviceOptions(pacing: .asFastAsPossible))
+        try mic.start()
+        let buffers = await collect(mic, frames: 4800)
+        mic.finish()
+        let first = try #require(buffers.first)
+        #expect(first.format.sampleType == .int16 && first.bytes.count == 480 * 2)
+        let ints = buffers.flatMap { b in
+            stride(from: 0, to: b.bytes.count, by: 2).map { Int16(bitPattern: UInt16(b.bytes[$0]) | UInt16(b.bytes[$0 + 1]) << 8) }
+        }
+        for i in [0, 1, 100, 1234, 4799] {
+            #expect(ints[i] == Int16((samples[i] * 32768).rounded()))
+        }
+    }
+
+    /// Muted, the microphone delivers zeros and the sample times go on; unmuted, the signal is back.
+    @Test func muteKeepsTimestamps() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        try writeWAV(dir.file("in.wav"), channels: [[Float](repeating: 0.5, count: 48_000)])
+        let mic = try MicrophoneSource(
+            device: dir.file("in.wav"), backend: .virtual, channels: 1, sampleType: .float32, periodFrames: 480,
+            virtual: VirtualDeviceOptions(pacing: .realTime))
+        mic.isMuted = true
+        try mic.start()
+        let muted = await collect(mic, frames: 4800)
+        mic.isMuted = false
+        var unmuted: [CapturedBuffer] = []
+        for await b in mic.buffers {
+            unmuted.append(b)
+            if b.floatChannels()[0].contains(0.5) { break }
+            if unmuted.count > 100 { break }
+        }
+        mic.finish()
+        #expect(muted.allSatisfy { $0.floatChannels()[0].allSatisfy { $0 == 0 } })
+        let all = muted + unmuted
+        for (a, b) in zip(all, all.dropFirst()) { #expect(b.sampleTime == a.sampleTime + Int64(a.frameCount)) }
+        #expect(unmuted.last?.floatChannels()[0].contains(0.5) == true, "the signal returns after unmuting")
+        #expect(mic.overflowCount == 0)
+    }
+
+    /// A consumer that does not read: the real-time side never waits, drops what does not fit and counts it;
+    /// what was kept is contiguous from the start.
+    @Test func overflowIsCountedNotWaitedOn() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        try writeWAV(dir.file("in.wav"), channels: [[Float](repeating: 0.1, count: 48_000)])
+        let mic = try MicrophoneSource(
+            device: dir.file("in.wav"), backend: .virtual, channels: 1, sampleType: .float32, periodFrames: 480,
+            virtual: VirtualDeviceOptions(pacing: .asFastAsPossible), bufferedSeconds: 0.05)
+        try mic.start()
+        while mic.io.sampleTime < 48_000 { try await Task.sleep(nanoseconds: 1_000_000) }
+        mic.stop()
+        #expect(mic.overflowCount > 0)
+        var kept: [CapturedBuffer] = []
+        mic.finish()
+        for await b in mic.buffers { kept.append(b) }
+        #expect(kept.count == 5, "the ring holds 0.05 s: five periods of 480")
+        #expect(kept.map(\.sampleTime) == [0, 480, 960, 1440, 1920])
+    }
+
+    /// Callback sizes that change every cycle (random 1…700 frames, or a fixed odd pattern) give the same
+    /// monitored output, bit for bit, as 256-frame cycles: the graph's result does not depend on how the device
+    /// slices time.
+    @Test func varyingCallbackSizesGiveTheSameOutput() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let signal = SignalCheck.testSignal(seconds: 2)
+        try writeWAV(dir.file("voice.wav"), channels: [signal[0]])
+        let fixed = try monitorThroughVirtualDevice(input: dir.file("voice.wav"), output: dir.file("fixed.wav"), sizes: .fixed)
+        let random = try monitorThroughVirtualDevice(
+            input: dir.file("voice.wav"), output: dir.file("random.wav"), sizes: .random(range: 1...700, seed: 7))
+        let pattern = try monitorThroughVirtualDevice(
+            input: dir.file("voice.wav"), output: dir.file("pattern.wav"), sizes: .sequence([1, 441, 128, 1000, 3]))
+        #expect(fixed[0].count == 96_000)
+        #expect(fixed[0].contains { abs($0) > 0.05 }, "the chain passes the signal")
+        #expect(random == fixed)
+        #expect(pattern == fixed)
+    }
+
+    /// Paced in real time, half a second of input takes at least half a second.
+    @Test func realTimePacing() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        try writeWAV(dir.file("in.wav"), channels: [[Float](repeating: 0, count: 24_000)])
+        let mono = try StreamFormat.graph(sampleRate: 48_000, channelCount: 1)
+        let io = try IOUnit(
+            IOUnit.Configuration(backend: .virtual, inputFormat: mono, inputDevice: dir.file("in.wav"), periodFrames: 480))
+        let started = Date()
+        try io.start()
+        while io.sampleTime < 24_000 { usleep(1000) }
+        let elapsed = Date().timeIntervalSince(started)
+        io.stop()
+        #expect(elapsed >= 0.48)
+    }
+
+    /// Bad requests and files: clear errors, nothing started.
+    @Test func clearErrors() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        try writeWAV(dir.file("44k.wav"), channels: [[0, 0]], sampleRate: 44_100)
+        let mono = try StreamFormat.graph(sampleRate: 48_000, channelCount: 1)
+        func startError(_ c: IOUnit.Configuration) -> AudioError? {
+            do throws(AudioError) {
+                let io = try IOUnit(c)
+                try io.start()
+                io.stop()
+                return nil
+            } catch {
+                return error
+            }
+        }
+        let rate = startError(IOUnit.Configuration(backend: .virtual, inputFormat: mono, inputDevice: dir.file("44k.wav")))
+        #expect(rate?.code == .unsupportedSampleRate && rate?.message.contains("--rate 44100") == true)
+        let missing = startError(IOUnit.Configuration(backend: .virtual, inputFormat: mono, inputDevice: dir.file("nope.wav")))
+        #expect(missing?.code == .fileIO)
+        let noFile = startError(IOUnit.Configuration(backend: .virtual, inputFormat: mono))
+        #expect(noFile?.code == .unknownDevice)
+        let nothing = startError(IOUnit.Configuration(backend: .virtual))
+        #expect(nothing?.code == .invalidFormat)
+        let period = startError(IOUnit.Configuration(backend: .virtual, inputFormat: mono, inputDevice: dir.file("44k.wav"), periodFrames: 3))
+        #expect(period?.code == .invalidFormat && period?.message.contains("period") == true)
+    }
+}

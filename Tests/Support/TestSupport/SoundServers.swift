@@ -1,0 +1,292 @@
+import Foundation
+
+/// A child process the tests started, stopped by its PID.
+public final class ChildProcess: @unchecked Sendable {
+    public let process: Process
+    public let name: String
+    private let log: String?
+
+    /// Starts `executable` (a path, or a name looked up in PATH) with `arguments`; its output goes to `log` (or
+    /// nowhere).
+    public init(_ executable: String, _ arguments: [String], environment: [String: String] = [:], log: String? = nil)
+        throws
+    {
+        process = Process()
+        name = executable
+        self.log = log
+        if executable.contains("/") {
+            process.executableURL = URL(fileURLWithPath: executable)
+            process.arguments = arguments
+        } else {
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            process.arguments = [executable] + arguments
+        }
+        var env = ProcessInfo.processInfo.environment
+        for (k, v) in environment { env[k] = v }
+        process.environment = env
+        if let log {
+            _ = FileManager.default.createFile(atPath: log, contents: nil)
+            let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: log))
+            process.standardOutput = handle
+            process.standardError = handle
+        } else {
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = FileHandle.nullDevice
+        }
+        try process.run()
+    }
+
+    public var pid: Int32 { process.processIdentifier }
+    public var isRunning: Bool { process.isRunning }
+
+    /// Sends `signal` to the process (by PID) and waits up to `timeout` seconds for it to end; then SIGKILL.
+    public func stop(signal: Int32 = SIGTERM, timeout: Double = 5) {
+        guard process.isRunning else { return }
+        kill(pid, signal)
+        let deadline = Date().addingTimeInterval(timeout)
+        while process.isRunning, Date() < deadline { usleep(10_000) }
+        if process.isRunning {
+            kill(pid, SIGKILL)
+            process.waitUntilExit()
+        }
+    }
+
+    /// Waits for the process to end by itself (up to `timeout` seconds, then SIGKILL) and returns its status.
+    @discardableResult
+    public func wait(timeout: Double) -> Int32 {
+        let deadline = Date().addingTimeInterval(timeout)
+        while process.isRunning, Date() < deadline { usleep(10_000) }
+        if process.isRunning { stop(signal: SIGKILL) }
+        return process.terminationStatus
+    }
+
+    /// What the process wrote, when started with a log file.
+    public var output: String { log.flatMap { try? String(contentsOfFile: $0, encoding: .utf8) } ?? "" }
+
+    deinit { stop(signal: SIGKILL) }
+}
+
+public struct SoundServerError: Error, CustomStringConvertible {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}
+
+/// A PulseAudio server of the test's own, in user mode with a private runtime folder: null sinks (each with its
+/// `.monitor` source), reached through the ALSA `pulse` plugin (`pulse:SINK`, `pulse:SINK.monitor`) by processes
+/// given ``environment``. Started and stopped by PID. A missing `pulseaudio` is an error, not a skip: `make test`
+/// installs it.
+public final class PulseAudioServer: @unchecked Sendable {
+    public let root: String
+    public let sinks: [String]
+    private var server: ChildProcess?
+    private var helpers: [ChildProcess] = []
+    private var keptAlive: [String] = []
+
+    /// The variables a client needs to reach this server (and no other).
+    public var environment: [String: String] {
+        [
+            "XDG_RUNTIME_DIR": root + "/run", "PULSE_RUNTIME_PATH": root + "/run/pulse", "PULSE_STATE_PATH": root + "/state",
+            "PULSE_SERVER": "unix:" + root + "/run/pulse.sock", "PULSE_COOKIE": root + "/state/cookie",
+            "HOME": root + "/home",
+        ]
+    }
+
+    public init(sinks: [String]) throws {
+        root = NSTemporaryDirectory() + "liveaudio-pulse-" + UUID().uuidString.prefix(8)
+        self.sinks = sinks
+        for d in ["run", "state", "home"] {
+            try FileManager.default.createDirectory(atPath: root + "/" + d, withIntermediateDirectories: true)
+        }
+        chmod(root + "/run", 0o700)
+        try start()
+    }
+
+    deinit { stop() }
+
+    /// Starts the server (again, after ``kill()``) and waits until it answers; re-opens the keep-alive readers.
+    public func start() throws {
+        var arguments = [
+            "-n", "--daemonize=no", "--exit-idle-time=-1", "--use-pid-file=no", "--log-target=stderr",
+            "-L", "module-native-protocol-unix auth-anonymous=1 socket=\(root)/run/pulse.sock",
+        ]
+        for sink in sinks { arguments += ["-L", "module-null-sink sink_name=\(sink) rate=48000 channels=2"] }
+        arguments += ["-L", "module-always-sink"]
+        server = try ChildProcess("pulseaudio", arguments, environment: environment, log: root + "/pulseaudio.log")
+        let deadline = Date().addingTimeInterval(10)
+        while true {
+            let r = try runProcess("pactl", ["info"], environment: environment)
+            if r.status == 0 { break }
+            guard server?.isRunning == true, Date() < deadline else {
+                throw SoundServerError("PulseAudio did not start: \(server?.output ?? "")")
+            }
+            usleep(50_000)
+        }
+        let kept = keptAlive
+        keptAlive = []
+        for sink in kept { try keepMonitorAlive(sink) }
+    }
+
+    /// Keeps a low-latency reader on `SINK.monitor`: an idle null sink renders far ahead, and a new capture
+    /// stream on its monitor then waits up to 1.3 s for its first data; with a reader attached, 8–22 ms.
+    public func keepMonitorAlive(_ sink: String) throws {
+        keptAlive.append(sink)
+        helpers.append(
+            try ChildProcess(
+                "parec", ["-d", sink + ".monitor", "--latency-msec=5", "--raw"], environment: environment))
+    }
+
+    /// Plays a WAV file into `sink` (pacat); returns the process.
+    public func play(_ file: String, to sink: String) throws -> ChildProcess {
+        let p = try ChildProcess("pacat", ["-d", sink, "--file-format=wav", file], environment: environment)
+        helpers.append(p)
+        return p
+    }
+
+    /// Records `SINK.monitor` into a 48 kHz stereo 16-bit WAV file (parec) until stopped with SIGINT.
+    public func record(_ sink: String, to file: String) throws -> ChildProcess {
+        let p = try ChildProcess(
+            "parec",
+            [
+                "-d", sink + ".monitor", "--rate=48000", "--channels=2", "--format=s16le", "--file-format=wav",
+                "--latency-msec=10", file,
+            ], environment: environment)
+        helpers.append(p)
+        return p
+    }
+
+    /// Kills the server (SIGKILL, as a crash) and its helpers, keeping the folder for a restart.
+    public func kill() {
+        server?.stop(signal: SIGKILL)
+        server = nil
+        helpers.forEach { $0.stop(signal: SIGKILL) }
+        helpers = []
+    }
+
+    /// Stops everything started, by PID, and removes the folder.
+    public func stop() {
+        helpers.forEach { $0.stop() }
+        helpers = []
+        server?.stop()
+        server = nil
+        try? FileManager.default.removeItem(atPath: root)
+    }
+
+    /// Sets this server's variables in the test process itself, so libasound's pulse plugin (in-process) reaches it.
+    public func exportToThisProcess() {
+        for (k, v) in environment where k != "HOME" { setenv(k, v, 1) }
+    }
+}
+
+/// A JACK server with the dummy driver (no sound card needed), named so that it is the test's own. Stopped by PID.
+public final class JACKServer: @unchecked Sendable {
+    public let name: String
+    public let periodFrames: Int
+    private var server: ChildProcess?
+    private let log: String
+
+    public init(periodFrames: Int = 1024, sampleRate: Int = 48_000) throws {
+        name = "la" + String(UUID().uuidString.prefix(8)).lowercased()
+        self.periodFrames = periodFrames
+        log = NSTemporaryDirectory() + "liveaudio-jackd-\(name).log"
+        server = try ChildProcess(
+            "jackd", ["-n", name, "-d", "dummy", "-r", "\(sampleRate)", "-p", "\(periodFrames)", "-C", "2", "-P", "2"],
+            log: log)
+        let r = try runProcess("jack_wait", ["-w", "-t", "10"], environment: environment)
+        guard r.status == 0 else {
+            throw SoundServerError("jackd did not start: \(server?.output ?? "") \(r.stderr)")
+        }
+    }
+
+    deinit { stop() }
+
+    /// The variables a client needs to reach this server.
+    public var environment: [String: String] { ["JACK_DEFAULT_SERVER": name] }
+
+    /// Stops the server by PID.
+    public func stop() {
+        server?.stop()
+        server = nil
+        try? FileManager.default.removeItem(atPath: log)
+    }
+}
+
+/// Signals and comparisons for device tests.
+public enum SignalCheck {
+    /// The reference test signal: channel 0 a chirp (200 Hz rising 600 Hz per second, amplitude 0.3), channel 1 a
+    /// 523.25 Hz sine (amplitude 0.25). The chirp makes alignment unambiguous.
+    public static func testSignal(seconds: Double, sampleRate: Double = 48_000) -> [[Float]] {
+        let n = Int(seconds * sampleRate)
+        let chirp = (0..<n).map { i -> Float in
+            let t = Double(i) / sampleRate
+            return Float(0.3 * sin(2 * Double.pi * (200 + 300 * t) * t))
+        }
+        let sine = (0..<n).map { i in Float(0.25 * sin(2 * Double.pi * 523.25 * Double(i) / sampleRate)) }
+        return [chirp, sine]
+    }
+
+    /// Where `reference` starts inside `recorded`: the first loud sample of each gives a rough offset, then the
+    /// lag within ±`search` frames of it that maximizes the dot product over `window` frames.
+    public static func lag(of reference: [Float], in recorded: [Float], window: Int = 4800, search: Int = 4800) -> Int? {
+        guard let r0 = reference.firstIndex(where: { abs($0) > 0.02 }),
+            let s0 = recorded.firstIndex(where: { abs($0) > 0.02 })
+        else { return nil }
+        let rough = s0 - r0
+        var best = -Double.infinity
+        var bestLag: Int?
+        let w = min(window, reference.count - r0)
+        reference.withUnsafeBufferPointer { ref in
+            recorded.withUnsafeBufferPointer { rec in
+                for lag in (rough - search)...(rough + search) {
+                    guard lag + r0 >= 0, lag + r0 + w <= rec.count else { continue }
+                    var dot = 0.0
+                    for j in 0..<w { dot += Double(ref[r0 + j]) * Double(rec[lag + r0 + j]) }
+                    if dot > best {
+                        best = dot
+                        bestLag = lag
+                    }
+                }
+            }
+        }
+        return bestLag
+    }
+
+    /// Pearson correlation and level difference (dB, recorded relative to reference) over the overlap of
+    /// `reference` and `recorded` shifted by `lag`, skipping `skip` frames at the start.
+    public static func compare(_ reference: [Float], _ recorded: [Float], lag: Int, skip: Int = 480)
+        -> (correlation: Double, levelDB: Double, frames: Int)
+    {
+        let start = max(skip, -lag)
+        let end = min(reference.count, recorded.count - lag)
+        guard end > start else { return (0, -.infinity, 0) }
+        var sx = 0.0, sy = 0.0, sxx = 0.0, syy = 0.0, sxy = 0.0
+        for i in start..<end {
+            let x = Double(reference[i])
+            let y = Double(recorded[i + lag])
+            sx += x
+            sy += y
+            sxx += x * x
+            syy += y * y
+            sxy += x * y
+        }
+        let n = Double(end - start)
+        let cov = sxy / n - sx / n * sy / n
+        let vx = sxx / n - sx / n * sx / n
+        let vy = syy / n - sy / n * sy / n
+        let correlation = cov / (vx * vy).squareRoot()
+        let level = 10 * log10(syy / sxx)
+        return (correlation, level, end - start)
+    }
+
+    /// The RMS level in dB of `x[range]` after a single-bin DFT at `frequency` (the amplitude of that sine).
+    public static func toneAmplitude(_ x: ArraySlice<Float>, frequency: Double, sampleRate: Double = 48_000) -> Double {
+        var re = 0.0, im = 0.0
+        var k = 0
+        for v in x {
+            let phase = 2 * Double.pi * frequency * Double(k) / sampleRate
+            re += Double(v) * cos(phase)
+            im -= Double(v) * sin(phase)
+            k += 1
+        }
+        return 2 * (re * re + im * im).squareRoot() / Double(x.count)
+    }
+}
