@@ -427,6 +427,8 @@ final class ALSADriver: AudioDriver, @unchecked Sendable {
             }
         }
         for p in [capture, playback].compactMap({ $0 }) { snd_pcm_drop(p.handle) }
+        // A restarted stream may take as long as a new one to get going.
+        stallLimit = stallTimeout + Self.startupGrace
         do throws(AudioError) {
             try startStreams()
         } catch {

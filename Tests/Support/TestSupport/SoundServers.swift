@@ -1,53 +1,72 @@
 import Foundation
 
 /// A child process the tests started, stopped by its PID.
+///
+/// Spawned with `posix_spawnp` and reaped with `waitpid`, not with Foundation's `Process`: servers such as
+/// PulseAudio close every inherited descriptor at start-up, which Foundation takes for the process's end — its
+/// monitor thread then blocks in `wait4` and no other `Process` is ever reaped again.
 public final class ChildProcess: @unchecked Sendable {
-    public let process: Process
+    public let pid: pid_t
     public let name: String
     private let log: String?
+    private let lock = NSLock()
+    private var status: Int32?
 
     /// Starts `executable` (a path, or a name looked up in PATH) with `arguments`; its output goes to `log` (or
-    /// nowhere).
+    /// /dev/null).
     public init(_ executable: String, _ arguments: [String], environment: [String: String] = [:], log: String? = nil)
         throws
     {
-        process = Process()
         name = executable
         self.log = log
-        if executable.contains("/") {
-            process.executableURL = URL(fileURLWithPath: executable)
-            process.arguments = arguments
-        } else {
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            process.arguments = [executable] + arguments
-        }
         var env = ProcessInfo.processInfo.environment
         for (k, v) in environment { env[k] = v }
-        process.environment = env
-        if let log {
-            _ = FileManager.default.createFile(atPath: log, contents: nil)
-            let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: log))
-            process.standardOutput = handle
-            process.standardError = handle
-        } else {
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = FileHandle.nullDevice
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        let target = log ?? "/dev/null"
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, target, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
+        let envp = env.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer {
+            argv.forEach { free($0) }
+            envp.forEach { free($0) }
         }
-        try process.run()
+        var child: pid_t = 0
+        let result = posix_spawnp(&child, executable, &actions, nil, argv, envp)
+        guard result == 0 else {
+            throw SoundServerError("cannot start \(executable): \(String(cString: strerror(result))) (is it installed? `make test` installs it)")
+        }
+        pid = child
     }
 
-    public var pid: Int32 { process.processIdentifier }
-    public var isRunning: Bool { process.isRunning }
+    /// True until the process has ended (and been reaped).
+    public var isRunning: Bool { reap(blocking: false) == nil }
+
+    /// The exit status once ended (128 + signal for a signal), or nil.
+    private func reap(blocking: Bool) -> Int32? {
+        lock.lock()
+        defer { lock.unlock() }
+        if let status { return status }
+        var raw: Int32 = 0
+        let r = waitpid(pid, &raw, blocking ? 0 : WNOHANG)
+        guard r == pid else { return r < 0 ? -1 : nil }
+        let signal = raw & 0x7F
+        status = signal == 0 ? (raw >> 8) & 0xFF : 128 + signal
+        return status
+    }
 
     /// Sends `signal` to the process (by PID) and waits up to `timeout` seconds for it to end; then SIGKILL.
     public func stop(signal: Int32 = SIGTERM, timeout: Double = 5) {
-        guard process.isRunning else { return }
+        guard isRunning else { return }
         kill(pid, signal)
         let deadline = Date().addingTimeInterval(timeout)
-        while process.isRunning, Date() < deadline { usleep(10_000) }
-        if process.isRunning {
+        while isRunning, Date() < deadline { usleep(5_000) }
+        if isRunning {
             kill(pid, SIGKILL)
-            process.waitUntilExit()
+            _ = reap(blocking: true)
         }
     }
 
@@ -55,9 +74,9 @@ public final class ChildProcess: @unchecked Sendable {
     @discardableResult
     public func wait(timeout: Double) -> Int32 {
         let deadline = Date().addingTimeInterval(timeout)
-        while process.isRunning, Date() < deadline { usleep(10_000) }
-        if process.isRunning { stop(signal: SIGKILL) }
-        return process.terminationStatus
+        while isRunning, Date() < deadline { usleep(5_000) }
+        if isRunning { stop(signal: SIGKILL) }
+        return reap(blocking: true) ?? -1
     }
 
     /// What the process wrote, when started with a log file.
@@ -226,7 +245,7 @@ public enum SignalCheck {
 
     /// Where `reference` starts inside `recorded`: the first loud sample of each gives a rough offset, then the
     /// lag within ±`search` frames of it that maximizes the dot product over `window` frames.
-    public static func lag(of reference: [Float], in recorded: [Float], window: Int = 4800, search: Int = 4800) -> Int? {
+    public static func lag(of reference: [Float], in recorded: [Float], window: Int = 2400, search: Int = 2400) -> Int? {
         guard let r0 = reference.firstIndex(where: { abs($0) > 0.02 }),
             let s0 = recorded.firstIndex(where: { abs($0) > 0.02 })
         else { return nil }

@@ -1,0 +1,277 @@
+import AudioDevices
+import Foundation
+import LiveAudio
+import Testing
+import TestSupport
+
+/// Through a real PulseAudio server (started by each test, stopped by PID) and libasound's pulse plugin, in this
+/// process. Serialized: the plugin finds the server through this process's environment.
+@Suite(.serialized) struct PulseAudioDeviceTests {
+    /// The test plays a reference signal into the null sink "mic"; the microphone captures its monitor through
+    /// ALSA (`pulse:mic.monitor`). After alignment: correlation ≥ 0.99 per channel, level within 0.1 dB, sample
+    /// times contiguous, host times those of the recent past.
+    @Test func capturesWhatIsPlayedIntoTheMicSink() async throws {
+        let pulse = try PulseAudioServer(sinks: ["mic", "spk"])
+        defer { pulse.stop() }
+        pulse.exportToThisProcess()
+        try pulse.keepMonitorAlive("mic")
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let signal = SignalCheck.testSignal(seconds: 2)
+        try writeWAV(dir.file("signal.wav"), channels: signal, sampleType: .int16)
+
+        let mic = try MicrophoneSource(
+            device: "pulse:mic.monitor", backend: .alsa, channels: 2, sampleType: .float32, interleaved: true,
+            periodFrames: 960, periodCount: 4)
+        let grant = try mic.start()
+        #expect(grant.backend == .alsa && grant.inputChannels == 2 && grant.sampleRate == 48_000)
+        // Wait for the stream to run before playing, so the capture holds the whole signal.
+        var buffers = await collect(mic, frames: 960)
+        let player = try pulse.play(dir.file("signal.wav"), to: "mic")
+        buffers += await collect(mic, frames: 3 * 48_000)
+        player.wait(timeout: 5)
+        mic.finish()
+
+        var expected = buffers[0].sampleTime
+        for b in buffers {
+            #expect(b.sampleTime == expected)
+            expected += Int64(b.frameCount)
+        }
+        let now = DispatchTime.now().uptimeNanoseconds
+        let last = try #require(buffers.last)
+        #expect(last.hostTime < now && now - last.hostTime < 5_000_000_000, "host time is CLOCK_MONOTONIC")
+        #expect(zip(buffers, buffers.dropFirst()).allSatisfy { $0.hostTime <= $1.hostTime })
+
+        let recorded = channels(of: buffers)
+        let lag = try #require(SignalCheck.lag(of: signal[0], in: recorded[0]))
+        for c in 0..<2 {
+            let r = SignalCheck.compare(signal[c], recorded[c], lag: lag)
+            #expect(r.frames > 90_000)
+            #expect(r.correlation >= 0.99, "channel \(c): correlation \(r.correlation)")
+            #expect(abs(r.levelDB) <= 0.1, "channel \(c): level \(r.levelDB) dB")
+        }
+        #expect(mic.overflowCount == 0)
+    }
+
+    /// The I/O unit plays a graph (a buffer player) into the null sink "spk"; parec records its monitor.
+    @Test func playsIntoTheSpeakerSink() throws {
+        let pulse = try PulseAudioServer(sinks: ["mic", "spk"])
+        defer { pulse.stop() }
+        pulse.exportToThisProcess()
+        try pulse.keepMonitorAlive("spk")
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let signal = SignalCheck.testSignal(seconds: 2)
+        let recorder = try pulse.record("spk", to: dir.file("spk.wav"))
+        usleep(300_000)
+
+        let format = try StreamFormat.graph(sampleRate: 48_000, channelCount: 2)
+        let graph = try RenderGraph(format: format, maximumFrames: 4096)
+        let player = try BufferPlayerUnit(buffer: PCMBuffer(channels: signal), sampleRate: 48_000, loop: false)
+        try graph.connect(try graph.addNode(player, name: "player"), to: graph.output)
+        let io = try IOUnit(
+            IOUnit.Configuration(backend: .alsa, outputFormat: format, outputDevice: "pulse:spk", periodFrames: 960, periodCount: 4))
+        try io.setOutputGraph(graph)
+        let grant = try io.start()
+        #expect(grant.outputChannels == 2 && grant.outputLatencyFrames >= 960)
+        while !player.hasFinished { usleep(10_000) }
+        usleep(300_000)
+        io.stop()
+        recorder.stop(signal: SIGINT)
+        #expect(io.xrunCount == 0)
+
+        let recorded = try FFmpeg.decode(dir.file("spk.wav"), channels: 2)
+        let lag = try #require(SignalCheck.lag(of: signal[0], in: recorded[0]))
+        for c in 0..<2 {
+            let r = SignalCheck.compare(signal[c], recorded[c], lag: lag)
+            #expect(r.frames > 90_000)
+            #expect(r.correlation >= 0.99, "channel \(c): correlation \(r.correlation)")
+            #expect(abs(r.levelDB) <= 0.1, "channel \(c): level \(r.levelDB) dB")
+        }
+    }
+
+    /// A cycle that takes far longer than the device buffer (400 ms against 80 ms) makes an underrun: it is
+    /// detected, counted, reported as an event, and the stream goes on.
+    @Test func xrunsAreCountedAndRecovered() async throws {
+        let pulse = try PulseAudioServer(sinks: ["spk"])
+        defer { pulse.stop() }
+        pulse.exportToThisProcess()
+        let format = try StreamFormat.graph(sampleRate: 48_000, channelCount: 2)
+        let io = try IOUnit(
+            IOUnit.Configuration(backend: .alsa, outputFormat: format, outputDevice: "pulse:spk", periodFrames: 960, periodCount: 4))
+        let stall = StallOnce(atCycle: 20, microseconds: 400_000)
+        try io.setOutputCallback { raw, _ in
+            memset(raw.base, 0, raw.byteCountPerPlane * raw.format.bufferCount)
+            stall.tick()  // a deliberately misbehaving render callback
+        }
+        try io.start()
+        var sawEvent = false
+        let deadline = Date().addingTimeInterval(10)
+        for await event in io.events {
+            if case .xrun(let total) = event, total >= 1 { sawEvent = true }
+            if sawEvent || Date() > deadline { break }
+        }
+        let cyclesAtXrun = io.cycleCount
+        let resumed = Date()
+        while io.cycleCount <= cyclesAtXrun + 5, Date().timeIntervalSince(resumed) < 5 {
+            try await Task.sleep(nanoseconds: 10_000_000)
+        }
+        #expect(io.cycleCount > cyclesAtXrun + 5, "cycles go on after the xrun")
+        print("xrun test: cycles resumed after \(Date().timeIntervalSince(resumed)) s")
+        io.stop()
+        #expect(sawEvent)
+        #expect(io.xrunCount >= 1)
+        #expect(io.faultCount == 0, "an xrun is recovered, not a fault")
+    }
+
+    /// An unknown device name is an error that lists the devices there are.
+    @Test func unknownDeviceListsTheDevices() throws {
+        let pulse = try PulseAudioServer(sinks: ["spk"])
+        defer { pulse.stop() }
+        pulse.exportToThisProcess()
+        let format = try StreamFormat.graph(sampleRate: 48_000, channelCount: 2)
+        let io = try IOUnit(IOUnit.Configuration(backend: .alsa, outputFormat: format, outputDevice: "nosuchdevice"))
+        #expect {
+            try io.start()
+        } throws: { error in
+            guard let e = error as? AudioError else { return false }
+            return e.code == .unknownDevice && e.message.contains("'nosuchdevice'") && e.message.contains("default")
+                && e.message.contains("pulse")
+        }
+        let devices = try AudioDevices.list(.alsa)
+        #expect(devices.contains { $0.name == "default" && $0.isDefault && $0.directions == .duplex })
+        #expect(devices.contains { $0.name == "pulse" })
+    }
+
+    /// Round trip through PulseAudio (play into "spk", capture "spk.monitor"): found, and at least the device's
+    /// own buffering (capture period + playback buffer) but well under a second.
+    @Test func measuresTheRoundTrip() throws {
+        let pulse = try PulseAudioServer(sinks: ["spk"])
+        defer { pulse.stop() }
+        pulse.exportToThisProcess()
+        try pulse.keepMonitorAlive("spk")
+        let m = try LatencyMeter.measure(
+            IOUnit.Configuration(
+                backend: .alsa, inputDevice: "pulse:spk.monitor", outputDevice: "pulse:spk", periodFrames: 960, periodCount: 3),
+            clicks: 3)
+        #expect(m.roundTripFrames.count == 3)
+        #expect(m.medianFrames >= 960, "at least one period")
+        #expect(m.milliseconds < 500)
+        #expect(m.confidences.allSatisfy { $0 > 0.9 })
+    }
+}
+
+/// Sleeps once, on the n-th call.
+final class StallOnce: @unchecked Sendable {
+    private var calls = 0
+    private let atCycle: Int
+    private let microseconds: UInt32
+    init(atCycle: Int, microseconds: UInt32) {
+        self.atCycle = atCycle
+        self.microseconds = microseconds
+    }
+    func tick() {
+        calls += 1
+        if calls == atCycle { usleep(microseconds) }
+    }
+}
+
+/// Through a real JACK server with the dummy driver (started by each test, stopped by PID).
+@Suite(.serialized) struct JACKDeviceTests {
+    /// Our output port looped back to our input port: the measured round trip is the theoretical one period.
+    @Test(arguments: [1024, 256]) func loopbackRoundTripIsOnePeriod(period: Int) throws {
+        let jack = try JACKServer(periodFrames: period)
+        defer { jack.stop() }
+        let m = try LatencyMeter.measure(
+            IOUnit.Configuration(backend: .jack, inputDevice: "self", outputDevice: "self", jackServer: jack.name), clicks: 3)
+        #expect(m.grant.periodFrames == period)
+        #expect(abs(m.medianFrames - period) <= period, "theoretical: one period; measured \(m.medianFrames)")
+        #expect(m.roundTripFrames.allSatisfy { $0 == m.medianFrames }, "the JACK graph is sample-exact")
+    }
+
+    /// Capture and playback ports carry audio exactly: what the output callback plays comes back on the input,
+    /// one period later, bit for bit.
+    @Test func portsCarryAudioExactly() throws {
+        let jack = try JACKServer(periodFrames: 1024)
+        defer { jack.stop() }
+        let signal = SignalCheck.testSignal(seconds: 1)
+        let format = try StreamFormat.graph(sampleRate: 48_000, channelCount: 2)
+        let graph = try RenderGraph(format: format, maximumFrames: 4096)
+        let player = try BufferPlayerUnit(buffer: PCMBuffer(channels: signal), sampleRate: 48_000, loop: false)
+        try graph.connect(try graph.addNode(player, name: "player"), to: graph.output)
+        let io = try IOUnit(
+            IOUnit.Configuration(
+                backend: .jack, inputFormat: format, outputFormat: format, inputDevice: "self", outputDevice: "self",
+                jackServer: jack.name))
+        try io.setOutputGraph(graph)
+        let tape = Tape(frames: 60_000, channels: 2)
+        try io.setCaptureHandler { raw, stamp in tape.store(raw, at: stamp.sampleTime) }
+        let grant = try io.start()
+        while io.sampleTime < 56_000 { usleep(10_000) }
+        io.stop()
+        #expect(grant.periodFrames == 1024 && grant.deviceSampleType == .float32)
+        for c in 0..<2 {
+            #expect(Array(tape.channels[c][1024..<(1024 + 48_000)]) == signal[c])
+        }
+    }
+
+    /// With no server: a clear error, at once; a rate the server does not run at: a clear error.
+    @Test func clearErrors() throws {
+        let mono = try StreamFormat.graph(sampleRate: 48_000, channelCount: 1)
+        let none = try IOUnit(IOUnit.Configuration(backend: .jack, outputFormat: mono, jackServer: "liveaudio-no-such-server"))
+        #expect {
+            try none.start()
+        } throws: { error in
+            (error as? AudioError)?.code == .deviceUnavailable
+                && (error as? AudioError)?.message.contains("is jackd running") == true
+        }
+        let jack = try JACKServer(periodFrames: 1024)
+        defer { jack.stop() }
+        let other = try StreamFormat.graph(sampleRate: 44_100, channelCount: 1)
+        let wrongRate = try IOUnit(IOUnit.Configuration(backend: .jack, outputFormat: other, jackServer: jack.name))
+        #expect {
+            try wrongRate.start()
+        } throws: { error in
+            (error as? AudioError)?.code == .unsupportedSampleRate
+                && (error as? AudioError)?.message.contains("runs at 48 kHz") == true
+        }
+        let unknown = try IOUnit(IOUnit.Configuration(backend: .jack, outputFormat: mono, outputDevice: "nobody", jackServer: jack.name))
+        #expect {
+            try unknown.start()
+        } throws: { error in
+            (error as? AudioError)?.code == .unknownDevice && (error as? AudioError)?.message.contains("system") == true
+        }
+        let devices = try AudioDevices.list(.jack, jackServer: jack.name)
+        #expect(devices.contains { $0.name == "system" && $0.isDefault && $0.directions == .duplex })
+    }
+}
+
+/// Captured audio indexed by sample time, written on the real-time thread, read after the device stopped.
+final class Tape: @unchecked Sendable {
+    private let storage: [UnsafeMutablePointer<Float>]
+    private let frames: Int
+
+    init(frames: Int, channels: Int) {
+        self.frames = frames
+        storage = (0..<channels).map { _ in
+            let p = UnsafeMutablePointer<Float>.allocate(capacity: frames)
+            p.initialize(repeating: 0, count: frames)
+            return p
+        }
+    }
+
+    deinit { storage.forEach { $0.deallocate() } }
+
+    /// Stores a Float32 non-interleaved buffer.
+    func store(_ raw: RawBufferView, at sampleTime: Int64) {
+        for c in 0..<storage.count {
+            let source = raw.plane(c).assumingMemoryBound(to: Float.self)
+            for i in 0..<raw.frameCount {
+                let t = Int(sampleTime) + i
+                if t >= 0 && t < frames { storage[c][t] = source[i] }
+            }
+        }
+    }
+
+    var channels: [[Float]] { storage.map { Array(UnsafeBufferPointer(start: $0, count: frames)) } }
+}
