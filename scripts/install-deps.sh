@@ -8,11 +8,15 @@ need=()
 have() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
 
 # ffprobe/ffmpeg check what the renderer writes (tests) and make the demo's voice file.
-pkgs=(ffmpeg)
+# libasound and libjack are linked by the device layer (build); pkg-config finds them.
+pkgs=(ffmpeg pkg-config libasound2-dev libjack-jackd2-dev)
+# The sound servers the device tests start themselves: PulseAudio (null sinks, reached through ALSA's pulse
+# plugin) and JACK (dummy driver). Never pipewire-pulse: it removes pulseaudio.
+servers=(pulseaudio pulseaudio-utils alsa-utils libasound2-plugins jackd2)
 case "$profile" in
-  bench) pkgs+=(sox hyperfine) ;;
+  bench) pkgs+=(sox hyperfine "${servers[@]}") ;;
   demo) pkgs+=(espeak-ng) ;;
-  test) ;;
+  test) pkgs+=("${servers[@]}") ;;
   *) echo "install-deps: unknown profile '$profile' (use test, bench or demo)" >&2; exit 2 ;;
 esac
 for p in "${pkgs[@]}"; do have "$p" || need+=("$p"); done

@@ -1,0 +1,156 @@
+import Foundation
+import LiveAudio
+import Testing
+import TestSupport
+
+/// The device commands run as a user runs them, against real servers started by each test.
+@Suite(.serialized) struct DeviceCommandTests {
+    var liveaudio: String { productsDirectory + "/liveaudio" }
+
+    /// `devices` lists ALSA's PCMs with direction and the default, and a JACK server's clients.
+    @Test func listsDevices() throws {
+        let pulse = try PulseAudioServer(sinks: ["spk"])
+        defer { pulse.stop() }
+        let alsa = try runProcess(liveaudio, ["devices", "--backend", "alsa"], environment: pulse.environment)
+        #expect(alsa.status == 0, "\(alsa.stderr)")
+        #expect(alsa.stdout.contains("default") && alsa.stdout.contains("input+output") && alsa.stdout.contains("pulse"))
+        let jack = try JACKServer(periodFrames: 1024)
+        defer { jack.stop() }
+        let j = try runProcess(liveaudio, ["devices", "--backend", "jack", "--jack-server", jack.name])
+        #expect(j.status == 0, "\(j.stderr)")
+        #expect(j.stdout.contains("system") && j.stdout.contains("default"))
+    }
+
+    /// An unknown device: exit status 1, a message listing the devices there are, no file left behind.
+    @Test func unknownDeviceIsAnErrorListingDevices() throws {
+        let pulse = try PulseAudioServer(sinks: ["spk"])
+        defer { pulse.stop() }
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let r = try runProcess(
+            liveaudio, ["record", "-o", dir.file("x.wav"), "--device", "nosuch", "--duration", "1"],
+            environment: pulse.environment)
+        #expect(r.status == 1)
+        #expect(r.stderr.contains("no alsa device 'nosuch'") && r.stderr.contains("default (input+output)"), "\(r.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: dir.file("x.wav")))
+    }
+
+    /// The sound server is killed while `record` runs: an error event, a WAV that is valid up to that point (read
+    /// while the server is down), and when the server is back the recording resumes — with silence for the time
+    /// it was away, so the file stays aligned to the clock.
+    @Test func recordSurvivesTheServerDying() throws {
+        let pulse = try PulseAudioServer(sinks: ["mic"])
+        defer { pulse.stop() }
+        try pulse.keepMonitorAlive("mic")
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let tone = (0..<(48_000 * 20)).map { Float(0.3 * sin(2 * Double.pi * 440 * Double($0) / 48_000)) }
+        try writeWAV(dir.file("tone.wav"), channels: [tone], sampleType: .int16)
+        _ = try pulse.play(dir.file("tone.wav"), to: "mic")
+        let recorder = try ChildProcess(
+            liveaudio,
+            ["record", "-o", dir.file("rec.wav"), "--device", "pulse:mic.monitor", "--duration", "8", "--period", "960"],
+            environment: pulse.environment, log: dir.file("record.log"))
+        defer { recorder.stop() }
+        // Until a second and a half is on disk (a new capture stream can take a second to get going).
+        let deadline = Date().addingTimeInterval(15)
+        while (try? WAVFileReader.info(path: dir.file("rec.wav")).frameCount) ?? 0 < 72_000, Date() < deadline {
+            usleep(50_000)
+        }
+        pulse.kill()
+        usleep(1_500_000)
+        // While the server is down: the file is a valid WAV holding what was recorded.
+        let during = try WAVFileReader.info(path: dir.file("rec.wav"))
+        #expect(during.frameCount >= 48_000 && during.frameCount <= 4 * 48_000, "\(during.frameCount) frames so far")
+        let early = try FFmpeg.decode(dir.file("rec.wav"), channels: 1)[0]
+        try #require(early.count >= 48_000)
+        #expect(SignalCheck.toneAmplitude(early[(early.count - 24_000)..<(early.count - 4800)], frequency: 440) > 0.2)
+        try pulse.start()
+        _ = try pulse.play(dir.file("tone.wav"), to: "mic")
+        let status = recorder.wait(timeout: 30)
+        let log = recorder.output
+        #expect(status == 0, "\(log)")
+        #expect(log.contains("device fault"), "\(log)")
+        #expect(log.contains("reconnected"), "\(log)")
+        #expect(log.contains("of silence where the device was away"), "\(log)")
+        let recorded = try FFmpeg.decode(dir.file("rec.wav"), channels: 1)[0]
+        try #require(recorded.count == 8 * 48_000)
+        // The tone is there again at the end.
+        #expect(SignalCheck.toneAmplitude(recorded[(7 * 48_000)..<(8 * 48_000 - 4800)], frequency: 440) > 0.2)
+    }
+
+    /// `monitor` with a graph: microphone → −6 dB gain → low-pass at 1 kHz → speaker, through PulseAudio.
+    /// A 300 Hz tone (passband) comes out at half its amplitude (−6.02 dB, within 0.1 dB of the analytic
+    /// Butterworth response, −0.04 dB at 300 Hz); a 6 kHz tone (stopband: −31.1 dB from the second-order
+    /// response) is cut by more than 25 dB below the gain.
+    @Test func monitorPassesTheSignalThroughTheGraph() throws {
+        let pulse = try PulseAudioServer(sinks: ["mic", "spk"])
+        defer { pulse.stop() }
+        try pulse.keepMonitorAlive("mic")
+        try pulse.keepMonitorAlive("spk")
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let n = 48_000 * 4
+        let low = (0..<n).map { Float(0.2 * sin(2 * Double.pi * 300 * Double($0) / 48_000)) }
+        let high = (0..<n).map { Float(0.2 * sin(2 * Double.pi * 6000 * Double($0) / 48_000)) }
+        try writeWAV(dir.file("low.wav"), channels: [low, low], sampleType: .float32)
+        try writeWAV(dir.file("high.wav"), channels: [high, high], sampleType: .float32)
+        let graph = dir.file("monitor.json")
+        try """
+            {"sampleRate": 48000, "channels": 2,
+             "nodes": [{"id": "mic", "type": "input", "channels": 2}, {"id": "trim", "type": "gain", "gain": -6.0206},
+                       {"id": "lp", "type": "lowpass", "cutoff": 1000, "resonance": 0}],
+             "connections": [{"from": "mic", "to": "trim"}, {"from": "trim", "to": "lp"}, {"from": "lp", "to": "output"}]}
+            """.write(toFile: graph, atomically: true, encoding: .utf8)
+        var levels: [Double] = []
+        for (name, frequency) in [("low", 300.0), ("high", 6000.0)] {
+            let recorder = try pulse.record("spk", to: dir.file("out-\(name).wav"))
+            let monitor = try ChildProcess(
+                liveaudio,
+                ["monitor", "--input", "pulse:mic.monitor", "--output", "pulse:spk", "--graph", graph, "--duration", "3",
+                 "--period", "960"],
+                environment: pulse.environment, log: dir.file("monitor-\(name).log"))
+            usleep(500_000)
+            _ = try pulse.play(dir.file("\(name).wav"), to: "mic")
+            let status = monitor.wait(timeout: 20)
+            recorder.stop(signal: SIGINT)
+            #expect(status == 0, "\(monitor.output)")
+            let out = try FFmpeg.decode(dir.file("out-\(name).wav"), channels: 2)[0]
+            // The loudest second of what came out (the tone passes for about two of the three seconds).
+            var best = 0.0
+            var start = 0
+            while start + 48_000 <= out.count {
+                best = max(best, SignalCheck.toneAmplitude(out[start..<(start + 24_000)], frequency: frequency))
+                start += 4800
+            }
+            levels.append(20 * log10(best / 0.2))
+        }
+        #expect(abs(levels[0] - (-6.0206 - 0.04)) <= 0.1, "300 Hz: \(levels[0]) dB")
+        #expect(levels[1] < -6.02 - 25, "6 kHz: \(levels[1]) dB")
+    }
+
+    /// `play` and `record` on the virtual backend: a file played into the virtual speaker and recorded from the
+    /// virtual microphone comes back exact; `latency` on JACK with `--device self` reports one period.
+    @Test func virtualPlayRecordAndJackLatency() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let signal = SignalCheck.testSignal(seconds: 1)
+        try writeWAV(dir.file("in.wav"), channels: signal)
+        let play = try runProcess(liveaudio, ["play", dir.file("in.wav"), "--backend", "virtual", "--device", dir.file("spk.wav"), "--pace", "fast"])
+        #expect(play.status == 0, "\(play.stderr)")
+        let played = try FFmpeg.decode(dir.file("spk.wav"), channels: 2)
+        #expect(Array(played[0].prefix(48_000)) == signal[0] && Array(played[1].prefix(48_000)) == signal[1])
+        let rec = try runProcess(
+            liveaudio, ["record", "-o", dir.file("rec.wav"), "--backend", "virtual", "--device", dir.file("in.wav"),
+                        "--channels", "2", "--pace", "fast", "--callback-sizes", "random:1-999:3"])
+        #expect(rec.status == 0, "\(rec.stderr)")
+        let recorded = try FFmpeg.decode(dir.file("rec.wav"), channels: 2)
+        #expect(recorded == signal)
+
+        let jack = try JACKServer(periodFrames: 512)
+        defer { jack.stop() }
+        let lat = try runProcess(liveaudio, ["latency", "--backend", "jack", "--device", "self", "--jack-server", jack.name, "--clicks", "2"])
+        #expect(lat.status == 0, "\(lat.stderr)")
+        #expect(lat.stdout.contains("frames=512 periods=1.00"), "\(lat.stdout)")
+    }
+}
