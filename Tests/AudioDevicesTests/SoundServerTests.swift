@@ -20,9 +20,11 @@ import TestSupport
         let signal = SignalCheck.testSignal(seconds: 2)
         try writeWAV(dir.file("signal.wav"), channels: signal, sampleType: .int16)
 
+        // A ring of 60 s: the other tests running in parallel can keep this test's consumer task off the
+        // (two-thread) cooperative pool for seconds, and what is checked here is the audio, not the scheduling.
         let mic = try MicrophoneSource(
             device: "pulse:mic.monitor", backend: .alsa, channels: 2, sampleType: .float32, interleaved: true,
-            periodFrames: 960, periodCount: 4)
+            periodFrames: 960, periodCount: 4, bufferedSeconds: 60)
         let grant = try mic.start()
         #expect(grant.backend == .alsa && grant.inputChannels == 2 && grant.sampleRate == 48_000)
         // Wait for the stream to run before playing, so the capture holds the whole signal.

@@ -115,10 +115,12 @@ func monitorThroughVirtualDevice(input: String, output: String, sizes: VirtualDe
     @Test func muteKeepsTimestamps() async throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
-        try writeWAV(dir.file("in.wav"), channels: [[Float](repeating: 0.5, count: 48_000)])
+        // 20 s of input and a 60 s ring: tests running in parallel may keep the consumer off the cooperative pool
+        // for a while; the input must not end (nor the ring fill) before the test unmutes.
+        try writeWAV(dir.file("in.wav"), channels: [[Float](repeating: 0.5, count: 20 * 48_000)])
         let mic = try MicrophoneSource(
             device: dir.file("in.wav"), backend: .virtual, channels: 1, sampleType: .float32, periodFrames: 480,
-            virtual: VirtualDeviceOptions(pacing: .realTime))
+            virtual: VirtualDeviceOptions(pacing: .realTime), bufferedSeconds: 60)
         mic.isMuted = true
         try mic.start()
         let muted = await collect(mic, frames: 4800)
@@ -127,7 +129,7 @@ func monitorThroughVirtualDevice(input: String, output: String, sizes: VirtualDe
         for await b in mic.buffers {
             unmuted.append(b)
             if b.floatChannels()[0].contains(0.5) { break }
-            if unmuted.count > 100 { break }
+            if unmuted.count > 4000 { break }
         }
         mic.finish()
         #expect(muted.allSatisfy { $0.floatChannels()[0].allSatisfy { $0 == 0 } })
