@@ -100,13 +100,19 @@ extension BlockingCondition {
     /// With the lock held: like ``wait()``, but returns after `seconds` at most. Returns false on timeout.
     @discardableResult
     public func wait(timeout seconds: Double) -> Bool {
-        var deadline = timespec()
-        clock_gettime(CLOCK_REALTIME, &deadline)
-        let total = Int(deadline.tv_nsec) + Int(seconds * 1e9)
-        deadline.tv_sec += total / 1_000_000_000
-        deadline.tv_nsec = total % 1_000_000_000
+        var deadline = realtimeDeadline(after: seconds)
         return timedWait(&deadline) == 0
     }
+}
+
+/// CLOCK_REALTIME `seconds` from now, as the absolute deadline `pthread_cond_timedwait` and `sem_timedwait` take.
+private func realtimeDeadline(after seconds: Double) -> timespec {
+    var deadline = timespec()
+    clock_gettime(CLOCK_REALTIME, &deadline)
+    let total = Int(deadline.tv_nsec) + Int(seconds * 1e9)
+    deadline.tv_sec += total / 1_000_000_000
+    deadline.tv_nsec = total % 1_000_000_000
+    return deadline
 }
 
 /// A wake-up a real-time thread can give without waiting: a POSIX semaphore. ``signal()`` is an atomic increment
@@ -133,11 +139,7 @@ public final class WakeSignal: @unchecked Sendable {
     /// Sleeps until signalled or until `seconds` pass; returns false on timeout. Never on a render thread.
     @discardableResult
     public func wait(timeout seconds: Double) -> Bool {
-        var deadline = timespec()
-        clock_gettime(CLOCK_REALTIME, &deadline)
-        let total = Int(deadline.tv_nsec) + Int(seconds * 1e9)
-        deadline.tv_sec += total / 1_000_000_000
-        deadline.tv_nsec = total % 1_000_000_000
+        var deadline = realtimeDeadline(after: seconds)
         while true {
             if sem_timedwait(semaphore, &deadline) == 0 { return true }
             if errno != EINTR { return false }

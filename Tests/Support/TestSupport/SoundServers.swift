@@ -245,7 +245,7 @@ public enum SignalCheck {
 
     /// Where `reference` starts inside `recorded`: the first loud sample of each gives a rough offset, then the
     /// lag within ±`search` frames of it that maximizes the dot product over `window` frames.
-    public static func lag(of reference: [Float], in recorded: [Float], window: Int = 2400, search: Int = 2400) -> Int? {
+    public static func lag(of reference: [Float], in recorded: [Float], window: Int = 9600, search: Int = 2400) -> Int? {
         guard let r0 = reference.firstIndex(where: { abs($0) > 0.02 }),
             let s0 = recorded.firstIndex(where: { abs($0) > 0.02 })
         else { return nil }
