@@ -240,7 +240,15 @@ public final class IOUnit: @unchecked Sendable {
         }
         stopping = false
         pendingFault.withLock { $0 = nil }
-        let (driver, warnings) = try openAndStart()
+        let opened: (AudioDriver, [String])
+        do throws(AudioError) {
+            opened = try openAndStart()
+        } catch {
+            readAhead?.stop()
+            readAhead = nil
+            throw error
+        }
+        let (driver, warnings) = opened
         self.driver = driver
         isRunning = true
         for w in warnings { continuation.yield(.warning(w)) }
@@ -345,7 +353,8 @@ public final class IOUnit: @unchecked Sendable {
             }
             let resumeAt = lastSampleEnd.load(ordering: .acquiring)
             guard configuration.reconnect, configuration.backend != .virtual else {
-                isRunning = false
+                // Stopped for good; `grant` is nil. The unit stays "running" until stop() releases the rest
+                // (supervisor, read-ahead worker), after which it can start again.
                 condition.unlock()
                 continuation.yield(.stopped)
                 condition.lock()

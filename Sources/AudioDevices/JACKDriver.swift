@@ -34,6 +34,10 @@ final class JACKDriver: AudioDriver, @unchecked Sendable {
     private let stopping = Atomic<Bool>(false)
     private var sampleTime: Int64 = 0
     private var closed = false
+    /// The period and rate, for the process callback: `grant` is rewritten on the control side once the ports
+    /// are connected, so the real-time thread never reads it.
+    private let periodFrames: Int
+    private let sampleRate: Double
 
     var xrunCount: Int { counters.xruns.load(ordering: .relaxed) }
 
@@ -64,6 +68,8 @@ final class JACKDriver: AudioDriver, @unchecked Sendable {
         self.clientName = String(cString: jack_get_client_name(client))
         inputPorts = ports.inputs
         outputPorts = ports.outputs
+        periodFrames = period
+        sampleRate = rate
         inputPortBuffer = .allocate(capacity: max(1, inputPorts.count))
         _ = inputPortBuffer.initialize(from: inputPorts)
         outputPortBuffer = .allocate(capacity: max(1, outputPorts.count))
@@ -242,7 +248,7 @@ final class JACKDriver: AudioDriver, @unchecked Sendable {
 
     /// JACK's real-time thread: copies the input ports in, runs the handler, copies the output ports out.
     fileprivate func process(_ frames: Int) {
-        guard let handler, frames <= grant.periodFrames else {
+        guard let handler, frames <= periodFrames else {
             for i in 0..<outputPortBuffer.count where i < outputPorts.count {
                 if let out = jack_port_get_buffer(outputPortBuffer[i], jack_nframes_t(frames)) {
                     memset(out, 0, frames * 4)
@@ -272,7 +278,7 @@ final class JACKDriver: AudioDriver, @unchecked Sendable {
         } else {
             host = monotonicNanoseconds()
         }
-        let periodNanoseconds = UInt64(Double(frames) * 1e9 / grant.sampleRate)
+        let periodNanoseconds = UInt64(Double(frames) * 1e9 / sampleRate)
         handler.deviceCycle(
             input: input, output: output,
             time: DeviceCycleTime(
@@ -297,7 +303,7 @@ final class JACKDriver: AudioDriver, @unchecked Sendable {
     }
 
     fileprivate func noteBufferSize(_ frames: Int) {
-        if active.load(ordering: .acquiring), frames != grant.periodFrames { noteFault(2) }
+        if active.load(ordering: .acquiring), frames != periodFrames { noteFault(2) }
     }
 
     // MARK: Listing

@@ -75,11 +75,15 @@ func note(_ message: String) {
 }
 
 /// Prints device events to standard error as they come, until the stream ends or the task is cancelled.
-func printEvents(_ events: AsyncStream<DeviceEvent>) -> Task<Void, Never> {
+/// `onStopped` runs when the device stops for good (a fault with reconnect off, or stop()).
+func printEvents(_ events: AsyncStream<DeviceEvent>, onStopped: @escaping @Sendable () -> Void = {}) -> Task<Void, Never> {
     Task.detached {
         for await event in events {
             if case .started = event { continue }  // the command prints the grant itself
-            if case .stopped = event { continue }
+            if case .stopped = event {
+                onStopped()
+                continue
+            }
             note(event.description)
         }
     }
@@ -204,7 +208,8 @@ struct Record: AsyncParsableCommand {
             let writer = try WAVFileWriter(
                 path: output,
                 format: StreamFormat(sampleRate: rate, channelCount: channels, sampleType: sampleType, interleaved: true))
-            let events = printEvents(mic.events)
+            // With reconnect off, a fault stops the device for good: end the stream, or the loop would wait forever.
+            let events = printEvents(mic.events) { mic.finish() }
             let signals = StopSignals { mic.finish() }
             let grant: DeviceGrant
             do throws(AudioError) {
@@ -256,7 +261,6 @@ struct Record: AsyncParsableCommand {
                 }
                 if failure != nil { break }
                 if let limit, writer.framesWritten >= limit { break }
-                if mic.io.grant == nil, !options.reconnect, mic.io.faultCount > 0 { break }
             }
             mic.finish()
             withExtendedLifetime(signals) {}
@@ -306,9 +310,9 @@ struct Play: AsyncParsableCommand {
             let signals = StopSignals { stop.set() }
             let grant = try io.start()
             note("playing \(file): \(grant)")
-            while !source.hasFinished, !stop.isSet, io.grant != nil || io.faultCount == 0 || options.reconnect {
+            // Until the file has played, Ctrl-C, or a fault that stops the device for good (reconnect off).
+            while !source.hasFinished, !stop.isSet, io.grant != nil || options.reconnect {
                 try? await Task.sleep(nanoseconds: 20_000_000)
-                if io.grant == nil, io.faultCount > 0, !options.reconnect { break }
             }
             // Let what the device still holds play out.
             if !stop.isSet, let g = io.grant {
@@ -404,7 +408,7 @@ struct Monitor: AsyncParsableCommand {
             note("monitoring: \(grant); device buffering \(String(format: "%.2f", grant.nominalRoundTripMilliseconds)) ms")
             while !stop.isSet {
                 if let limit, io.sampleTime >= limit { break }
-                if io.grant == nil, io.faultCount > 0, !options.reconnect { break }
+                if io.grant == nil, !options.reconnect { break }  // stopped for good by a fault
                 try? await Task.sleep(nanoseconds: 5_000_000)
             }
             io.stop()

@@ -79,6 +79,32 @@ import TestSupport
         #expect(SignalCheck.toneAmplitude(recorded[(7 * 48_000)..<(8 * 48_000 - 4800)], frequency: 440) > 0.2)
     }
 
+    /// With `--no-reconnect`, the server dying ends the recording at once: exit status 1, a clear message, and
+    /// the WAV holds what came before — no waiting for a device that will not come back.
+    @Test func recordWithoutReconnectEndsOnAFault() throws {
+        let pulse = try PulseAudioServer(sinks: ["mic"])
+        defer { pulse.stop() }
+        try pulse.keepMonitorAlive("mic")
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let recorder = try ChildProcess(
+            liveaudio,
+            ["record", "-o", dir.file("rec.wav"), "--device", "pulse:mic.monitor", "--duration", "60", "--no-reconnect"],
+            environment: pulse.environment, log: dir.file("record.log"))
+        defer { recorder.stop() }
+        let deadline = Date().addingTimeInterval(15)
+        while (try? WAVFileReader.info(path: dir.file("rec.wav")).frameCount) ?? 0 < 24_000, Date() < deadline {
+            usleep(50_000)
+        }
+        pulse.kill()
+        let killed = Date()
+        let status = recorder.wait(timeout: 20)
+        #expect(Date().timeIntervalSince(killed) < 10, "it ended instead of waiting")
+        #expect(status == 1, "\(recorder.output)")
+        #expect(recorder.output.contains("device fault") && recorder.output.contains("holds what came before"), "\(recorder.output)")
+        #expect(try WAVFileReader.info(path: dir.file("rec.wav")).frameCount >= 24_000)
+    }
+
     /// `monitor` with a graph: microphone → −6 dB gain → low-pass at 1 kHz → speaker, through PulseAudio.
     /// A 300 Hz tone (passband) comes out at half its amplitude (−6.02 dB, within 0.1 dB of the analytic
     /// Butterworth response, −0.04 dB at 300 Hz); a 6 kHz tone (stopband: −31.1 dB from the second-order
