@@ -11,7 +11,7 @@ import TestSupport
     /// ALSA (`pulse:mic.monitor`). After alignment: correlation ≥ 0.99 per channel, level within 0.1 dB, sample
     /// times contiguous, host times those of the recent past.
     @Test func capturesWhatIsPlayedIntoTheMicSink() async throws {
-        let pulse = try PulseAudioServer(sinks: ["mic", "spk"])
+        let pulse = try await PulseAudioServer.started(sinks: ["mic", "spk"])
         defer { pulse.stop() }
         pulse.exportToThisProcess()
         try pulse.keepMonitorAlive("mic")
@@ -38,7 +38,7 @@ import TestSupport
             buffers.append(b)
             if b.hostTime > playStart + 3_000_000_000 { break }
         }
-        player.wait(timeout: 5)
+        await player.finished(timeout: 5)
         mic.finish()
 
         var expected = buffers[0].sampleTime
@@ -62,8 +62,8 @@ import TestSupport
     }
 
     /// The I/O unit plays a graph (a buffer player) into the null sink "spk"; parec records its monitor.
-    @Test func playsIntoTheSpeakerSink() throws {
-        let pulse = try PulseAudioServer(sinks: ["mic", "spk"])
+    @Test func playsIntoTheSpeakerSink() async throws {
+        let pulse = try await PulseAudioServer.started(sinks: ["mic", "spk"])
         defer { pulse.stop() }
         pulse.exportToThisProcess()
         try pulse.keepMonitorAlive("spk")
@@ -71,7 +71,7 @@ import TestSupport
         defer { dir.remove() }
         let signal = SignalCheck.testSignal(seconds: 2)
         let recorder = try pulse.record("spk", to: dir.file("spk.wav"))
-        usleep(300_000)
+        try await Task.sleep(nanoseconds: 300_000_000)
 
         let format = try StreamFormat.graph(sampleRate: 48_000, channelCount: 2)
         let graph = try RenderGraph(format: format, maximumFrames: 4096)
@@ -82,8 +82,8 @@ import TestSupport
         try io.setOutputGraph(graph)
         let grant = try io.start()
         #expect(grant.outputChannels == 2 && grant.outputLatencyFrames >= 960)
-        while !player.hasFinished { usleep(10_000) }
-        usleep(300_000)
+        while !player.hasFinished { try await Task.sleep(nanoseconds: 10_000_000) }
+        try await Task.sleep(nanoseconds: 300_000_000)
         io.stop()
         recorder.stop(signal: SIGINT)
         #expect(io.xrunCount == 0)
@@ -101,7 +101,7 @@ import TestSupport
     /// A cycle that takes far longer than the device buffer (400 ms against 80 ms) makes an underrun: it is
     /// detected, counted, reported as an event, and the stream goes on.
     @Test func xrunsAreCountedAndRecovered() async throws {
-        let pulse = try PulseAudioServer(sinks: ["spk"])
+        let pulse = try await PulseAudioServer.started(sinks: ["spk"])
         defer { pulse.stop() }
         pulse.exportToThisProcess()
         let format = try StreamFormat.graph(sampleRate: 48_000, channelCount: 2)
@@ -133,8 +133,8 @@ import TestSupport
     }
 
     /// An unknown device name is an error that lists the devices there are.
-    @Test func unknownDeviceListsTheDevices() throws {
-        let pulse = try PulseAudioServer(sinks: ["spk"])
+    @Test func unknownDeviceListsTheDevices() async throws {
+        let pulse = try await PulseAudioServer.started(sinks: ["spk"])
         defer { pulse.stop() }
         pulse.exportToThisProcess()
         let format = try StreamFormat.graph(sampleRate: 48_000, channelCount: 2)
@@ -153,15 +153,18 @@ import TestSupport
 
     /// Round trip through PulseAudio (play into "spk", capture "spk.monitor"): found, and at least the device's
     /// own buffering (capture period + playback buffer) but well under a second.
-    @Test func measuresTheRoundTrip() throws {
-        let pulse = try PulseAudioServer(sinks: ["spk"])
+    @Test func measuresTheRoundTrip() async throws {
+        let pulse = try await PulseAudioServer.started(sinks: ["spk"])
         defer { pulse.stop() }
         pulse.exportToThisProcess()
         try pulse.keepMonitorAlive("spk")
-        let m = try LatencyMeter.measure(
-            IOUnit.Configuration(
-                backend: .alsa, inputDevice: "pulse:spk.monitor", outputDevice: "pulse:spk", periodFrames: 960, periodCount: 3),
-            clicks: 3)
+        let m = try await offPool {
+            try LatencyMeter.measure(
+                IOUnit.Configuration(
+                    backend: .alsa, inputDevice: "pulse:spk.monitor", outputDevice: "pulse:spk", periodFrames: 960,
+                    periodCount: 3),
+                clicks: 3)
+        }
         #expect(m.roundTripFrames.count == 3)
         #expect(m.medianFrames >= 960, "at least one period")
         #expect(m.milliseconds < 500)
@@ -187,11 +190,15 @@ final class StallOnce: @unchecked Sendable {
 /// Through a real JACK server with the dummy driver (started by each test, stopped by PID).
 @Suite(.serialized) struct JACKDeviceTests {
     /// Our output port looped back to our input port: the measured round trip is the theoretical one period.
-    @Test(arguments: [1024, 256]) func loopbackRoundTripIsOnePeriod(period: Int) throws {
-        let jack = try JACKServer(periodFrames: period)
+    @Test(arguments: [1024, 256]) func loopbackRoundTripIsOnePeriod(period: Int) async throws {
+        let jack = try await JACKServer.started(periodFrames: period)
         defer { jack.stop() }
-        let m = try LatencyMeter.measure(
-            IOUnit.Configuration(backend: .jack, inputDevice: "self", outputDevice: "self", jackServer: jack.name), clicks: 3)
+        let server = jack.name
+        let m = try await offPool {
+            try LatencyMeter.measure(
+                IOUnit.Configuration(backend: .jack, inputDevice: "self", outputDevice: "self", jackServer: server),
+                clicks: 3)
+        }
         #expect(m.grant.periodFrames == period)
         #expect(abs(m.medianFrames - period) <= period, "theoretical: one period; measured \(m.medianFrames)")
         #expect(m.roundTripFrames.allSatisfy { $0 == m.medianFrames }, "the JACK graph is sample-exact")
@@ -199,8 +206,8 @@ final class StallOnce: @unchecked Sendable {
 
     /// Capture and playback ports carry audio exactly: what the output callback plays comes back on the input,
     /// one period later, bit for bit.
-    @Test func portsCarryAudioExactly() throws {
-        let jack = try JACKServer(periodFrames: 1024)
+    @Test func portsCarryAudioExactly() async throws {
+        let jack = try await JACKServer.started(periodFrames: 1024)
         defer { jack.stop() }
         let signal = SignalCheck.testSignal(seconds: 1)
         let format = try StreamFormat.graph(sampleRate: 48_000, channelCount: 2)
@@ -215,7 +222,7 @@ final class StallOnce: @unchecked Sendable {
         let tape = Tape(frames: 60_000, channels: 2)
         try io.setCaptureHandler { raw, stamp in tape.store(raw, at: stamp.sampleTime) }
         let grant = try io.start()
-        while io.sampleTime < 56_000 { usleep(10_000) }
+        while io.sampleTime < 56_000 { try await Task.sleep(nanoseconds: 10_000_000) }
         io.stop()
         #expect(grant.periodFrames == 1024 && grant.deviceSampleType == .float32)
         for c in 0..<2 {
@@ -224,7 +231,7 @@ final class StallOnce: @unchecked Sendable {
     }
 
     /// With no server: a clear error, at once; a rate the server does not run at: a clear error.
-    @Test func clearErrors() throws {
+    @Test func clearErrors() async throws {
         let mono = try StreamFormat.graph(sampleRate: 48_000, channelCount: 1)
         let none = try IOUnit(IOUnit.Configuration(backend: .jack, outputFormat: mono, jackServer: "liveaudio-no-such-server"))
         #expect {
@@ -233,7 +240,7 @@ final class StallOnce: @unchecked Sendable {
             (error as? AudioError)?.code == .deviceUnavailable
                 && (error as? AudioError)?.message.contains("is jackd running") == true
         }
-        let jack = try JACKServer(periodFrames: 1024)
+        let jack = try await JACKServer.started(periodFrames: 1024)
         defer { jack.stop() }
         let other = try StreamFormat.graph(sampleRate: 44_100, channelCount: 1)
         let wrongRate = try IOUnit(IOUnit.Configuration(backend: .jack, outputFormat: other, jackServer: jack.name))

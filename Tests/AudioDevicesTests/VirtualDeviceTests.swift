@@ -30,7 +30,7 @@ func channels(of buffers: [CapturedBuffer]) -> [[Float]] {
 /// Runs `monitor-voice-chain` style processing (input → eq → dynamics → reverb → delay → limiter → output) on a
 /// virtual device fed by `input`, as fast as possible, and returns what the speaker file holds.
 func monitorThroughVirtualDevice(input: String, output: String, sizes: VirtualDeviceOptions.CallbackSizes, period: Int = 256)
-    throws -> [[Float]]
+    async throws -> [[Float]]
 {
     let json = """
         {"sampleRate": 48000, "channels": 2,
@@ -58,7 +58,7 @@ func monitorThroughVirtualDevice(input: String, output: String, sizes: VirtualDe
     try io.setOutputGraph(loaded.graph)
     let frames = Int64(try WAVFileReader.info(path: input).frameCount)
     try io.start()
-    while io.sampleTime < frames { usleep(2000) }
+    while io.sampleTime < frames { try await Task.sleep(nanoseconds: 2_000_000) }
     io.stop()
     let written = try FFmpeg.decode(output, channels: 2)
     return written.map { Array($0.prefix(Int(frames))) }
@@ -162,15 +162,15 @@ func monitorThroughVirtualDevice(input: String, output: String, sizes: VirtualDe
     /// Callback sizes that change every cycle (random 1…700 frames, or a fixed odd pattern) give the same
     /// monitored output, bit for bit, as 256-frame cycles: the graph's result does not depend on how the device
     /// slices time.
-    @Test func varyingCallbackSizesGiveTheSameOutput() throws {
+    @Test func varyingCallbackSizesGiveTheSameOutput() async throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
         let signal = SignalCheck.testSignal(seconds: 2)
         try writeWAV(dir.file("voice.wav"), channels: [signal[0]])
-        let fixed = try monitorThroughVirtualDevice(input: dir.file("voice.wav"), output: dir.file("fixed.wav"), sizes: .fixed)
-        let random = try monitorThroughVirtualDevice(
+        let fixed = try await monitorThroughVirtualDevice(input: dir.file("voice.wav"), output: dir.file("fixed.wav"), sizes: .fixed)
+        let random = try await monitorThroughVirtualDevice(
             input: dir.file("voice.wav"), output: dir.file("random.wav"), sizes: .random(range: 1...700, seed: 7))
-        let pattern = try monitorThroughVirtualDevice(
+        let pattern = try await monitorThroughVirtualDevice(
             input: dir.file("voice.wav"), output: dir.file("pattern.wav"), sizes: .sequence([1, 441, 128, 1000, 3]))
         #expect(fixed[0].count == 96_000)
         #expect(fixed[0].contains { abs($0) > 0.05 }, "the chain passes the signal")
@@ -179,7 +179,7 @@ func monitorThroughVirtualDevice(input: String, output: String, sizes: VirtualDe
     }
 
     /// Paced in real time, half a second of input takes at least half a second.
-    @Test func realTimePacing() throws {
+    @Test func realTimePacing() async throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
         try writeWAV(dir.file("in.wav"), channels: [[Float](repeating: 0, count: 24_000)])
@@ -188,14 +188,14 @@ func monitorThroughVirtualDevice(input: String, output: String, sizes: VirtualDe
             IOUnit.Configuration(backend: .virtual, inputFormat: mono, inputDevice: dir.file("in.wav"), periodFrames: 480))
         let started = Date()
         try io.start()
-        while io.sampleTime < 24_000 { usleep(1000) }
+        while io.sampleTime < 24_000 { try await Task.sleep(nanoseconds: 1_000_000) }
         let elapsed = Date().timeIntervalSince(started)
         io.stop()
         #expect(elapsed >= 0.48)
     }
 
     /// Bad requests and files: clear errors, nothing started.
-    @Test func clearErrors() throws {
+    @Test func clearErrors() async throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
         try writeWAV(dir.file("44k.wav"), channels: [[0, 0]], sampleRate: 44_100)

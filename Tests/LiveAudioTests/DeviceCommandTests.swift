@@ -8,26 +8,26 @@ import TestSupport
     var liveaudio: String { productsDirectory + "/liveaudio" }
 
     /// `devices` lists ALSA's PCMs with direction and the default, and a JACK server's clients.
-    @Test func listsDevices() throws {
-        let pulse = try PulseAudioServer(sinks: ["spk"])
+    @Test func listsDevices() async throws {
+        let pulse = try await PulseAudioServer.started(sinks: ["spk"])
         defer { pulse.stop() }
-        let alsa = try runProcess(liveaudio, ["devices", "--backend", "alsa"], environment: pulse.environment)
+        let alsa = try await runTool(liveaudio, ["devices", "--backend", "alsa"], environment: pulse.environment)
         #expect(alsa.status == 0, "\(alsa.stderr)")
         #expect(alsa.stdout.contains("default") && alsa.stdout.contains("input+output") && alsa.stdout.contains("pulse"))
-        let jack = try JACKServer(periodFrames: 1024)
+        let jack = try await JACKServer.started(periodFrames: 1024)
         defer { jack.stop() }
-        let j = try runProcess(liveaudio, ["devices", "--backend", "jack", "--jack-server", jack.name])
+        let j = try await runTool(liveaudio, ["devices", "--backend", "jack", "--jack-server", jack.name])
         #expect(j.status == 0, "\(j.stderr)")
         #expect(j.stdout.contains("system") && j.stdout.contains("default"))
     }
 
     /// An unknown device: exit status 1, a message listing the devices there are, no file left behind.
-    @Test func unknownDeviceIsAnErrorListingDevices() throws {
-        let pulse = try PulseAudioServer(sinks: ["spk"])
+    @Test func unknownDeviceIsAnErrorListingDevices() async throws {
+        let pulse = try await PulseAudioServer.started(sinks: ["spk"])
         defer { pulse.stop() }
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
-        let r = try runProcess(
+        let r = try await runTool(
             liveaudio, ["record", "-o", dir.file("x.wav"), "--device", "nosuch", "--duration", "1"],
             environment: pulse.environment)
         #expect(r.status == 1)
@@ -38,8 +38,8 @@ import TestSupport
     /// The sound server is killed while `record` runs: an error event, a WAV that is valid up to that point (read
     /// while the server is down), and when the server is back the recording resumes — with silence for the time
     /// it was away, so the file stays aligned to the clock.
-    @Test func recordSurvivesTheServerDying() throws {
-        let pulse = try PulseAudioServer(sinks: ["mic"])
+    @Test func recordSurvivesTheServerDying() async throws {
+        let pulse = try await PulseAudioServer.started(sinks: ["mic"])
         defer { pulse.stop() }
         try pulse.keepMonitorAlive("mic")
         let dir = try TemporaryDirectory()
@@ -55,19 +55,19 @@ import TestSupport
         // Until a second and a half is on disk (a new capture stream can take a second to get going).
         let deadline = Date().addingTimeInterval(15)
         while (try? WAVFileReader.info(path: dir.file("rec.wav")).frameCount) ?? 0 < 72_000, Date() < deadline {
-            usleep(50_000)
+            try await Task.sleep(nanoseconds: 50_000_000)
         }
         pulse.kill()
-        usleep(1_500_000)
+        try await Task.sleep(nanoseconds: 1_500_000_000)
         // While the server is down: the file is a valid WAV holding what was recorded.
         let during = try WAVFileReader.info(path: dir.file("rec.wav"))
         #expect(during.frameCount >= 48_000 && during.frameCount <= 4 * 48_000, "\(during.frameCount) frames so far")
         let early = try FFmpeg.decode(dir.file("rec.wav"), channels: 1)[0]
         try #require(early.count >= 48_000)
         #expect(SignalCheck.toneAmplitude(early[(early.count - 24_000)..<(early.count - 4800)], frequency: 440) > 0.2)
-        try pulse.start()
+        try await pulse.restart()
         _ = try pulse.play(dir.file("tone.wav"), to: "mic")
-        let status = recorder.wait(timeout: 30)
+        let status = await recorder.finished(timeout: 30)
         let log = recorder.output
         #expect(status == 0, "\(log)")
         #expect(log.contains("device fault"), "\(log)")
@@ -81,8 +81,8 @@ import TestSupport
 
     /// With `--no-reconnect`, the server dying ends the recording at once: exit status 1, a clear message, and
     /// the WAV holds what came before — no waiting for a device that will not come back.
-    @Test func recordWithoutReconnectEndsOnAFault() throws {
-        let pulse = try PulseAudioServer(sinks: ["mic"])
+    @Test func recordWithoutReconnectEndsOnAFault() async throws {
+        let pulse = try await PulseAudioServer.started(sinks: ["mic"])
         defer { pulse.stop() }
         try pulse.keepMonitorAlive("mic")
         let dir = try TemporaryDirectory()
@@ -94,11 +94,11 @@ import TestSupport
         defer { recorder.stop() }
         let deadline = Date().addingTimeInterval(15)
         while (try? WAVFileReader.info(path: dir.file("rec.wav")).frameCount) ?? 0 < 24_000, Date() < deadline {
-            usleep(50_000)
+            try await Task.sleep(nanoseconds: 50_000_000)
         }
         pulse.kill()
         let killed = Date()
-        let status = recorder.wait(timeout: 20)
+        let status = await recorder.finished(timeout: 20)
         #expect(Date().timeIntervalSince(killed) < 10, "it ended instead of waiting")
         #expect(status == 1, "\(recorder.output)")
         #expect(recorder.output.contains("device fault") && recorder.output.contains("holds what came before"), "\(recorder.output)")
@@ -109,8 +109,8 @@ import TestSupport
     /// A 300 Hz tone (passband) comes out at half its amplitude (−6.02 dB, within 0.1 dB of the analytic
     /// Butterworth response, −0.04 dB at 300 Hz); a 6 kHz tone (stopband: −31.1 dB from the second-order
     /// response) is cut by more than 25 dB below the gain.
-    @Test func monitorPassesTheSignalThroughTheGraph() throws {
-        let pulse = try PulseAudioServer(sinks: ["mic", "spk"])
+    @Test func monitorPassesTheSignalThroughTheGraph() async throws {
+        let pulse = try await PulseAudioServer.started(sinks: ["mic", "spk"])
         defer { pulse.stop() }
         try pulse.keepMonitorAlive("mic")
         try pulse.keepMonitorAlive("spk")
@@ -136,9 +136,9 @@ import TestSupport
                 ["monitor", "--input", "pulse:mic.monitor", "--output", "pulse:spk", "--graph", graph, "--duration", "3",
                  "--period", "960"],
                 environment: pulse.environment, log: dir.file("monitor-\(name).log"))
-            usleep(500_000)
+            try await Task.sleep(nanoseconds: 500_000_000)
             _ = try pulse.play(dir.file("\(name).wav"), to: "mic")
-            let status = monitor.wait(timeout: 20)
+            let status = await monitor.finished(timeout: 20)
             recorder.stop(signal: SIGINT)
             #expect(status == 0, "\(monitor.output)")
             let out = try FFmpeg.decode(dir.file("out-\(name).wav"), channels: 2)[0]
@@ -157,25 +157,25 @@ import TestSupport
 
     /// `play` and `record` on the virtual backend: a file played into the virtual speaker and recorded from the
     /// virtual microphone comes back exact; `latency` on JACK with `--device self` reports one period.
-    @Test func virtualPlayRecordAndJackLatency() throws {
+    @Test func virtualPlayRecordAndJackLatency() async throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
         let signal = SignalCheck.testSignal(seconds: 1)
         try writeWAV(dir.file("in.wav"), channels: signal)
-        let play = try runProcess(liveaudio, ["play", dir.file("in.wav"), "--backend", "virtual", "--device", dir.file("spk.wav"), "--pace", "fast"])
+        let play = try await runTool(liveaudio, ["play", dir.file("in.wav"), "--backend", "virtual", "--device", dir.file("spk.wav"), "--pace", "fast"])
         #expect(play.status == 0, "\(play.stderr)")
         let played = try FFmpeg.decode(dir.file("spk.wav"), channels: 2)
         #expect(Array(played[0].prefix(48_000)) == signal[0] && Array(played[1].prefix(48_000)) == signal[1])
-        let rec = try runProcess(
+        let rec = try await runTool(
             liveaudio, ["record", "-o", dir.file("rec.wav"), "--backend", "virtual", "--device", dir.file("in.wav"),
                         "--channels", "2", "--pace", "fast", "--callback-sizes", "random:1-999:3"])
         #expect(rec.status == 0, "\(rec.stderr)")
         let recorded = try FFmpeg.decode(dir.file("rec.wav"), channels: 2)
         #expect(recorded == signal)
 
-        let jack = try JACKServer(periodFrames: 512)
+        let jack = try await JACKServer.started(periodFrames: 512)
         defer { jack.stop() }
-        let lat = try runProcess(liveaudio, ["latency", "--backend", "jack", "--device", "self", "--jack-server", jack.name, "--clicks", "2"])
+        let lat = try await runTool(liveaudio, ["latency", "--backend", "jack", "--device", "self", "--jack-server", jack.name, "--clicks", "2"])
         #expect(lat.status == 0, "\(lat.stderr)")
         #expect(lat.stdout.contains("frames=512 periods=1.00"), "\(lat.stdout)")
     }

@@ -309,3 +309,57 @@ public enum SignalCheck {
         return 2 * (re * re + im * im).squareRoot() / Double(x.count)
     }
 }
+
+// MARK: Waiting without holding the cooperative pool
+
+/// Runs blocking work on a thread of its own and awaits it. The cooperative pool has as many threads as cores (two
+/// here): a test that blocks on it — waiting for a process, a device, a server — keeps other tests' async consumers
+/// (a microphone's `AsyncStream`) from running, and their rings overflow. Device tests wait through this instead.
+public func offPool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        let thread = Thread {
+            do {
+                continuation.resume(returning: try body())
+            } catch {
+                continuation.resume(throwing: error)
+            }
+        }
+        thread.start()
+    }
+}
+
+/// ``runProcess(_:_:environment:)`` off the cooperative pool.
+public func runTool(_ executable: String, _ arguments: [String], environment: [String: String] = [:]) async throws
+    -> ProcessResult
+{
+    try await offPool { try runProcess(executable, arguments, environment: environment) }
+}
+
+extension ChildProcess {
+    /// ``wait(timeout:)`` without holding a cooperative thread.
+    @discardableResult
+    public func finished(timeout: Double) async -> Int32 {
+        let deadline = Date().addingTimeInterval(timeout)
+        while isRunning, Date() < deadline { try? await Task.sleep(nanoseconds: 10_000_000) }
+        return wait(timeout: 0)
+    }
+}
+
+extension PulseAudioServer {
+    /// A started server, created off the cooperative pool.
+    public static func started(sinks: [String]) async throws -> PulseAudioServer {
+        try await offPool { try PulseAudioServer(sinks: sinks) }
+    }
+
+    /// ``start()`` off the cooperative pool.
+    public func restart() async throws {
+        try await offPool { try self.start() }
+    }
+}
+
+extension JACKServer {
+    /// A started server, created off the cooperative pool.
+    public static func started(periodFrames: Int = 1024) async throws -> JACKServer {
+        try await offPool { try JACKServer(periodFrames: periodFrames) }
+    }
+}
