@@ -20,26 +20,27 @@ import TestSupport
         let signal = SignalCheck.testSignal(seconds: 2)
         try writeWAV(dir.file("signal.wav"), channels: signal, sampleType: .int16)
 
-        // A ring of 60 s: the other tests running in parallel can keep this test's consumer task off the
-        // (two-thread) cooperative pool for seconds, and what is checked here is the audio, not the scheduling.
+        // The device is driven from a thread of its own (wait for data, play, capture 3 s more, stop), and the
+        // stream is read afterwards: tests running in parallel may keep this test's task off the two-thread
+        // cooperative pool for a long time, and what is checked here is the audio, not the scheduling.
         let mic = try MicrophoneSource(
             device: "pulse:mic.monitor", backend: .alsa, channels: 2, sampleType: .float32, interleaved: true,
-            periodFrames: 960, periodCount: 4, bufferedSeconds: 60)
+            periodFrames: 960, periodCount: 4, bufferedSeconds: 30)
         let grant = try mic.start()
         #expect(grant.backend == .alsa && grant.inputChannels == 2 && grant.sampleRate == 48_000)
-        // Wait for the stream to run before playing; then read until the capture's host time is 3 s past the
-        // start of playing (by host time, not frame count: a consumer kept waiting by parallel tests finds a
-        // backlog of silence in the ring first).
-        _ = await collect(mic, frames: 960)
-        let playStart = DispatchTime.now().uptimeNanoseconds
-        let player = try pulse.play(dir.file("signal.wav"), to: "mic")
-        var buffers: [CapturedBuffer] = []
-        for await b in mic.buffers {
-            buffers.append(b)
-            if b.hostTime > playStart + 3_000_000_000 { break }
+        let file = dir.file("signal.wav")
+        try await offPool {
+            let deadline = Date().addingTimeInterval(15)
+            while mic.io.sampleTime < 960, Date() < deadline { usleep(1000) }
+            let playedAt = mic.io.sampleTime
+            let player = try pulse.play(file, to: "mic")
+            while mic.io.sampleTime < playedAt + 3 * 48_000, Date() < deadline { usleep(1000) }
+            player.wait(timeout: 5)
+            mic.finish()
         }
-        await player.finished(timeout: 5)
-        mic.finish()
+        var buffers: [CapturedBuffer] = []
+        for await b in mic.buffers { buffers.append(b) }
+        try #require(!buffers.isEmpty)
 
         var expected = buffers[0].sampleTime
         for b in buffers {

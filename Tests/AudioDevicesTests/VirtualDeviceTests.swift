@@ -115,27 +115,31 @@ func monitorThroughVirtualDevice(input: String, output: String, sizes: VirtualDe
     @Test func muteKeepsTimestamps() async throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
-        // 20 s of input and a 60 s ring: tests running in parallel may keep the consumer off the cooperative pool
-        // for a while; the input must not end (nor the ring fill) before the test unmutes.
-        try writeWAV(dir.file("in.wav"), channels: [[Float](repeating: 0.5, count: 20 * 48_000)])
+        // Mute and unmute are switched from a thread of its own at set sample times, and the stream is read
+        // afterwards: tests running in parallel may keep this task off the cooperative pool for a long time.
+        try writeWAV(dir.file("in.wav"), channels: [[Float](repeating: 0.5, count: 48_000)])
         let mic = try MicrophoneSource(
             device: dir.file("in.wav"), backend: .virtual, channels: 1, sampleType: .float32, periodFrames: 480,
-            virtual: VirtualDeviceOptions(pacing: .realTime), bufferedSeconds: 60)
+            virtual: VirtualDeviceOptions(pacing: .realTime))
         mic.isMuted = true
         try mic.start()
-        let muted = await collect(mic, frames: 4800)
-        mic.isMuted = false
-        var unmuted: [CapturedBuffer] = []
-        for await b in mic.buffers {
-            unmuted.append(b)
-            if b.floatChannels()[0].contains(0.5) { break }
-            if unmuted.count > 4000 { break }
+        try await offPool {
+            while mic.io.sampleTime < 4800 { usleep(500) }
+            mic.isMuted = false
+            while mic.io.sampleTime < 9600 { usleep(500) }
+            mic.finish()
         }
-        mic.finish()
-        #expect(muted.allSatisfy { $0.floatChannels()[0].allSatisfy { $0 == 0 } })
-        let all = muted + unmuted
+        var all: [CapturedBuffer] = []
+        for await b in mic.buffers { all.append(b) }
+        let levels = all.map { b in Set(b.floatChannels()[0]) }
+        #expect(levels.first == [0], "muted: zeros")
+        #expect(levels.last == [0.5], "unmuted: the signal")
+        // Zeros, then the signal: a single switch, at a buffer boundary or inside one buffer.
+        let firstSignal = try #require(levels.firstIndex { $0.contains(0.5) })
+        #expect(levels[..<firstSignal].allSatisfy { $0 == [0] })
+        #expect(levels[(firstSignal + 1)...].allSatisfy { $0 == [0.5] })
+        #expect(all.count >= 20)
         for (a, b) in zip(all, all.dropFirst()) { #expect(b.sampleTime == a.sampleTime + Int64(a.frameCount)) }
-        #expect(unmuted.last?.floatChannels()[0].contains(0.5) == true, "the signal returns after unmuting")
         #expect(mic.overflowCount == 0)
     }
 
