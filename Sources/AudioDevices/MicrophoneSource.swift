@@ -76,23 +76,42 @@ public final class MicrophoneSource: @unchecked Sendable {
     ///   - sampleType, interleaved: the client format's layout (the seeds: Int16 interleaved).
     ///   - periodFrames, periodCount: the device buffering asked for.
     ///   - bufferedSeconds: how much audio the ring holds for a slow consumer before counting overflows.
-    /// - Throws: ``AudioError`` `.invalidFormat` for an impossible format.
-    public init(
+    /// - Throws: ``AudioError`` `.invalidFormat` for an impossible format, `.invalidParameter` for bad buffering.
+    public convenience init(
         device: String? = nil, backend: DeviceBackend = .alsa, sampleRate: Double = 48_000, channels: Int = 1,
         sampleType: SampleType = .int16, interleaved: Bool = true, periodFrames: Int = 1024, periodCount: Int = 3,
         reconnect: Bool = true, jackServer: String? = nil, virtual: VirtualDeviceOptions = VirtualDeviceOptions(),
         bufferedSeconds: Double = 2
     ) throws(AudioError) {
-        format = try StreamFormat(
+        let format = try StreamFormat(
             sampleRate: sampleRate, channelCount: channels, sampleType: sampleType, interleaved: interleaved)
-        io = try IOUnit(
-            IOUnit.Configuration(
-                backend: backend, inputFormat: format, inputDevice: device, periodFrames: periodFrames,
-                periodCount: periodCount, reconnect: reconnect, jackServer: jackServer, virtual: virtual))
+        try self.init(
+            io: IOUnit(
+                IOUnit.Configuration(
+                    backend: backend, inputFormat: format, inputDevice: device, periodFrames: periodFrames,
+                    periodCount: periodCount, reconnect: reconnect, jackServer: jackServer, virtual: virtual)),
+            bufferedSeconds: bufferedSeconds)
+    }
+
+    /// A microphone over an I/O unit of your own: capture (bus 1) in `io`'s input format reaches ``buffers`` while
+    /// the same unit plays (bus 0) — the karaoke case, where the voice is monitored and recorded at once. Takes
+    /// the unit's capture handler; start and stop the unit through this source.
+    /// - Throws: ``AudioError`` `.invalidFormat` when `io` has no input bus, `.invalidParameter` for buffering that
+    ///   is not a positive number of seconds, `.invalidState` when `io` is running.
+    public init(io: IOUnit, bufferedSeconds: Double = 2) throws(AudioError) {
+        guard let format = io.configuration.inputFormat else {
+            throw AudioError(.invalidFormat, "a microphone needs an I/O unit with capture enabled (an input format for bus 1)")
+        }
+        guard bufferedSeconds > 0, bufferedSeconds.isFinite else {
+            throw AudioError(.invalidParameter, "the microphone's buffering must be a positive number of seconds, got \(bufferedSeconds)")
+        }
+        self.format = format
+        self.io = io
         self.bufferedSeconds = bufferedSeconds
-        slotFrames = max(periodFrames, virtual.maximumCycle(period: periodFrames))
+        let configuration = io.configuration
+        slotFrames = max(configuration.periodFrames, configuration.virtual.maximumCycle(period: configuration.periodFrames))
         let bytesPerSlot = slotFrames * format.bytesPerFrame * format.bufferCount
-        let slots = max(4, Int((bufferedSeconds * sampleRate / Double(slotFrames)).rounded(.up)))
+        let slots = max(4, Int((bufferedSeconds * format.sampleRate / Double(slotFrames)).rounded(.up)))
         ring = SlotRingBuffer(slotCount: slots, slotBytes: bytesPerSlot)
         let link = WeakLink()
         buffers = AsyncStream(unfolding: { await link.source?.next() })

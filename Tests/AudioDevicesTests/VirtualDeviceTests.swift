@@ -182,6 +182,86 @@ func monitorThroughVirtualDevice(input: String, output: String, sizes: VirtualDe
         #expect(pattern == fixed)
     }
 
+    /// The karaoke case: one duplex I/O unit monitors the voice through a graph while a MicrophoneSource on the
+    /// same unit records it. The recording is the input exactly (in Int16), the speaker gets it 6.02 dB down,
+    /// and both run on one clock: the same frames, the same sample times.
+    @Test func microphoneOnADuplexUnit() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let samples: [Float] = (0..<24_000).map { Float(sin(Double($0) * 0.02)) * 0.5 }
+        try writeWAV(dir.file("in.wav"), channels: [samples])
+        let json = """
+            {"sampleRate": 48000, "channels": 2,
+             "nodes": [{"id": "mic", "type": "input", "channels": 1}, {"id": "trim", "type": "gain", "gain": -6.0206}],
+             "connections": [{"from": "mic", "to": "trim"}, {"from": "trim", "to": "output"}]}
+            """
+        let loaded = try GraphFile.load(json: json, maximumFrames: 4096)
+        let voice = try StreamFormat(sampleRate: 48_000, channelCount: 1, sampleType: .int16, interleaved: true)
+        let io = try IOUnit(
+            IOUnit.Configuration(
+                backend: .virtual, inputFormat: voice, outputFormat: loaded.graph.format, inputDevice: dir.file("in.wav"),
+                outputDevice: dir.file("out.wav"), periodFrames: 480,
+                virtual: VirtualDeviceOptions(pacing: .asFastAsPossible, callbackSizes: .random(range: 1...900, seed: 5))))
+        try io.setInputUnit(loaded.inputUnits[0].unit)
+        try io.setOutputGraph(loaded.graph)
+        let mic = try MicrophoneSource(io: io, bufferedSeconds: 2)
+        #expect(mic.format == voice)
+        try mic.start()
+        try await offPool {
+            while io.sampleTime < 24_000 { usleep(500) }
+            mic.finish()
+        }
+        var recorded: [CapturedBuffer] = []
+        for await b in mic.buffers { recorded.append(b) }
+        #expect(mic.overflowCount == 0)
+        var expected: Int64 = 0
+        for b in recorded {
+            #expect(b.sampleTime == expected)
+            expected += Int64(b.frameCount)
+        }
+        let voiceOut = Array(channels(of: recorded)[0].prefix(24_000))
+        let reference = samples.map { Float(Int16(($0 * 32768).rounded())) / 32768 }
+        #expect(voiceOut == reference)
+        let speaker = try FFmpeg.decode(dir.file("out.wav"), channels: 2)
+        #expect(speaker[0].count >= 24_000 && speaker[0].count == speaker[1].count)
+        // The speaker hears the float input (the graph is fed before the Int16 conversion) at half amplitude.
+        #expect(maxAbsDifference(Array(speaker[0].prefix(24_000)), samples.map { $0 * 0.5 }) < 1e-6)
+    }
+
+    /// A microphone needs a unit with capture, positive buffering, and a unit that is not running.
+    @Test func microphoneOnAUnitErrors() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        try writeWAV(dir.file("in.wav"), channels: [[Float](repeating: 0, count: 48_000)])
+        let stereo = try StreamFormat.graph(sampleRate: 48_000, channelCount: 2)
+        let playbackOnly = try IOUnit(
+            IOUnit.Configuration(backend: .virtual, outputFormat: stereo, outputDevice: dir.file("out.wav")))
+        do throws(AudioError) {
+            _ = try MicrophoneSource(io: playbackOnly)
+            Issue.record("a playback-only unit accepted a microphone")
+        } catch {
+            #expect(error.code == .invalidFormat && error.message.contains("capture"))
+        }
+        let capture = try IOUnit(
+            IOUnit.Configuration(
+                backend: .virtual, inputFormat: stereo, inputDevice: dir.file("in.wav"),
+                virtual: VirtualDeviceOptions(pacing: .realTime)))
+        do throws(AudioError) {
+            _ = try MicrophoneSource(io: capture, bufferedSeconds: 0)
+            Issue.record("zero buffering accepted")
+        } catch {
+            #expect(error.code == .invalidParameter)
+        }
+        try capture.start()
+        defer { capture.stop() }
+        do throws(AudioError) {
+            _ = try MicrophoneSource(io: capture)
+            Issue.record("a running unit accepted a microphone")
+        } catch {
+            #expect(error.code == .invalidState)
+        }
+    }
+
     /// Paced in real time, half a second of input takes at least half a second.
     @Test func realTimePacing() async throws {
         let dir = try TemporaryDirectory()

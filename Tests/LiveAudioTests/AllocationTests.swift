@@ -38,4 +38,30 @@ func probe(_ arguments: [String]) throws -> [String: Int] {
         #expect(abs(long["allocations"]! - short["allocations"]!) <= 8)
         #expect(long["maxRSSKiB"]! - short["maxRSSKiB"]! < 2048)
     }
+
+    /// Ear monitoring on a real device thread — the JACK dummy driver's process thread at 128 frames, and the
+    /// virtual device's thread with random 1–512-frame cycles as fast as it can go: the microphone in the seeds'
+    /// Int16 to a MicrophoneSource ring (its consumer sleeping 150 ms of every 400, so it overflows), the voice chain of
+    /// examples/monitor-voice-chain.json mixed with a read-ahead accompaniment, effect parameters, bypasses and
+    /// mute moving from a control thread. Not one allocation on the device thread once warmed up; a deliberate
+    /// allocation on that thread is counted, so the zero means something.
+    @Test func deviceThreadsNeverAllocate() throws {
+        let graph = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .appendingPathComponent("../../examples/monitor-voice-chain.json").standardized.path
+        let jack = try JACKServer(periodFrames: 128)
+        defer { jack.stop() }
+        for (backend, minimumCycles) in [(["jack", jack.name], 1500), (["virtual"], 4000)] {
+            let dir = try TemporaryDirectory()
+            defer { dir.remove() }
+            let report = try probe(["device-cycles", dir.path, graph] + backend)
+            #expect(report["cycles"]! >= minimumCycles, "\(backend)")
+            #expect(report["watchedCycles"]! >= minimumCycles, "\(backend): the tap watched the device thread")
+            #expect(report["changes"]! >= 100, "\(backend)")
+            #expect(report["overflows"]! > 0, "\(backend): the full-ring path ran")
+            #expect(report["consumed"]! > 0, "\(backend)")
+            #expect(report["faults"] == 0, "\(backend)")
+            #expect(report["canaryAllocations"]! >= 1, "\(backend): an allocation on the device thread is seen")
+            #expect(report["deviceThreadAllocations"] == 0, "\(backend): \(report)")
+        }
+    }
 }

@@ -1,11 +1,13 @@
 // Counts heap allocations on the render thread, run with the malloc interposer preloaded:
 //   LD_PRELOAD=.build/debug/libMallocInterposerSwift.so .build/debug/AllocationProbe render-cycles DIR
 //   LD_PRELOAD=... AllocationProbe render-file DIR SECONDS
+//   LD_PRELOAD=... AllocationProbe device-cycles DIR GRAPH.json jack SERVER | virtual
 // Prints one JSON object; the tests in LiveAudioTests run it and judge the numbers.
 import CAllocationProbe
 import Foundation
 import LiveAudio
 import MallocInterposerSwift
+import Synchronization
 
 func writeTestFile(_ path: String, seconds: Double, channels: Int) throws {
     let format = try StreamFormat(sampleRate: 48_000, channelCount: channels, sampleType: .int16, interleaved: true)
@@ -104,8 +106,8 @@ func renderCycles(directory: String) throws {
     MallocInterposerSwift.setAllocationHook(allocation_probe_hook)
     allocation_probe_reset()
     MallocInterposerSwift.hook()
-    let stop = Atomic(false)
-    let changes = Atomic(0)
+    let stop = Locked(false)
+    let changes = Locked(0)
     // Control thread: reconfigure, add and remove nodes, move parameters.
     let control = Thread {
         var k = 0
@@ -191,15 +193,166 @@ func renderFile(directory: String, seconds: Double) throws {
     ])
 }
 
+/// Marks the thread it renders on for the allocation count while armed, and passes its input through. The
+/// device's real-time thread (JACK's process thread, the virtual device's thread) is not ours to start, so the
+/// graph opts it in from inside the cycle; from the next cycle on, the whole cycle is watched — driver, capture
+/// handler, graph, output copy.
+final class ThreadTap: RenderUnit, @unchecked Sendable {
+    let armed = Synchronization.Atomic<Bool>(false)
+    /// Set for one cycle to allocate on purpose: proves the count sees this thread.
+    let canary = Synchronization.Atomic<Bool>(false)
+    let watchedCycles = Synchronization.Atomic<Int>(0)
+
+    init(format: StreamFormat) {
+        super.init(kind: "tap", inputs: [format], outputs: [format])
+    }
+
+    override func render(_ context: RenderContext) {
+        context.output(0).copy(from: context.input(0))
+        if armed.load(ordering: .acquiring) {
+            allocation_probe_watch_this_thread(1)
+            watchedCycles.add(1, ordering: .relaxed)
+            if canary.exchange(false, ordering: .relaxed) { free(malloc(64)) }
+        } else {
+            allocation_probe_watch_this_thread(0)
+        }
+    }
+}
+
+/// Ear monitoring as a karaoke app runs it, on a real device thread: the microphone (Int16 mono, the seeds'
+/// format) goes to a MicrophoneSource's ring and, through an input node, into the voice chain of `graphPath`,
+/// mixed with an accompaniment read from a file (read ahead by the worker the render thread wakes), and out to
+/// the device. A control thread moves every effect parameter, flips bypasses and mute, and a consumer drains
+/// the microphone — pausing now and then so the ring overflows. Counts the allocations on the device thread.
+func deviceCycles(directory: String, graphPath: String, backend: DeviceBackend, jackServer: String?) throws {
+    let accompaniment = directory + "/accompaniment.wav"
+    try writeTestFile(accompaniment, seconds: 20, channels: 2)
+    let loaded = try GraphFile.load(path: graphPath, maximumFrames: 1024)
+    let graph = loaded.graph
+    guard let input = loaded.inputUnits.first?.unit, let last = loaded.nodes[loaded.nodeIDs.last ?? ""] else {
+        throw AudioError(.invalidGraphDescription, "'\(graphPath)' needs an input node")
+    }
+    // Splice: last effect + accompaniment → mixer → tap → output.
+    try graph.disconnect(graph.output)
+    let mixer = try graph.addNode(MixerUnit(format: graph.format, inputs: 2), name: "mix")
+    let file = try graph.addNode(FileSourceUnit(path: accompaniment), name: "accompaniment")
+    let tapUnit = ThreadTap(format: graph.format)
+    let tap = try graph.addNode(tapUnit, name: "tap")
+    try graph.connect(last, to: mixer, inputBus: 0)
+    try graph.connect(file, to: mixer, inputBus: 1)
+    try graph.connect(mixer, to: tap)
+    try graph.connect(tap, to: graph.output)
+
+    let voice = try StreamFormat(sampleRate: graph.format.sampleRate, channelCount: 1, sampleType: .int16, interleaved: true)
+    let virtualInput = directory + "/voice.wav"
+    var configuration = IOUnit.Configuration(
+        backend: backend, inputFormat: voice, outputFormat: graph.format, periodFrames: 128, periodCount: 2,
+        reconnect: false, jackServer: jackServer)
+    if backend == .jack {
+        configuration.inputDevice = "self"
+        configuration.outputDevice = "self"
+    } else {
+        try writeTestFile(virtualInput, seconds: 30, channels: 1)
+        configuration.inputDevice = virtualInput
+        configuration.outputDevice = directory + "/speaker.wav"
+        configuration.periodFrames = 256
+        configuration.virtual = VirtualDeviceOptions(
+            pacing: .asFastAsPossible, callbackSizes: .random(range: 1...512, seed: 11))
+    }
+    let io = try IOUnit(configuration)
+    try io.setInputUnit(input)
+    try io.setOutputGraph(graph)
+    let microphone = try MicrophoneSource(io: io, bufferedSeconds: 0.1)
+
+    let consumerPaused = Locked(false)
+    let consumed = Locked(0)
+    let consumer = Task.detached {
+        for await _ in microphone.buffers {
+            consumed.add(1)
+            while consumerPaused.load() { try? await Task.sleep(nanoseconds: 1_000_000) }
+        }
+    }
+    let effects = loaded.nodeIDs.compactMap { loaded.units[$0] }.filter { !$0.parameters.isEmpty }
+    let stop = Locked(false)
+    let changes = Locked(0)
+    let control = Thread {
+        var k = 0
+        while !stop.load() {
+            for (i, unit) in effects.enumerated() {
+                for (j, p) in unit.parameters.enumerated() {
+                    let r = p.spec.range
+                    try? p.set(r.lowerBound + (r.upperBound - r.lowerBound) * Float((k * 7 + i * 3 + j * 5) % 11) / 10)
+                }
+                if (k + i) % 7 == 0 { unit.isBypassed.toggle() }
+            }
+            if k % 5 == 0 { microphone.isMuted.toggle() }
+            // 150 ms of every 400 the consumer sleeps: longer than the ring's 100 ms, so it overflows.
+            consumerPaused.store(monotonicNanoseconds() / 1_000_000 % 400 >= 250)
+            k += 1
+            changes.add(1)
+            usleep(backend == .jack ? 20_000 : 2_000)
+        }
+    }
+    MallocInterposerSwift.setAllocationHook(allocation_probe_hook)
+    MallocInterposerSwift.hook()
+    try microphone.start()
+    control.start()
+    func waitFor(cycles n: Int, changes c: Int = 0) {
+        let deadline = monotonicNanoseconds() + 60_000_000_000
+        while io.cycleCount < n || changes.load() < c, monotonicNanoseconds() < deadline { usleep(2000) }
+    }
+    // Warm-up: every path once (ramps, bypass fades, mute, overflow), then arm the tap and wait two cycles so
+    // every later cycle is watched from its start.
+    waitFor(cycles: backend == .jack ? 750 : 1500, changes: 60)
+    tapUnit.armed.store(true, ordering: .releasing)
+    waitFor(cycles: io.cycleCount + 2)
+    allocation_probe_reset()
+    let measuredFrom = io.cycleCount
+    let changesFrom = changes.load()
+    let overflowsFrom = microphone.overflowCount
+    waitFor(cycles: measuredFrom + (backend == .jack ? 1500 : 4000), changes: changesFrom + 100)
+    let allocations = allocation_probe_count()
+    let bytes = allocation_probe_bytes()
+    let measuredCycles = io.cycleCount - measuredFrom
+    let measuredChanges = changes.load() - changesFrom
+    let overflows = microphone.overflowCount - overflowsFrom
+    // The canary: one deliberate allocation on the device thread must be counted.
+    tapUnit.canary.store(true, ordering: .releasing)
+    waitFor(cycles: io.cycleCount + 2)
+    let canary = allocation_probe_count() - allocations
+    tapUnit.armed.store(false, ordering: .releasing)
+    waitFor(cycles: io.cycleCount + 2)
+    stop.store(true)
+    while !control.isFinished { usleep(1000) }
+    let xruns = io.xrunCount
+    let faults = io.faultCount
+    microphone.finish()
+    MallocInterposerSwift.unhook()
+    MallocInterposerSwift.setAllocationHook(nil)
+    consumerPaused.store(false)
+    let drained = DispatchSemaphore(value: 0)
+    Task.detached {
+        _ = await consumer.value
+        drained.signal()
+    }
+    drained.wait()
+    emit([
+        "cycles": measuredCycles, "watchedCycles": tapUnit.watchedCycles.load(ordering: .relaxed),
+        "deviceThreadAllocations": Int(allocations), "deviceThreadBytes": Int(bytes), "canaryAllocations": Int(canary),
+        "changes": measuredChanges, "overflows": overflows, "consumed": consumed.load(), "xruns": xruns,
+        "faults": faults,
+    ])
+}
+
 /// A tiny atomic for the probe's own threads.
-final class Atomic<T: Sendable>: @unchecked Sendable {
+final class Locked<T: Sendable>: @unchecked Sendable {
     private let lock = NSLock()
     private var value: T
     init(_ v: T) { value = v }
     func load() -> T { lock.withLock { value } }
     func store(_ v: T) { lock.withLock { value = v } }
 }
-extension Atomic where T == Int {
+extension Locked where T == Int {
     func add(_ d: Int) { lock.withLock { value += d } }
 }
 
@@ -208,8 +361,12 @@ do {
     switch args.count > 2 ? args[1] : "" {
     case "render-cycles": try renderCycles(directory: args[2])
     case "render-file" where args.count > 3: try renderFile(directory: args[2], seconds: Double(args[3])!)
+    case "device-cycles" where args.count > 5 && args[4] == "jack":
+        try deviceCycles(directory: args[2], graphPath: args[3], backend: .jack, jackServer: args[5])
+    case "device-cycles" where args.count > 4 && args[4] == "virtual":
+        try deviceCycles(directory: args[2], graphPath: args[3], backend: .virtual, jackServer: nil)
     default:
-        FileHandle.standardError.write(Data("usage: AllocationProbe render-cycles DIR | render-file DIR SECONDS\n".utf8))
+        FileHandle.standardError.write(Data("usage: AllocationProbe render-cycles DIR | render-file DIR SECONDS | device-cycles DIR GRAPH (jack SERVER | virtual)\n".utf8))
         exit(2)
     }
 } catch {
