@@ -95,6 +95,8 @@ public final class IOUnit: @unchecked Sendable {
     private var readAhead: ReadAheadWorker?
     /// Added to the driver's sample time: the frames (and gaps) of earlier connections.
     private var sampleTimeOffset: Int64 = 0
+    /// Records per-cycle timings when asked to.
+    private var timing: CycleTimingRecorder?
 
     // Render thread → control side.
     private let lastSampleEnd = Atomic<Int64>(0)
@@ -193,6 +195,21 @@ public final class IOUnit: @unchecked Sendable {
         }
         input = unit
     }
+
+    /// Records when each of the next `capacity` cycles started and how long it took (see ``cycleTimings``), from
+    /// the next ``start()`` on, across stops and reconnects, until full; 0 stops recording. The storage is
+    /// allocated here, so the real-time thread only writes into it.
+    /// - Throws: ``AudioError`` `.invalidParameter` for a negative or huge capacity, `.invalidState` while running.
+    public func recordCycleTimings(capacity: Int) throws(AudioError) {
+        try requireStopped("change cycle timing")
+        guard capacity >= 0, capacity <= 50_000_000 else {
+            throw AudioError(.invalidParameter, "cycle timing capacity must be 0…50,000,000 cycles, got \(capacity)")
+        }
+        timing = capacity > 0 ? CycleTimingRecorder(capacity: capacity) : nil
+    }
+
+    /// The cycle timings recorded so far (see ``recordCycleTimings(capacity:)``); readable while running.
+    public var cycleTimings: [CycleTiming] { timing?.snapshot ?? [] }
 
     private func requireStopped(_ verb: String) throws(AudioError) {
         condition.lock()
@@ -409,6 +426,7 @@ public final class IOUnit: @unchecked Sendable {
 extension IOUnit: DeviceCycleHandler {
     /// The real-time cycle: capture to the handler and the input unit, then the graph (or callback) to the output.
     func deviceCycle(input: BufferView?, output: BufferView?, time: DeviceCycleTime) {
+        let began = timing == nil ? 0 : monotonicNanoseconds()
         let sampleTime = time.sampleTime + sampleTimeOffset
         let frames = input?.frameCount ?? output?.frameCount ?? 0
         if let input {
@@ -437,6 +455,7 @@ extension IOUnit: DeviceCycleHandler {
         self.input?.current = nil
         cycles.add(1, ordering: .relaxed)
         lastSampleEnd.store(sampleTime + Int64(frames), ordering: .releasing)
+        timing?.record(start: began, end: monotonicNanoseconds(), sampleTime: sampleTime, frames: frames)
     }
 }
 

@@ -369,6 +369,9 @@ struct Monitor: AsyncParsableCommand {
     @Option(help: "Input channels without --graph (the output is stereo).")
     var channels: Int = 1
 
+    @Flag(help: "Time every cycle; print render time, callback jitter and load (p50/p99/p99.99/max) at the end.")
+    var timing = false
+
     func run() async throws {
         do throws(AudioError) {
             try validateDuration(duration)
@@ -397,6 +400,9 @@ struct Monitor: AsyncParsableCommand {
                     input: inputFormat, output: renderGraph.format, inputDevice: input, outputDevice: output))
             try io.setInputUnit(inputUnit)
             try io.setOutputGraph(renderGraph)
+            // Room for every cycle of the run at 16-frame periods (a run without --duration: its first million).
+            let timingCapacity = duration.map { Int($0 * inputFormat.sampleRate / 16) + 4096 } ?? 1_000_000
+            if timing { try io.recordCycleTimings(capacity: timingCapacity) }
             var limit = duration.map { Int64(($0 * inputFormat.sampleRate).rounded()) }
             if io.configuration.backend == .virtual, limit == nil, let input {
                 limit = try WAVFileReader.info(path: input).frameCount
@@ -417,6 +423,12 @@ struct Monitor: AsyncParsableCommand {
             print(
                 "monitored \(String(format: "%.3f", Double(io.sampleTime) / inputFormat.sampleRate)) s: "
                     + "\(io.cycleCount) cycles, xruns \(io.xrunCount), faults \(io.faultCount), reconnects \(io.reconnectCount)")
+            if timing {
+                let timings = io.cycleTimings
+                print(
+                    "cycle timing: \(CycleTimingSummary(timings, sampleRate: inputFormat.sampleRate))"
+                        + (timings.count >= timingCapacity ? " (the first \(timingCapacity) cycles)" : ""))
+            }
         } catch {
             throw fail(error)
         }

@@ -262,6 +262,68 @@ func monitorThroughVirtualDevice(input: String, output: String, sizes: VirtualDe
         }
     }
 
+    /// Cycle timing: every cycle of a run is recorded (start, duration, sample time, frames) until the capacity is
+    /// reached, and not one more; the records follow the device's cycles in order.
+    @Test func recordsCycleTimings() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        try writeWAV(dir.file("in.wav"), channels: [[Float](repeating: 0.1, count: 9600)])
+        let mono = try StreamFormat.graph(sampleRate: 48_000, channelCount: 1)
+        func run(capacity: Int) async throws -> (IOUnit, [CycleTiming]) {
+            let io = try IOUnit(
+                IOUnit.Configuration(
+                    backend: .virtual, inputFormat: mono, inputDevice: dir.file("in.wav"), periodFrames: 480,
+                    virtual: VirtualDeviceOptions(pacing: .asFastAsPossible, callbackSizes: .sequence([480, 100, 7]))))
+            try io.setCaptureHandler { _, _ in }
+            try io.recordCycleTimings(capacity: capacity)
+            try io.start()
+            while io.sampleTime < 9600 { try await Task.sleep(nanoseconds: 1_000_000) }
+            io.stop()
+            return (io, io.cycleTimings)
+        }
+        let (io, all) = try await run(capacity: 1_000_000)
+        #expect(all.count == io.cycleCount && all.count >= 9600 / 587 * 3)
+        #expect(Array(all.prefix(4).map(\.frames)) == [480, 100, 7, 480])
+        for (a, b) in zip(all, all.dropFirst()) {
+            #expect(b.sampleTime == a.sampleTime + Int64(a.frames))
+            #expect(b.start >= a.start + a.duration)
+        }
+        let (_, ten) = try await run(capacity: 10)
+        #expect(ten.count == 10)
+        #expect(ten.map(\.sampleTime) == Array(all.prefix(10).map(\.sampleTime)))
+        let summary = CycleTimingSummary(all, sampleRate: 48_000)
+        #expect(summary.cycles == all.count && summary.jitterMicroseconds.count == all.count - 1)
+        #expect(CycleTimingSummary(Array(all.prefix(9)), sampleRate: 48_000).typicalFrames == 480, "ties: the largest")
+
+        do throws(AudioError) {
+            try io.recordCycleTimings(capacity: -1)
+            Issue.record("a negative capacity was accepted")
+        } catch {
+            #expect(error.code == .invalidParameter)
+        }
+    }
+
+    /// Percentiles by nearest rank, and a summary's arithmetic on timings made up by hand: 100-frame cycles at
+    /// 48 kHz stand for 2083.3 µs each; a reconnect's gap is not jitter.
+    @Test func cycleTimingSummaryArithmetic() {
+        let p = Percentiles((1...10_000).reversed().map(Double.init))
+        #expect(p.count == 10_000 && p.p50 == 5000 && p.p99 == 9900 && p.p9999 == 9999 && p.max == 10_000)
+        #expect(Percentiles([]).p99 == 0 && Percentiles([7]).p9999 == 7)
+        let period = 100.0 * 1e9 / 48_000  // ns
+        let starts: [Double] = [0, period + 10_000, 2 * period + 10_000, 3 * period - 5_000]
+        var timings = starts.enumerated().map { i, s in
+            CycleTiming(start: UInt64(s), duration: 500_000, sampleTime: Int64(i * 100), frames: 100)
+        }
+        // A reconnect: the sample time jumps, the start is a second later.
+        timings.append(CycleTiming(start: UInt64(starts[3] + 1e9), duration: 1_000_000, sampleTime: 48_400, frames: 100))
+        let s = CycleTimingSummary(timings, sampleRate: 48_000)
+        #expect(s.jitterMicroseconds.count == 3)
+        #expect(abs(s.jitterMicroseconds.p50 - 10) < 0.01 && abs(s.jitterMicroseconds.max - 15) < 0.01)
+        #expect(s.renderMicroseconds.p50 == 500 && s.renderMicroseconds.max == 1000)
+        #expect(abs(s.load.max - 1_000_000 / period) < 1e-9)
+        #expect(s.description.hasPrefix("5 cycles of 100 frames (2.08 ms): render p50 500.00,"))
+    }
+
     /// Paced in real time, half a second of input takes at least half a second.
     @Test func realTimePacing() async throws {
         let dir = try TemporaryDirectory()

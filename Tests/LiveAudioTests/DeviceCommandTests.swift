@@ -157,7 +157,8 @@ import TestSupport
     }
 
     /// `play` and `record` on the virtual backend: a file played into the virtual speaker and recorded from the
-    /// virtual microphone comes back exact; `latency` on JACK with `--device self` reports one period.
+    /// virtual microphone comes back exact; `latency` on JACK with `--device self` reports one period, and
+    /// `monitor --timing` reports the cycles' timing.
     @Test func virtualPlayRecordAndJackLatency() async throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
@@ -179,5 +180,12 @@ import TestSupport
         let lat = try await runTool(liveaudio, ["latency", "--backend", "jack", "--device", "self", "--jack-server", jack.name, "--clicks", "2"])
         #expect(lat.status == 0, "\(lat.stderr)")
         #expect(lat.stdout.contains("frames=512 periods=1.00"), "\(lat.stdout)")
+        // `monitor --timing` on the same server: one line of cycle timing after the run, at the server's period.
+        let timed = try await runTool(
+            liveaudio, ["monitor", "--backend", "jack", "--jack-server", jack.name, "--duration", "1", "--timing"])
+        #expect(timed.status == 0, "\(timed.stderr)")
+        let line = timed.stdout.split(separator: "\n").first { $0.hasPrefix("cycle timing: ") }
+        #expect(line?.contains("cycles of 512 frames (10.67 ms): render p50 ") == true, "\(timed.stdout)")
+        #expect(line?.contains("callback jitter p50 ") == true && line?.contains("load p99 ") == true)
     }
 }

@@ -223,7 +223,8 @@ final class ThreadTap: RenderUnit, @unchecked Sendable {
 /// format) goes to a MicrophoneSource's ring and, through an input node, into the voice chain of `graphPath`,
 /// mixed with an accompaniment read from a file (read ahead by the worker the render thread wakes), and out to
 /// the device. A control thread moves every effect parameter, flips bypasses and mute, and a consumer drains
-/// the microphone — pausing now and then so the ring overflows. Counts the allocations on the device thread.
+/// the microphone — pausing now and then so the ring overflows. Cycle timing is on. Counts the allocations on the
+/// device thread.
 func deviceCycles(directory: String, graphPath: String, backend: DeviceBackend, jackServer: String?) throws {
     let accompaniment = directory + "/accompaniment.wav"
     try writeTestFile(accompaniment, seconds: 20, channels: 2)
@@ -262,6 +263,7 @@ func deviceCycles(directory: String, graphPath: String, backend: DeviceBackend, 
     let io = try IOUnit(configuration)
     try io.setInputUnit(input)
     try io.setOutputGraph(graph)
+    try io.recordCycleTimings(capacity: 100_000)  // timing, as `monitor --timing` and the benchmarks use it
     let microphone = try MicrophoneSource(io: io, bufferedSeconds: 0.1)
 
     let consumerPaused = Locked(false)

@@ -1,0 +1,122 @@
+import AudioCore
+import Synchronization
+
+/// One device cycle as the real-time thread saw it.
+public struct CycleTiming: Hashable, Sendable {
+    /// CLOCK_MONOTONIC, in nanoseconds, when the device called the cycle.
+    public var start: UInt64
+    /// Nanoseconds the cycle took: capture handler, input node, graph (or output callback), format conversion.
+    public var duration: UInt64
+    /// The cycle's sample time (continues across reconnects, jumping by the gap).
+    public var sampleTime: Int64
+    public var frames: Int
+
+    public init(start: UInt64, duration: UInt64, sampleTime: Int64, frames: Int) {
+        self.start = start
+        self.duration = duration
+        self.sampleTime = sampleTime
+        self.frames = frames
+    }
+}
+
+/// Nearest-rank percentiles of a set of measurements.
+public struct Percentiles: Hashable, Sendable {
+    public var count: Int
+    public var p50: Double
+    public var p99: Double
+    public var p9999: Double
+    public var max: Double
+
+    /// The percentiles of `values` (all zero when empty).
+    public init(_ values: [Double]) {
+        let sorted = values.sorted()
+        count = sorted.count
+        func rank(_ p: Double) -> Double {
+            guard !sorted.isEmpty else { return 0 }
+            // Nearest rank: the smallest value with at least p of the values at or below it.
+            let index = Int((p * Double(sorted.count)).rounded(.up)) - 1
+            return sorted[Swift.max(0, Swift.min(sorted.count - 1, index))]
+        }
+        p50 = rank(0.5)
+        p99 = rank(0.99)
+        p9999 = rank(0.9999)
+        max = sorted.last ?? 0
+    }
+}
+
+/// What a run's cycle timings say: how long each cycle took, and how regularly the device called it.
+///
+/// *Render time* is the time spent inside the cycle. *Callback jitter* is how far each interval between two
+/// consecutive cycles' starts strays from the audio it stands for (the earlier cycle's frames at the sample
+/// rate), in absolute value; intervals across a reconnect are left out. *Load* is render time over the cycle's
+/// own duration of audio: above 1 the cycle cannot keep up.
+public struct CycleTimingSummary: Hashable, Sendable, CustomStringConvertible {
+    public var cycles: Int
+    public var sampleRate: Double
+    /// Render time per cycle, microseconds.
+    public var renderMicroseconds: Percentiles
+    /// Callback jitter, microseconds.
+    public var jitterMicroseconds: Percentiles
+    /// Render time over the cycle's audio duration (0…1 keeps up).
+    public var load: Percentiles
+    /// The most common cycle size, frames (the largest of equally common ones).
+    public var typicalFrames: Int
+
+    public init(_ timings: [CycleTiming], sampleRate: Double) {
+        cycles = timings.count
+        self.sampleRate = sampleRate
+        renderMicroseconds = Percentiles(timings.map { Double($0.duration) / 1000 })
+        load = Percentiles(
+            timings.filter { $0.frames > 0 }.map { Double($0.duration) / 1e9 / (Double($0.frames) / sampleRate) })
+        var deviations: [Double] = []
+        deviations.reserveCapacity(timings.count)
+        for (a, b) in zip(timings, timings.dropFirst()) where b.sampleTime == a.sampleTime + Int64(a.frames) {
+            let interval = Double(b.start) - Double(a.start)
+            deviations.append(abs(interval - Double(a.frames) * 1e9 / sampleRate) / 1000)
+        }
+        jitterMicroseconds = Percentiles(deviations)
+        var counts: [Int: Int] = [:]
+        for t in timings { counts[t.frames, default: 0] += 1 }
+        typicalFrames = counts.max { $0.value < $1.value || ($0.value == $1.value && $0.key < $1.key) }?.key ?? 0
+    }
+
+    public var description: String {
+        func row(_ p: Percentiles) -> String {
+            "p50 \(String(format2: p.p50)), p99 \(String(format2: p.p99)), "
+                + "p99.99 \(String(format2: p.p9999)), max \(String(format2: p.max)) µs"
+        }
+        return "\(cycles) cycles of \(typicalFrames) frames (\(String(format2: Double(typicalFrames) * 1000 / sampleRate)) ms): "
+            + "render \(row(renderMicroseconds)); callback jitter \(row(jitterMicroseconds)); "
+            + "load p99 \(String(format2: load.p99 * 100)) %"
+    }
+}
+
+/// Per-cycle timings recorded on the real-time thread into storage allocated before the start: one writer that
+/// fills a record and then publishes the count, readers that copy what was published. Full, it stops recording.
+final class CycleTimingRecorder: @unchecked Sendable {
+    let capacity: Int
+    private let records: UnsafeMutablePointer<CycleTiming>
+    private let published = Atomic<Int>(0)
+
+    init(capacity: Int) {
+        self.capacity = capacity
+        records = .allocate(capacity: Swift.max(1, capacity))
+    }
+
+    deinit { records.deallocate() }
+
+    /// Real-time thread only.
+    @inline(__always)
+    func record(start: UInt64, end: UInt64, sampleTime: Int64, frames: Int) {
+        let n = published.load(ordering: .relaxed)
+        guard n < capacity else { return }
+        (records + n).initialize(
+            to: CycleTiming(start: start, duration: end &- start, sampleTime: sampleTime, frames: frames))
+        published.store(n + 1, ordering: .releasing)
+    }
+
+    var snapshot: [CycleTiming] {
+        let n = published.load(ordering: .acquiring)
+        return Array(UnsafeBufferPointer(start: records, count: n))
+    }
+}
