@@ -47,3 +47,80 @@ hyperfine --warmup 2 --runs 10 --export-markdown "$work/chain.md" \
   -n "ffmpeg eq×3,acompressor,aecho,alimiter" "ffmpeg -hide_banner -loglevel error -y -threads 1 -filter_threads 1 -i $work/chain-in.wav -af '$eq3,acompressor=threshold=-24dB:ratio=3:attack=5:release=120:makeup=1.58:knee=2,aecho=1:0.85:250:0.25,alimiter=limit=0.89:attack=3:release=50:level=0' -c:a pcm_f32le $work/chain-ff.wav" \
   -n "sox equalizer×3 compand reverb" "sox $work/chain-in.wav -e floating-point -b 32 $work/chain-sox.wav equalizer 90 0.7q -6 equalizer 3000 1q 3 equalizer 10000 0.7q 2 compand 0.005,0.12 6:-70,-70,-24,-24,0,-16 4 reverb 20"
 cat "$work/chain.md"
+
+echo "== devices: the monitor voice chain on the JACK dummy driver, 48 kHz (examples/monitor-voice-chain.json)"
+# One jackd per period (dummy driver, realtime where permitted), stopped by PID. A `liveaudio play` client feeds
+# music-like audio (pink noise with a tremolo, plus a tone) into the monitor's input, so the chain works on signal,
+# not on the dummy driver's silence; `liveaudio monitor --timing` runs the chain in JACK's process callback for
+# BENCH_DEVICE_SECONDS (default 60) and prints render time per cycle, callback jitter and load percentiles, and
+# the xruns JACK reported. The peer: two of JACK's own `jack_simple_client` (a C sine player each, the smallest
+# client there is) for the same time on a fresh server at the same period — the xruns the machine itself causes,
+# counted from jackd's log, as are ours for comparison.
+export JACK_NO_START_SERVER=1  # a client must never start a default jackd behind the benchmark's back
+seconds=${BENCH_DEVICE_SECONDS:-60}
+periods=${BENCH_DEVICE_PERIODS:-"256 128 64 32 16"}
+ffmpeg -hide_banner -loglevel error -y -f lavfi -i "anoisesrc=color=pink:sample_rate=48000:duration=$((seconds + 20)):amplitude=0.3:seed=3" \
+  -f lavfi -i "sine=frequency=196:sample_rate=48000:duration=$((seconds + 20))" \
+  -filter_complex "[0]tremolo=f=1.7:d=0.6[n];[1]volume=0.2[t];[n][t]amix=inputs=2:normalize=0" \
+  -ac 2 -c:a pcm_f32le "$work/monitor-in.wav"
+jack_pid=""
+player_pid=""
+stop_jack() {
+  for pid in $player_pid $jack_pid; do kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
+  player_pid=""
+  jack_pid=""
+}
+trap stop_jack EXIT
+start_jack() {  # $1: period in frames; sets jack_name, jack_pid and player_pid
+  jack_name="labench$$p$1"
+  jackd -n "$jack_name" -d dummy -r 48000 -p "$1" -C 2 -P 2 >"$work/jackd-$1.log" 2>&1 &
+  jack_pid=$!
+  JACK_DEFAULT_SERVER="$jack_name" jack_wait -w -t 10 >/dev/null 2>&1
+  .build/release/liveaudio play "$work/monitor-in.wav" --backend jack --jack-server "$jack_name" --device none \
+    >"$work/player-$1.log" 2>&1 &
+  player_pid=$!
+  for _ in $(seq 100); do
+    JACK_DEFAULT_SERVER="$jack_name" jack_lsp 2>/dev/null | grep -q '^liveaudio:out_1$' && break
+    sleep 0.1
+  done
+}
+lowest=""
+printf '| period | xruns in %s s (jackd log) | peer xruns (jackd log) | render p50 / p99 / p99.99 / max (µs) | jitter p50 / p99 / p99.99 / max (µs) | load p99 |\n' "$seconds" >"$work/devices.md"
+printf '|---|---|---|---|---|---|\n' >>"$work/devices.md"
+for p in $periods; do
+  start_jack "$p"
+  out=$(.build/release/liveaudio monitor --backend jack --jack-server "$jack_name" --input liveaudio \
+    --graph examples/monitor-voice-chain.json --duration "$seconds" --timing 2>"$work/monitor-$p.err") || true
+  stop_jack
+  echo "$out"
+  logged=$(grep -c 'XRun' "$work/jackd-$p.log" || true)
+  # The peer on a fresh server at the same period.
+  jack_name="labench$$peer$p"
+  jackd -n "$jack_name" -d dummy -r 48000 -p "$p" -C 2 -P 2 >"$work/jackd-peer-$p.log" 2>&1 &
+  jack_pid=$!
+  JACK_DEFAULT_SERVER="$jack_name" jack_wait -w -t 10 >/dev/null 2>&1
+  JACK_DEFAULT_SERVER="$jack_name" timeout "$seconds" jack_simple_client peer1 "$jack_name" >/dev/null 2>&1 &
+  peer1=$!
+  JACK_DEFAULT_SERVER="$jack_name" timeout "$seconds" jack_simple_client peer2 "$jack_name" >/dev/null 2>&1 || true
+  wait "$peer1" 2>/dev/null || true
+  stop_jack
+  peer=$(grep -c 'XRun' "$work/jackd-peer-$p.log" || true)
+  echo "peer (2 × jack_simple_client, $seconds s at $p frames): $peer xruns in jackd's log"
+  xruns=$(echo "$out" | sed -n 's/.*xruns \([0-9]*\),.*/\1/p')
+  timing=$(echo "$out" | grep '^cycle timing:' || true)
+  # "render p50 A, p99 B, p99.99 C, max D µs; callback jitter p50 E, …; load p99 F %"
+  render=$(echo "$timing" | sed -n 's/.*render p50 \([0-9.]*\), p99 \([0-9.]*\), p99.99 \([0-9.]*\), max \([0-9.]*\) µs; callback.*/\1 \/ \2 \/ \3 \/ \4/p')
+  jitter=$(echo "$timing" | sed -n 's/.*jitter p50 \([0-9.]*\), p99 \([0-9.]*\), p99.99 \([0-9.]*\), max \([0-9.]*\) µs;.*/\1 \/ \2 \/ \3 \/ \4/p')
+  load=$(echo "$timing" | sed -n 's/.*load p99 \([0-9.]*\) %.*/\1 %/p')
+  printf '| %s | %s (%s) | %s | %s | %s | %s |\n' "$p" "${xruns:-failed}" "$logged" "$peer" "$render" "$jitter" "$load" >>"$work/devices.md"
+  if [ "${xruns:-1}" = 0 ]; then lowest=$p; fi
+done
+cat "$work/devices.md"
+if [ -n "$lowest" ]; then
+  echo "lowest period with 0 xruns in $seconds s: $lowest frames; its round trip (JACK loopback, --device self):"
+  start_jack "$lowest"
+  .build/release/liveaudio latency --backend jack --device self --jack-server "$jack_name" --clicks 5 || true
+  stop_jack
+else
+  echo "no period ran $seconds s without xruns"
+fi

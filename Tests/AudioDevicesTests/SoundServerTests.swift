@@ -231,6 +231,62 @@ final class StallOnce: @unchecked Sendable {
         }
     }
 
+    /// The JACK server killed (SIGKILL, as a crash) while the unit plays a tone into its own input: a fault
+    /// event, failed reconnect attempts while the server is away, then — once a server of the same name is back
+    /// — the unit reconnects by itself, the tone comes back on the input, and sample time has moved on by the gap.
+    @Test func reconnectsWhenTheServerComesBack() async throws {
+        let jack = try await JACKServer.started(periodFrames: 512)
+        defer { jack.stop() }
+        let format = try StreamFormat.graph(sampleRate: 48_000, channelCount: 1)
+        let graph = try RenderGraph(format: format, maximumFrames: 4096)
+        try graph.connect(try graph.addNode(ToneUnit(format: format, frequency: 1000, amplitude: 0.25)), to: graph.output)
+        let io = try IOUnit(
+            IOUnit.Configuration(
+                backend: .jack, inputFormat: format, outputFormat: format, inputDevice: "self", outputDevice: "self",
+                reconnect: true, jackServer: jack.name))
+        try io.setOutputGraph(graph)
+        let tape = Tape(frames: 48_000 * 40, channels: 1)
+        try io.setCaptureHandler { raw, stamp in tape.store(raw, at: stamp.sampleTime) }
+        try io.start()
+        let (killedAt, resumedAt) = try await offPool { () throws -> (Int64, Int64) in
+            func wait(_ what: String, seconds: Double, until ready: () -> Bool) throws {
+                let deadline = Date().addingTimeInterval(seconds)
+                while !ready() {
+                    guard Date() < deadline else { throw SoundServerError("timed out waiting for \(what)") }
+                    usleep(5_000)
+                }
+            }
+            try wait("a second of audio", seconds: 10) { io.sampleTime >= 48_000 }
+            let killedAt = io.sampleTime
+            jack.kill()
+            try wait("the fault", seconds: 10) { io.faultCount == 1 }
+            usleep(500_000)  // away for a while: reconnect attempts fail
+            try jack.start()
+            try wait("the reconnect", seconds: 20) { io.reconnectCount == 1 }
+            let resumedAt = io.sampleTime
+            try wait("a second after the reconnect", seconds: 10) { io.sampleTime >= resumedAt + 48_000 }
+            return (killedAt, resumedAt)
+        }
+        io.stop()
+        var events: [DeviceEvent] = []
+        for await e in io.events {
+            events.append(e)
+            if case .stopped = e { break }
+        }
+        #expect(events.contains { if case .fault(let e) = $0 { e.code == .deviceUnavailable } else { false } }, "\(events)")
+        #expect(events.contains { if case .reconnectFailed = $0 { true } else { false } }, "\(events)")
+        let gaps = events.compactMap { if case .reconnected(_, let gap) = $0 { gap } else { nil } }
+        #expect(gaps.count == 1)
+        let gap = try #require(gaps.first)
+        #expect(gap >= 24_000, "the server was away at least half a second: \(gap) frames")
+        #expect(resumedAt >= killedAt + gap, "sample time moved on by the gap")
+        // The tone, before the kill and after the reconnect (one period of loopback delay, then the tone).
+        let before = tape.channels[0][Int(killedAt) - 24_000..<Int(killedAt)]
+        let after = tape.channels[0][Int(resumedAt) + 12_000..<Int(resumedAt) + 36_000]
+        #expect(abs(SignalCheck.toneAmplitude(before, frequency: 1000) - 0.25) < 0.01)
+        #expect(abs(SignalCheck.toneAmplitude(after, frequency: 1000) - 0.25) < 0.01)
+    }
+
     /// With no server: a clear error, at once; a rate the server does not run at: a clear error.
     @Test func clearErrors() async throws {
         let mono = try StreamFormat.graph(sampleRate: 48_000, channelCount: 1)

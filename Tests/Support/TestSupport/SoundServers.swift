@@ -200,13 +200,26 @@ public final class PulseAudioServer: @unchecked Sendable {
 public final class JACKServer: @unchecked Sendable {
     public let name: String
     public let periodFrames: Int
+    public let sampleRate: Int
     private var server: ChildProcess?
     private let log: String
 
     public init(periodFrames: Int = 1024, sampleRate: Int = 48_000) throws {
         name = "la" + String(UUID().uuidString.prefix(8)).lowercased()
         self.periodFrames = periodFrames
+        self.sampleRate = sampleRate
         log = NSTemporaryDirectory() + "liveaudio-jackd-\(name).log"
+        try start()
+    }
+
+    deinit { stop() }
+
+    /// The variables a client needs to reach this server.
+    public var environment: [String: String] { ["JACK_DEFAULT_SERVER": name] }
+
+    /// Starts jackd (the dummy driver) under this server's name and waits until clients can connect: at creation,
+    /// and again after ``kill()``.
+    public func start() throws {
         server = try ChildProcess(
             "jackd", ["-n", name, "-d", "dummy", "-r", "\(sampleRate)", "-p", "\(periodFrames)", "-C", "2", "-P", "2"],
             log: log)
@@ -216,10 +229,11 @@ public final class JACKServer: @unchecked Sendable {
         }
     }
 
-    deinit { stop() }
-
-    /// The variables a client needs to reach this server.
-    public var environment: [String: String] { ["JACK_DEFAULT_SERVER": name] }
+    /// Kills the server at once (SIGKILL, by PID), as a crash would.
+    public func kill() {
+        server?.stop(signal: SIGKILL)
+        server = nil
+    }
 
     /// Stops the server by PID.
     public func stop() {
