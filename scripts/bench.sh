@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# LiveAudio benchmarks: the engine (ordo-one/benchmark) and `liveaudio render` side by side with sox and ffmpeg
-# on the same input, in the same run. Results go to stdout; docs/benchmarks.md records them with this command.
+# LiveAudio benchmarks: the engine (ordo-one/benchmark), `liveaudio render` side by side with sox and ffmpeg on the
+# same input, and the monitor voice chain on the JACK dummy driver beside JACK's own clients, in the same run.
+# Results go to stdout; docs/benchmarks.md records them with this command. BENCH_DEVICE_SECONDS and
+# BENCH_DEVICE_PERIODS shorten the device part.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH=/opt/swift/usr/bin:$PATH
@@ -58,11 +60,14 @@ echo "== devices: the monitor voice chain on the JACK dummy driver, 48 kHz (exam
 # counted from jackd's log, as are ours for comparison.
 export JACK_NO_START_SERVER=1  # a client must never start a default jackd behind the benchmark's back
 seconds=${BENCH_DEVICE_SECONDS:-60}
-periods=${BENCH_DEVICE_PERIODS:-"256 128 64 32 16"}
+periods=${BENCH_DEVICE_PERIODS:-"1024 512 256 128 64 32 16"}
 ffmpeg -hide_banner -loglevel error -y -f lavfi -i "anoisesrc=color=pink:sample_rate=48000:duration=$((seconds + 20)):amplitude=0.3:seed=3" \
   -f lavfi -i "sine=frequency=196:sample_rate=48000:duration=$((seconds + 20))" \
   -filter_complex "[0]tremolo=f=1.7:d=0.6[n];[1]volume=0.2[t];[n][t]amix=inputs=2:normalize=0" \
   -ac 2 -c:a pcm_f32le "$work/monitor-in.wav"
+# JACK's registry (/dev/shm/jack-shm-registry) keeps 8 server slots, and a server that was killed keeps its slot:
+# with no jackd running, stale slots are cleared so that the servers below can start.
+if ! pgrep -x jackd >/dev/null; then rm -rf /dev/shm/jack-shm-registry /dev/shm/jack_sem.* /dev/shm/jack_db-* /dev/shm/jack-[0-9]*; fi
 jack_pid=""
 player_pid=""
 stop_jack() {
@@ -99,12 +104,18 @@ for p in $periods; do
   jackd -n "$jack_name" -d dummy -r 48000 -p "$p" -C 2 -P 2 >"$work/jackd-peer-$p.log" 2>&1 &
   jack_pid=$!
   JACK_DEFAULT_SERVER="$jack_name" jack_wait -w -t 10 >/dev/null 2>&1
-  JACK_DEFAULT_SERVER="$jack_name" timeout "$seconds" jack_simple_client peer1 "$jack_name" >/dev/null 2>&1 &
+  JACK_DEFAULT_SERVER="$jack_name" jack_simple_client peer1 "$jack_name" >/dev/null 2>&1 &
   peer1=$!
-  JACK_DEFAULT_SERVER="$jack_name" timeout "$seconds" jack_simple_client peer2 "$jack_name" >/dev/null 2>&1 || true
-  wait "$peer1" 2>/dev/null || true
-  stop_jack
+  JACK_DEFAULT_SERVER="$jack_name" jack_simple_client peer2 "$jack_name" >/dev/null 2>&1 &
+  peer2=$!
+  sleep "$seconds"
+  # Counted before anything stops. The server stops first: jack_simple_client exits on its shutdown notice (it can
+  # hang in its own SIGTERM handler), and a server whose clients were killed leaves its slot in JACK's registry.
   peer=$(grep -c 'XRun' "$work/jackd-peer-$p.log" || true)
+  stop_jack
+  sleep 1
+  kill -9 "$peer1" "$peer2" 2>/dev/null || true
+  wait "$peer1" "$peer2" 2>/dev/null || true
   echo "peer (2 × jack_simple_client, $seconds s at $p frames): $peer xruns in jackd's log"
   xruns=$(echo "$out" | sed -n 's/.*xruns \([0-9]*\),.*/\1/p')
   timing=$(echo "$out" | grep '^cycle timing:' || true)

@@ -220,12 +220,45 @@ public final class JACKServer: @unchecked Sendable {
     /// Starts jackd (the dummy driver) under this server's name and waits until clients can connect: at creation,
     /// and again after ``kill()``.
     public func start() throws {
-        server = try ChildProcess(
-            "jackd", ["-n", name, "-d", "dummy", "-r", "\(sampleRate)", "-p", "\(periodFrames)", "-C", "2", "-P", "2"],
-            log: log)
-        let r = try runProcess("jack_wait", ["-w", "-t", "10"], environment: environment)
-        guard r.status == 0 else {
-            throw SoundServerError("jackd did not start: \(server?.output ?? "") \(r.stderr)")
+        for attempt in 0..<2 {
+            server = try ChildProcess(
+                "jackd", ["-n", name, "-d", "dummy", "-r", "\(sampleRate)", "-p", "\(periodFrames)", "-C", "2", "-P", "2"],
+                log: log)
+            let r = try runProcess("jack_wait", ["-w", "-t", "10"], environment: environment)
+            if r.status == 0 { return }
+            let output = server?.output ?? ""
+            server?.stop()
+            // JACK's registry keeps 8 server slots and a killed server keeps its slot; with no jackd running,
+            // the stale registry can go, and the next server makes a new one.
+            if attempt == 0, output.contains("Too many servers"), Self.runningServers() == 0 {
+                Self.removeStaleRegistry()
+                continue
+            }
+            throw SoundServerError(
+                "jackd did not start: \(output) \(r.stderr)"
+                    + (output.contains("Too many servers")
+                        ? " (JACK's registry /dev/shm/jack-shm-registry is full of servers that were killed; stop every jackd and remove it)"
+                        : ""))
+        }
+    }
+
+    /// jackd processes on this machine (any user's, any name).
+    static func runningServers() -> Int {
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+        return entries.filter { pid in
+            pid.allSatisfy(\.isNumber)
+                && (try? String(contentsOfFile: "/proc/\(pid)/comm", encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines) == "jackd"
+        }.count
+    }
+
+    /// Removes JACK's shared-memory registry and semaphores; only when no jackd runs.
+    static func removeStaleRegistry() {
+        let shm = "/dev/shm/"
+        for entry in (try? FileManager.default.contentsOfDirectory(atPath: shm)) ?? []
+        where entry == "jack-shm-registry" || entry.hasPrefix("jack_sem.") || entry.hasPrefix("jack_db-")
+            || (entry.hasPrefix("jack-") && entry.dropFirst(5).first?.isNumber == true)
+        {
+            try? FileManager.default.removeItem(atPath: shm + entry)
         }
     }
 
