@@ -2,11 +2,12 @@ import Foundation
 import Testing
 import TestSupport
 
-/// Runs the allocation probe with the malloc interposer preloaded and reads its JSON report.
-func probe(_ arguments: [String]) throws -> [String: Int] {
+/// Runs the allocation probe with the malloc interposer preloaded and reads its JSON report. Waits off the
+/// cooperative pool: a probe runs for up to half a minute, and other suites' async tests need the pool's threads.
+func probe(_ arguments: [String]) async throws -> [String: Int] {
     let library = productsDirectory + "/libMallocInterposerSwift.so"
     #expect(FileManager.default.fileExists(atPath: library), "the malloc interposer is built with the tests")
-    let r = try runProcess(productsDirectory + "/AllocationProbe", arguments, environment: ["LD_PRELOAD": library])
+    let r = try await runTool(productsDirectory + "/AllocationProbe", arguments, environment: ["LD_PRELOAD": library])
     #expect(r.status == 0, "\(r.stderr)")
     let object = try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [String: Int]
     return try #require(object, "probe printed: \(r.stdout)")
@@ -17,10 +18,10 @@ func probe(_ arguments: [String]) throws -> [String: Int] {
     /// stereo bus) and every effect (eq, lowpass, highpass, bandpass, dynamics, reverb, delay, limiter, with
     /// their parameters and bypasses moving all the time), at least 24,000 warmed-up cycles of odd sizes, half of them while another thread rebuilds the
     /// graph thousands of times: not one allocation on the render thread.
-    @Test func renderThreadNeverAllocates() throws {
+    @Test func renderThreadNeverAllocates() async throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
-        let report = try probe(["render-cycles", dir.path])
+        let report = try await probe(["render-cycles", dir.path])
         #expect(report["cycles"]! >= 24_000)
         #expect(report["changes"]! >= 1000)
         #expect(report["schedulesPublished"]! >= 1000, "the graph was swapped during the measured cycles")
@@ -28,11 +29,11 @@ func probe(_ arguments: [String]) throws -> [String: Int] {
     }
 
     /// Rendering a file offline: allocations and peak memory do not grow with the duration.
-    @Test func fileRenderingDoesNotGrowWithDuration() throws {
+    @Test func fileRenderingDoesNotGrowWithDuration() async throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
-        let short = try probe(["render-file", dir.path, "5"])
-        let long = try probe(["render-file", dir.path, "120"])
+        let short = try await probe(["render-file", dir.path, "5"])
+        let long = try await probe(["render-file", dir.path, "120"])
         #expect(long["frames"] == 120 * 48_000 && short["frames"] == 5 * 48_000)
         // 24 times the cycles, the same allocations (setup only) and the same peak memory (within 2 MiB).
         #expect(abs(long["allocations"]! - short["allocations"]!) <= 8)
@@ -45,15 +46,15 @@ func probe(_ arguments: [String]) throws -> [String: Int] {
     /// examples/monitor-voice-chain.json mixed with a read-ahead accompaniment, effect parameters, bypasses and
     /// mute moving from a control thread. Not one allocation on the device thread once warmed up; a deliberate
     /// allocation on that thread is counted, so the zero means something.
-    @Test func deviceThreadsNeverAllocate() throws {
+    @Test func deviceThreadsNeverAllocate() async throws {
         let graph = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
             .appendingPathComponent("../../examples/monitor-voice-chain.json").standardized.path
-        let jack = try JACKServer(periodFrames: 128)
+        let jack = try await JACKServer.started(periodFrames: 128)
         defer { jack.stop() }
         for (backend, minimumCycles) in [(["jack", jack.name], 1500), (["virtual"], 4000)] {
             let dir = try TemporaryDirectory()
             defer { dir.remove() }
-            let report = try probe(["device-cycles", dir.path, graph] + backend)
+            let report = try await probe(["device-cycles", dir.path, graph] + backend)
             #expect(report["cycles"]! >= minimumCycles, "\(backend)")
             #expect(report["watchedCycles"]! >= minimumCycles, "\(backend): the tap watched the device thread")
             #expect(report["changes"]! >= 100, "\(backend)")

@@ -131,7 +131,9 @@ public final class PulseAudioServer: @unchecked Sendable {
         for sink in sinks { arguments += ["-L", "module-null-sink sink_name=\(sink) rate=48000 channels=2"] }
         arguments += ["-L", "module-always-sink"]
         server = try ChildProcess("pulseaudio", arguments, environment: environment, log: root + "/pulseaudio.log")
-        let deadline = Date().addingTimeInterval(10)
+        // A bound on waiting, not a performance figure: with every core busy with other tests, start-up has taken
+        // more than 10 s.
+        let deadline = Date().addingTimeInterval(30)
         while true {
             let r = try runProcess("pactl", ["info"], environment: environment)
             if r.status == 0 { break }
