@@ -213,7 +213,10 @@ func monitorThroughVirtualDevice(input: String, output: String, sizes: VirtualDe
         }
         var recorded: [CapturedBuffer] = []
         for await b in mic.buffers { recorded.append(b) }
-        #expect(mic.overflowCount == 0)
+        // The stream is read only after the run, and the device runs on as fast as it can until finish(): on a
+        // busy machine the ring (2 s) may fill with what came after the input, and those later periods are the
+        // ones dropped. The input itself must all be there, from sample time 0 on.
+        #expect(recorded.reduce(0) { $0 + $1.frameCount } >= 24_000)
         var expected: Int64 = 0
         for b in recorded {
             #expect(b.sampleTime == expected)
