@@ -18,6 +18,7 @@ let package = Package(
         .library(name: "AudioUnits", targets: ["AudioUnits"]),
         .library(name: "MediaContainers", targets: ["MediaContainers"]),
         .library(name: "AudioDevices", targets: ["AudioDevices"]),
+        .library(name: "AudioCodecs", targets: ["AudioCodecs"]),
         .executable(name: "liveaudio", targets: ["liveaudio"]),
     ],
     dependencies: [
@@ -40,6 +41,12 @@ let package = Package(
         // libasound and libjack (module map + shim header each).
         .systemLibrary(name: "CALSA", pkgConfig: "alsa", providers: [.apt(["libasound2-dev"])]),
         .systemLibrary(name: "CJACK", pkgConfig: "jack", providers: [.apt(["libjack-jackd2-dev"])]),
+        // FFmpeg's libraries (module map + shim header).
+        .systemLibrary(
+            name: "CFFmpeg", pkgConfig: "libavcodec libavformat libavutil libswresample",
+            providers: [.apt(["libavcodec-dev", "libavformat-dev", "libavutil-dev", "libswresample-dev"])]),
+        // Codecs through FFmpeg: the AAC-LC encoder.
+        .target(name: "AudioCodecs", dependencies: ["AudioCore", "MediaContainers", "CFFmpeg"], swiftSettings: strict),
         // Devices: ALSA, JACK and virtual (WAV) backends, the I/O unit, microphone source, latency measurement.
         .target(
             name: "AudioDevices",
@@ -48,7 +55,8 @@ let package = Package(
         ),
         // Umbrella module: re-exports the above, graph files, offline rendering to files.
         .target(
-            name: "LiveAudio", dependencies: ["AudioCore", "AudioGraph", "AudioUnits", "MediaContainers", "AudioDevices"],
+            name: "LiveAudio",
+            dependencies: ["AudioCore", "AudioGraph", "AudioUnits", "MediaContainers", "AudioDevices", "AudioCodecs"],
             swiftSettings: strict),
         .executableTarget(
             name: "liveaudio",
@@ -74,6 +82,7 @@ let package = Package(
         .testTarget(name: "AudioCoreTests", dependencies: ["AudioCore", "MediaContainers", "TestSupport"], swiftSettings: strict),
         .testTarget(name: "AudioGraphTests", dependencies: ["AudioGraph", "AudioUnits", "TestSupport"], swiftSettings: strict),
         .testTarget(name: "AudioUnitsTests", dependencies: ["AudioUnits", "LiveAudio", "TestSupport"], swiftSettings: strict),
+        .testTarget(name: "AudioCodecsTests", dependencies: ["AudioCodecs", "LiveAudio", "TestSupport"], swiftSettings: strict),
         .testTarget(
             name: "AudioDevicesTests", dependencies: ["AudioDevices", "LiveAudio", "TestSupport"], swiftSettings: strict),
         .testTarget(

@@ -1,4 +1,5 @@
 // LiveAudio: the umbrella module. `import LiveAudio` brings in the whole stack.
+@_exported import AudioCodecs
 @_exported import AudioCore
 @_exported import AudioDevices
 @_exported import AudioGraph

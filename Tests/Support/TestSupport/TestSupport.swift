@@ -90,7 +90,7 @@ public enum FFmpeg {
     public static func probe(_ path: String) throws -> [String: String] {
         let r = try runProcess(
             "ffprobe",
-            ["-v", "error", "-select_streams", "a:0", "-show_entries", "stream=codec_name,sample_rate,channels,duration_ts,bits_per_sample,sample_fmt",
+            ["-v", "error", "-select_streams", "a:0", "-show_entries", "stream=codec_name,profile,sample_rate,channels,duration_ts,bits_per_sample,sample_fmt",
              "-of", "default=noprint_wrappers=1", path])
         guard r.status == 0 else { throw FFmpegError(message: "ffprobe \(path): \(r.stderr)") }
         var fields: [String: String] = [:]
