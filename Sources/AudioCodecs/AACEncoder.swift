@@ -213,25 +213,7 @@ public final class AACEncoder: @unchecked Sendable {
             throw AudioError(.formatMismatch, "the chunk is \(chunk.format) but the encoder takes \(inputFormat)")
         }
         var packets: [AACPacket] = []
-        if let sampleTime {
-            if let start = startSampleTime {
-                let expected = start + inputFrames
-                if sampleTime < expected {
-                    throw AudioError(
-                        .invalidParameter,
-                        "the chunk starts at sample \(sampleTime), before the end of the last one (\(expected)): "
-                            + "input must not go back in time")
-                }
-                if sampleTime > expected {
-                    try appendSilence(Int(sampleTime - expected), into: &packets)
-                    gapFrames += sampleTime - expected
-                }
-            } else {
-                startSampleTime = sampleTime
-            }
-        } else if startSampleTime == nil {
-            startSampleTime = 0
-        }
+        try place(at: sampleTime, into: &packets)
         var done = 0
         while done < chunk.frameCount {
             let n = min(conversion.capacity, chunk.frameCount - done)
@@ -256,8 +238,8 @@ public final class AACEncoder: @unchecked Sendable {
             base: UnsafeMutableRawPointer(buffer.base), planeStride: buffer.channelStride * 4, frameCount: buffer.frameCount)
         if inputFormat == raw.format { return try encode(raw, sampleTime: sampleTime) }
         guard !flushed else { throw AudioError(.invalidState, "the encoder has been flushed; make a new one") }
-        if startSampleTime == nil { startSampleTime = sampleTime ?? 0 }
         var packets: [AACPacket] = []
+        try place(at: sampleTime, into: &packets)
         try append(buffer, into: &packets)
         return packets
     }
@@ -284,6 +266,30 @@ public final class AACEncoder: @unchecked Sendable {
     }
 
     // MARK: Queueing
+
+    /// Puts the next input at `sampleTime`: the first input's time is the stream's start; a later time is a gap
+    /// filled with silence; an earlier one is an error; nil continues.
+    private func place(at sampleTime: Int64?, into packets: inout [AACPacket]) throws(AudioError) {
+        guard let sampleTime else {
+            if startSampleTime == nil { startSampleTime = 0 }
+            return
+        }
+        guard let start = startSampleTime else {
+            startSampleTime = sampleTime
+            return
+        }
+        let expected = start + inputFrames
+        if sampleTime < expected {
+            throw AudioError(
+                .invalidParameter,
+                "the chunk starts at sample \(sampleTime), before the end of the last one (\(expected)): "
+                    + "input must not go back in time")
+        }
+        if sampleTime > expected {
+            try appendSilence(Int(sampleTime - expected), into: &packets)
+            gapFrames += sampleTime - expected
+        }
+    }
 
     private func appendSilence(_ frames: Int, into packets: inout [AACPacket]) throws(AudioError) {
         var left = frames

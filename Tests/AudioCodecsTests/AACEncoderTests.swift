@@ -124,6 +124,14 @@ func expectError(_ code: AudioError.Code, containing text: String, _ body: () th
         let primed: Int64 = 10_000 - 1024
         #expect(first.sampleTime == primed)
         #expect(packets.count == 4)  // ceil((1024 + 3048) / 1024)
+        // Float32 buffers into an encoder whose client format is Int16: the same rule.
+        let int16 = try AACEncoder(
+            settings: AACEncoderSettings(channelCount: 1),
+            inputFormat: StreamFormat(sampleRate: 48_000, channelCount: 1, sampleType: .int16, interleaved: true))
+        _ = try int16.encode(block.view(frames: 1000), sampleTime: 0)
+        _ = try int16.encode(block.view(frames: 1000), sampleTime: 5000)
+        #expect(int16.gapFrames == 4000 && int16.inputFrames == 6000)
+        expectError(.invalidParameter, containing: "back in time") { _ = try int16.encode(block.view(frames: 1), sampleTime: 10) }
     }
 
     /// An ADTS file of the encoder's packets: FFmpeg reads it as AAC-LC, 48 kHz stereo, decodes it without an
