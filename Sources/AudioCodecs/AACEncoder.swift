@@ -1,5 +1,6 @@
 import AudioCore
 import CFFmpeg
+import MediaContainers
 
 /// The AAC profiles there are. LiveAudio encodes AAC-LC only: FFmpeg's native encoder accepts the HE and low-delay
 /// profiles without complaint and writes broken streams, so asking for one is an error.
@@ -15,9 +16,7 @@ public enum AACProfile: String, Sendable, CaseIterable {
 /// What the encoder makes: rate, channels, bit rate, profile.
 public struct AACEncoderSettings: Hashable, Sendable {
     /// The sampling rates AAC can signal (the encoder refuses others).
-    public static let sampleRates: [Double] = [
-        96_000, 88_200, 64_000, 48_000, 44_100, 32_000, 24_000, 22_050, 16_000, 12_000, 11_025, 8_000, 7_350,
-    ]
+    public static var sampleRates: [Double] { AACSamplingFrequency.rates }
     public static let bitRateRange = 32_000...320_000
 
     public var sampleRate: Double
