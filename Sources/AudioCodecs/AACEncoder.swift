@@ -25,12 +25,13 @@ public struct AACEncoderSettings: Hashable, Sendable {
     public var bitRate: Int
     public var profile: AACProfile
 
-    /// - Parameter bitRate: nil for 64 kbit/s per channel (128k stereo), capped at 320k.
+    /// - Parameter bitRate: nil for 64 kbit/s per channel (128k stereo), within 32k…320k and what the rate carries.
     public init(sampleRate: Double = 48_000, channelCount: Int = 2, bitRate: Int? = nil, profile: AACProfile = .lc) {
         self.sampleRate = sampleRate
         self.channelCount = channelCount
-        self.bitRate = bitRate ?? min(320_000, max(Self.bitRateRange.lowerBound, 64_000 * channelCount))
+        self.bitRate = 0
         self.profile = profile
+        self.bitRate = bitRate ?? max(Self.bitRateRange.lowerBound, min(320_000, 64_000 * channelCount, maximumBitRate))
     }
 
     /// The highest bit rate the format carries at this rate and channel count: 6144 bits per channel per
@@ -232,10 +233,6 @@ public final class AACEncoder: @unchecked Sendable {
         guard buffer.channelCount == settings.channelCount else {
             throw AudioError(.formatMismatch, "the buffer has \(buffer.channelCount) channels, the encoder \(settings.channelCount)")
         }
-        let raw = RawBufferView(
-            format: try StreamFormat.graph(sampleRate: settings.sampleRate, channelCount: settings.channelCount),
-            base: UnsafeMutableRawPointer(buffer.base), planeStride: buffer.channelStride * 4, frameCount: buffer.frameCount)
-        if inputFormat == raw.format { return try encode(raw, sampleTime: sampleTime) }
         guard !flushed else { throw AudioError(.invalidState, "the encoder has been flushed; make a new one") }
         var packets: [AACPacket] = []
         try place(at: sampleTime, into: &packets)
@@ -252,7 +249,7 @@ public final class AACEncoder: @unchecked Sendable {
         var packets: [AACPacket] = []
         if pendingFrames > 0 {
             pending.view(frames: framesPerPacket).slice(from: pendingFrames, frames: framesPerPacket - pendingFrames).clear()
-            try sendPending(frames: pendingFrames, into: &packets)
+            try sendPending(into: &packets)
         }
         let r = avcodec_send_frame(context, nil)
         guard r >= 0 || r == la_averror_eof() else {
@@ -310,11 +307,12 @@ public final class AACEncoder: @unchecked Sendable {
             pendingFrames += n
             done += n
             inputFrames += Int64(n)
-            if pendingFrames == framesPerPacket { try sendPending(frames: framesPerPacket, into: &packets) }
+            if pendingFrames == framesPerPacket { try sendPending(into: &packets) }
         }
     }
 
-    private func sendPending(frames: Int, into packets: inout [AACPacket]) throws(AudioError) {
+    /// Sends the full pending frame (the last one padded with silence) and collects what comes out.
+    private func sendPending(into packets: inout [AACPacket]) throws(AudioError) {
         guard let frame, let context else { return }
         guard av_frame_make_writable(frame) >= 0 else {
             throw AudioError(.resourceUnavailable, "cannot make the encoder's frame writable")

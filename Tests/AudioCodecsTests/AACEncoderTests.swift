@@ -80,6 +80,8 @@ func expectError(_ code: AudioError.Code, containing text: String, _ body: () th
         let mono = try AACEncoder(settings: AACEncoderSettings(sampleRate: 44_100, channelCount: 1))
         #expect(try AudioSpecificConfig(parsing: mono.audioSpecificConfig) == AudioSpecificConfig(objectType: 2, sampleRate: 44_100, channelConfiguration: 1))
         #expect(mono.settings.bitRate == 64_000)
+        // The default bit rate stays within what the rate carries: 8 kHz mono carries at most 48k.
+        #expect(try AACEncoder(settings: AACEncoderSettings(sampleRate: 8000, channelCount: 1)).settings.bitRate == 48_000)
     }
 
     /// The same input in chunks of 1, 441, 22050 frames or all at once gives the same packets, byte for byte and
