@@ -37,7 +37,9 @@ let package = Package(
         // System calls Swift's Glibc module leaves out (C, header only).
         .target(name: "CSystemCalls"),
         // The units: generators, mixer, gain, players.
-        .target(name: "AudioUnits", dependencies: ["AudioCore", "AudioGraph", "MediaContainers"], swiftSettings: strict),
+        .target(
+            name: "AudioUnits", dependencies: ["AudioCore", "AudioGraph", "MediaContainers", "AudioCodecs"],
+            swiftSettings: strict),
         // libasound and libjack (module map + shim header each).
         .systemLibrary(name: "CALSA", pkgConfig: "alsa", providers: [.apt(["libasound2-dev"])]),
         .systemLibrary(name: "CJACK", pkgConfig: "jack", providers: [.apt(["libjack-jackd2-dev"])]),
@@ -45,7 +47,7 @@ let package = Package(
         .systemLibrary(
             name: "CFFmpeg", pkgConfig: "libavcodec libavformat libavutil libswresample",
             providers: [.apt(["libavcodec-dev", "libavformat-dev", "libavutil-dev", "libswresample-dev"])]),
-        // Codecs through FFmpeg: the AAC-LC encoder.
+        // Codecs through FFmpeg: the AAC-LC encoder and its worker, decoding any audio file, the MP4 muxer.
         .target(name: "AudioCodecs", dependencies: ["AudioCore", "MediaContainers", "CFFmpeg"], swiftSettings: strict),
         // Devices: ALSA, JACK and virtual (WAV) backends, the I/O unit, microphone source, latency measurement.
         .target(

@@ -15,6 +15,10 @@
 static inline int la_averror(int e) { return AVERROR(e); }
 /// AVERROR_EOF.
 static inline int la_averror_eof(void) { return AVERROR_EOF; }
+/// AVERROR_DECODER_NOT_FOUND.
+static inline int la_averror_decoder_not_found(void) { return AVERROR_DECODER_NOT_FOUND; }
+/// AVERROR_INVALIDDATA.
+static inline int la_averror_invalid_data(void) { return AVERROR_INVALIDDATA; }
 /// FFmpeg's description of an error code.
 static inline void la_av_strerror(int code, char *buffer, size_t size) { av_strerror(code, buffer, size); }
 /// Only errors from the libraries' own logging (the encoder prints statistics on close otherwise).

@@ -190,7 +190,7 @@ public struct UnitRegistry: Sendable {
         r.register("file") { (f: inout NodeFields) throws(AudioError) in
             let path = try f.path("path")
             do throws(AudioError) {
-                return try FileSourceUnit(path: path)
+                return try FileSourceUnit(path: path, sampleRate: f.format.sampleRate)
             } catch {
                 throw f.error("path", "cannot be played: \(error.message)")
             }
@@ -199,13 +199,15 @@ public struct UnitRegistry: Sendable {
             let path = try f.path("path")
             let loop = try f.bool("loop", default: false)
             do throws(AudioError) {
-                let reader = try WAVFileReader(path: path)
+                let reader = try AudioFile.open(path: path, sampleRate: f.format.sampleRate)
                 guard reader.frameCount <= Int64(f.format.sampleRate * 3600) else {
                     throw AudioError(.unsupportedFile, "is longer than an hour; use a 'file' node to stream it")
                 }
-                let buffer = PCMBuffer(channelCount: reader.format.channelCount, capacity: Int(reader.frameCount))
-                buffer.frameLength = try reader.read(into: buffer.view(frames: Int(reader.frameCount)))
-                return try BufferPlayerUnit(buffer: buffer, sampleRate: reader.format.sampleRate, loop: loop)
+                // Room for an estimated length that falls a little short.
+                let capacity = Int(reader.frameCount) + (reader.isFrameCountExact ? 0 : Int(f.format.sampleRate))
+                let buffer = PCMBuffer(channelCount: reader.channelCount, capacity: max(capacity, 1))
+                buffer.frameLength = try reader.read(into: buffer.view(frames: capacity))
+                return try BufferPlayerUnit(buffer: buffer, sampleRate: reader.sampleRate, loop: loop)
             } catch {
                 throw f.error("path", "cannot be loaded: \(error.message)")
             }

@@ -222,3 +222,47 @@ public final class ADTSFileWriter {
     /// Closes the file.
     public func finish() { file.close() }
 }
+
+/// A whole ADTS stream (an `.aac` file), checked frame by frame.
+public enum ADTSStream {
+    /// The headers of every frame in `bytes`, after an optional ID3v2 tag.
+    /// - Throws: ``AudioError`` `.unsupportedFile` when the bytes do not start with an ADTS frame, `.corruptFile`
+    ///   naming the byte offset when the sync is lost, a header is damaged or the last frame is cut short.
+    public static func frames(in bytes: [UInt8]) throws(AudioError) -> [ADTSHeader] {
+        var offset = id3Length(bytes)
+        guard bytes.count - offset >= 2, bytes[offset] == 0xFF, bytes[offset + 1] & 0xF6 == 0xF0 else {
+            throw AudioError(.unsupportedFile, "not an ADTS (.aac) stream: no ADTS sync word at byte \(offset)")
+        }
+        var headers: [ADTSHeader] = []
+        while offset < bytes.count {
+            let header: ADTSHeader
+            do throws(AudioError) {
+                header = try ADTSHeader(parsing: bytes[offset...])
+            } catch {
+                throw AudioError(.corruptFile, "ADTS frame \(headers.count) at byte \(offset): \(error.message)")
+            }
+            guard offset + header.frameLength <= bytes.count else {
+                throw AudioError(
+                    .corruptFile,
+                    "ADTS frame \(headers.count) at byte \(offset) is cut short: it needs \(header.frameLength) bytes, "
+                        + "\(bytes.count - offset) left")
+            }
+            if let first = headers.first,
+                header.sampleRate != first.sampleRate || header.channelConfiguration != first.channelConfiguration
+            {
+                throw AudioError(
+                    .corruptFile, "ADTS frame \(headers.count) at byte \(offset) changes the rate or channel layout")
+            }
+            headers.append(header)
+            offset += header.frameLength
+        }
+        return headers
+    }
+
+    /// The size of an ID3v2 tag at the start of `bytes` (0 when there is none).
+    static func id3Length(_ bytes: [UInt8]) -> Int {
+        guard bytes.count >= 10, bytes[0] == 0x49, bytes[1] == 0x44, bytes[2] == 0x33 else { return 0 }
+        let size = (0..<4).reduce(0) { $0 << 7 | Int(bytes[6 + $1] & 0x7F) }
+        return min(bytes.count, 10 + size + (bytes[5] & 0x10 != 0 ? 10 : 0))
+    }
+}

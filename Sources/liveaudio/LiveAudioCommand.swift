@@ -6,8 +6,10 @@ import LiveAudio
 struct LiveAudioCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "liveaudio",
-        abstract: "Real-time audio for Linux: devices, monitoring, graphs of units, offline rendering, file inspection.",
-        subcommands: [Devices.self, Record.self, Play.self, Monitor.self, Latency.self, Render.self, Info.self]
+        abstract: "Real-time audio for Linux: devices, monitoring, graphs of units, offline rendering, AAC encoding, file inspection.",
+        subcommands: [
+            Devices.self, Record.self, Play.self, Monitor.self, Latency.self, Render.self, Encode.self, Probe.self, Info.self,
+        ]
     )
 }
 

@@ -1,0 +1,190 @@
+import AudioCore
+import Synchronization
+
+/// Runs an ``AACEncoder`` off the real-time thread, the way the seeds' capture callback hands PCM to
+/// AudioConverter on a queue of its own.
+///
+/// The capture or render side calls ``push(_:sampleTime:)-(RawBufferView,_)`` with each buffer it has — any
+/// number of frames, in the encoder's input format or as Float32 planar. The buffer is copied into a slot of a
+/// single-producer/single-consumer ring and a worker thread is woken; the push never allocates, locks or waits.
+/// When the ring is full the buffer is dropped and counted (``droppedFrames``, ``overflows``): the worker then
+/// sees a gap in the sample times, and the encoder fills it with silence so later packets stay on the input's
+/// clock.
+///
+/// The worker encodes each slot and gives the packets to `handler` on its own thread. ``finish()`` drains what
+/// is queued, flushes the encoder and hands over the tail.
+///
+/// Thread safety: ``push(_:sampleTime:)-(RawBufferView,_)`` from one producer thread at a time (the real-time
+/// thread); ``start()`` and ``finish()`` from a control thread; the counters from any thread.
+public final class AACEncodingWorker: @unchecked Sendable {
+    public typealias Handler = @Sendable ([AACPacket]) throws(AudioError) -> Void
+
+    public let encoder: AACEncoder
+    /// Frames each slot holds; longer pushes take several slots.
+    public let slotFrames: Int
+    /// Slots in the ring.
+    public var slotCount: Int { ring.slotCount }
+
+    private let ring: SlotRingBuffer
+    private let handler: Handler
+    private let wake = WakeSignal()
+    private let stopping = Atomic<Bool>(false)
+    private let dropped = Atomic<Int64>(0)
+    private let overflowCount = Atomic<Int>(0)
+    private let pushedFrames = Atomic<Int64>(0)
+    private let packetCount = Atomic<Int>(0)
+    private let failed = Mutex<AudioError?>(nil)
+    private var thread: WorkerThread?
+    private var finished = false
+
+    /// - Parameters:
+    ///   - encoder: used only by the worker from ``start()`` on.
+    ///   - bufferedSeconds: how much audio the ring holds before pushes are dropped (default 2 s).
+    ///   - slotFrames: frames per slot; a device cycle of up to this size takes one slot.
+    ///   - handler: gets each batch of packets, in order, on the worker thread. An error it throws stops the
+    ///     encoding; ``finish()`` rethrows it.
+    public init(encoder: AACEncoder, bufferedSeconds: Double = 2, slotFrames: Int = 1024, handler: @escaping Handler) {
+        precondition(slotFrames > 0 && bufferedSeconds > 0)
+        self.encoder = encoder
+        self.slotFrames = slotFrames
+        let slots = max(2, Int((bufferedSeconds * encoder.settings.sampleRate / Double(slotFrames)).rounded(.up)))
+        ring = SlotRingBuffer(slotCount: slots, slotBytes: slotFrames * encoder.inputFormat.bytesPerFrame)
+        self.handler = handler
+    }
+
+    deinit {
+        stopping.store(true, ordering: .releasing)
+        wake.signal()
+        thread?.join()
+    }
+
+    /// Frames pushed and queued.
+    public var framesPushed: Int64 { pushedFrames.load(ordering: .relaxed) }
+    /// Frames that found the ring full and were dropped.
+    public var droppedFrames: Int64 { dropped.load(ordering: .relaxed) }
+    /// Pushes (or parts of pushes) that found the ring full.
+    public var overflows: Int { overflowCount.load(ordering: .relaxed) }
+    /// Packets handed to the handler so far.
+    public var packetsEncoded: Int { packetCount.load(ordering: .relaxed) }
+    /// The error that stopped the worker, if one did.
+    public var failure: AudioError? { failed.withLock { $0 } }
+
+    /// Starts the worker thread.
+    public func start() throws(AudioError) {
+        guard thread == nil, !finished else { throw AudioError(.invalidState, "the encoding worker has already started") }
+        thread = try WorkerThread(name: "aac-encoder") { [self] in run() }
+    }
+
+    /// Producer (real-time safe): queues `chunk` — the encoder's input format — whose first frame is at
+    /// `sampleTime`. Returns false when some of it was dropped because the ring was full.
+    @discardableResult
+    public func push(_ chunk: RawBufferView, sampleTime: Int64) -> Bool {
+        let bytesPerFrame = chunk.format.bytesPerFrame
+        let interleaved = chunk.format.isInterleaved || chunk.format.channelCount == 1
+        var done = 0
+        var complete = true
+        while done < chunk.frameCount {
+            let n = min(slotFrames, chunk.frameCount - done)
+            guard let slot = ring.beginWrite() else {
+                drop(chunk.frameCount - done)
+                complete = false
+                break
+            }
+            if interleaved {
+                slot.copyMemory(from: chunk.base + done * bytesPerFrame, byteCount: n * bytesPerFrame)
+            } else {
+                let sampleBytes = chunk.format.sampleType.bytesPerSample
+                for c in 0..<chunk.format.channelCount {
+                    (slot + c * slotFrames * sampleBytes).copyMemory(
+                        from: chunk.plane(c) + done * sampleBytes, byteCount: n * sampleBytes)
+                }
+            }
+            ring.commitWrite(
+                byteCount: n * bytesPerFrame, frames: n, timeStamp: RenderTimeStamp(sampleTime: sampleTime + Int64(done)))
+            pushedFrames.add(Int64(n), ordering: .relaxed)
+            done += n
+        }
+        wake.signal()
+        return complete
+    }
+
+    /// Producer (real-time safe): queues Float32 planar audio (the graph's format), converting it to the encoder's
+    /// input format on the way into the slot.
+    @discardableResult
+    public func push(_ buffer: BufferView, sampleTime: Int64) -> Bool {
+        let format = encoder.inputFormat
+        precondition(buffer.channelCount == format.channelCount, "the buffer must have \(format.channelCount) channels")
+        let planeStride = format.isInterleaved ? 0 : slotFrames * format.sampleType.bytesPerSample
+        var done = 0
+        var complete = true
+        while done < buffer.frameCount {
+            let n = min(slotFrames, buffer.frameCount - done)
+            guard let slot = ring.beginWrite() else {
+                drop(buffer.frameCount - done)
+                complete = false
+                break
+            }
+            PCMConversion.encode(
+                buffer.slice(from: done, frames: n),
+                into: RawBufferView(format: format, base: slot, planeStride: planeStride, frameCount: n))
+            ring.commitWrite(
+                byteCount: n * format.bytesPerFrame, frames: n, timeStamp: RenderTimeStamp(sampleTime: sampleTime + Int64(done)))
+            pushedFrames.add(Int64(n), ordering: .relaxed)
+            done += n
+        }
+        wake.signal()
+        return complete
+    }
+
+    private func drop(_ frames: Int) {
+        dropped.add(Int64(frames), ordering: .relaxed)
+        overflowCount.add(1, ordering: .relaxed)
+    }
+
+    /// Stops taking work once the ring is drained, flushes the encoder and hands the tail to the handler.
+    /// - Throws: the first error the encoder or the handler met.
+    public func finish() throws(AudioError) {
+        guard !finished else { return }
+        finished = true
+        stopping.store(true, ordering: .releasing)
+        wake.signal()
+        thread?.join()
+        thread = nil
+        if let failure { throw failure }
+        do throws(AudioError) {
+            try deliver(try encoder.flush())
+        } catch {
+            failed.withLock { $0 = error }
+            throw error
+        }
+    }
+
+    private func run() {
+        let format = encoder.inputFormat
+        let planeStride = format.isInterleaved ? 0 : slotFrames * format.sampleType.bytesPerSample
+        while true {
+            let stop = stopping.load(ordering: .acquiring)
+            while let slot = ring.peek() {
+                let chunk = RawBufferView(
+                    format: format, base: UnsafeMutableRawPointer(mutating: slot.bytes.baseAddress!),
+                    planeStride: planeStride, frameCount: slot.frames)
+                do throws(AudioError) {
+                    try deliver(try encoder.encode(chunk, sampleTime: slot.timeStamp.sampleTime))
+                } catch {
+                    failed.withLock { $0 = error }
+                    ring.release()
+                    return
+                }
+                ring.release()
+            }
+            if stop { return }
+            _ = wake.wait(timeout: 0.1)
+        }
+    }
+
+    private func deliver(_ packets: [AACPacket]) throws(AudioError) {
+        guard !packets.isEmpty else { return }
+        try handler(packets)
+        packetCount.add(packets.count, ordering: .relaxed)
+    }
+}

@@ -1,0 +1,384 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import AudioCore
+import CFFmpeg
+import MediaContainers
+
+/// Reads any audio file FFmpeg reads — MP3, AAC (ADTS), M4A/MP4, FLAC, WAV, Ogg (Vorbis, Opus, FLAC), FLV — as
+/// Float32 non-interleaved frames, resampled to the rate asked for (libswresample).
+///
+/// Encoder delay is trimmed the way the container signals it: an MP4 edit list, the LAME header of an MP3, Opus
+/// pre-skip. Where the container states the exact length (WAV, FLAC, MP4, Ogg) the output stops there, so an
+/// MP4's end padding is trimmed too. Containers that signal nothing (ADTS, FLV) decode as they are: their AAC
+/// starts with 1024 samples of priming.
+///
+/// FFmpeg's decoders carry on over damaged data; this reader does not: a packet the decoder rejects is an error
+/// that says where it was, so a damaged file never passes for a good one.
+///
+/// Thread safety: one thread at a time. Decoding allocates: use it from a reader thread (``FileSourceUnit``'s
+/// read-ahead) or offline, never on a real-time thread.
+public final class AudioFileDecoder: AudioFileReader, @unchecked Sendable {
+    public let path: String
+    /// The rate ``read(into:)`` delivers.
+    public let sampleRate: Double
+    /// The channel count ``read(into:)`` delivers.
+    public let channelCount: Int
+    public let frameCount: Int64
+    public let isFrameCountExact: Bool
+    /// What the file holds.
+    public let source: AudioFileDescription
+
+    private var session: DecodeSession
+    /// Frames delivered since the start.
+    public private(set) var position: Int64 = 0
+
+    /// Opens `path`.
+    /// - Parameters:
+    ///   - sampleRate: the rate to deliver (nil: the file's).
+    ///   - channelCount: the channel count to deliver (nil: the file's). Mono goes to every channel; other
+    ///     counts are remixed with FFmpeg's standard downmix/upmix coefficients.
+    /// - Throws: ``AudioError`` `.fileIO` (missing or unreadable), `.unsupportedFile` (not audio FFmpeg knows),
+    ///   `.corruptFile` (a damaged header), `.invalidFormat` / `.unsupportedSampleRate` for an output format that
+    ///   cannot be.
+    public init(path: String, sampleRate: Double? = nil, channelCount: Int? = nil) throws(AudioError) {
+        self.path = path
+        try AudioFile.validate(path: path)
+        let session = try DecodeSession(path: path, sampleRate: sampleRate, channelCount: channelCount)
+        self.session = session
+        source = session.description
+        self.sampleRate = session.outputRate
+        self.channelCount = session.outputChannels
+        isFrameCountExact = session.lengthIsExact
+        frameCount = session.outputFrames
+    }
+
+    /// Reads up to `destination.frameCount` frames; fewer only at the end.
+    /// - Throws: ``AudioError`` `.corruptFile` when the decoder rejects a packet (damaged data), `.fileIO`.
+    public func read(into destination: BufferView) throws(AudioError) -> Int {
+        precondition(destination.channelCount == channelCount, "the destination must have \(channelCount) channels")
+        var done = 0
+        while done < destination.frameCount {
+            if isFrameCountExact, position >= frameCount { break }
+            var want = destination.frameCount - done
+            if isFrameCountExact { want = Int(min(Int64(want), frameCount - position)) }
+            let got = try session.read(into: destination.slice(from: done, frames: want))
+            if got == 0 { break }
+            done += got
+            position += Int64(got)
+        }
+        return done
+    }
+
+    /// Moves to `frame` exactly: the file is opened again and decoded up to there (cheap for the usual seek to 0,
+    /// proportional to `frame` otherwise).
+    public func seek(toFrame frame: Int64) throws(AudioError) {
+        session = try DecodeSession(
+            path: path, sampleRate: sampleRate, channelCount: channelCount)
+        position = 0
+        var left = max(0, frame)
+        let scratch = PCMBuffer(channelCount: channelCount, capacity: 4096)
+        while left > 0 {
+            let got = try read(into: scratch.view(frames: Int(min(left, 4096))))
+            if got == 0 { break }
+            left -= Int64(got)
+        }
+    }
+}
+
+/// What an audio file holds, as FFmpeg sees it.
+public struct AudioFileDescription: Hashable, Sendable {
+    /// FFmpeg's container name: "wav", "mp3", "mov,mp4,m4a,3gp,3g2,mj2", "flac", "ogg", "aac", "flv".
+    public var container: String
+    /// FFmpeg's codec name: "pcm_s16le", "mp3", "aac", "flac", "vorbis", "opus".
+    public var codec: String
+    /// For AAC: "LC", "HE-AAC", … as FFmpeg names the profile; nil otherwise.
+    public var profile: String?
+    public var sampleRate: Double
+    public var channelCount: Int
+    /// Bits per second as the file states or FFmpeg estimates; 0 when unknown.
+    public var bitRate: Int
+    /// Seconds, as the container states or FFmpeg estimates.
+    public var duration: Double
+}
+
+/// One opening of a file: the demuxer, the decoder and the resampler.
+final class DecodeSession {
+    let description: AudioFileDescription
+    let outputRate: Double
+    let outputChannels: Int
+    let lengthIsExact: Bool
+    let outputFrames: Int64
+    private let path: String
+    private var format: UnsafeMutablePointer<AVFormatContext>?
+    private var codec: UnsafeMutablePointer<AVCodecContext>?
+    private var resampler: OpaquePointer?
+    private var packet: UnsafeMutablePointer<AVPacket>?
+    private var frame: UnsafeMutablePointer<AVFrame>?
+    private let streamIndex: Int32
+    private let timeBase: AVRational
+    /// Resampled frames waiting to be read.
+    private var staging: PCMBuffer
+    private var stagedStart = 0
+    private var stagedEnd = 0
+    /// The resampler's channel count (the file's, or the output's when remixing).
+    private let resampledChannels: Int
+    private var demuxerDone = false
+    private var decoderDone = false
+    private var resamplerDone = false
+
+    /// Containers whose stated length is the exact decoded length.
+    static let exactContainers = ["wav", "flac", "ogg", "mov,mp4,m4a,3gp,3g2,mj2", "w64", "aiff", "caf"]
+
+    init(path: String, sampleRate: Double?, channelCount: Int?) throws(AudioError) {
+        self.path = path
+        la_av_quiet()
+        var st = stat()
+        guard stat(path, &st) == 0 else {
+            throw AudioError(.fileIO, "cannot open '\(path)': \(String(cString: strerror(errno)))")
+        }
+        guard (st.st_mode & S_IFMT) != S_IFDIR else { throw AudioError(.fileIO, "cannot open '\(path)': it is a directory") }
+        guard st.st_size > 0 else { throw AudioError(.corruptFile, "'\(path)' is empty") }
+        var opened = avformat_open_input(&format, path, nil, nil)
+        guard opened >= 0, let format else {
+            throw AudioError(
+                opened == la_averror(EACCES) ? .fileIO : .unsupportedFile,
+                "'\(path)' is not an audio file FFmpeg can read: \(ffmpegMessage(opened))")
+        }
+        opened = avformat_find_stream_info(format, nil)
+        guard opened >= 0 else {
+            throw AudioError(.corruptFile, "'\(path)': cannot read the streams: \(ffmpegMessage(opened))")
+        }
+        var decoder: UnsafePointer<AVCodec>?
+        let index = av_find_best_stream(format, AVMEDIA_TYPE_AUDIO, -1, -1, &decoder, 0)
+        guard index >= 0, let decoder, let stream = format.pointee.streams[Int(index)] else {
+            let containerName = String(cString: format.pointee.iformat.pointee.name)
+            throw AudioError(
+                .unsupportedFile,
+                index == la_averror_decoder_not_found()
+                    ? "'\(path)' (\(containerName)): this FFmpeg has no decoder for its audio"
+                    : "'\(path)' (\(containerName)) has no audio stream")
+        }
+        streamIndex = index
+        timeBase = stream.pointee.time_base
+        guard let context = avcodec_alloc_context3(decoder) else {
+            throw AudioError(.resourceUnavailable, "cannot allocate a decoder")
+        }
+        codec = context
+        avcodec_parameters_to_context(context, stream.pointee.codecpar)
+        context.pointee.pkt_timebase = stream.pointee.time_base
+        opened = avcodec_open2(context, decoder, nil)
+        guard opened >= 0 else {
+            throw AudioError(.corruptFile, "'\(path)': the decoder refused the stream: \(ffmpegMessage(opened))")
+        }
+        let inRate = Int(context.pointee.sample_rate)
+        let inChannels = Int(context.pointee.ch_layout.nb_channels)
+        guard inRate > 0, inChannels > 0 else {
+            throw AudioError(.corruptFile, "'\(path)': the audio stream has no sample rate or channel count")
+        }
+        let container = String(cString: format.pointee.iformat.pointee.name)
+        let profileName = avcodec_profile_name(context.pointee.codec_id, context.pointee.profile).map { String(cString: $0) }
+        let rateOut = sampleRate ?? Double(inRate)
+        let channelsOut = channelCount ?? inChannels
+        guard rateOut >= 1000, rateOut <= 768_000, rateOut == rateOut.rounded() else {
+            throw AudioError(.unsupportedSampleRate, "cannot decode to \(formatHz(rateOut)): use 1000…768000 Hz, whole")
+        }
+        guard (1...64).contains(channelsOut) else {
+            throw AudioError(.invalidFormat, "cannot decode to \(channelsOut) channels: use 1…64")
+        }
+        outputRate = rateOut
+        outputChannels = channelsOut
+        // Mono to many is copied after resampling; any other change of count is FFmpeg's remix.
+        resampledChannels = inChannels == 1 ? 1 : channelsOut
+
+        // The length: the stream's when stated, else the container's.
+        var seconds = 0.0
+        if stream.pointee.duration != Int64.min, stream.pointee.duration > 0 {
+            seconds = Double(stream.pointee.duration) * Double(timeBase.num) / Double(timeBase.den)
+        } else if format.pointee.duration != Int64.min, format.pointee.duration > 0 {
+            seconds = Double(format.pointee.duration) / Double(AV_TIME_BASE)
+        }
+        let exact =
+            Self.exactContainers.contains(container) && stream.pointee.duration != Int64.min
+            && stream.pointee.duration > 0
+        lengthIsExact = exact
+        if exact {
+            // Exact in the stream's time base; rescaled to the output rate, rounded to the nearest frame.
+            let frames = Double(stream.pointee.duration) * Double(timeBase.num) * rateOut / Double(timeBase.den)
+            outputFrames = Int64(frames.rounded())
+        } else {
+            outputFrames = Int64((seconds * rateOut).rounded())
+        }
+        description = AudioFileDescription(
+            container: container, codec: String(cString: decoder.pointee.name), profile: profileName,
+            sampleRate: Double(inRate), channelCount: inChannels,
+            bitRate: Int(context.pointee.bit_rate > 0 ? context.pointee.bit_rate : format.pointee.bit_rate),
+            duration: seconds)
+
+        var inLayout = AVChannelLayout()
+        if context.pointee.ch_layout.order == AV_CHANNEL_ORDER_UNSPEC {
+            av_channel_layout_default(&inLayout, Int32(inChannels))
+        } else {
+            av_channel_layout_copy(&inLayout, &context.pointee.ch_layout)
+        }
+        defer { av_channel_layout_uninit(&inLayout) }
+        var outLayout = AVChannelLayout()
+        av_channel_layout_default(&outLayout, Int32(resampledChannels))
+        defer { av_channel_layout_uninit(&outLayout) }
+        guard
+            swr_alloc_set_opts2(
+                &resampler, &outLayout, AV_SAMPLE_FMT_FLTP, Int32(rateOut), &inLayout, context.pointee.sample_fmt,
+                Int32(inRate), 0, nil) >= 0, resampler != nil
+        else { throw AudioError(.resourceUnavailable, "cannot set up the resampler") }
+        let initialized = swr_init(resampler)
+        guard initialized >= 0 else {
+            throw AudioError(
+                .invalidFormat,
+                "cannot convert \(inChannels) ch at \(inRate) Hz to \(resampledChannels) ch at \(Int(rateOut)) Hz: "
+                    + ffmpegMessage(initialized))
+        }
+        packet = av_packet_alloc()
+        frame = av_frame_alloc()
+        guard packet != nil, frame != nil else { throw AudioError(.resourceUnavailable, "cannot allocate a packet") }
+        staging = PCMBuffer(channelCount: resampledChannels, capacity: 8192)
+    }
+
+    deinit {
+        swr_free(&resampler)
+        av_frame_free(&frame)
+        av_packet_free(&packet)
+        avcodec_free_context(&codec)
+        avformat_close_input(&format)
+    }
+
+    /// Fills `destination` from the staging buffer, decoding more as needed; 0 at the end.
+    func read(into destination: BufferView) throws(AudioError) -> Int {
+        var done = 0
+        while done < destination.frameCount {
+            if stagedStart == stagedEnd {
+                guard try refill() else { break }
+                continue
+            }
+            let n = min(destination.frameCount - done, stagedEnd - stagedStart)
+            let from = staging.view(frames: stagedEnd).slice(from: stagedStart, frames: n)
+            let to = destination.slice(from: done, frames: n)
+            if resampledChannels == destination.channelCount {
+                to.copy(from: from)
+            } else {
+                for c in 0..<destination.channelCount {
+                    to[c].baseAddress!.update(from: from[0].baseAddress!, count: n)
+                }
+            }
+            stagedStart += n
+            done += n
+        }
+        return done
+    }
+
+    /// Decodes and resamples the next frame into the staging buffer; false at the end of everything.
+    private func refill() throws(AudioError) -> Bool {
+        stagedStart = 0
+        stagedEnd = 0
+        while stagedEnd == 0 {
+            if resamplerDone { return false }
+            if decoderDone {
+                // Drain the resampler's delay line.
+                try convert(nil, count: 0)
+                if stagedEnd == 0 { resamplerDone = true }
+                continue
+            }
+            guard let frame, let codec else { return false }
+            let received = avcodec_receive_frame(codec, frame)
+            if received >= 0 {
+                defer { av_frame_unref(frame) }
+                let input = UnsafeMutableRawPointer(frame.pointee.extended_data)?
+                    .assumingMemoryBound(to: UnsafePointer<UInt8>?.self)
+                try convert(input, count: Int(frame.pointee.nb_samples))
+                continue
+            }
+            if received == la_averror_eof() {
+                decoderDone = true
+                continue
+            }
+            guard received == la_averror(EAGAIN) else { throw damaged(received) }
+            try feed()
+        }
+        return true
+    }
+
+    /// Sends the next packet of the audio stream to the decoder (or the end of stream).
+    private func feed() throws(AudioError) {
+        guard let format, let packet, let codec else { return }
+        if demuxerDone { return }
+        while true {
+            let r = av_read_frame(format, packet)
+            if r == la_averror_eof() {
+                demuxerDone = true
+                avcodec_send_packet(codec, nil)
+                return
+            }
+            guard r >= 0 else {
+                if r == la_averror(EIO) { throw AudioError(.fileIO, "cannot read '\(path)': \(ffmpegMessage(r))") }
+                throw AudioError(.corruptFile, "'\(path)' is damaged near byte \(avio_tell(format.pointee.pb)): \(ffmpegMessage(r))")
+            }
+            defer { av_packet_unref(packet) }
+            guard packet.pointee.stream_index == streamIndex else { continue }
+            let sent = avcodec_send_packet(codec, packet)
+            guard sent >= 0 else { throw damaged(sent) }
+            return
+        }
+    }
+
+    private func damaged(_ code: Int32) -> AudioError {
+        var at = ""
+        if let pts = packet?.pointee.pts, pts != Int64.min {
+            let seconds = Double(pts) * Double(timeBase.num) / Double(timeBase.den)
+            at = " at \((seconds * 1000).rounded() / 1000) s"
+        }
+        let codecName = description.codec
+        return AudioError(.corruptFile, "'\(path)' is damaged\(at): the \(codecName) decoder says \(ffmpegMessage(code))")
+    }
+
+    /// Resamples `count` input frames (nil: drains) into the staging buffer.
+    private func convert(_ input: UnsafeMutablePointer<UnsafePointer<UInt8>?>?, count: Int) throws(AudioError) {
+        let needed = Int(swr_get_out_samples(resampler, Int32(count)))
+        if needed > staging.capacity {
+            staging = PCMBuffer(channelCount: resampledChannels, capacity: needed + 1024)
+        }
+        var planes = (0..<resampledChannels).map { c -> UnsafeMutablePointer<UInt8>? in
+            UnsafeMutableRawPointer(staging.view(frames: staging.capacity)[c].baseAddress!).assumingMemoryBound(to: UInt8.self)
+        }
+        let got = planes.withUnsafeMutableBufferPointer { p in
+            swr_convert(resampler, p.baseAddress, Int32(staging.capacity), input, Int32(count))
+        }
+        guard got >= 0 else {
+            throw AudioError(.corruptFile, "'\(path)': the resampler failed: \(ffmpegMessage(got))")
+        }
+        stagedStart = 0
+        stagedEnd = Int(got)
+    }
+}
+
+/// Opening audio files for reading, whatever they are.
+public enum AudioFile {
+    /// A reader for `path`: WAV files LiveAudio reads itself (when no resampling is asked for), anything else
+    /// through FFmpeg (``AudioFileDecoder``).
+    /// - Parameters:
+    ///   - sampleRate: the rate to deliver (nil: the file's).
+    ///   - channelCount: the channel count to deliver (nil: the file's).
+    /// - Throws: ``AudioError``: `.fileIO`, `.unsupportedFile`, `.corruptFile` (damaged WAV headers are
+    ///   reported as such, not passed on to FFmpeg).
+    public static func open(path: String, sampleRate: Double? = nil, channelCount: Int? = nil) throws(AudioError)
+        -> any AudioFileReader
+    {
+        do throws(AudioError) {
+            let wav = try WAVFileReader(path: path)
+            if (sampleRate == nil || sampleRate == wav.sampleRate) && (channelCount == nil || channelCount == wav.channelCount) {
+                return wav
+            }
+        } catch where error.code == .unsupportedFile {
+            // Not a WAV file (or a WAV encoding LiveAudio does not read itself): FFmpeg's turn.
+        }
+        return try AudioFileDecoder(path: path, sampleRate: sampleRate, channelCount: channelCount)
+    }
+}

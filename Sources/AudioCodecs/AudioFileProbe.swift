@@ -1,0 +1,158 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import AudioCore
+import CFFmpeg
+import MediaContainers
+
+/// What `liveaudio probe` reports about a file: its codec and format, and its packets counted one by one.
+public struct AudioFileProbe: Hashable, Sendable {
+    public var description: AudioFileDescription
+    public var packetCount: Int
+    /// The first packet's presentation time, in seconds (negative when the container signals priming that way).
+    public var firstTimestamp: Double
+    /// The last packet's presentation time, in seconds.
+    public var lastTimestamp: Double
+    /// Seconds of audio after trimming, as the container states it (or, when it does not, as the packets add up).
+    public var duration: Double
+    /// Samples of encoder delay the container signals (an MP4 edit list, an MP3 LAME header); nil when the
+    /// container has no way to say (ADTS, FLV, WAV).
+    public var priming: Int?
+
+    /// Counts the packets of `path`'s audio stream. FLV and ADTS files are also checked tag by tag and frame by
+    /// frame by LiveAudio's own parsers, which are stricter than FFmpeg's.
+    /// - Throws: ``AudioError`` `.fileIO`, `.unsupportedFile`, `.corruptFile` with what is wrong and where.
+    public static func probe(path: String) throws(AudioError) -> AudioFileProbe {
+        try AudioFile.validate(path: path)
+        la_av_quiet()
+        var format: UnsafeMutablePointer<AVFormatContext>?
+        var r = avformat_open_input(&format, path, nil, nil)
+        guard r >= 0, let context = format else {
+            throw AudioError(.unsupportedFile, "'\(path)' is not an audio file FFmpeg can read: \(ffmpegMessage(r))")
+        }
+        defer { avformat_close_input(&format) }
+        r = avformat_find_stream_info(context, nil)
+        guard r >= 0 else { throw AudioError(.corruptFile, "'\(path)': cannot read the streams: \(ffmpegMessage(r))") }
+        let index = av_find_best_stream(context, AVMEDIA_TYPE_AUDIO, -1, -1, nil, 0)
+        guard index >= 0, let stream = context.pointee.streams[Int(index)], let parameters = stream.pointee.codecpar else {
+            throw AudioError(.unsupportedFile, "'\(path)' has no audio stream")
+        }
+        let tb = stream.pointee.time_base
+        func seconds(_ t: Int64) -> Double { Double(t) * Double(tb.num) / Double(tb.den) }
+        let rate = Double(parameters.pointee.sample_rate)
+        var packet = av_packet_alloc()
+        defer { av_packet_free(&packet) }
+        guard let packet else { throw AudioError(.resourceUnavailable, "cannot allocate a packet") }
+        var count = 0
+        var first: Int64?
+        var last: Int64 = 0
+        var end: Int64 = 0
+        var skipped: Int?
+        while true {
+            r = av_read_frame(context, packet)
+            if r == la_averror_eof() { break }
+            guard r >= 0 else {
+                throw AudioError(.corruptFile, "'\(path)' is damaged after packet \(count): \(ffmpegMessage(r))")
+            }
+            defer { av_packet_unref(packet) }
+            guard packet.pointee.stream_index == index else { continue }
+            let pts = packet.pointee.pts != Int64.min ? packet.pointee.pts : packet.pointee.dts
+            if first == nil {
+                first = pts
+                var size = 0
+                if let side = av_packet_get_side_data(packet, AV_PKT_DATA_SKIP_SAMPLES, &size), size >= 4 {
+                    skipped = Int(side[0]) | Int(side[1]) << 8 | Int(side[2]) << 16 | Int(side[3]) << 24
+                }
+            }
+            last = pts
+            end = max(end, pts + packet.pointee.duration)
+            count += 1
+        }
+        guard count > 0, let first else { throw AudioError(.corruptFile, "'\(path)' holds no audio packets") }
+        var priming = skipped.flatMap { $0 > 0 ? $0 : nil }
+        if priming == nil, parameters.pointee.initial_padding > 0 { priming = Int(parameters.pointee.initial_padding) }
+        if priming == nil, first < 0 { priming = Int((seconds(-first) * rate).rounded()) }
+        let container = String(cString: context.pointee.iformat.pointee.name)
+        // The container's word where it is exact (an MP4 edit list, FLAC's sample count, an FLV's onMetaData);
+        // otherwise what the packets add up to (an ADTS file states nothing; FFmpeg's figure is a bit-rate guess).
+        var duration = seconds(end - max(first, 0))
+        if DecodeSession.exactContainers.contains(container), stream.pointee.duration != Int64.min,
+            stream.pointee.duration > 0
+        {
+            duration = seconds(stream.pointee.duration)
+        } else if container == "flv", context.pointee.duration > 0 {
+            duration = Double(context.pointee.duration) / Double(AV_TIME_BASE)
+        }
+        let codec = String(cString: avcodec_get_name(parameters.pointee.codec_id))
+        let profile = avcodec_profile_name(parameters.pointee.codec_id, parameters.pointee.profile).map { String(cString: $0) }
+        return AudioFileProbe(
+            description: AudioFileDescription(
+                container: container, codec: codec, profile: profile, sampleRate: rate,
+                channelCount: Int(parameters.pointee.ch_layout.nb_channels),
+                bitRate: Int(parameters.pointee.bit_rate > 0 ? parameters.pointee.bit_rate : context.pointee.bit_rate),
+                duration: duration),
+            packetCount: count, firstTimestamp: seconds(first), lastTimestamp: seconds(last), duration: duration,
+            priming: priming)
+    }
+}
+
+extension AudioFile {
+    /// Checks the containers LiveAudio parses itself — WAV, FLV, ADTS — with its own strict parsers, so a damaged
+    /// file is reported as damaged instead of being decoded in part. Other files pass through to FFmpeg.
+    /// - Throws: ``AudioError`` `.fileIO` (missing, unreadable, a directory), `.corruptFile` (empty or damaged).
+    public static func validate(path: String) throws(AudioError) {
+        var st = stat()
+        guard stat(path, &st) == 0 else {
+            throw AudioError(.fileIO, "cannot open '\(path)': \(String(cString: strerror(errno)))")
+        }
+        guard (st.st_mode & S_IFMT) != S_IFDIR else { throw AudioError(.fileIO, "cannot open '\(path)': it is a directory") }
+        guard st.st_size > 0 else { throw AudioError(.corruptFile, "'\(path)' is empty") }
+        guard let fd = fopen(path, "rb") else {
+            throw AudioError(.fileIO, "cannot open '\(path)': \(String(cString: strerror(errno)))")
+        }
+        var head = [UInt8](repeating: 0, count: 12)
+        let got = fread(&head, 1, 12, fd)
+        fclose(fd)
+        head = Array(head.prefix(got))
+        if head.starts(with: Array("RIFF".utf8)) || head.starts(with: Array("RF64".utf8)) {
+            do throws(AudioError) {
+                _ = try WAVFileReader(path: path)
+            } catch where error.code == .unsupportedFile {
+                // A WAV encoding LiveAudio does not read itself (ADPCM, 8-bit): FFmpeg's turn.
+            }
+        } else if head.starts(with: Array("FLV".utf8)) {
+            let contents: FLVContents
+            do throws(AudioError) {
+                contents = try FLVContents(path: path)
+            } catch {
+                throw AudioError(error.code, "'\(path)': \(error.message)")
+            }
+            guard contents.tags.contains(where: { $0.type == .audio }) else {
+                throw AudioError(.corruptFile, "'\(path)': the FLV file has no audio tags")
+            }
+        } else if head.count >= 2, head[0] == 0xFF, head[1] & 0xF6 == 0xF0 {
+            let bytes = try readAll(path)
+            do throws(AudioError) {
+                _ = try ADTSStream.frames(in: bytes)
+            } catch {
+                throw AudioError(error.code, "'\(path)': \(error.message)")
+            }
+        }
+    }
+
+    static func readAll(_ path: String) throws(AudioError) -> [UInt8] {
+        guard let fd = fopen(path, "rb") else {
+            throw AudioError(.fileIO, "cannot open '\(path)': \(String(cString: strerror(errno)))")
+        }
+        defer { fclose(fd) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 1 << 16)
+        while true {
+            let n = fread(&chunk, 1, chunk.count, fd)
+            if n == 0 { break }
+            bytes += chunk.prefix(n)
+        }
+        guard ferror(fd) == 0 else { throw AudioError(.fileIO, "cannot read '\(path)'") }
+        return bytes
+    }
+}

@@ -1,0 +1,238 @@
+import AudioCore
+
+/// An AMF0 value (Action Message Format 0): what FLV script tags and RTMP commands carry.
+///
+/// Objects and ECMA arrays keep their properties in order, because the order is what goes on the wire.
+public indirect enum AMF0Value: Hashable, Sendable {
+    case number(Double)
+    case boolean(Bool)
+    /// A string; written as a long string (marker 0x0C) when its UTF-8 is longer than 65535 bytes.
+    case string(String)
+    case object([AMF0Property])
+    case null
+    case undefined
+    /// An associative array (marker 0x08): properties with a count hint in front.
+    case ecmaArray([AMF0Property])
+    case strictArray([AMF0Value])
+    /// Milliseconds since 1970 and a time zone (which AMF0 says to write as 0 and ignore).
+    case date(milliseconds: Double, timeZone: Int16)
+
+    /// The property `key` of an object or ECMA array, or nil.
+    public subscript(key: String) -> AMF0Value? {
+        switch self {
+        case .object(let properties), .ecmaArray(let properties): properties.first { $0.key == key }?.value
+        default: nil
+        }
+    }
+
+    public var numberValue: Double? { if case .number(let v) = self { v } else { nil } }
+    public var stringValue: String? { if case .string(let v) = self { v } else { nil } }
+    public var booleanValue: Bool? { if case .boolean(let v) = self { v } else { nil } }
+}
+
+/// One key–value pair of an AMF0 object or ECMA array.
+public struct AMF0Property: Hashable, Sendable {
+    public var key: String
+    public var value: AMF0Value
+
+    public init(_ key: String, _ value: AMF0Value) {
+        self.key = key
+        self.value = value
+    }
+}
+
+/// AMF0 encoding and decoding.
+public enum AMF0 {
+    enum Marker: UInt8 {
+        case number = 0x00, boolean = 0x01, string = 0x02, object = 0x03, movieClip = 0x04, null = 0x05
+        case undefined = 0x06, reference = 0x07, ecmaArray = 0x08, objectEnd = 0x09, strictArray = 0x0A
+        case date = 0x0B, longString = 0x0C, unsupported = 0x0D, recordSet = 0x0E, xmlDocument = 0x0F
+        case typedObject = 0x10, avmPlus = 0x11
+    }
+
+    /// Nesting deeper than this is treated as corrupt input (a guard against stack exhaustion).
+    public static let maximumDepth = 64
+
+    /// The bytes of `values`, one after another.
+    public static func encode(_ values: [AMF0Value]) -> [UInt8] {
+        var out: [UInt8] = []
+        for v in values { encode(v, into: &out) }
+        return out
+    }
+
+    public static func encode(_ value: AMF0Value, into out: inout [UInt8]) {
+        switch value {
+        case .number(let v):
+            out.append(Marker.number.rawValue)
+            appendDouble(v, into: &out)
+        case .boolean(let b):
+            out += [Marker.boolean.rawValue, b ? 1 : 0]
+        case .string(let s):
+            let utf8 = Array(s.utf8)
+            if utf8.count > 0xFFFF {
+                out.append(Marker.longString.rawValue)
+                appendUInt32(UInt32(utf8.count), into: &out)
+                out += utf8
+            } else {
+                out.append(Marker.string.rawValue)
+                appendShortString(utf8, into: &out)
+            }
+        case .object(let properties):
+            out.append(Marker.object.rawValue)
+            appendProperties(properties, into: &out)
+        case .null:
+            out.append(Marker.null.rawValue)
+        case .undefined:
+            out.append(Marker.undefined.rawValue)
+        case .ecmaArray(let properties):
+            out.append(Marker.ecmaArray.rawValue)
+            appendUInt32(UInt32(properties.count), into: &out)
+            appendProperties(properties, into: &out)
+        case .strictArray(let values):
+            out.append(Marker.strictArray.rawValue)
+            appendUInt32(UInt32(values.count), into: &out)
+            for v in values { encode(v, into: &out) }
+        case .date(let ms, let zone):
+            out.append(Marker.date.rawValue)
+            appendDouble(ms, into: &out)
+            out += [UInt8(truncatingIfNeeded: zone >> 8), UInt8(truncatingIfNeeded: zone)]
+        }
+    }
+
+    /// Decodes values until `bytes` ends.
+    /// - Throws: ``AudioError`` `.corruptFile` for truncated input, an unknown or unsupported marker, invalid
+    ///   UTF-8, or nesting deeper than ``maximumDepth``; the message gives the byte offset.
+    public static func decodeAll(_ bytes: [UInt8]) throws(AudioError) -> [AMF0Value] {
+        var reader = AMF0Reader(bytes)
+        var values: [AMF0Value] = []
+        while !reader.atEnd { values.append(try reader.value()) }
+        return values
+    }
+
+    static func appendDouble(_ v: Double, into out: inout [UInt8]) {
+        let bits = v.bitPattern
+        for shift in stride(from: 56, through: 0, by: -8) { out.append(UInt8(truncatingIfNeeded: bits >> UInt64(shift))) }
+    }
+
+    static func appendUInt32(_ v: UInt32, into out: inout [UInt8]) {
+        out += [UInt8(v >> 24), UInt8(v >> 16 & 0xFF), UInt8(v >> 8 & 0xFF), UInt8(v & 0xFF)]
+    }
+
+    static func appendShortString(_ utf8: [UInt8], into out: inout [UInt8]) {
+        let n = min(utf8.count, 0xFFFF)
+        out += [UInt8(n >> 8), UInt8(n & 0xFF)]
+        out += utf8.prefix(n)
+    }
+
+    static func appendProperties(_ properties: [AMF0Property], into out: inout [UInt8]) {
+        for p in properties {
+            appendShortString(Array(p.key.utf8), into: &out)
+            encode(p.value, into: &out)
+        }
+        out += [0, 0, Marker.objectEnd.rawValue]
+    }
+}
+
+/// Reads AMF0 values from bytes, one at a time.
+public struct AMF0Reader {
+    public let bytes: [UInt8]
+    /// The offset of the next value.
+    public private(set) var offset: Int
+
+    public init(_ bytes: [UInt8], offset: Int = 0) {
+        self.bytes = bytes
+        self.offset = offset
+    }
+
+    public var atEnd: Bool { offset >= bytes.count }
+
+    /// The next value.
+    /// - Throws: ``AudioError`` `.corruptFile` (see ``AMF0/decodeAll(_:)``).
+    public mutating func value() throws(AudioError) -> AMF0Value { try value(depth: 0) }
+
+    private mutating func value(depth: Int) throws(AudioError) -> AMF0Value {
+        guard depth < AMF0.maximumDepth else { throw fail("values nested more than \(AMF0.maximumDepth) deep") }
+        let at = offset
+        let byte = try takeByte()
+        guard let marker = AMF0.Marker(rawValue: byte) else {
+            throw AudioError(.corruptFile, "AMF0: unknown type marker \(hexByte(Int(byte))) at byte \(at)")
+        }
+        switch marker {
+        case .number: return .number(try double())
+        case .boolean: return .boolean(try takeByte() != 0)
+        case .string: return .string(try string(length: Int(try uint16())))
+        case .longString: return .string(try string(length: Int(try uint32())))
+        case .object: return .object(try properties(depth: depth))
+        case .null: return .null
+        case .undefined: return .undefined
+        case .ecmaArray:
+            _ = try uint32()  // a count hint; the end marker is what ends the array
+            return .ecmaArray(try properties(depth: depth))
+        case .strictArray:
+            let count = Int(try uint32())
+            // Each value takes at least one byte: a count beyond what is left is corrupt.
+            guard count <= bytes.count - offset else {
+                throw fail("a strict array of \(count) values in \(bytes.count - offset) bytes")
+            }
+            var values: [AMF0Value] = []
+            values.reserveCapacity(count)
+            for _ in 0..<count { values.append(try value(depth: depth + 1)) }
+            return .strictArray(values)
+        case .date:
+            let ms = try double()
+            let zone = Int16(bitPattern: try uint16())
+            return .date(milliseconds: ms, timeZone: zone)
+        case .objectEnd, .movieClip, .reference, .unsupported, .recordSet, .xmlDocument, .typedObject, .avmPlus:
+            throw AudioError(.corruptFile, "AMF0: type marker \(hexByte(Int(byte))) at byte \(at) is not supported here")
+        }
+    }
+
+    private mutating func properties(depth: Int) throws(AudioError) -> [AMF0Property] {
+        var result: [AMF0Property] = []
+        while true {
+            let key = try string(length: Int(try uint16()))
+            if key.isEmpty, offset < bytes.count, bytes[offset] == AMF0.Marker.objectEnd.rawValue {
+                offset += 1
+                return result
+            }
+            result.append(AMF0Property(key, try value(depth: depth + 1)))
+        }
+    }
+
+    private func fail(_ what: String) -> AudioError { AudioError(.corruptFile, "AMF0: \(what) at byte \(offset)") }
+
+    private mutating func take(_ n: Int) throws(AudioError) -> ArraySlice<UInt8> {
+        guard n <= bytes.count - offset else {
+            throw fail("truncated: \(n) byte(s) needed, \(bytes.count - offset) left")
+        }
+        defer { offset += n }
+        return bytes[offset..<offset + n]
+    }
+
+    private mutating func takeByte() throws(AudioError) -> UInt8 {
+        let b = try take(1)
+        return b[b.startIndex]
+    }
+
+    private mutating func uint16() throws(AudioError) -> UInt16 {
+        let b = try take(2)
+        return UInt16(b[b.startIndex]) << 8 | UInt16(b[b.startIndex + 1])
+    }
+
+    private mutating func uint32() throws(AudioError) -> UInt32 {
+        try take(4).reduce(0) { $0 << 8 | UInt32($1) }
+    }
+
+    private mutating func double() throws(AudioError) -> Double {
+        Double(bitPattern: try take(8).reduce(0) { $0 << 8 | UInt64($1) })
+    }
+
+    private mutating func string(length: Int) throws(AudioError) -> String {
+        let at = offset
+        let b = try take(length)
+        guard let s = String(validating: b, as: UTF8.self) else {
+            throw AudioError(.corruptFile, "AMF0: a string at byte \(at) is not valid UTF-8")
+        }
+        return s
+    }
+}

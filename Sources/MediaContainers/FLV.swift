@@ -1,0 +1,306 @@
+import AudioCore
+
+/// FLV tag types (Adobe FLV 10.1, E.4.1).
+public enum FLVTagType: UInt8, Sendable {
+    case audio = 8
+    case video = 9
+    case script = 18
+}
+
+/// The 9-byte FLV file header, followed in the file by PreviousTagSize0 (always 0).
+public struct FLVHeader: Hashable, Sendable {
+    public static let size = 9
+    public var hasAudio: Bool
+    public var hasVideo: Bool
+
+    public init(hasAudio: Bool = true, hasVideo: Bool = false) {
+        self.hasAudio = hasAudio
+        self.hasVideo = hasVideo
+    }
+
+    /// The header and PreviousTagSize0: 13 bytes.
+    public func encoded() -> [UInt8] {
+        let flags: UInt8 = (hasAudio ? 0x04 : 0) | (hasVideo ? 0x01 : 0)
+        return [0x46, 0x4C, 0x56, 0x01, flags, 0, 0, 0, 9, 0, 0, 0, 0]
+    }
+
+    /// Parses the header at the start of `bytes`; returns it and the offset of the first tag (after
+    /// PreviousTagSize0).
+    /// - Throws: ``AudioError`` `.unsupportedFile` when the bytes are not FLV, `.corruptFile` when truncated or
+    ///   inconsistent.
+    public static func parse(_ bytes: [UInt8]) throws(AudioError) -> (FLVHeader, firstTagOffset: Int) {
+        guard bytes.count >= 3, bytes[0] == 0x46, bytes[1] == 0x4C, bytes[2] == 0x56 else {
+            throw AudioError(.unsupportedFile, "not an FLV file: it does not start with 'FLV'")
+        }
+        guard bytes.count >= size + 4 else {
+            throw AudioError(.corruptFile, "FLV: the file header is truncated (\(bytes.count) of 13 bytes)")
+        }
+        guard bytes[3] == 1 else { throw AudioError(.unsupportedFile, "FLV version \(bytes[3]) (only version 1 exists)") }
+        let dataOffset = Int(readUInt32(bytes, 5))
+        guard dataOffset >= size, dataOffset + 4 <= bytes.count else {
+            throw AudioError(.corruptFile, "FLV: a header size of \(dataOffset) bytes cannot be")
+        }
+        guard readUInt32(bytes, dataOffset) == 0 else {
+            throw AudioError(.corruptFile, "FLV: PreviousTagSize0 is \(readUInt32(bytes, dataOffset)), not 0")
+        }
+        return (FLVHeader(hasAudio: bytes[4] & 0x04 != 0, hasVideo: bytes[4] & 0x01 != 0), dataOffset + 4)
+    }
+}
+
+/// One FLV tag: type, timestamp in milliseconds and payload. In the file each tag is followed by its
+/// PreviousTagSize (11 + payload length).
+public struct FLVTag: Hashable, Sendable {
+    public static let headerSize = 11
+    public var type: FLVTagType
+    /// Milliseconds, 32 bits (the low 24 in the header, the high 8 in the extension byte).
+    public var timestamp: UInt32
+    public var data: [UInt8]
+
+    public init(type: FLVTagType, timestamp: UInt32, data: [UInt8]) {
+        self.type = type
+        self.timestamp = timestamp
+        self.data = data
+    }
+
+    /// The tag's bytes followed by its PreviousTagSize.
+    /// - Precondition: the payload fits the 24-bit size field (16 MiB).
+    public func encoded() -> [UInt8] {
+        precondition(data.count < 1 << 24, "an FLV tag holds less than 16 MiB")
+        let size = data.count
+        var out: [UInt8] = [
+            type.rawValue, UInt8(size >> 16), UInt8(size >> 8 & 0xFF), UInt8(size & 0xFF),
+            UInt8(timestamp >> 16 & 0xFF), UInt8(timestamp >> 8 & 0xFF), UInt8(timestamp & 0xFF), UInt8(timestamp >> 24),
+            0, 0, 0,
+        ]
+        out.reserveCapacity(Self.headerSize + size + 4)
+        out += data
+        let previous = UInt32(Self.headerSize + size)
+        out += [UInt8(previous >> 24), UInt8(previous >> 16 & 0xFF), UInt8(previous >> 8 & 0xFF), UInt8(previous & 0xFF)]
+        return out
+    }
+
+    /// Parses the tag at `offset` and its PreviousTagSize; returns the tag and the offset after it.
+    /// - Throws: ``AudioError`` `.corruptFile` naming the offset: a truncated tag, an unknown type, an encrypted
+    ///   (filtered) tag, a non-zero stream id, or a PreviousTagSize that does not match.
+    public static func parse(_ bytes: [UInt8], at offset: Int) throws(AudioError) -> (FLVTag, next: Int) {
+        guard bytes.count - offset >= headerSize else {
+            throw AudioError(
+                .corruptFile, "FLV: the tag at byte \(offset) is truncated (\(bytes.count - offset) of 11 header bytes)")
+        }
+        let typeByte = bytes[offset]
+        guard typeByte & 0x20 == 0 else {
+            throw AudioError(.corruptFile, "FLV: the tag at byte \(offset) is encrypted (filtered), which is not supported")
+        }
+        guard let type = FLVTagType(rawValue: typeByte & 0x1F) else {
+            throw AudioError(.corruptFile, "FLV: unknown tag type \(typeByte) at byte \(offset)")
+        }
+        let size = Int(bytes[offset + 1]) << 16 | Int(bytes[offset + 2]) << 8 | Int(bytes[offset + 3])
+        let timestamp =
+            UInt32(bytes[offset + 7]) << 24 | UInt32(bytes[offset + 4]) << 16 | UInt32(bytes[offset + 5]) << 8
+            | UInt32(bytes[offset + 6])
+        guard bytes[offset + 8] == 0, bytes[offset + 9] == 0, bytes[offset + 10] == 0 else {
+            throw AudioError(.corruptFile, "FLV: the tag at byte \(offset) has a non-zero stream id")
+        }
+        let end = offset + headerSize + size
+        guard end + 4 <= bytes.count else {
+            throw AudioError(
+                .corruptFile,
+                "FLV: the tag at byte \(offset) is truncated (it needs \(headerSize + size + 4) bytes, "
+                    + "\(bytes.count - offset) left)")
+        }
+        let previous = readUInt32(bytes, end)
+        guard previous == UInt32(headerSize + size) else {
+            throw AudioError(
+                .corruptFile,
+                "FLV: the PreviousTagSize after the tag at byte \(offset) is \(previous), not \(headerSize + size)")
+        }
+        return (FLVTag(type: type, timestamp: timestamp, data: Array(bytes[offset + headerSize..<end])), end + 4)
+    }
+}
+
+/// The first byte(s) of an FLV audio tag for AAC (E.4.2.1): sound format 10, the flags FLV insists on for AAC
+/// (44 kHz, 16-bit; the real rate is in the AudioSpecificConfig), mono or stereo, then the AACPacketType.
+public enum FLVAudio {
+    /// AACPacketType 0: the payload is an AudioSpecificConfig.
+    public static let sequenceHeader: UInt8 = 0
+    /// AACPacketType 1: the payload is one raw AAC access unit.
+    public static let raw: UInt8 = 1
+    /// SoundFormat 10 is AAC.
+    public static let aacCodecID = 10
+
+    /// The two-byte prefix of an AAC audio tag.
+    public static func aacPrefix(stereo: Bool, packetType: UInt8) -> [UInt8] {
+        [UInt8(aacCodecID << 4 | 3 << 2 | 1 << 1 | (stereo ? 1 : 0)), packetType]
+    }
+
+    /// What an AAC audio tag says.
+    public struct AACTag: Hashable, Sendable {
+        public var stereo: Bool
+        public var packetType: UInt8
+        public var payload: ArraySlice<UInt8>
+    }
+
+    /// Parses an audio tag's payload as AAC.
+    /// - Throws: ``AudioError`` `.unsupportedFile` for another codec, `.corruptFile` for a truncated tag or an
+    ///   unknown AACPacketType.
+    public static func parseAAC(_ data: [UInt8]) throws(AudioError) -> AACTag {
+        guard let first = data.first else { throw AudioError(.corruptFile, "FLV: an empty audio tag") }
+        let format = Int(first >> 4)
+        guard format == aacCodecID else {
+            throw AudioError(.unsupportedFile, "FLV: the audio tag holds sound format \(format), not AAC (10)")
+        }
+        guard data.count >= 2 else { throw AudioError(.corruptFile, "FLV: an AAC audio tag without its AACPacketType") }
+        guard data[1] <= 1 else { throw AudioError(.corruptFile, "FLV: AACPacketType \(data[1]) is neither 0 nor 1") }
+        return AACTag(stereo: first & 1 == 1, packetType: data[1], payload: data[2...])
+    }
+}
+
+/// A whole FLV file, parsed: the header, every tag and the onMetaData values when there are any.
+public struct FLVContents: Sendable {
+    public var header: FLVHeader
+    public var tags: [FLVTag]
+    /// The properties of the first `onMetaData` script tag.
+    public var metadata: AMF0Value?
+
+    /// Parses `bytes`.
+    /// - Throws: ``AudioError`` from ``FLVHeader/parse(_:)``, ``FLVTag/parse(_:at:)`` and, for an onMetaData tag,
+    ///   ``AMF0``.
+    public init(parsing bytes: [UInt8]) throws(AudioError) {
+        let (header, first) = try FLVHeader.parse(bytes)
+        self.header = header
+        tags = []
+        var offset = first
+        while offset < bytes.count {
+            let (tag, next) = try FLVTag.parse(bytes, at: offset)
+            if tag.type == .script, metadata == nil {
+                let values = try AMF0.decodeAll(tag.data)
+                if values.first?.stringValue == "onMetaData", values.count >= 2 { metadata = values[1] }
+            }
+            tags.append(tag)
+            offset = next
+        }
+    }
+
+    /// Reads and parses the file at `path`.
+    public init(path: String) throws(AudioError) {
+        let file = try POSIXFile(path: path, writing: false)
+        let size = file.size
+        guard size > 0 else { throw AudioError(.corruptFile, "'\(path)' is empty") }
+        try self.init(parsing: try file.readBytes(count: Int(size), at: 0))
+    }
+}
+
+/// Writes an audio-only FLV file of AAC: the header, onMetaData (duration, audiodatarate, audiosamplerate,
+/// audiosamplesize, stereo, audiocodecid 10, filesize), the AAC sequence header, then one tag per packet.
+///
+/// Every tag goes to disk as one write the moment it is given, so a file cut short — the process killed — is
+/// playable up to its last tag. ``finish(duration:)`` fills in the duration and file size.
+///
+/// Thread safety: one thread at a time; does file I/O.
+public final class FLVFileWriter {
+    public let path: String
+    public let sampleRate: Double
+    public let channelCount: Int
+    public private(set) var packetsWritten = 0
+    public private(set) var bytesWritten: Int64 = 0
+    /// The timestamp of the last tag written.
+    public private(set) var lastTimestamp: UInt32 = 0
+    private let file: POSIXFile
+    private let stereo: Bool
+    /// Where onMetaData's duration and filesize numbers (8 bytes each) sit in the file.
+    private var durationOffset: Int64 = 0
+    private var fileSizeOffset: Int64 = 0
+    private var finished = false
+
+    /// Creates (or truncates) `path` and writes the header, onMetaData and the AAC sequence header.
+    /// - Parameters:
+    ///   - bitRate: bits per second, for `audiodatarate` (kbit/s).
+    ///   - audioSpecificConfig: the encoder's; FLV carries it in the sequence header.
+    /// - Throws: ``AudioError`` `.corruptFile` for an AudioSpecificConfig that does not parse, `.fileIO`.
+    public init(path: String, sampleRate: Double, channelCount: Int, bitRate: Int, audioSpecificConfig: [UInt8])
+        throws(AudioError)
+    {
+        _ = try AudioSpecificConfig(parsing: audioSpecificConfig)
+        self.path = path
+        self.sampleRate = sampleRate
+        self.channelCount = channelCount
+        stereo = channelCount > 1
+        file = try POSIXFile(path: path, writing: true)
+        var bytes = FLVHeader().encoded()
+        let metadata = AMF0.encode([
+            .string("onMetaData"),
+            .ecmaArray([
+                AMF0Property("duration", .number(0)),
+                AMF0Property("audiodatarate", .number(Double(bitRate) / 1000)),
+                AMF0Property("audiosamplerate", .number(sampleRate)),
+                AMF0Property("audiosamplesize", .number(16)),
+                AMF0Property("stereo", .boolean(stereo)),
+                AMF0Property("audiocodecid", .number(Double(FLVAudio.aacCodecID))),
+                AMF0Property("filesize", .number(0)),
+            ]),
+        ])
+        // Each number follows its key: marker byte, then 8 bytes.
+        let base = bytes.count + FLVTag.headerSize
+        durationOffset = Int64(base + Self.offset(ofNumber: "duration", in: metadata))
+        fileSizeOffset = Int64(base + Self.offset(ofNumber: "filesize", in: metadata))
+        bytes += FLVTag(type: .script, timestamp: 0, data: metadata).encoded()
+        bytes += FLVTag(
+            type: .audio, timestamp: 0,
+            data: FLVAudio.aacPrefix(stereo: stereo, packetType: FLVAudio.sequenceHeader) + audioSpecificConfig
+        ).encoded()
+        try file.write(bytes: bytes)
+        bytesWritten = Int64(bytes.count)
+    }
+
+    /// The offset of the 8-byte number after `key` in an encoded metadata block.
+    private static func offset(ofNumber key: String, in encoded: [UInt8]) -> Int {
+        let needle = [UInt8(0), UInt8(key.utf8.count)] + Array(key.utf8) + [AMF0.Marker.number.rawValue]
+        for i in 0...(encoded.count - needle.count) where Array(encoded[i..<i + needle.count]) == needle {
+            return i + needle.count
+        }
+        preconditionFailure("metadata without \(key)")
+    }
+
+    /// Appends one raw AAC access unit at `milliseconds`.
+    /// - Throws: ``AudioError`` `.invalidParameter` for a timestamp before the last one or beyond 32 bits,
+    ///   `.fileIO`.
+    public func writeAAC(_ payload: [UInt8], milliseconds: Int64) throws(AudioError) {
+        precondition(!finished, "write after finish")
+        guard milliseconds >= Int64(lastTimestamp), milliseconds <= Int64(UInt32.max) else {
+            throw AudioError(
+                .invalidParameter,
+                "FLV timestamps must not go back and fit 32 bits: \(milliseconds) ms after \(lastTimestamp) ms")
+        }
+        let tag = FLVTag(
+            type: .audio, timestamp: UInt32(milliseconds),
+            data: FLVAudio.aacPrefix(stereo: stereo, packetType: FLVAudio.raw) + payload
+        ).encoded()
+        try file.write(bytes: tag)
+        lastTimestamp = UInt32(milliseconds)
+        packetsWritten += 1
+        bytesWritten += Int64(tag.count)
+    }
+
+    /// Writes the duration (seconds) and file size into onMetaData and closes the file.
+    public func finish(duration: Double) throws(AudioError) {
+        guard !finished else { return }
+        finished = true
+        defer { file.close() }
+        var number: [UInt8] = []
+        AMF0.appendDouble(duration, into: &number)
+        try file.write(bytes: number, at: durationOffset)
+        number.removeAll()
+        AMF0.appendDouble(Double(bytesWritten), into: &number)
+        try file.write(bytes: number, at: fileSizeOffset)
+    }
+
+    /// Closes the file as it is (playable; its onMetaData duration stays 0).
+    public func abandon() {
+        finished = true
+        file.close()
+    }
+}
+
+func readUInt32(_ bytes: [UInt8], _ at: Int) -> UInt32 {
+    UInt32(bytes[at]) << 24 | UInt32(bytes[at + 1]) << 16 | UInt32(bytes[at + 2]) << 8 | UInt32(bytes[at + 3])
+}

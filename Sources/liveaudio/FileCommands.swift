@@ -1,0 +1,211 @@
+import ArgumentParser
+import Foundation
+import LiveAudio
+
+struct Encode: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Encode any audio file to AAC-LC (.aac ADTS, .flv, .m4a) or to WAV.",
+        discussion: """
+            IN is anything FFmpeg decodes (WAV, MP3, AAC, M4A, FLAC, Ogg, FLV). The output's kind follows its \
+            extension. AAC output keeps the input's rate unless --sample-rate asks for another; the rate must be \
+            one AAC can carry. Ctrl-C or SIGTERM stops early and still finishes the file, so it plays up to there; \
+            ADTS and FLV stay playable even if the process is killed outright. If the input turns out to be \
+            damaged, the output is deleted.
+            """)
+
+    @Argument(help: "The file to encode.")
+    var input: String
+
+    @Option(name: .shortAndLong, help: "The file to write: .aac, .flv, .m4a (or .mp4), .wav.")
+    var output: String
+
+    @Option(help: "AAC bit rate for all channels: 128k, 96000, … (default 64k per channel).")
+    var bitrate: String?
+
+    @Option(help: "Channels to write (default: the input's). Mono is copied to every channel.")
+    var channels: Int?
+
+    @Option(name: .customLong("sample-rate"), help: "Rate to write, resampling when the input's differs.")
+    var sampleRate: Int?
+
+    @Option(help: "AAC profile: aac-lc (the only one supported; others are refused).")
+    var profile: String = AACProfile.lc.rawValue
+
+    @Option(name: .customLong("sample-format"), help: "WAV samples: s16, s24, s32 or f32.")
+    var sampleFormat: String = "s16"
+
+    func run() throws {
+        let stop = StopFlag()
+        let signals = StopSignals { stop.set() }
+        defer { withExtendedLifetime(signals) {} }
+        do throws(AudioError) {
+            let summary = try FileEncoding(
+                input: input, output: output, bitrate: bitrate, channels: channels, sampleRate: sampleRate,
+                profile: profile, sampleFormat: sampleFormat
+            ).run(stop: stop)
+            print(summary)
+        } catch {
+            throw fail(error)
+        }
+    }
+}
+
+/// `liveaudio encode`, apart from argument parsing: everything is checked before the output is created, and an
+/// output that fails half-way is deleted.
+struct FileEncoding {
+    enum Output {
+        case aac(AACContainer)
+        case wav
+    }
+
+    let input: String
+    let output: String
+    let bitrate: String?
+    let channels: Int?
+    let sampleRate: Int?
+    let profile: String
+    let sampleFormat: String
+
+    static func parseBitRate(_ text: String) throws(AudioError) -> Int {
+        let t = text.lowercased()
+        let scale = t.hasSuffix("k") ? 1000.0 : 1.0
+        guard let value = Double(t.hasSuffix("k") ? String(t.dropLast()) : t), value.isFinite, value > 0 else {
+            throw AudioError(.invalidParameter, "--bitrate must be bits per second like 128k or 96000, got '\(text)'")
+        }
+        return Int((value * scale).rounded())
+    }
+
+    func run(stop: StopFlag) throws(AudioError) -> String {
+        let kind: Output
+        if output.lowercased().hasSuffix(".wav") {
+            kind = .wav
+        } else if let container = AACContainer(path: output) {
+            kind = .aac(container)
+        } else {
+            throw AudioError(.unsupportedFile, "cannot tell what to write from '\(output)': name it .aac, .flv, .m4a, .mp4 or .wav")
+        }
+        if let channels, !(1...8).contains(channels) {
+            throw AudioError(.invalidFormat, "--channels must be 1 to 8, got \(channels)")
+        }
+        guard input != output else { throw AudioError(.invalidParameter, "the output would overwrite the input") }
+        let directory = URL(fileURLWithPath: output).deletingLastPathComponent().path
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory), isDirectory.boolValue else {
+            throw AudioError(.fileIO, "cannot write '\(output)': folder '\(directory)' does not exist")
+        }
+        let started = Date()
+        let reader = try AudioFile.open(path: input, sampleRate: sampleRate.map(Double.init), channelCount: channels)
+        let chunk = PCMBuffer(channelCount: reader.channelCount, capacity: 4096)
+        var frames: Int64 = 0
+        var interrupted = false
+        switch kind {
+        case .aac(let container):
+            guard let profileValue = AACProfile(rawValue: profile.lowercased()) else {
+                throw AudioError(
+                    .invalidParameter,
+                    "unknown --profile '\(profile)'; profiles: " + AACProfile.allCases.map(\.rawValue).joined(separator: ", "))
+            }
+            if !AACEncoderSettings.sampleRates.contains(reader.sampleRate), sampleRate == nil {
+                throw AudioError(
+                    .unsupportedSampleRate,
+                    "'\(input)' is at \(formatHz(reader.sampleRate)), which AAC cannot carry; add --sample-rate with one of "
+                        + AACEncoderSettings.sampleRates.map { "\(Int($0))" }.joined(separator: ", "))
+            }
+            let settings = AACEncoderSettings(
+                sampleRate: reader.sampleRate, channelCount: reader.channelCount,
+                bitRate: try bitrate.map(Self.parseBitRate), profile: profileValue)
+            let encoder = try AACEncoder(settings: settings)
+            let writer = try AACFileWriter(path: output, container: container, encoder: encoder)
+            do throws(AudioError) {
+                while !stop.isSet {
+                    let got = try reader.read(into: chunk.view(frames: chunk.capacity))
+                    if got == 0 { break }
+                    try writer.write(try encoder.encode(chunk.view(frames: got)))
+                    frames += Int64(got)
+                }
+                interrupted = stop.isSet
+                try writer.write(try encoder.flush())
+                try writer.finish(inputFrames: encoder.inputFrames)
+            } catch {
+                writer.discard()
+                throw error
+            }
+            let elapsed = Date().timeIntervalSince(started)
+            let seconds = Double(frames) / settings.sampleRate
+            return (interrupted ? "stopped early; " : "")
+                + "wrote \(output): AAC-LC \(formatHz(settings.sampleRate)), \(settings.channelCount) ch, "
+                + "\(settings.bitRate / 1000)k, \(writer.packetsWritten) packets, "
+                + String(format: "%.3f s", seconds) + " (priming \(encoder.priming), padding \(encoder.padding ?? 0)), "
+                + String(format: "%.0fx real time", elapsed > 0 ? seconds / elapsed : 0)
+        case .wav:
+            let type: SampleType
+            switch sampleFormat.lowercased() {
+            case "s16": type = .int16
+            case "s24": type = .int24
+            case "s32": type = .int32
+            case "f32": type = .float32
+            default: throw AudioError(.invalidFormat, "--sample-format must be s16, s24, s32 or f32, got '\(sampleFormat)'")
+            }
+            if bitrate != nil { throw AudioError(.invalidParameter, "--bitrate is for AAC; WAV is uncompressed") }
+            let format = try StreamFormat(
+                sampleRate: reader.sampleRate, channelCount: reader.channelCount, sampleType: type, interleaved: true)
+            let writer = try WAVFileWriter(path: output, format: format)
+            do throws(AudioError) {
+                var sinceCommit: Int64 = 0
+                while !stop.isSet {
+                    let got = try reader.read(into: chunk.view(frames: chunk.capacity))
+                    if got == 0 { break }
+                    try writer.write(chunk.view(frames: got))
+                    frames += Int64(got)
+                    sinceCommit += Int64(got)
+                    if Double(sinceCommit) >= reader.sampleRate {
+                        // Sizes in the header every second: a killed run leaves a WAV that plays up to here.
+                        try writer.commitHeader()
+                        sinceCommit = 0
+                    }
+                }
+                interrupted = stop.isSet
+                try writer.finish()
+            } catch {
+                writer.abandon()
+                unlink(output)
+                throw error
+            }
+            let elapsed = Date().timeIntervalSince(started)
+            let seconds = Double(frames) / reader.sampleRate
+            return (interrupted ? "stopped early; " : "")
+                + "wrote \(output): WAV \(format), \(frames) frames, " + String(format: "%.3f s", seconds) + ", "
+                + String(format: "%.0fx real time", elapsed > 0 ? seconds / elapsed : 0)
+        }
+    }
+}
+
+struct Probe: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Print what an audio file holds: codec, rate, channels, packets, timestamps, duration, priming.",
+        discussion: """
+            Works on anything FFmpeg reads; FLV and ADTS files are also checked tag by tag and frame by frame. \
+            Timestamps are the first and last packets' presentation times; a negative first time, or a priming \
+            figure, is encoder delay the container tells decoders to trim.
+            """)
+
+    @Argument(help: "The file to inspect.")
+    var file: String
+
+    func run() throws {
+        do throws(AudioError) {
+            let p = try AudioFileProbe.probe(path: file)
+            let d = p.description
+            let codec = d.codec + (d.profile.map { " (\($0))" } ?? "")
+            print("\(file): \(codec) in \(d.container)")
+            print("rate: \(formatHz(d.sampleRate)), channels: \(d.channelCount)")
+            if d.bitRate > 0 { print("bit rate: \(d.bitRate / 1000) kbit/s") }
+            print("packets: \(p.packetCount)")
+            print(String(format: "first timestamp: %.6f s, last timestamp: %.6f s", p.firstTimestamp, p.lastTimestamp))
+            print(String(format: "duration: %.6f s", p.duration))
+            print("priming: " + (p.priming.map { "\($0) samples" } ?? "not signalled by the container"))
+        } catch {
+            throw fail(error)
+        }
+    }
+}
