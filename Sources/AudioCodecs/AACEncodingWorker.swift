@@ -48,7 +48,9 @@ public final class AACEncodingWorker: @unchecked Sendable {
         self.encoder = encoder
         self.slotFrames = slotFrames
         let slots = max(2, Int((bufferedSeconds * encoder.settings.sampleRate / Double(slotFrames)).rounded(.up)))
-        ring = SlotRingBuffer(slotCount: slots, slotBytes: slotFrames * encoder.inputFormat.bytesPerFrame)
+        // bytesPerFrame counts one channel of a non-interleaved format: a slot holds every plane.
+        let format = encoder.inputFormat
+        ring = SlotRingBuffer(slotCount: slots, slotBytes: slotFrames * format.bytesPerFrame * format.bufferCount)
         self.handler = handler
     }
 
@@ -71,7 +73,7 @@ public final class AACEncodingWorker: @unchecked Sendable {
 
     /// Starts the worker thread.
     public func start() throws(AudioError) {
-        guard thread == nil, !finished else { throw AudioError(.invalidState, "the encoding worker has already started") }
+        guard thread == nil, !finished else { throw AudioError(.invalidState, "the encoding worker has already run; make a new one") }
         thread = try WorkerThread(name: "aac-encoder") { [self] in run() }
     }
 
@@ -79,6 +81,7 @@ public final class AACEncodingWorker: @unchecked Sendable {
     /// `sampleTime`. Returns false when some of it was dropped because the ring was full.
     @discardableResult
     public func push(_ chunk: RawBufferView, sampleTime: Int64) -> Bool {
+        precondition(chunk.format == encoder.inputFormat, "push the encoder's input format, \(encoder.inputFormat)")
         let bytesPerFrame = chunk.format.bytesPerFrame
         let interleaved = chunk.format.isInterleaved || chunk.format.channelCount == 1
         var done = 0
@@ -100,7 +103,8 @@ public final class AACEncodingWorker: @unchecked Sendable {
                 }
             }
             ring.commitWrite(
-                byteCount: n * bytesPerFrame, frames: n, timeStamp: RenderTimeStamp(sampleTime: sampleTime + Int64(done)))
+                byteCount: n * bytesPerFrame * chunk.format.bufferCount, frames: n,
+                timeStamp: RenderTimeStamp(sampleTime: sampleTime + Int64(done)))
             pushedFrames.add(Int64(n), ordering: .relaxed)
             done += n
         }
@@ -128,7 +132,8 @@ public final class AACEncodingWorker: @unchecked Sendable {
                 buffer.slice(from: done, frames: n),
                 into: RawBufferView(format: format, base: slot, planeStride: planeStride, frameCount: n))
             ring.commitWrite(
-                byteCount: n * format.bytesPerFrame, frames: n, timeStamp: RenderTimeStamp(sampleTime: sampleTime + Int64(done)))
+                byteCount: n * format.bytesPerFrame * format.bufferCount, frames: n,
+                timeStamp: RenderTimeStamp(sampleTime: sampleTime + Int64(done)))
             pushedFrames.add(Int64(n), ordering: .relaxed)
             done += n
         }

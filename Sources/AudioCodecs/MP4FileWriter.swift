@@ -68,7 +68,12 @@ public final class MP4FileWriter {
             self.context = nil
             throw AudioError(.fileIO, "cannot create '\(path)': \(ffmpegMessage(opened))")
         }
-        let written = avformat_write_header(context, nil)
+        // The movie time scale at the sample rate (FFmpeg's default is 1000): the edit list then states the
+        // input's length to the sample, not to the millisecond.
+        var options: OpaquePointer?
+        av_dict_set(&options, "movie_timescale", "\(Int(sampleRate))", 0)
+        defer { av_dict_free(&options) }
+        let written = avformat_write_header(context, &options)
         guard written >= 0 else {
             avio_closep(&context.pointee.pb)
             avformat_free_context(context)
