@@ -2,19 +2,27 @@
 # LiveAudio benchmarks: the engine (ordo-one/benchmark), `liveaudio render` side by side with sox and ffmpeg on the
 # same input, and the monitor voice chain on the JACK dummy driver beside JACK's own clients, in the same run.
 # Results go to stdout; docs/benchmarks.md records them with this command. BENCH_DEVICE_SECONDS and
-# BENCH_DEVICE_PERIODS shorten the device part.
+# BENCH_DEVICE_PERIODS shorten the device part; BENCH_PARTS picks parts (default: engine render chain encode
+# devices).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH=/opt/swift/usr/bin:$PATH
 work=${BENCH_DIR:-$(mktemp -d)}
 mkdir -p "$work"
 
-echo "== engine (ordo-one/benchmark, release)"
-(cd Benchmarks && swift package --disable-sandbox benchmark --format markdown --no-progress) || echo "benchmark package failed"
+parts=" ${BENCH_PARTS:-engine render chain encode devices} "
+want() { [[ "$parts" == *" $1 "* ]]; }
 
-echo "== liveaudio render vs sox and ffmpeg: 60 s, 48 kHz stereo float, voice + tone mixed, -6 dB"
 # The tool as `make demo` builds it: release, Swift runtime linked statically.
 swift build -c release --static-swift-stdlib --product liveaudio >/dev/null
+
+if want engine; then
+echo "== engine (ordo-one/benchmark, release)"
+(cd Benchmarks && swift package --disable-sandbox benchmark --format markdown --no-progress) || echo "benchmark package failed"
+fi
+
+if want render; then
+echo "== liveaudio render vs sox and ffmpeg: 60 s, 48 kHz stereo float, voice + tone mixed, -6 dB"
 ffmpeg -hide_banner -loglevel error -y -f lavfi -i "sine=frequency=220:sample_rate=48000:duration=60" \
   -af "volume=0.5" -ac 2 -c:a pcm_f32le "$work/voice.wav"
 ffmpeg -hide_banner -loglevel error -y -f lavfi -i "sine=frequency=440:sample_rate=48000:duration=60" \
@@ -33,7 +41,9 @@ hyperfine --warmup 2 --runs 10 --export-markdown "$work/render.md" \
   -n sox "sox -m -v 1 $work/voice.wav -v 0.5 $work/tone.wav -e floating-point -b 32 $work/sox.wav vol -6dB" \
   -n ffmpeg "ffmpeg -hide_banner -loglevel error -y -threads 1 -filter_threads 1 -i $work/voice.wav -i $work/tone.wav -filter_complex '[1]volume=0.5[b];[0][b]amix=inputs=2:normalize=0,volume=-6dB' -c:a pcm_f32le $work/ff.wav"
 cat "$work/render.md"
+fi
 
+if want chain; then
 echo "== voice chain (examples/voice-chain.json) vs ffmpeg and sox chains: 60 s, 48 kHz stereo float"
 # Music-like input: pink noise with a slow tremolo plus two tones.
 ffmpeg -hide_banner -loglevel error -y -f lavfi -i "anoisesrc=color=pink:sample_rate=48000:duration=60:amplitude=0.3:seed=7" \
@@ -49,7 +59,26 @@ hyperfine --warmup 2 --runs 10 --export-markdown "$work/chain.md" \
   -n "ffmpeg eq×3,acompressor,aecho,alimiter" "ffmpeg -hide_banner -loglevel error -y -threads 1 -filter_threads 1 -i $work/chain-in.wav -af '$eq3,acompressor=threshold=-24dB:ratio=3:attack=5:release=120:makeup=1.58:knee=2,aecho=1:0.85:250:0.25,alimiter=limit=0.89:attack=3:release=50:level=0' -c:a pcm_f32le $work/chain-ff.wav" \
   -n "sox equalizer×3 compand reverb" "sox $work/chain-in.wav -e floating-point -b 32 $work/chain-sox.wav equalizer 90 0.7q -6 equalizer 3000 1q 3 equalizer 10000 0.7q 2 compand 0.005,0.12 6:-70,-70,-24,-24,0,-16 4 reverb 20"
 cat "$work/chain.md"
+fi
 
+if want encode; then
+echo "== AAC-LC encoding vs ffmpeg -c:a aac: 60 s, 48 kHz stereo, 128k (the same libavcodec encoder)"
+# Music-like input: pink noise with a tremolo plus a tone, 16-bit WAV, and an MP3 of it for the MP3 -> M4A case.
+ffmpeg -hide_banner -loglevel error -y -f lavfi -i "anoisesrc=color=pink:sample_rate=48000:duration=60:amplitude=0.3:seed=11" \
+  -f lavfi -i "sine=frequency=330:sample_rate=48000:duration=60" \
+  -filter_complex "[0]tremolo=f=0.7:d=0.4[n];[1]volume=0.2[t];[n][t]amix=inputs=2:normalize=0" \
+  -ac 2 -c:a pcm_s16le "$work/enc-in.wav"
+ffmpeg -hide_banner -loglevel error -y -i "$work/enc-in.wav" -c:a libmp3lame -b:a 192k "$work/enc-in.mp3"
+# The two commands take turns, 15 rounds (scripts/interleaved_timing.py): both see the same machine noise.
+scripts/interleaved_timing.py 15 \
+  "liveaudio encode wav→aac=.build/release/liveaudio encode $work/enc-in.wav -o $work/enc-la.aac --bitrate 128k" \
+  "ffmpeg -c:a aac wav→aac=ffmpeg -hide_banner -loglevel error -y -i $work/enc-in.wav -c:a aac -b:a 128k $work/enc-ff.aac"
+scripts/interleaved_timing.py 15 \
+  "liveaudio encode mp3→m4a=.build/release/liveaudio encode $work/enc-in.mp3 -o $work/enc-la.m4a --bitrate 128k" \
+  "ffmpeg -c:a aac mp3→m4a=ffmpeg -hide_banner -loglevel error -y -i $work/enc-in.mp3 -c:a aac -b:a 128k $work/enc-ff.m4a"
+fi
+
+want devices || exit 0
 echo "== devices: the monitor voice chain on the JACK dummy driver, 48 kHz (examples/monitor-voice-chain.json)"
 # One jackd per period (dummy driver, realtime where permitted), stopped by PID. A `liveaudio play` client feeds
 # music-like audio (pink noise with a tremolo, plus a tone) into the monitor's input, so the chain works on signal,

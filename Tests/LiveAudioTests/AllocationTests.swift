@@ -28,6 +28,20 @@ func probe(_ arguments: [String]) async throws -> [String: Int] {
         #expect(report["renderThreadAllocations"] == 0)
     }
 
+    /// Handing PCM to the AAC encoder from a real-time thread: 12,000 pushes of 1–2048 frames, Int16 interleaved
+    /// and Float32 planar, into encoding workers whose consumers are now fast, now slow — so pushes both land and
+    /// overflow — without one allocation on the pushing thread. A deliberate allocation there is counted.
+    @Test func encoderPushesNeverAllocate() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let report = try await probe(["encoder-pushes", dir.path])
+        #expect(report["pushes"] == 12_000)
+        #expect(report["accepted"]! > 1000 && report["refused"]! > 100, "\(report)")
+        #expect(report["overflows"]! >= report["refused"]! && report["packets"]! > 100, "\(report)")
+        #expect(report["allocations"] == 0, "\(report)")
+        #expect(report["canary"]! >= 1, "the count sees the pushing thread")
+    }
+
     /// Rendering a file offline: allocations and peak memory do not grow with the duration.
     @Test func fileRenderingDoesNotGrowWithDuration() async throws {
         let dir = try TemporaryDirectory()

@@ -2,6 +2,7 @@
 //   LD_PRELOAD=.build/debug/libMallocInterposerSwift.so .build/debug/AllocationProbe render-cycles DIR
 //   LD_PRELOAD=... AllocationProbe render-file DIR SECONDS
 //   LD_PRELOAD=... AllocationProbe device-cycles DIR GRAPH.json jack SERVER | virtual
+//   LD_PRELOAD=... AllocationProbe encoder-pushes DIR
 // Prints one JSON object; the tests in LiveAudioTests run it and judge the numbers.
 import CAllocationProbe
 import Foundation
@@ -358,17 +359,96 @@ extension Locked where T == Int {
     func add(_ d: Int) { lock.withLock { value += d } }
 }
 
+/// A flag a worker's handler reads (it need not be cheap: the handler runs on the worker thread).
+final class Flag: @unchecked Sendable {
+    let value = Synchronization.Atomic<Bool>(false)
+}
+
+/// The producer side of AAC encoding, as a capture callback drives it: pushes of 1–2048 frames, Int16 interleaved
+/// (the seeds' capture format) and Float32 planar (the graph's), into two encoding workers whose consumers are
+/// sometimes slow, so that the rings overflow as well as take. The pushing thread is watched once warmed up.
+func encoderPushes() throws {
+    let int16 = try StreamFormat(sampleRate: 48_000, channelCount: 2, sampleType: .int16, interleaved: true)
+    let rawEncoder = try AACEncoder(settings: AACEncoderSettings(channelCount: 2, bitRate: 128_000), inputFormat: int16)
+    let floatEncoder = try AACEncoder(settings: AACEncoderSettings(channelCount: 2, bitRate: 128_000))
+    let slow = Flag()
+    let handler: AACEncodingWorker.Handler = { _ in
+        if slow.value.load(ordering: .relaxed) { usleep(20_000) }
+    }
+    let rawWorker = AACEncodingWorker(encoder: rawEncoder, bufferedSeconds: 0.2, slotFrames: 1024, handler: handler)
+    let floatWorker = AACEncodingWorker(encoder: floatEncoder, bufferedSeconds: 0.2, slotFrames: 512, handler: handler)
+    try rawWorker.start()
+    try floatWorker.start()
+    let raw = RawPCMBuffer(format: int16, capacity: 2048)
+    let samples = raw.storage.assumingMemoryBound(to: Int16.self)
+    for i in 0..<4096 { samples[i] = Int16(truncatingIfNeeded: i &* 7919) }
+    let floats = PCMBuffer(channelCount: 2, capacity: 2048)
+    for c in 0..<2 { for i in 0..<2048 { floats.view(frames: 2048)[c][i] = Float(sin(Double(i) * 0.05 + Double(c))) * 0.3 } }
+    let report = Locked<[String: Int]>([:])
+    let done = DispatchSemaphore(value: 0)
+    MallocInterposerSwift.setAllocationHook(allocation_probe_hook)
+    allocation_probe_reset()
+    MallocInterposerSwift.hook()
+    let producer = Thread {
+        var generator = SystemRandomNumberGenerator()
+        var time: Int64 = 0
+        var accepted = 0
+        var refused = 0
+        func cycle() {
+            // Mostly device-sized buffers, now and then a large one; paced at about 20 times real time.
+            let n = Int.random(in: 0..<10, using: &generator) == 0
+                ? Int.random(in: 513...2048, using: &generator) : Int.random(in: 1...512, using: &generator)
+            if rawWorker.push(raw.view(frames: n), sampleTime: time) { accepted += 1 } else { refused += 1 }
+            if floatWorker.push(floats.view(frames: n), sampleTime: time) { accepted += 1 } else { refused += 1 }
+            time += Int64(n)
+            usleep(UInt32(n))
+        }
+        for i in 0..<1000 {
+            slow.value.store(i % 400 < 200, ordering: .relaxed)
+            cycle()
+        }
+        allocation_probe_watch_this_thread(1)
+        let before = allocation_probe_count()
+        let pushes = 6000
+        for i in 0..<pushes {
+            slow.value.store(i % 1000 < 300, ordering: .relaxed)
+            cycle()
+        }
+        let allocations = allocation_probe_count() - before
+        let canaryStart = allocation_probe_count()
+        free(malloc(64))
+        let canary = allocation_probe_count() - canaryStart
+        allocation_probe_watch_this_thread(0)
+        report.store([
+            "pushes": pushes * 2, "accepted": accepted, "refused": refused, "allocations": Int(allocations),
+            "canary": Int(canary),
+        ])
+        done.signal()
+    }
+    producer.start()
+    done.wait()
+    MallocInterposerSwift.unhook()
+    MallocInterposerSwift.setAllocationHook(nil)
+    try rawWorker.finish()
+    try floatWorker.finish()
+    var fields = report.load()
+    fields["overflows"] = rawWorker.overflows + floatWorker.overflows
+    fields["packets"] = rawWorker.packetsEncoded + floatWorker.packetsEncoded
+    emit(fields)
+}
+
 let args = CommandLine.arguments
 do {
     switch args.count > 2 ? args[1] : "" {
     case "render-cycles": try renderCycles(directory: args[2])
+    case "encoder-pushes": try encoderPushes()
     case "render-file" where args.count > 3: try renderFile(directory: args[2], seconds: Double(args[3])!)
     case "device-cycles" where args.count > 5 && args[4] == "jack":
         try deviceCycles(directory: args[2], graphPath: args[3], backend: .jack, jackServer: args[5])
     case "device-cycles" where args.count > 4 && args[4] == "virtual":
         try deviceCycles(directory: args[2], graphPath: args[3], backend: .virtual, jackServer: nil)
     default:
-        FileHandle.standardError.write(Data("usage: AllocationProbe render-cycles DIR | render-file DIR SECONDS | device-cycles DIR GRAPH (jack SERVER | virtual)\n".utf8))
+        FileHandle.standardError.write(Data("usage: AllocationProbe render-cycles DIR | render-file DIR SECONDS | device-cycles DIR GRAPH (jack SERVER | virtual) | encoder-pushes DIR\n".utf8))
         exit(2)
     }
 } catch {
