@@ -5,8 +5,9 @@ import Synchronization
 /// AudioConverter on a queue of its own.
 ///
 /// The capture or render side calls ``push(_:sampleTime:)-(RawBufferView,_)`` with each buffer it has — any
-/// number of frames, in the encoder's input format or as Float32 planar. The buffer is copied into a slot of a
-/// single-producer/single-consumer ring and a worker thread is woken; the push never allocates, locks or waits.
+/// number of frames, in the encoder's input format or as Float32 planar. The buffer is copied into the slots of a
+/// single-producer/single-consumer ring — consecutive buffers packed into the same slot until it holds
+/// `slotFrames` — and the worker thread is woken for each full slot; the push never allocates, locks or waits.
 /// When the ring is full the buffer is dropped and counted (``droppedFrames``, ``overflows``): the worker then
 /// sees a gap in the sample times, and the encoder fills it with silence so later packets stay on the input's
 /// clock.
@@ -17,10 +18,10 @@ import Synchronization
 /// Thread safety: ``push(_:sampleTime:)-(RawBufferView,_)`` from one producer thread at a time (the real-time
 /// thread); ``start()`` and ``finish()`` from a control thread; the counters from any thread.
 public final class AACEncodingWorker: @unchecked Sendable {
-    public typealias Handler = @Sendable ([AACPacket]) throws(AudioError) -> Void
+    public typealias Handler = @Sendable ([AACPacket]) throws -> Void
 
     public let encoder: AACEncoder
-    /// Frames each slot holds; longer pushes take several slots.
+    /// Frames each slot holds. Pushes that follow one another in time share slots; longer ones take several.
     public let slotFrames: Int
     /// Slots in the ring.
     public var slotCount: Int { ring.slotCount }
@@ -36,13 +37,19 @@ public final class AACEncodingWorker: @unchecked Sendable {
     private let failed = Mutex<AudioError?>(nil)
     private var thread: WorkerThread?
     private var finished = false
+    /// Bytes between planes in a slot (non-interleaved formats).
+    private let slotPlaneStride: Int
+    // Producer state: the slot being filled, not yet published.
+    private var open: UnsafeMutableRawPointer?
+    private var openStart: Int64 = 0
+    private var openFrames = 0
 
     /// - Parameters:
     ///   - encoder: used only by the worker from ``start()`` on.
     ///   - bufferedSeconds: how much audio the ring holds before pushes are dropped (default 2 s).
     ///   - slotFrames: frames per slot; a device cycle of up to this size takes one slot.
     ///   - handler: gets each batch of packets, in order, on the worker thread. An error it throws stops the
-    ///     encoding; ``finish()`` rethrows it.
+    ///     encoding; ``finish()`` rethrows it (an error that is not an ``AudioError`` is wrapped in one).
     public init(encoder: AACEncoder, bufferedSeconds: Double = 2, slotFrames: Int = 1024, handler: @escaping Handler) {
         precondition(slotFrames > 0 && bufferedSeconds > 0)
         self.encoder = encoder
@@ -51,6 +58,7 @@ public final class AACEncodingWorker: @unchecked Sendable {
         // bytesPerFrame counts one channel of a non-interleaved format: a slot holds every plane.
         let format = encoder.inputFormat
         ring = SlotRingBuffer(slotCount: slots, slotBytes: slotFrames * format.bytesPerFrame * format.bufferCount)
+        slotPlaneStride = format.isInterleaved ? 0 : slotFrames * format.sampleType.bytesPerSample
         self.handler = handler
     }
 
@@ -82,34 +90,19 @@ public final class AACEncodingWorker: @unchecked Sendable {
     @discardableResult
     public func push(_ chunk: RawBufferView, sampleTime: Int64) -> Bool {
         precondition(chunk.format == encoder.inputFormat, "push the encoder's input format, \(encoder.inputFormat)")
-        let bytesPerFrame = chunk.format.bytesPerFrame
-        let interleaved = chunk.format.isInterleaved || chunk.format.channelCount == 1
-        var done = 0
-        var complete = true
-        while done < chunk.frameCount {
-            let n = min(slotFrames, chunk.frameCount - done)
-            guard let slot = ring.beginWrite() else {
-                drop(chunk.frameCount - done)
-                complete = false
-                break
-            }
-            if interleaved {
-                slot.copyMemory(from: chunk.base + done * bytesPerFrame, byteCount: n * bytesPerFrame)
+        let format = chunk.format
+        let sampleBytes = format.sampleType.bytesPerSample
+        return fill(frames: chunk.frameCount, sampleTime: sampleTime) { slot, at, from, n in
+            if format.isInterleaved || format.channelCount == 1 {
+                (slot + at * format.bytesPerFrame).copyMemory(
+                    from: chunk.base + from * format.bytesPerFrame, byteCount: n * format.bytesPerFrame)
             } else {
-                let sampleBytes = chunk.format.sampleType.bytesPerSample
-                for c in 0..<chunk.format.channelCount {
-                    (slot + c * slotFrames * sampleBytes).copyMemory(
-                        from: chunk.plane(c) + done * sampleBytes, byteCount: n * sampleBytes)
+                for c in 0..<format.channelCount {
+                    (slot + c * slotPlaneStride + at * sampleBytes).copyMemory(
+                        from: chunk.plane(c) + from * sampleBytes, byteCount: n * sampleBytes)
                 }
             }
-            ring.commitWrite(
-                byteCount: n * bytesPerFrame * chunk.format.bufferCount, frames: n,
-                timeStamp: RenderTimeStamp(sampleTime: sampleTime + Int64(done)))
-            pushedFrames.add(Int64(n), ordering: .relaxed)
-            done += n
         }
-        wake.signal()
-        return complete
     }
 
     /// Producer (real-time safe): queues Float32 planar audio (the graph's format), converting it to the encoder's
@@ -118,27 +111,52 @@ public final class AACEncodingWorker: @unchecked Sendable {
     public func push(_ buffer: BufferView, sampleTime: Int64) -> Bool {
         let format = encoder.inputFormat
         precondition(buffer.channelCount == format.channelCount, "the buffer must have \(format.channelCount) channels")
-        let planeStride = format.isInterleaved ? 0 : slotFrames * format.sampleType.bytesPerSample
-        var done = 0
-        var complete = true
-        while done < buffer.frameCount {
-            let n = min(slotFrames, buffer.frameCount - done)
-            guard let slot = ring.beginWrite() else {
-                drop(buffer.frameCount - done)
-                complete = false
-                break
-            }
+        let offsetBytes = format.isInterleaved ? format.bytesPerFrame : format.sampleType.bytesPerSample
+        return fill(frames: buffer.frameCount, sampleTime: sampleTime) { slot, at, from, n in
             PCMConversion.encode(
-                buffer.slice(from: done, frames: n),
-                into: RawBufferView(format: format, base: slot, planeStride: planeStride, frameCount: n))
-            ring.commitWrite(
-                byteCount: n * format.bytesPerFrame * format.bufferCount, frames: n,
-                timeStamp: RenderTimeStamp(sampleTime: sampleTime + Int64(done)))
-            pushedFrames.add(Int64(n), ordering: .relaxed)
-            done += n
+                buffer.slice(from: from, frames: n),
+                into: RawBufferView(format: format, base: slot + at * offsetBytes, planeStride: slotPlaneStride, frameCount: n))
         }
+    }
+
+    /// Packs `frames` into slots: the open slot first while the input continues it, then new ones. A slot is
+    /// published (and the worker woken) when it is full or when the input jumps in time.
+    @inline(__always)
+    private func fill(
+        frames: Int, sampleTime: Int64,
+        _ copy: (_ slot: UnsafeMutableRawPointer, _ at: Int, _ from: Int, _ count: Int) -> Void
+    ) -> Bool {
+        if open != nil, sampleTime != openStart + Int64(openFrames) { publishOpenSlot() }
+        var done = 0
+        while done < frames {
+            if open == nil {
+                guard let slot = ring.beginWrite() else {
+                    drop(frames - done)
+                    return false
+                }
+                open = slot
+                openStart = sampleTime + Int64(done)
+                openFrames = 0
+            }
+            let n = min(slotFrames - openFrames, frames - done)
+            copy(open!, openFrames, done, n)
+            openFrames += n
+            done += n
+            pushedFrames.add(Int64(n), ordering: .relaxed)
+            if openFrames == slotFrames { publishOpenSlot() }
+        }
+        return true
+    }
+
+    private func publishOpenSlot() {
+        guard open != nil else { return }
+        let format = encoder.inputFormat
+        ring.commitWrite(
+            byteCount: openFrames * format.bytesPerFrame * format.bufferCount, frames: openFrames,
+            timeStamp: RenderTimeStamp(sampleTime: openStart))
+        open = nil
+        openFrames = 0
         wake.signal()
-        return complete
     }
 
     private func drop(_ frames: Int) {
@@ -146,11 +164,13 @@ public final class AACEncodingWorker: @unchecked Sendable {
         overflowCount.add(1, ordering: .relaxed)
     }
 
-    /// Stops taking work once the ring is drained, flushes the encoder and hands the tail to the handler.
+    /// Publishes the slot being filled, stops taking work once the ring is drained, flushes the encoder and hands
+    /// the tail to the handler. Call it after the producer's last push.
     /// - Throws: the first error the encoder or the handler met.
     public func finish() throws(AudioError) {
         guard !finished else { return }
         finished = true
+        publishOpenSlot()
         stopping.store(true, ordering: .releasing)
         wake.signal()
         thread?.join()
@@ -189,7 +209,13 @@ public final class AACEncodingWorker: @unchecked Sendable {
 
     private func deliver(_ packets: [AACPacket]) throws(AudioError) {
         guard !packets.isEmpty else { return }
-        try handler(packets)
+        do {
+            try handler(packets)
+        } catch let error as AudioError {
+            throw error
+        } catch {
+            throw AudioError(.resourceUnavailable, "the packet handler failed: \(error)")
+        }
         packetCount.add(packets.count, ordering: .relaxed)
     }
 }

@@ -30,8 +30,9 @@ public enum AACContainer: String, Sendable, CaseIterable {
 /// ADTS and FLV go to disk packet by packet and stay playable if the process dies; an MP4 needs ``finish(inputFrames:)``
 /// (see ``MP4FileWriter``).
 ///
-/// Thread safety: one thread at a time; does file I/O.
-public final class AACFileWriter {
+/// Thread safety: one thread at a time (it may move between threads, e.g. into an ``AACEncodingWorker`` handler);
+/// does file I/O.
+public final class AACFileWriter: @unchecked Sendable {
     public let path: String
     public let container: AACContainer
     public private(set) var packetsWritten = 0

@@ -226,7 +226,7 @@ func readAll(_ reader: any AudioFileReader) throws -> [[Float]] {
     /// An error from the handler (a full disk, say) stops the worker; finish() reports it.
     @Test func handlerErrorsReachFinish() throws {
         let encoder = try AACEncoder(settings: AACEncoderSettings(channelCount: 1, bitRate: 64_000))
-        let worker = AACEncodingWorker(encoder: encoder) { _ throws(AudioError) in
+        let worker = AACEncodingWorker(encoder: encoder) { _ in
             throw AudioError(.fileIO, "disk full (test)")
         }
         try worker.start()
@@ -235,5 +235,29 @@ func readAll(_ reader: any AudioFileReader) throws -> [[Float]] {
         expectError(.fileIO, containing: "disk full") { try worker.finish() }
         #expect(worker.failure?.message == "disk full (test)")
         expectError(.invalidState, containing: "already run") { try worker.start() }
+    }
+}
+
+@Suite struct WorkerToFileTests {
+    /// The documented pattern: render-side pushes of Float32 planar into a worker whose handler writes an M4A.
+    /// ffprobe reads the file as AAC-LC with exactly the frames pushed.
+    @Test func workerWritesAnM4A() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let encoder = try AACEncoder(settings: AACEncoderSettings(sampleRate: 48_000, channelCount: 2))
+        let file = try AACFileWriter(path: dir.file("take.m4a"), encoder: encoder)
+        let worker = AACEncodingWorker(encoder: encoder, bufferedSeconds: 4) { packets in try file.write(packets) }
+        try worker.start()
+        let signal = PCMBuffer(channels: SignalCheck.testSignal(seconds: 2))
+        var time: Int64 = 0
+        while time < 96_000 {
+            let n = Int(min(256, 96_000 - time))
+            #expect(worker.push(signal.view(frames: 96_000).slice(from: Int(time), frames: n), sampleTime: time))
+            time += Int64(n)
+        }
+        try worker.finish()
+        try file.finish(inputFrames: encoder.inputFrames)
+        let info = try FFmpeg.probe(dir.file("take.m4a"))
+        #expect(info["profile"] == "LC" && info["duration_ts"] == "96000", "\(info)")
     }
 }
