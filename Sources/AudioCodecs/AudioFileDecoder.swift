@@ -30,6 +30,8 @@ public final class AudioFileDecoder: AudioFileReader, @unchecked Sendable {
     public let source: AudioFileDescription
 
     private var session: DecodeSession
+    /// Why the last seek could not reopen the file; reads fail with it until a seek succeeds.
+    private var reopenFailure: AudioError?
     /// Frames delivered since the start.
     public private(set) var position: Int64 = 0
 
@@ -57,6 +59,7 @@ public final class AudioFileDecoder: AudioFileReader, @unchecked Sendable {
     /// - Throws: ``AudioError`` `.corruptFile` when the decoder rejects a packet (damaged data), `.fileIO`.
     public func read(into destination: BufferView) throws(AudioError) -> Int {
         precondition(destination.channelCount == channelCount, "the destination must have \(channelCount) channels")
+        if let reopenFailure { throw reopenFailure }
         var done = 0
         while done < destination.frameCount {
             if isFrameCountExact, position >= frameCount { break }
@@ -73,8 +76,14 @@ public final class AudioFileDecoder: AudioFileReader, @unchecked Sendable {
     /// Moves to `frame` exactly: the file is opened again and decoded up to there (cheap for the usual seek to 0,
     /// proportional to `frame` otherwise).
     public func seek(toFrame frame: Int64) throws(AudioError) {
-        session = try DecodeSession(
-            path: path, sampleRate: sampleRate, channelCount: channelCount)
+        do throws(AudioError) {
+            session = try DecodeSession(path: path, sampleRate: sampleRate, channelCount: channelCount)
+        } catch {
+            // The file went away or changed: later reads report it instead of going on from the old place.
+            reopenFailure = error
+            throw error
+        }
+        reopenFailure = nil
         position = 0
         var left = max(0, frame)
         let scratch = PCMBuffer(channelCount: channelCount, capacity: 4096)

@@ -133,7 +133,8 @@ func readAll(_ reader: any AudioFileReader) throws -> [[Float]] {
         }
     }
 
-    /// Seeking is exact: reading from frame 30000 gives what reading from the start gives there.
+    /// Seeking is exact: reading from frame 30000 gives what reading from the start gives there. A seek that
+    /// cannot reopen the file is an error, and so is every read after it.
     @Test func seekIsExact() throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
@@ -147,6 +148,10 @@ func readAll(_ reader: any AudioFileReader) throws -> [[Float]] {
         #expect(Array(chunk.view(frames: 1000)[0]) == Array(all[0][30_000..<31_000]))
         try decoder.seek(toFrame: 0)
         #expect(try readAll(decoder) == all)
+        // The file gone: the seek fails, and so do reads after it, instead of going on from the old place.
+        try FileManager.default.removeItem(atPath: dir.file("in.mp3"))
+        expectError(.fileIO, containing: "in.mp3") { try decoder.seek(toFrame: 0) }
+        expectError(.fileIO, containing: "in.mp3") { _ = try decoder.read(into: chunk.view(frames: 10)) }
     }
 }
 
