@@ -212,8 +212,11 @@ func readAll(_ reader: any AudioFileReader) throws -> [[Float]] {
             if !worker.push(buffer.view(frames: 512), sampleTime: time) { refused += 1 }
             time += 512
         }
-        // Let the worker catch up, then end with a push that fits.
-        while worker.framesPushed + worker.droppedFrames < time - start || worker.packetsEncoded == 0 { usleep(10_000) }
+        // Let the worker catch up (the first three slots always land: 3072 frames, enough for a packet), then end
+        // with a push that fits. A deadline, so that a stuck worker fails the test instead of hanging it.
+        let deadline = Date().addingTimeInterval(10)
+        while worker.packetsEncoded == 0, Date() < deadline { usleep(10_000) }
+        #expect(worker.packetsEncoded > 0, "the worker encoded what landed")
         usleep(300_000)
         #expect(worker.push(buffer.view(frames: 512), sampleTime: time))
         time += 512
