@@ -186,13 +186,12 @@ public final class AACEncodingWorker: @unchecked Sendable {
 
     private func run() {
         let format = encoder.inputFormat
-        let planeStride = format.isInterleaved ? 0 : slotFrames * format.sampleType.bytesPerSample
         while true {
             let stop = stopping.load(ordering: .acquiring)
             while let slot = ring.peek() {
                 let chunk = RawBufferView(
                     format: format, base: UnsafeMutableRawPointer(mutating: slot.bytes.baseAddress!),
-                    planeStride: planeStride, frameCount: slot.frames)
+                    planeStride: slotPlaneStride, frameCount: slot.frames)
                 do throws(AudioError) {
                     try deliver(try encoder.encode(chunk, sampleTime: slot.timeStamp.sampleTime))
                 } catch {

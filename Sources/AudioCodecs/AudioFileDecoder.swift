@@ -142,12 +142,7 @@ final class DecodeSession {
     init(path: String, sampleRate: Double?, channelCount: Int?) throws(AudioError) {
         self.path = path
         la_av_quiet()
-        var st = stat()
-        guard stat(path, &st) == 0 else {
-            throw AudioError(.fileIO, "cannot open '\(path)': \(String(cString: strerror(errno)))")
-        }
-        guard (st.st_mode & S_IFMT) != S_IFDIR else { throw AudioError(.fileIO, "cannot open '\(path)': it is a directory") }
-        guard st.st_size > 0 else { throw AudioError(.corruptFile, "'\(path)' is empty") }
+        _ = try AudioFileHead.read(path: path, count: 0)  // missing, a directory, empty: a clear error first
         var opened = avformat_open_input(&format, path, nil, nil)
         guard opened >= 0, let format else {
             throw AudioError(

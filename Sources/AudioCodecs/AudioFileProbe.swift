@@ -1,6 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import AudioCore
 import CFFmpeg
 import MediaContainers
@@ -101,19 +98,7 @@ extension AudioFile {
     /// file is reported as damaged instead of being decoded in part. Other files pass through to FFmpeg.
     /// - Throws: ``AudioError`` `.fileIO` (missing, unreadable, a directory), `.corruptFile` (empty or damaged).
     public static func validate(path: String) throws(AudioError) {
-        var st = stat()
-        guard stat(path, &st) == 0 else {
-            throw AudioError(.fileIO, "cannot open '\(path)': \(String(cString: strerror(errno)))")
-        }
-        guard (st.st_mode & S_IFMT) != S_IFDIR else { throw AudioError(.fileIO, "cannot open '\(path)': it is a directory") }
-        guard st.st_size > 0 else { throw AudioError(.corruptFile, "'\(path)' is empty") }
-        guard let fd = fopen(path, "rb") else {
-            throw AudioError(.fileIO, "cannot open '\(path)': \(String(cString: strerror(errno)))")
-        }
-        var head = [UInt8](repeating: 0, count: 12)
-        let got = fread(&head, 1, 12, fd)
-        fclose(fd)
-        head = Array(head.prefix(got))
+        let head = try AudioFileHead.read(path: path)
         if head.starts(with: Array("RIFF".utf8)) || head.starts(with: Array("RF64".utf8)) {
             do throws(AudioError) {
                 _ = try WAVFileReader(path: path)
@@ -131,28 +116,7 @@ extension AudioFile {
                 throw AudioError(.corruptFile, "'\(path)': the FLV file has no audio tags")
             }
         } else if head.count >= 2, head[0] == 0xFF, head[1] & 0xF6 == 0xF0 {
-            let bytes = try readAll(path)
-            do throws(AudioError) {
-                _ = try ADTSStream.frames(in: bytes)
-            } catch {
-                throw AudioError(error.code, "'\(path)': \(error.message)")
-            }
+            _ = try ADTSStream.frames(path: path)
         }
-    }
-
-    static func readAll(_ path: String) throws(AudioError) -> [UInt8] {
-        guard let fd = fopen(path, "rb") else {
-            throw AudioError(.fileIO, "cannot open '\(path)': \(String(cString: strerror(errno)))")
-        }
-        defer { fclose(fd) }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 1 << 16)
-        while true {
-            let n = fread(&chunk, 1, chunk.count, fd)
-            if n == 0 { break }
-            bytes += chunk.prefix(n)
-        }
-        guard ferror(fd) == 0 else { throw AudioError(.fileIO, "cannot read '\(path)'") }
-        return bytes
     }
 }

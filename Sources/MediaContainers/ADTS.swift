@@ -259,6 +259,16 @@ public enum ADTSStream {
         return headers
     }
 
+    /// The headers of every frame in the file at `path`; errors name the file.
+    public static func frames(path: String) throws(AudioError) -> [ADTSHeader] {
+        let file = try POSIXFile(path: path, writing: false)
+        do throws(AudioError) {
+            return try frames(in: try file.readBytes(count: Int(file.size), at: 0))
+        } catch {
+            throw AudioError(error.code, "'\(path)': \(error.message)")
+        }
+    }
+
     /// The size of an ID3v2 tag at the start of `bytes` (0 when there is none).
     static func id3Length(_ bytes: [UInt8]) -> Int {
         guard bytes.count >= 10, bytes[0] == 0x49, bytes[1] == 0x44, bytes[2] == 0x33 else { return 0 }

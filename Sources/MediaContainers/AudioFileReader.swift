@@ -32,3 +32,15 @@ extension WAVFileReader: AudioFileReader {
     public var channelCount: Int { info.format.channelCount }
     public var isFrameCountExact: Bool { true }
 }
+
+/// The first bytes of a file, for telling formats apart before opening it properly.
+public enum AudioFileHead {
+    /// Up to `count` bytes from the start of `path`.
+    /// - Throws: ``AudioError`` `.fileIO` for a missing or unreadable file or a directory, `.corruptFile` for an
+    ///   empty one.
+    public static func read(path: String, count: Int = 12) throws(AudioError) -> [UInt8] {
+        let file = try POSIXFile(path: path, writing: false)
+        guard file.size > 0 else { throw AudioError(.corruptFile, "'\(path)' is empty") }
+        return try file.readBytes(count: count, at: 0)
+    }
+}

@@ -75,6 +75,22 @@ struct FileEncoding {
         return Int((value * scale).rounded())
     }
 
+    /// Reads `reader` to the end (or until `stop` is set) in 4096-frame chunks, giving each to `write`; returns the
+    /// frames read and whether it was stopped early.
+    func pump(_ reader: any AudioFileReader, stop: StopFlag, _ write: (BufferView) throws(AudioError) -> Void)
+        throws(AudioError) -> (Int64, Bool)
+    {
+        let chunk = PCMBuffer(channelCount: reader.channelCount, capacity: 4096)
+        var frames: Int64 = 0
+        while !stop.isSet {
+            let got = try reader.read(into: chunk.view(frames: chunk.capacity))
+            if got == 0 { break }
+            try write(chunk.view(frames: got))
+            frames += Int64(got)
+        }
+        return (frames, stop.isSet)
+    }
+
     func run(stop: StopFlag) throws(AudioError) -> String {
         let kind: Output
         if output.lowercased().hasSuffix(".wav") {
@@ -95,7 +111,6 @@ struct FileEncoding {
         }
         let started = Date()
         let reader = try AudioFile.open(path: input, sampleRate: sampleRate.map(Double.init), channelCount: channels)
-        let chunk = PCMBuffer(channelCount: reader.channelCount, capacity: 4096)
         var frames: Int64 = 0
         var interrupted = false
         switch kind {
@@ -117,13 +132,9 @@ struct FileEncoding {
             let encoder = try AACEncoder(settings: settings)
             let writer = try AACFileWriter(path: output, container: container, encoder: encoder)
             do throws(AudioError) {
-                while !stop.isSet {
-                    let got = try reader.read(into: chunk.view(frames: chunk.capacity))
-                    if got == 0 { break }
-                    try writer.write(try encoder.encode(chunk.view(frames: got)))
-                    frames += Int64(got)
+                (frames, interrupted) = try pump(reader, stop: stop) { view throws(AudioError) in
+                    try writer.write(try encoder.encode(view))
                 }
-                interrupted = stop.isSet
                 try writer.write(try encoder.flush())
                 try writer.finish(inputFrames: encoder.inputFrames)
             } catch {
@@ -151,20 +162,16 @@ struct FileEncoding {
                 sampleRate: reader.sampleRate, channelCount: reader.channelCount, sampleType: type, interleaved: true)
             let writer = try WAVFileWriter(path: output, format: format)
             do throws(AudioError) {
-                var sinceCommit: Int64 = 0
-                while !stop.isSet {
-                    let got = try reader.read(into: chunk.view(frames: chunk.capacity))
-                    if got == 0 { break }
-                    try writer.write(chunk.view(frames: got))
-                    frames += Int64(got)
-                    sinceCommit += Int64(got)
+                var sinceCommit = 0
+                (frames, interrupted) = try pump(reader, stop: stop) { view throws(AudioError) in
+                    try writer.write(view)
+                    sinceCommit += view.frameCount
                     if Double(sinceCommit) >= reader.sampleRate {
                         // Sizes in the header every second: a killed run leaves a WAV that plays up to here.
                         try writer.commitHeader()
                         sinceCommit = 0
                     }
                 }
-                interrupted = stop.isSet
                 try writer.finish()
             } catch {
                 writer.abandon()
