@@ -19,11 +19,14 @@ let package = Package(
         .library(name: "MediaContainers", targets: ["MediaContainers"]),
         .library(name: "AudioDevices", targets: ["AudioDevices"]),
         .library(name: "AudioCodecs", targets: ["AudioCodecs"]),
+        .library(name: "RTMP", targets: ["RTMP"]),
         .executable(name: "liveaudio", targets: ["liveaudio"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/ordo-one/malloc-interposer", from: "1.6.0"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.81.0"),
+        .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.30.0"),
     ],
     targets: [
         // Formats, buffers, conversion, errors, parameters, ring buffers, WAV I/O.
@@ -55,10 +58,23 @@ let package = Package(
             dependencies: ["AudioCore", "AudioGraph", "MediaContainers", "CALSA", "CJACK"],
             swiftSettings: strict
         ),
+        // RTMP publishing: URLs, handshake, chunk streams, messages, the publisher on SwiftNIO (rtmps through
+        // swift-nio-ssl), its send queue, reconnection and statistics.
+        .target(
+            name: "RTMP",
+            dependencies: [
+                "MediaContainers",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ],
+            swiftSettings: strict),
         // Umbrella module: re-exports the above, graph files, offline rendering to files.
         .target(
             name: "LiveAudio",
-            dependencies: ["AudioCore", "AudioGraph", "AudioUnits", "MediaContainers", "AudioDevices", "AudioCodecs"],
+            dependencies: [
+                "AudioCore", "AudioGraph", "AudioUnits", "MediaContainers", "AudioDevices", "AudioCodecs", "RTMP",
+            ],
             swiftSettings: strict),
         .executableTarget(
             name: "liveaudio",
@@ -87,6 +103,7 @@ let package = Package(
         .testTarget(name: "AudioCodecsTests", dependencies: ["AudioCodecs", "LiveAudio", "TestSupport"], swiftSettings: strict),
         .testTarget(
             name: "AudioDevicesTests", dependencies: ["AudioDevices", "LiveAudio", "TestSupport"], swiftSettings: strict),
+        .testTarget(name: "RTMPTests", dependencies: ["RTMP", "LiveAudio", "TestSupport"], swiftSettings: strict),
         .testTarget(
             name: "LiveAudioTests",
             dependencies: ["LiveAudio", "TestSupport", "liveaudio", "AllocationProbe"],

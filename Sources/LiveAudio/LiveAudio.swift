@@ -5,3 +5,4 @@
 @_exported import AudioGraph
 @_exported import AudioUnits
 @_exported import MediaContainers
+@_exported import RTMP

@@ -128,6 +128,19 @@ public enum FLVAudio {
     /// SoundFormat 10 is AAC.
     public static let aacCodecID = 10
 
+    /// onMetaData's audio properties for an AAC stream: duration 0 (live, or patched in later), audiodatarate
+    /// (kbit/s), audiosamplerate, audiosamplesize 16, stereo, audiocodecid 10.
+    public static func metadata(sampleRate: Double, channelCount: Int, bitRate: Int) -> [AMF0Property] {
+        [
+            AMF0Property("duration", .number(0)),
+            AMF0Property("audiodatarate", .number(Double(bitRate) / 1000)),
+            AMF0Property("audiosamplerate", .number(sampleRate)),
+            AMF0Property("audiosamplesize", .number(16)),
+            AMF0Property("stereo", .boolean(channelCount > 1)),
+            AMF0Property("audiocodecid", .number(Double(aacCodecID))),
+        ]
+    }
+
     /// The two-byte prefix of an AAC audio tag.
     public static func aacPrefix(stereo: Bool, packetType: UInt8) -> [UInt8] {
         [UInt8(aacCodecID << 4 | 3 << 2 | 1 << 1 | (stereo ? 1 : 0)), packetType]
@@ -229,15 +242,9 @@ public final class FLVFileWriter {
         var bytes = FLVHeader().encoded()
         let metadata = AMF0.encode([
             .string("onMetaData"),
-            .ecmaArray([
-                AMF0Property("duration", .number(0)),
-                AMF0Property("audiodatarate", .number(Double(bitRate) / 1000)),
-                AMF0Property("audiosamplerate", .number(sampleRate)),
-                AMF0Property("audiosamplesize", .number(16)),
-                AMF0Property("stereo", .boolean(stereo)),
-                AMF0Property("audiocodecid", .number(Double(FLVAudio.aacCodecID))),
-                AMF0Property("filesize", .number(0)),
-            ]),
+            .ecmaArray(
+                FLVAudio.metadata(sampleRate: sampleRate, channelCount: channelCount, bitRate: bitRate)
+                    + [AMF0Property("filesize", .number(0))]),
         ])
         // Each number follows its key: marker byte, then 8 bytes.
         let base = bytes.count + FLVTag.headerSize

@@ -345,7 +345,7 @@ public enum SignalCheck {
         return (correlation, level, end - start)
     }
 
-    /// The RMS level in dB of `x[range]` after a single-bin DFT at `frequency` (the amplitude of that sine).
+    /// The amplitude of the sine at `frequency` in `x`, by a single-bin DFT (linear, not dB).
     public static func toneAmplitude(_ x: ArraySlice<Float>, frequency: Double, sampleRate: Double = 48_000) -> Double {
         var re = 0.0, im = 0.0
         var k = 0

@@ -104,6 +104,7 @@ public enum FFmpeg {
 
 public struct FFmpegError: Error, CustomStringConvertible {
     public let message: String
+    public init(message: String) { self.message = message }
     public var description: String { message }
 }
 

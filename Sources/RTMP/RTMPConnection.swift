@@ -1,0 +1,353 @@
+import AudioCore
+import MediaContainers
+import NIOCore
+import Synchronization
+
+/// Writes messages to a channel: chunked with one encoder (its header state is per chunk stream), each batch
+/// flushed as one write. `send` returns once the bytes are in the kernel, so a slow network slows the sender and
+/// the publisher's queue absorbs (and bounds) the difference.
+final class MessageSender: Sendable {
+    let channel: any Channel
+    private let encoder = Mutex(ChunkStreamEncoder())
+
+    init(channel: any Channel) { self.channel = channel }
+
+    /// Sends raw bytes (the handshake).
+    func sendRaw(_ bytes: [UInt8]) async throws {
+        try await channel.writeAndFlush(ByteBuffer(bytes: bytes)).get()
+    }
+
+    /// Chunks and sends `messages`; returns the bytes written.
+    @discardableResult
+    func send(_ messages: [(RTMPMessage, chunkStream: UInt32)]) async throws -> Int {
+        let bytes = encoder.withLock { encoder -> [UInt8] in
+            var out: [UInt8] = []
+            for (message, chunkStream) in messages { encoder.encode(message, chunkStream: chunkStream, into: &out) }
+            return out
+        }
+        try await sendRaw(bytes)
+        return bytes.count
+    }
+
+    /// Sends Set Chunk Size and switches to `size` for what follows.
+    func setChunkSize(_ size: Int) async throws {
+        let bytes = encoder.withLock { $0.setChunkSizeMessage(size) }
+        try await sendRaw(bytes)
+    }
+}
+
+/// One connection's protocol: handshake, connect, createStream, publish, then media out and control in.
+struct RTMPConnection {
+    static let transactionConnect = 1.0
+    static let transactionReleaseStream = 2.0
+    static let transactionFCPublish = 3.0
+    static let transactionCreateStream = 4.0
+    static let transactionPublish = 5.0
+    static let transactionFCUnpublish = 6.0
+    static let transactionDeleteStream = 7.0
+
+    let publisher: RTMPPublisher
+    let sender: MessageSender
+    var channel: any Channel { sender.channel }
+    private var iterator: AsyncThrowingStream<ByteBuffer, any Error>.AsyncIterator
+    private var decoder = ChunkStreamDecoder()
+    private var pending: [UInt8] = []
+    private var bytesReceived: UInt64 = 0
+    private var lastAcknowledged: UInt64 = 0
+    /// The peer's Window Acknowledgement Size: acknowledge each time this many more bytes have arrived.
+    private var acknowledgementWindow: UInt64 = 2_500_000
+    private var lastWindowSent: UInt32?
+    /// What is being waited for, for error messages.
+    private var phase = "the handshake"
+    private let deadline = Deadline()
+
+    init(channel: any Channel, inbound: InboundBridge, publisher: RTMPPublisher) {
+        self.publisher = publisher
+        sender = MessageSender(channel: channel)
+        iterator = inbound.stream.makeAsyncIterator()
+    }
+
+    /// Runs the connection until the publisher stops (returns) or it fails (throws).
+    mutating func run(onPublishing: () -> Void) async throws(AudioError) {
+        let url = publisher.url
+        let timeout = publisher.configuration.responseTimeout
+        deadline.arm(channel: channel, seconds: timeout)
+        do {
+            // Handshake.
+            let handshake = RTMPHandshake(time: 0)
+            try await sender.sendRaw(handshake.c0c1)
+            let response = try await readRaw(count: RTMPHandshake.responseSize)
+            let c2 = try handshake.validate(response[...])
+            try await sender.sendRaw(c2)
+            decoder.append(pending)
+            pending = []
+
+            // connect.
+            phase = "connect"
+            try await sender.setChunkSize(publisher.configuration.chunkSize)
+            let connect = RTMPCommand(
+                "connect", transactionID: Self.transactionConnect,
+                object: .object([
+                    AMF0Property("app", .string(url.app)),
+                    AMF0Property("type", .string("nonprivate")),
+                    AMF0Property("flashVer", .string("FMLE/3.0 (compatible; LiveAudio)")),
+                    AMF0Property("tcUrl", .string(url.tcUrl)),
+                ]))
+            try await sender.send([(connect.message(), ChunkStreamID.command)])
+            let connected = try await awaitResult(transaction: Self.transactionConnect)
+            if connected.name == "_error" {
+                throw AudioError(.rejected, "the server at \(url) refused to connect to app '\(url.app)': \(connected.statusText)")
+            }
+
+            // createStream.
+            phase = "createStream"
+            let key = AMF0Value.string(url.streamKey)
+            try await sender.send([
+                (RTMPCommand("releaseStream", transactionID: Self.transactionReleaseStream, arguments: [key]).message(), ChunkStreamID.command),
+                (RTMPCommand("FCPublish", transactionID: Self.transactionFCPublish, arguments: [key]).message(), ChunkStreamID.command),
+                (RTMPCommand("createStream", transactionID: Self.transactionCreateStream).message(), ChunkStreamID.command),
+            ])
+            let created = try await awaitResult(transaction: Self.transactionCreateStream)
+            guard created.name == "_result", let id = created.arguments.first?.numberValue, id >= 0, id <= Double(UInt32.max)
+            else {
+                throw AudioError(.rejected, "the server at \(url) did not create a stream: \(created.statusText)")
+            }
+            let streamID = UInt32(id)
+
+            // publish.
+            phase = "publish"
+            let publish = RTMPCommand("publish", transactionID: Self.transactionPublish, arguments: [key, .string("live")])
+            try await sender.send([(publish.message(streamID: streamID), ChunkStreamID.command)])
+            try await awaitPublishStart()
+            deadline.disarm()
+            phase = "publishing"
+
+            // Metadata and the sequence header, stamped like the next frame so timestamps never go back.
+            let start = max(publisher.firstQueuedTimestamp() ?? 0, publisher.currentStatistics.lastTimestamp)
+            var metadata = publisher.metadataMessage
+            metadata.streamID = streamID
+            metadata.timestamp = UInt32(truncatingIfNeeded: start)
+            let header = RTMPMessage(
+                type: .audio, streamID: streamID, timestamp: UInt32(truncatingIfNeeded: start),
+                payload: publisher.sequenceHeader)
+            publisher.noteWireBytes(try await sender.send([(metadata, ChunkStreamID.data), (header, ChunkStreamID.audio)]))
+            onPublishing()
+
+            try await exchange(streamID: streamID, start: start)
+        } catch {
+            deadline.disarm()
+            throw classify(error)
+        }
+    }
+
+    /// Maps any failure to the error a user sees.
+    private func classify(_ error: any Error) -> AudioError {
+        let url = publisher.url
+        if deadline.fired {
+            return AudioError(
+                .timedOut,
+                "the server at \(url) did not answer within \(formatSeconds(publisher.configuration.responseTimeout)) during \(phase)")
+        }
+        if let error = error as? AudioError { return error }
+        let text = RTMPPublisher.describe(error)
+        if text.hasPrefix("TLS") { return AudioError(.connectionFailed, "cannot connect to \(url): \(text)") }
+        return AudioError(.connectionLost, "the connection to \(url) was lost during \(phase): \(text)")
+    }
+
+    /// Sends queued frames (a child task) while reading control messages, until stopped or failed.
+    private mutating func exchange(streamID: UInt32, start: Int64) async throws {
+        let publisher = self.publisher
+        let sender = self.sender
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                do {
+                    try await Self.sendQueued(publisher: publisher, sender: sender, streamID: streamID, start: start)
+                } catch {
+                    sender.channel.close(promise: nil)
+                    throw error
+                }
+            }
+            do {
+                while let message = try await nextMessage() {
+                    guard message.type == .commandAMF0 else { continue }
+                    let command = try RTMPCommand(payload: message.payload)
+                    if command.name == "onStatus", command.info?["level"]?.stringValue == "error" {
+                        throw AudioError(.rejected, "the server at \(publisher.url) stopped the stream: \(command.statusText)")
+                    }
+                }
+                if !publisher.wantsStop {
+                    throw AudioError(.connectionLost, "the server at \(publisher.url) closed the connection")
+                }
+            } catch {
+                sender.channel.close(promise: nil)
+                throw error
+            }
+            try await group.waitForAll()
+        }
+    }
+
+    /// The sending loop: frames from the queue, in batches, until the publisher stops; then FCUnpublish and
+    /// deleteStream, and close.
+    private static func sendQueued(publisher: RTMPPublisher, sender: MessageSender, streamID: UInt32, start: Int64)
+        async throws
+    {
+        var last = start
+        while true {
+            let batch = publisher.takeQueued(maximumBytes: 64 * 1024)
+            if batch.isEmpty {
+                if publisher.wantsStop { break }
+                await publisher.bell.wait()
+                try Task.checkCancellation()
+                continue
+            }
+            var messages: [(RTMPMessage, chunkStream: UInt32)] = []
+            messages.reserveCapacity(batch.count)
+            for packet in batch {
+                last = max(last, packet.timestamp)
+                messages.append(
+                    (RTMPMessage(type: .audio, streamID: streamID, timestamp: UInt32(truncatingIfNeeded: last), payload: packet.body),
+                     ChunkStreamID.audio))
+            }
+            do {
+                let bytes = try await sender.send(messages)
+                publisher.noteSent(packets: batch, wireBytes: bytes, at: monotonicNanoseconds())
+            } catch {
+                publisher.noteLost(batch.count)
+                throw error
+            }
+        }
+        let key = AMF0Value.string(publisher.url.streamKey)
+        publisher.noteWireBytes(
+            try await sender.send([
+                (RTMPCommand("FCUnpublish", transactionID: transactionFCUnpublish, arguments: [key]).message(), ChunkStreamID.command),
+                (RTMPCommand("deleteStream", transactionID: transactionDeleteStream, arguments: [.number(Double(streamID))]).message(),
+                 ChunkStreamID.command),
+            ]))
+        try await sender.channel.close()
+    }
+
+    // MARK: Reading
+
+    /// Reads exactly `count` raw bytes (the handshake); what follows stays in `pending`.
+    private mutating func readRaw(count: Int) async throws -> [UInt8] {
+        while pending.count < count {
+            guard let buffer = try await iterator.next() else {
+                throw AudioError(
+                    .protocolError,
+                    "the RTMP handshake failed: the server at \(publisher.url) closed the connection after \(pending.count) bytes")
+            }
+            bytesReceived += UInt64(buffer.readableBytes)
+            pending += buffer.readableBytesView
+        }
+        let out = Array(pending[..<count])
+        pending.removeFirst(count)
+        return out
+    }
+
+    /// The next message, with protocol control handled (acknowledgements, pings, window sizes); nil when the
+    /// connection closed.
+    private mutating func nextMessage() async throws -> RTMPMessage? {
+        while true {
+            if let (message, _) = try decoder.nextMessage() {
+                try await handleControl(message)
+                return message
+            }
+            guard let buffer = try await iterator.next() else { return nil }
+            bytesReceived += UInt64(buffer.readableBytes)
+            decoder.append(buffer.readableBytesView)
+            if bytesReceived - lastAcknowledged >= acknowledgementWindow {
+                lastAcknowledged = bytesReceived
+                let ack = ProtocolControl.acknowledgement(sequenceNumber: UInt32(truncatingIfNeeded: bytesReceived))
+                publisher.noteWireBytes(try await sender.send([(ack, ChunkStreamID.control)]))
+            }
+        }
+    }
+
+    private mutating func handleControl(_ message: RTMPMessage) async throws {
+        switch message.type {
+        case .windowAcknowledgementSize:
+            let size = try ProtocolControl.parseUInt32(message)
+            if size > 0 { acknowledgementWindow = UInt64(size) }
+        case .setPeerBandwidth:
+            // Answer with our Window Acknowledgement Size when it differs from the last one sent (RTMP §5.4.5).
+            let size = try ProtocolControl.parseUInt32(message)
+            if size != lastWindowSent {
+                lastWindowSent = size
+                publisher.noteWireBytes(
+                    try await sender.send([(ProtocolControl.windowAcknowledgementSize(size), ChunkStreamID.control)]))
+            }
+        case .userControl:
+            let (event, value) = try ProtocolControl.parseUserControl(message.payload)
+            if event == ProtocolControl.UserControlEvent.pingRequest.rawValue {
+                publisher.noteWireBytes(
+                    try await sender.send([(ProtocolControl.userControl(.pingResponse, value), ChunkStreamID.control)]))
+            }
+        default:
+            break
+        }
+    }
+
+    /// Waits for `_result` or `_error` with `transaction`, skipping everything else.
+    private mutating func awaitResult(transaction: Double) async throws -> RTMPCommand {
+        while true {
+            guard let message = try await nextMessage() else { throw closedDuring() }
+            guard message.type == .commandAMF0 else { continue }
+            let command = try RTMPCommand(payload: message.payload)
+            if (command.name == "_result" || command.name == "_error"), command.transactionID == transaction {
+                return command
+            }
+        }
+    }
+
+    /// Waits for onStatus NetStream.Publish.Start; an onStatus of level "error" or `_error` for publish is a
+    /// rejection.
+    private mutating func awaitPublishStart() async throws {
+        let url = publisher.url
+        while true {
+            guard let message = try await nextMessage() else { throw closedDuring() }
+            guard message.type == .commandAMF0 else { continue }
+            let command = try RTMPCommand(payload: message.payload)
+            if command.name == "onStatus" {
+                let code = command.info?["code"]?.stringValue ?? ""
+                if code == "NetStream.Publish.Start" { return }
+                if command.info?["level"]?.stringValue == "error" || code.hasSuffix("BadName") || code.hasSuffix("Failed") {
+                    throw AudioError(.rejected, "the server at \(url) refused to publish: \(command.statusText)")
+                }
+            } else if command.name == "_error", command.transactionID == Self.transactionPublish {
+                throw AudioError(.rejected, "the server at \(url) refused to publish: \(command.statusText)")
+            }
+        }
+    }
+
+    private func closedDuring() -> AudioError {
+        let url = publisher.url
+        let hint = phase == "publish" ? " (it may not allow publishing this stream from here)" : ""
+        return AudioError(.rejected, "the server at \(url) closed the connection during \(phase)\(hint)")
+    }
+}
+
+/// Closes a channel when a timeout passes, and remembers that it did.
+final class Deadline: Sendable {
+    private let state = Mutex<(task: Scheduled<Void>?, fired: Bool)>((nil, false))
+
+    var fired: Bool { state.withLock { $0.fired } }
+
+    func arm(channel: any Channel, seconds: Double) {
+        let task = channel.eventLoop.scheduleTask(in: .nanoseconds(Int64(seconds * 1e9))) { [self] in
+            state.withLock { $0.fired = true }
+            channel.close(promise: nil)
+        }
+        state.withLock { $0.task = task }
+    }
+
+    func disarm() {
+        state.withLock { s in
+            s.task?.cancel()
+            s.task = nil
+        }
+    }
+}
+
+func formatSeconds(_ s: Double) -> String {
+    s == s.rounded() ? "\(Int(s)) s" : "\((s * 10).rounded() / 10) s"
+}

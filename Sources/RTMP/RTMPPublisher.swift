@@ -1,0 +1,519 @@
+import AudioCore
+import MediaContainers
+import NIOCore
+import NIOPosix
+import NIOSSL
+import Synchronization
+
+/// What a published AAC stream announces in onMetaData and its sequence header.
+public struct AACStreamDescription: Hashable, Sendable {
+    public var sampleRate: Double
+    public var channelCount: Int
+    /// Bits per second (for `audiodatarate`).
+    public var bitRate: Int
+    /// The encoder's AudioSpecificConfig (the sequence header's body).
+    public var audioSpecificConfig: [UInt8]
+
+    public init(sampleRate: Double, channelCount: Int, bitRate: Int, audioSpecificConfig: [UInt8]) {
+        self.sampleRate = sampleRate
+        self.channelCount = channelCount
+        self.bitRate = bitRate
+        self.audioSpecificConfig = audioSpecificConfig
+    }
+}
+
+/// Publishes one AAC audio stream to an RTMP server (nginx-rtmp, a CDN's ingest), reconnecting when the
+/// connection drops.
+///
+/// ```swift
+/// let publisher = try RTMPPublisher(url: RTMPURL("rtmp://127.0.0.1/live/key"), stream: description)
+/// try await publisher.start()            // connect → … → publish; throws if that fails
+/// publisher.send(aacFrame: packet.data, timestamp: packet.streamMilliseconds)   // any thread, never waits
+/// await publisher.stop()                 // sends what is queued, FCUnpublish, deleteStream
+/// ```
+///
+/// Frames wait in a send queue bounded by ``Configuration/queueMilliseconds`` of audio; when the network is slower
+/// than the stream, the oldest are dropped and counted. Timestamps are the caller's (from sample time), kept
+/// monotonic, and carry on across reconnects; each new connection re-sends onMetaData and the sequence header.
+public final class RTMPPublisher: Sendable {
+    public struct Configuration: Sendable {
+        /// The send queue's bound, in milliseconds of audio.
+        public var queueMilliseconds: Int64 = 2000
+        /// The chunk size this client sends with.
+        public var chunkSize = 4096
+        /// Seconds to wait for the TCP (and TLS) connection.
+        public var connectTimeout = 5.0
+        /// Seconds to wait for each answer during the handshake, connect, createStream and publish.
+        public var responseTimeout = 10.0
+        /// Reconnect by itself after an established stream's connection drops.
+        public var reconnect = true
+        /// The first reconnect waits this long (± 25 % jitter), doubling up to ``maximumReconnectDelay``.
+        public var initialReconnectDelay = 0.5
+        public var maximumReconnectDelay = 8.0
+        /// Give up after this many failed reconnect attempts in a row (nil: never).
+        public var maximumReconnectAttempts: Int? = nil
+        /// Seconds between ``RTMPPublisher/statistics`` reports.
+        public var statisticsInterval = 1.0
+        /// TLS for rtmps:// URLs. The default verifies the server's certificate against the system's trust roots.
+        public var tls = TLSConfiguration.makeClientConfiguration()
+
+        public init() {}
+    }
+
+    public enum State: String, Sendable {
+        case idle, connecting, publishing, reconnecting, stopping, stopped, failed
+    }
+
+    public let url: RTMPURL
+    public let stream: AACStreamDescription
+    public let configuration: Configuration
+    /// Reports every ``Configuration/statisticsInterval`` seconds and on each change of state, until stopped.
+    public let statistics: AsyncStream<RTMPStatistics>
+
+    private let statisticsContinuation: AsyncStream<RTMPStatistics>.Continuation
+    private let shared = Mutex(Shared())
+    private let doorbell = Doorbell()
+    private let sslContext: NIOSSLContext?
+    private let stereo: Bool
+
+    /// State the producer, the connection tasks and the reader of statistics share.
+    struct Shared {
+        var state: State = .idle
+        var queue = PacketQueue()
+        var counters = RTMPStatistics.Counters()
+        var stopping = false
+        var lastError: AudioError?
+        var firstOutcome: CheckedContinuation<Void, any Error>?
+        var run: Task<Void, Never>?
+        var ticker: Task<Void, Never>?
+        var channel: (any Channel)?
+        var latencies = LatencyWindow()
+    }
+
+    /// - Throws: ``AudioError`` `.invalidParameter` for a stream or configuration that cannot be published,
+    ///   `.connectionFailed` when the TLS configuration cannot be used.
+    public init(url: RTMPURL, stream: AACStreamDescription, configuration: Configuration = Configuration()) throws(AudioError) {
+        _ = try AudioSpecificConfig(parsing: stream.audioSpecificConfig)
+        guard stream.channelCount >= 1, stream.sampleRate > 0, stream.bitRate > 0 else {
+            throw AudioError(.invalidParameter, "an RTMP stream needs a positive sample rate, channel count and bit rate")
+        }
+        guard configuration.queueMilliseconds > 0, (128...65_536).contains(configuration.chunkSize),
+            configuration.connectTimeout > 0, configuration.responseTimeout > 0, configuration.statisticsInterval > 0,
+            configuration.initialReconnectDelay > 0, configuration.maximumReconnectDelay >= configuration.initialReconnectDelay
+        else {
+            throw AudioError(
+                .invalidParameter,
+                "RTMP publisher configuration out of range: the queue, timeouts, delays and interval must be positive, "
+                    + "the chunk size 128…65536")
+        }
+        self.url = url
+        self.stream = stream
+        self.configuration = configuration
+        stereo = stream.channelCount > 1
+        if url.scheme == .rtmps {
+            do { sslContext = try NIOSSLContext(configuration: configuration.tls) } catch {
+                throw AudioError(.connectionFailed, "cannot set up TLS for \(url): \(error)")
+            }
+        } else {
+            sslContext = nil
+        }
+        (statistics, statisticsContinuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(64))
+    }
+
+    deinit {
+        let (run, ticker, channel) = shared.withLock { s in
+            s.stopping = true
+            return (s.run, s.ticker, s.channel)
+        }
+        run?.cancel()
+        ticker?.cancel()
+        channel?.close(promise: nil)
+        doorbell.ring()
+        statisticsContinuation.finish()
+    }
+
+    // MARK: Control
+
+    /// Connects, performs the handshake, `connect`, `createStream` and `publish`, and starts sending.
+    ///
+    /// Returns once the server said NetStream.Publish.Start. Frames sent before that wait in the queue.
+    /// - Throws: ``AudioError``: `.connectionFailed` (refused, unreachable, unknown host, TLS),
+    ///   `.protocolError` (bad handshake or chunks), `.rejected` (connect or publish refused — the server's
+    ///   description is in the message), `.timedOut`, `.connectionLost`, `.invalidState` when already started.
+    ///   The first connection is not retried; later drops are (see ``Configuration/reconnect``).
+    public func start() async throws(AudioError) {
+        let alreadyStarted = shared.withLock { s in
+            if s.state != .idle { return true }
+            s.state = .connecting
+            return false
+        }
+        if alreadyStarted { throw AudioError(.invalidState, "the publisher to \(url) was already started") }
+        publishStatistics()
+        do {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                shared.withLock { s in
+                    s.firstOutcome = continuation
+                    s.run = Task { await self.run() }
+                    s.ticker = Task { await self.tick() }
+                }
+            }
+        } catch let error as AudioError {
+            throw error
+        } catch {
+            throw AudioError(.connectionFailed, "publishing to \(url) failed: \(error)")
+        }
+    }
+
+    /// Queues one raw AAC frame (no ADTS header) stamped `milliseconds` from sample time. Any thread; never waits.
+    /// - Parameter captureTime: when the frame's first sample was captured (``monotonicNanoseconds()``), for the
+    ///   latency figures in ``RTMPStatistics``.
+    public func send(aacFrame: [UInt8], timestamp milliseconds: Int64, captureTime: UInt64? = nil) {
+        var body = [UInt8]()
+        body.reserveCapacity(aacFrame.count + 2)
+        body += FLVAudio.aacPrefix(stereo: stereo, packetType: FLVAudio.raw)
+        body += aacFrame
+        let packet = QueuedPacket(body: body, timestamp: milliseconds, captureTime: captureTime)
+        let accepted = shared.withLock { s -> Bool in
+            guard !s.stopping else { return false }
+            s.counters.droppedPackets += s.queue.push(packet, limit: configuration.queueMilliseconds)
+            return true
+        }
+        if accepted { doorbell.ring() }
+    }
+
+    /// Sends what is queued (waiting at most `drainTimeout` seconds), then FCUnpublish and deleteStream, and
+    /// closes. Frames left unsent count as dropped. Safe to call more than once and from any state.
+    public func stop(drainTimeout: Double = 2) async {
+        let (run, channel) = shared.withLock { s -> (Task<Void, Never>?, (any Channel)?) in
+            if !s.stopping {
+                s.stopping = true
+                if s.state == .publishing || s.state == .connecting || s.state == .reconnecting { s.state = .stopping }
+            }
+            return (s.run, s.channel)
+        }
+        doorbell.ring()
+        if let run {
+            let deadline = Task {
+                try? await Task.sleep(nanoseconds: UInt64(max(0, drainTimeout) * 1e9))
+                if !Task.isCancelled { channel?.close(promise: nil) }
+                run.cancel()
+            }
+            await run.value
+            deadline.cancel()
+        }
+        let ticker = shared.withLock { s -> Task<Void, Never>? in
+            s.counters.droppedPackets += s.queue.removeAll()
+            if s.state != .failed { s.state = .stopped }
+            return s.ticker
+        }
+        ticker?.cancel()
+        await ticker?.value
+        publishStatistics()
+        statisticsContinuation.finish()
+    }
+
+    /// The figures now.
+    public var currentStatistics: RTMPStatistics {
+        shared.withLock { s in
+            RTMPStatistics(
+                state: s.state, counters: s.counters, queuedPackets: s.queue.count,
+                queuedMilliseconds: s.queue.spanMilliseconds, bitRate: s.counters.bitRate,
+                latency: s.latencies.percentiles(), lastError: s.lastError)
+        }
+    }
+
+    private func publishStatistics() { statisticsContinuation.yield(currentStatistics) }
+
+    private func setState(_ state: State) {
+        let changed = shared.withLock { s -> Bool in
+            guard s.state != state, !(s.stopping && state != .stopped && state != .failed) else { return false }
+            s.state = state
+            return true
+        }
+        if changed { publishStatistics() }
+    }
+
+    private var isStopping: Bool { shared.withLock { $0.stopping } }
+
+    // MARK: Connection loop
+
+    private func run() async {
+        var published = false
+        var failures = 0
+        var delay = configuration.initialReconnectDelay
+        while !isStopping && !Task.isCancelled {
+            do {
+                try await connection {
+                    if published {
+                        self.shared.withLock { $0.counters.reconnects += 1 }
+                    }
+                    published = true
+                    failures = 0
+                    delay = self.configuration.initialReconnectDelay
+                    self.setState(.publishing)
+                    self.resolveFirstOutcome(nil)
+                }
+                break  // stopped
+            } catch {
+                if isStopping { break }
+                shared.withLock { $0.lastError = error }
+                guard published else {
+                    setState(.failed)
+                    resolveFirstOutcome(error)
+                    return
+                }
+                failures += 1
+                if !configuration.reconnect || configuration.maximumReconnectAttempts.map({ failures > $0 }) == true {
+                    setState(.failed)
+                    return
+                }
+                setState(.reconnecting)
+                let wait = delay * Double.random(in: 0.75...1.25)
+                delay = min(configuration.maximumReconnectDelay, delay * 2)
+                let until = monotonicNanoseconds() + UInt64(wait * 1e9)
+                while !isStopping, !Task.isCancelled, monotonicNanoseconds() < until {
+                    try? await Task.sleep(nanoseconds: 20_000_000)
+                }
+            }
+        }
+        resolveFirstOutcome(AudioError(.invalidState, "the publisher to \(url) was stopped before it started"))
+    }
+
+    private func resolveFirstOutcome(_ error: AudioError?) {
+        guard let continuation = shared.withLock({ s in
+            defer { s.firstOutcome = nil }
+            return s.firstOutcome
+        }) else { return }
+        if let error { continuation.resume(throwing: error) } else { continuation.resume() }
+    }
+
+    private func tick() async {
+        var lastBytes = shared.withLock { $0.counters.mediaBytesSent }
+        var lastTime = monotonicNanoseconds()
+        while !Task.isCancelled {
+            try? await Task.sleep(nanoseconds: UInt64(configuration.statisticsInterval * 1e9))
+            if Task.isCancelled { break }
+            let now = monotonicNanoseconds()
+            shared.withLock { s in
+                let seconds = Double(now - lastTime) / 1e9
+                s.counters.bitRate = seconds > 0 ? Double(s.counters.mediaBytesSent - lastBytes) * 8 / seconds : 0
+                lastBytes = s.counters.mediaBytesSent
+            }
+            lastTime = now
+            publishStatistics()
+        }
+    }
+
+    /// One connection: connect, handshake, commands, then send until stopped (returns) or the connection fails
+    /// (throws).
+    private func connection(onPublishing: () -> Void) async throws(AudioError) {
+        let inbound = InboundBridge()
+        let channel: any Channel
+        do {
+            let sslContext = self.sslContext
+            let host = url.host
+            channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+                .connectTimeout(.nanoseconds(Int64(configuration.connectTimeout * 1e9)))
+                .channelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
+                .channelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        if let sslContext {
+                            let isAddress = (try? SocketAddress(ipAddress: host, port: 0)) != nil
+                            let tls = try NIOSSLClientHandler(context: sslContext, serverHostname: isAddress ? nil : host)
+                            try channel.pipeline.syncOperations.addHandler(tls)
+                        }
+                        try channel.pipeline.syncOperations.addHandler(inbound)
+                    }
+                }
+                .connect(host: url.host, port: url.port).get()
+        } catch {
+            throw AudioError(.connectionFailed, "cannot connect to \(url): \(Self.describe(error))")
+        }
+        shared.withLock { $0.channel = channel }
+        defer {
+            channel.close(promise: nil)
+            shared.withLock { $0.channel = nil }
+        }
+        var wire = RTMPConnection(channel: channel, inbound: inbound, publisher: self)
+        try await wire.run(onPublishing: onPublishing)
+    }
+
+    static func describe(_ error: any Error) -> String {
+        if let error = error as? AudioError { return error.message }
+        if let error = error as? IOError { return error.description }
+        if let error = error as? ChannelError {
+            switch error {
+            case .connectTimeout: return "the connection timed out"
+            default: return "\(error)"
+            }
+        }
+        if let error = error as? NIOConnectionError {
+            if let first = error.connectionErrors.first { return describe(first.error) }
+            if error.dnsAError != nil || error.dnsAAAAError != nil { return "the host name '\(error.host)' was not found" }
+            return "no address for '\(error.host)'"
+        }
+        if let error = error as? NIOSSLError { return "TLS failed: \(error)" }
+        if let error = error as? BoringSSLError { return "TLS failed: \(error)" }
+        return "\(error)"
+    }
+
+    // MARK: What the connection needs from the publisher
+
+    func takeQueued(maximumBytes: Int) -> [QueuedPacket] {
+        shared.withLock { $0.queue.popBatch(maximumBytes: maximumBytes) }
+    }
+
+    func firstQueuedTimestamp() -> Int64? { shared.withLock { $0.queue.firstTimestamp } }
+
+    func noteSent(packets: [QueuedPacket], wireBytes: Int, at now: UInt64) {
+        shared.withLock { s in
+            s.counters.bytesSent += Int64(wireBytes)
+            s.counters.packetsSent += packets.count
+            for p in packets {
+                s.counters.mediaBytesSent += Int64(p.body.count)
+                s.counters.lastTimestamp = p.timestamp
+                if let t = p.captureTime, now >= t { s.latencies.add(Double(now - t) / 1e6) }
+            }
+        }
+    }
+
+    func noteWireBytes(_ n: Int) { shared.withLock { $0.counters.bytesSent += Int64(n) } }
+
+    /// Frames taken from the queue whose write failed.
+    func noteLost(_ n: Int) { shared.withLock { $0.counters.droppedPackets += n } }
+
+    var wantsStop: Bool { isStopping }
+    var bell: Doorbell { doorbell }
+    var metadataMessage: RTMPMessage {
+        RTMPMessage(
+            type: .dataAMF0,
+            payload: AMF0.encode([
+                .string("@setDataFrame"), .string("onMetaData"),
+                .ecmaArray(
+                    FLVAudio.metadata(sampleRate: stream.sampleRate, channelCount: stream.channelCount, bitRate: stream.bitRate)
+                        + [AMF0Property("encoder", .string("LiveAudio"))]),
+            ]))
+    }
+    var sequenceHeader: [UInt8] {
+        FLVAudio.aacPrefix(stereo: stereo, packetType: FLVAudio.sequenceHeader) + stream.audioSpecificConfig
+    }
+}
+
+/// A frame waiting to be sent: the FLV audio body (`AF 01` + raw AAC) and its timestamp.
+struct QueuedPacket: Sendable {
+    var body: [UInt8]
+    var timestamp: Int64
+    var captureTime: UInt64?
+}
+
+/// The send queue: oldest first, bounded by the span of timestamps it holds.
+struct PacketQueue {
+    private var packets: [QueuedPacket] = []
+    private var head = 0
+
+    var count: Int { packets.count - head }
+    var firstTimestamp: Int64? { head < packets.count ? packets[head].timestamp : nil }
+    var spanMilliseconds: Int64 {
+        guard let first = firstTimestamp, let last = packets.last?.timestamp else { return 0 }
+        return max(0, last - first)
+    }
+
+    /// Appends `packet` and drops the oldest while the queue spans more than `limit` ms. Returns how many it
+    /// dropped.
+    mutating func push(_ packet: QueuedPacket, limit: Int64) -> Int {
+        packets.append(packet)
+        var dropped = 0
+        while count > 1, spanMilliseconds > limit || count > 100_000 {
+            head += 1
+            dropped += 1
+        }
+        compact()
+        return dropped
+    }
+
+    mutating func popBatch(maximumBytes: Int) -> [QueuedPacket] {
+        var out: [QueuedPacket] = []
+        var bytes = 0
+        while head < packets.count, out.isEmpty || bytes + packets[head].body.count <= maximumBytes {
+            bytes += packets[head].body.count
+            out.append(packets[head])
+            head += 1
+        }
+        compact()
+        return out
+    }
+
+    mutating func removeAll() -> Int {
+        defer {
+            packets.removeAll()
+            head = 0
+        }
+        return count
+    }
+
+    private mutating func compact() {
+        if head > 256, head * 2 > packets.count {
+            packets.removeFirst(head)
+            head = 0
+        }
+    }
+}
+
+/// Wakes the sending task: ring from any thread; one waiter.
+final class Doorbell: Sendable {
+    private let state = Mutex<(rung: Bool, waiter: CheckedContinuation<Void, Never>?)>((false, nil))
+
+    func ring() {
+        let waiter = state.withLock { s -> CheckedContinuation<Void, Never>? in
+            if let w = s.waiter {
+                s.waiter = nil
+                return w
+            }
+            s.rung = true
+            return nil
+        }
+        waiter?.resume()
+    }
+
+    /// Returns once rung (at once if it was rung since the last wait), or when the task is cancelled.
+    func wait() async {
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+                let now = state.withLock { s -> Bool in
+                    if s.rung {
+                        s.rung = false
+                        return true
+                    }
+                    s.waiter = c
+                    return false
+                }
+                if now { c.resume() }
+            }
+        } onCancel: {
+            ring()
+        }
+    }
+}
+
+/// Bytes from the channel as an async sequence; ends when the connection closes.
+final class InboundBridge: ChannelInboundHandler, @unchecked Sendable {
+    typealias InboundIn = ByteBuffer
+    let stream: AsyncThrowingStream<ByteBuffer, any Error>
+    private let continuation: AsyncThrowingStream<ByteBuffer, any Error>.Continuation
+
+    init() { (stream, continuation) = AsyncThrowingStream.makeStream() }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        continuation.yield(unwrapInboundIn(data))
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        continuation.finish()
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        continuation.finish(throwing: error)
+        context.close(promise: nil)
+    }
+}

@@ -1,0 +1,159 @@
+import Foundation
+
+/// A real nginx with the RTMP module, started by a test on a free loopback port and stopped by its PID.
+///
+/// Application `live` accepts publishing from 127.0.0.1 and records every stream (`record all`) under
+/// ``recordings``; application `closed` refuses every publisher. Each start records into a folder of its own
+/// (`rec-1`, `rec-2`, …), so a restarted server never overwrites an earlier recording.
+public final class NginxRTMPServer: @unchecked Sendable {
+    public let root: String
+    public let port: Int
+    private var process: ChildProcess?
+    private var starts = 0
+
+    public init() throws {
+        root = NSTemporaryDirectory() + "liveaudio-nginx-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+        port = try freeLoopbackPort()
+        try start()
+    }
+
+    /// `rtmp://127.0.0.1:PORT/APP/KEY`.
+    public func url(_ key: String, app: String = "live") -> String { "rtmp://127.0.0.1:\(port)/\(app)/\(key)" }
+
+    /// The recording folder of the `n`th start (1-based).
+    public func recordings(start n: Int) -> String { root + "/rec-\(n)" }
+
+    /// The FLV files recorded during the `n`th start, by name.
+    public func recordedFiles(start n: Int) -> [String] {
+        let dir = recordings(start: n)
+        return ((try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? []).filter { $0.hasSuffix(".flv") }.sorted()
+            .map { dir + "/" + $0 }
+    }
+
+    /// Starts nginx (again) and waits until it accepts connections.
+    public func start() throws {
+        starts += 1
+        let rec = recordings(start: starts)
+        try FileManager.default.createDirectory(atPath: rec, withIntermediateDirectories: true)
+        let config = """
+            load_module /usr/lib/nginx/modules/ngx_rtmp_module.so;
+            daemon off; master_process on; user root; worker_processes 1;
+            pid \(root)/nginx.pid; error_log \(root)/error.log info;
+            events { worker_connections 256; }
+            rtmp { server { listen 127.0.0.1:\(port); chunk_size 4096;
+              application live { live on; record all; record_path \(rec); record_unique on;
+                allow publish 127.0.0.1; deny publish all; allow play all; }
+              application closed { live on; deny publish all; allow play all; } } }
+            """
+        try config.write(toFile: root + "/nginx.conf", atomically: true, encoding: .utf8)
+        let p = try ChildProcess(
+            "nginx", ["-p", root + "/", "-c", "nginx.conf", "-e", root + "/error.log"], log: root + "/nginx.out")
+        process = p
+        let deadline = Date().addingTimeInterval(5)
+        while Date() < deadline {
+            if canConnect(port: port) { return }
+            if !p.isRunning {
+                throw SoundServerError("nginx exited at start: \(p.output) \((try? String(contentsOfFile: root + "/error.log", encoding: .utf8)) ?? "")")
+            }
+            usleep(5_000)
+        }
+        throw SoundServerError("nginx did not accept connections on port \(port) within 5 s")
+    }
+
+    /// Kills the master and its worker at once (SIGKILL): connections drop without a goodbye.
+    public func kill() {
+        guard let p = process, p.isRunning else { return }
+        for child in childPIDs(of: p.pid) { Foundation.kill(child, SIGKILL) }
+        p.stop(signal: SIGKILL)
+        // The worker may outlive the master for a moment; wait until the port is free.
+        let deadline = Date().addingTimeInterval(5)
+        while canConnect(port: port), Date() < deadline { usleep(10_000) }
+    }
+
+    /// Stops gracefully (SIGQUIT: recordings are closed), waiting for the master to exit.
+    public func stop() {
+        guard let p = process else { return }
+        let children = childPIDs(of: p.pid)
+        p.stop(signal: SIGQUIT, timeout: 10)
+        for child in children { Foundation.kill(child, SIGKILL) }
+    }
+
+    /// The server's error log (connections, publishes, recordings).
+    public var log: String { (try? String(contentsOfFile: root + "/error.log", encoding: .utf8)) ?? "" }
+
+    /// Stops the server and deletes its folder (kept when LIVEAUDIO_KEEP_SERVER_FILES is set, for debugging).
+    public func remove() {
+        stop()
+        if ProcessInfo.processInfo.environment["LIVEAUDIO_KEEP_SERVER_FILES"] != nil { return }
+        try? FileManager.default.removeItem(atPath: root)
+    }
+
+    deinit { stop() }
+}
+
+/// Child processes of `pid`, from /proc.
+func childPIDs(of pid: pid_t) -> [pid_t] {
+    let text = (try? String(contentsOfFile: "/proc/\(pid)/task/\(pid)/children", encoding: .utf8)) ?? ""
+    return text.split(separator: " ").compactMap { pid_t($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+}
+
+/// A TCP port on 127.0.0.1 that nothing listens on right now.
+public func freeLoopbackPort() throws -> Int {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { throw SoundServerError("socket() failed") }
+    defer { close(fd) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    address.sin_port = 0
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let bound = withUnsafeMutablePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+    }
+    guard bound else { throw SoundServerError("cannot bind a loopback port") }
+    return Int(UInt16(bigEndian: address.sin_port))
+}
+
+/// True when something accepts TCP connections on 127.0.0.1:`port`.
+public func canConnect(port: Int) -> Bool {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { return false }
+    defer { close(fd) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    address.sin_port = UInt16(port).bigEndian
+    return withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+    }
+}
+
+/// A loopback TCP listener that accepts connections (in the kernel's backlog) and never says a word: a server
+/// that hangs.
+public final class SilentListener: @unchecked Sendable {
+    public let port: Int
+    private let fd: Int32
+
+    public init() throws {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let ok = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, length) == 0 && listen(fd, 16) == 0 && getsockname(fd, $0, &length) == 0
+            }
+        }
+        guard ok else {
+            close(fd)
+            throw SoundServerError("cannot listen on a loopback port")
+        }
+        self.fd = fd
+        port = Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    deinit { close(fd) }
+}
