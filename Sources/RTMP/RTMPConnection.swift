@@ -48,6 +48,7 @@ struct RTMPConnection {
 
     let publisher: RTMPPublisher
     let sender: MessageSender
+    let inbound: InboundBridge
     var channel: any Channel { sender.channel }
     private var iterator: AsyncThrowingStream<ByteBuffer, any Error>.AsyncIterator
     private var decoder = ChunkStreamDecoder()
@@ -64,6 +65,7 @@ struct RTMPConnection {
     init(channel: any Channel, inbound: InboundBridge, publisher: RTMPPublisher) {
         self.publisher = publisher
         sender = MessageSender(channel: channel)
+        self.inbound = inbound
         iterator = inbound.stream.makeAsyncIterator()
     }
 
@@ -120,17 +122,16 @@ struct RTMPConnection {
             try await sender.send([(publish.message(streamID: streamID), ChunkStreamID.command)])
             try await awaitPublishStart()
             deadline.disarm()
-            phase = "publishing"
 
-            // Metadata and the sequence header, stamped like the next frame so timestamps never go back.
+            // Metadata and the sequence header open each new stream at timestamp 0, as FFmpeg sends them; the
+            // frames then carry on from where the last connection stopped. (nginx-rtmp's recorder measures from
+            // the first audio message, so a header stamped later would shift a reconnection's recording to 0.)
             let start = max(publisher.firstQueuedTimestamp() ?? 0, publisher.currentStatistics.lastTimestamp)
             var metadata = publisher.metadataMessage
             metadata.streamID = streamID
-            metadata.timestamp = UInt32(truncatingIfNeeded: start)
-            let header = RTMPMessage(
-                type: .audio, streamID: streamID, timestamp: UInt32(truncatingIfNeeded: start),
-                payload: publisher.sequenceHeader)
+            let header = RTMPMessage(type: .audio, streamID: streamID, timestamp: 0, payload: publisher.sequenceHeader)
             publisher.noteWireBytes(try await sender.send([(metadata, ChunkStreamID.data), (header, ChunkStreamID.audio)]))
+            phase = "publishing"
             onPublishing()
 
             try await exchange(streamID: streamID, start: start)
@@ -149,8 +150,13 @@ struct RTMPConnection {
                 "the server at \(url) did not answer within \(formatSeconds(publisher.configuration.responseTimeout)) during \(phase)")
         }
         if let error = error as? AudioError { return error }
-        let text = RTMPPublisher.describe(error)
+        // A write fails with "I/O on closed channel" when the reason (a TLS alert, a reset) reached the reader.
+        let text = RTMPPublisher.describe(inbound.failure ?? error)
         if text.hasPrefix("TLS") { return AudioError(.connectionFailed, "cannot connect to \(url): \(text)") }
+        if ["connect", "createStream", "publish"].contains(phase) {
+            // A server that drops the connection instead of answering is refusing what was asked.
+            return closedDuring(detail: text)
+        }
         return AudioError(.connectionLost, "the connection to \(url) was lost during \(phase): \(text)")
     }
 
@@ -319,10 +325,16 @@ struct RTMPConnection {
         }
     }
 
-    private func closedDuring() -> AudioError {
+    private func closedDuring(detail: String? = nil) -> AudioError {
         let url = publisher.url
-        let hint = phase == "publish" ? " (it may not allow publishing this stream from here)" : ""
-        return AudioError(.rejected, "the server at \(url) closed the connection during \(phase)\(hint)")
+        let hint =
+            switch phase {
+            case "publish": " (it may not allow publishing this stream from here)"
+            case "connect": " (check the application name '\(url.app)')"
+            default: ""
+            }
+        return AudioError(
+            .rejected, "the server at \(url) closed the connection during \(phase)\(hint)" + (detail.map { ": \($0)" } ?? ""))
     }
 }
 

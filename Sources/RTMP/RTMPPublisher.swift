@@ -501,7 +501,12 @@ final class InboundBridge: ChannelInboundHandler, @unchecked Sendable {
     let stream: AsyncThrowingStream<ByteBuffer, any Error>
     private let continuation: AsyncThrowingStream<ByteBuffer, any Error>.Continuation
 
+    private let firstError = Mutex<(any Error)?>(nil)
+
     init() { (stream, continuation) = AsyncThrowingStream.makeStream() }
+
+    /// The first error the channel reported (a TLS failure, a reset), if any.
+    var failure: (any Error)? { firstError.withLock { $0 } }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         continuation.yield(unwrapInboundIn(data))
@@ -513,6 +518,7 @@ final class InboundBridge: ChannelInboundHandler, @unchecked Sendable {
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        firstError.withLock { if $0 == nil { $0 = error } }
         continuation.finish(throwing: error)
         context.close(promise: nil)
     }

@@ -53,7 +53,7 @@ func packetTimes(_ path: String) throws -> [Double] {
     guard r.status == 0 else { throw FFmpegError(message: "ffprobe \(path): \(r.stderr)") }
     // A packet with side data (the sequence header nginx repeats) prints it after the time: keep the first field.
     return r.stdout.split(separator: "\n").compactMap { line in
-        line.split(separator: ",").first.flatMap { Double($0.trimmingCharacters(in: .whitespaces)) }.map { $0 * 1000 }
+        line.split(separator: ",").first.flatMap { Double($0.trimmingCharacters(in: .whitespaces)) }.map { ($0 * 1000).rounded() }
     }
 }
 
@@ -96,5 +96,145 @@ struct PublisherTests {
         // The right channel carries its 660 Hz tone at the amplitude sent (0.25).
         let amplitude = SignalCheck.toneAmplitude(trimmed[1][24_000..<72_000], frequency: 660)
         #expect(abs(amplitude - 0.25) < 0.02, "660 Hz at amplitude \(amplitude) in the right channel")
+    }
+}
+
+extension PublisherTests {
+    @Test("ffmpeg plays the stream live while it is being published")
+    func ffmpegPlaysLive() async throws {
+        let server = try NginxRTMPServer()
+        defer { server.remove() }
+        let input = try EncodedSignal(seconds: 6)
+        let publisher = try RTMPPublisher(url: RTMPURL(server.url("live-play")), stream: input.description)
+        try await publisher.start()
+        let sending = Task { await publish(input.packets[...], to: publisher) }
+        try await Task.sleep(nanoseconds: 500_000_000)
+        // A player joining mid-stream: 2 s of what it receives, decoded to WAV.
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let played = try await runTool(
+            "ffmpeg",
+            ["-hide_banner", "-loglevel", "error", "-rw_timeout", "5000000", "-i", server.url("live-play"), "-t", "2",
+             "-y", dir.file("played.wav")])
+        await sending.value
+        await publisher.stop()
+        #expect(played.status == 0, "ffmpeg: \(played.stderr)")
+        let decoded = try FFmpeg.decode(dir.file("played.wav"), channels: 2)
+        #expect(decoded[0].count >= 90_000, "played \(decoded[0].count) frames")
+        let left = SignalCheck.toneAmplitude(decoded[0][10_000..<58_000], frequency: 440)
+        let right = SignalCheck.toneAmplitude(decoded[1][10_000..<58_000], frequency: 660)
+        #expect(abs(left - 0.25) < 0.03 && abs(right - 0.25) < 0.03, "440 Hz \(left), 660 Hz \(right)")
+        #expect(publisher.currentStatistics.droppedPackets == 0)
+    }
+
+    @Test("The server killed mid-stream and restarted: the publisher reconnects by itself, the second recording continues the first's timestamps, and what was dropped is counted")
+    func reconnectsAfterServerRestart() async throws {
+        let server = try NginxRTMPServer()
+        defer { server.remove() }
+        let input = try EncodedSignal(seconds: 8)
+        var configuration = RTMPPublisher.Configuration()
+        configuration.initialReconnectDelay = 0.2
+        configuration.maximumReconnectDelay = 0.5
+        configuration.queueMilliseconds = 1000
+        configuration.statisticsInterval = 0.2
+        let publisher = try RTMPPublisher(
+            url: RTMPURL(server.url("restart")), stream: input.description, configuration: configuration)
+        let states = Task {
+            var seen: [RTMPPublisher.State] = []
+            for await s in publisher.statistics where seen.last != s.state { seen.append(s.state) }
+            return seen
+        }
+        try await publisher.start()
+        let sending = Task { await publish(input.packets[...], to: publisher) }
+        try await Task.sleep(nanoseconds: 2_000_000_000)
+        try await offPool { server.kill() }
+        // Down for 2 s: longer than the 1 s queue, so some frames must be dropped.
+        try await Task.sleep(nanoseconds: 2_000_000_000)
+        try await offPool { try server.start() }
+        await sending.value
+        try await Task.sleep(nanoseconds: 300_000_000)
+        await publisher.stop()
+        let stats = publisher.currentStatistics
+        let seen = await states.value
+        server.stop()
+
+        #expect(stats.reconnects >= 1, "\(stats)")
+        #expect(seen.contains(.reconnecting) && seen.last == .stopped, "states \(seen)")
+        #expect(stats.droppedPackets > 0, "\(stats)")
+        #expect(stats.packetsSent + stats.droppedPackets == input.packets.count, "\(stats)")
+        let first = server.recordedFiles(start: 1)
+        let second = server.recordedFiles(start: 2)
+        try #require(first.count == 1 && second.count == 1, "recordings \(first) \(second); log \(server.log)")
+        let before = try packetTimes(first[0])
+        let after = try packetTimes(second[0])
+        try #require(!before.isEmpty && !after.isEmpty)
+        // No reset to zero: the second recording starts after the first ended, where the input's clock was,
+        // about 4 s in; the gap is what was dropped while the server was down.
+        #expect(after.first! > before.last!, "first ends at \(before.last!) ms, second starts at \(after.first!) ms")
+        #expect(after.first! >= 3_000 && after.first! <= 5_500, "second recording starts at \(after.first!) ms")
+        #expect(zip(after, after.dropFirst()).allSatisfy { $0 < $1 }, "timestamps go forward")
+        #expect(abs(after.last! - Double(input.packets.last!.streamMilliseconds)) < 1.01)
+        // Every packet recorded is one the input had, at its own time.
+        let sent = Set(input.packets.map { Double($0.streamMilliseconds) })
+        let strangers = (before + after).filter { !sent.contains($0) }
+        #expect(strangers.isEmpty, "recorded at times never sent: \(strangers.prefix(5))")
+        // Both recordings decode.
+        for file in first + second {
+            let r = try runProcess("ffmpeg", ["-v", "error", "-i", file, "-f", "null", "-"])
+            #expect(r.status == 0 && r.stderr.isEmpty, "\(file): \(r.stderr)")
+        }
+    }
+
+    @Test("Timestamps past 0xFFFFFF ms (4.66 hours) travel as extended timestamps and are recorded as sent")
+    func extendedTimestamps() async throws {
+        let server = try NginxRTMPServer()
+        defer { server.remove() }
+        let input = try EncodedSignal(seconds: 2)
+        var configuration = RTMPPublisher.Configuration()
+        configuration.queueMilliseconds = 60_000
+        let publisher = try RTMPPublisher(
+            url: RTMPURL(server.url("long")), stream: input.description, configuration: configuration)
+        let offset: Int64 = 0xFF_FFFF - 1000
+        try await publisher.start()
+        await publish(input.packets[...], to: publisher, offset: offset, realTime: false)
+        await publisher.stop()
+        server.stop()
+        let files = server.recordedFiles(start: 1)
+        try #require(files.count == 1)
+        let flv = try FLVContents(path: files[0])
+        let raw = flv.tags.filter { $0.type == .audio && $0.data.count > 1 && $0.data[1] == FLVAudio.raw }
+        #expect(raw.map { Int64($0.timestamp) } == input.packets.map { $0.streamMilliseconds + offset })
+        #expect(raw.contains { $0.timestamp > 0xFF_FFFF })
+    }
+
+    @Test("Statistics arrive as an AsyncStream: state, packets, bytes, bit rate, queue, latency")
+    func statisticsStream() async throws {
+        let server = try NginxRTMPServer()
+        defer { server.remove() }
+        let input = try EncodedSignal(seconds: 3)
+        var configuration = RTMPPublisher.Configuration()
+        configuration.statisticsInterval = 0.5
+        let publisher = try RTMPPublisher(url: RTMPURL(server.url("stats")), stream: input.description, configuration: configuration)
+        let collected = Task {
+            var all: [RTMPStatistics] = []
+            for await s in publisher.statistics { all.append(s) }
+            return all
+        }
+        try await publisher.start()
+        await publish(input.packets[...], to: publisher)
+        await publisher.stop()
+        let all = await collected.value
+        #expect(all.first?.state == .connecting)
+        #expect(all.contains { $0.state == .publishing })
+        #expect(all.last?.state == .stopped)
+        #expect(all.last?.packetsSent == input.packets.count)
+        // Bit rate while publishing: the packets' bytes over their duration (about 128 kbit/s), within 25 %.
+        let rates = all.filter { $0.state == .publishing && $0.packetsSent > 20 }.map(\.bitRate)
+        let expected = Double(input.packets.reduce(0) { $0 + $1.data.count + 2 }) * 8 / 3
+        #expect(rates.contains { abs($0 - expected) < expected * 0.25 }, "rates \(rates), expected \(expected)")
+        #expect(all.allSatisfy { $0.queuedMilliseconds <= configuration.queueMilliseconds })
+        let latency = try #require(all.last?.latency)
+        #expect(latency.p50 >= 0 && latency.p99 < 100, "\(latency)")
+        #expect(all.last!.bytesSent > Int64(input.packets.reduce(0) { $0 + $1.data.count }))
     }
 }

@@ -8,13 +8,27 @@ import Foundation
 public final class NginxRTMPServer: @unchecked Sendable {
     public let root: String
     public let port: Int
+    /// With `tls: true`: a TLS port (nginx's stream module) in front of the RTMP port, with a self-signed
+    /// certificate for `localhost` and 127.0.0.1 at ``certificatePath``.
+    public let tlsPort: Int?
+    public var certificatePath: String { root + "/cert.pem" }
     private var process: ChildProcess?
     private var starts = 0
 
-    public init() throws {
+    public init(tls: Bool = false) throws {
         root = NSTemporaryDirectory() + "liveaudio-nginx-" + UUID().uuidString
         try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
         port = try freeLoopbackPort()
+        if tls {
+            tlsPort = try freeLoopbackPort()
+            let r = try runProcess(
+                "openssl",
+                ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=localhost",
+                 "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1", "-keyout", root + "/key.pem", "-out", certificatePath])
+            guard r.status == 0 else { throw SoundServerError("openssl could not make a certificate: \(r.stderr)") }
+        } else {
+            tlsPort = nil
+        }
         try start()
     }
 
@@ -36,8 +50,16 @@ public final class NginxRTMPServer: @unchecked Sendable {
         starts += 1
         let rec = recordings(start: starts)
         try FileManager.default.createDirectory(atPath: rec, withIntermediateDirectories: true)
+        let stream =
+            tlsPort.map {
+                """
+                stream { server { listen 127.0.0.1:\($0) ssl; ssl_certificate \(certificatePath);
+                  ssl_certificate_key \(root)/key.pem; proxy_pass 127.0.0.1:\(port); } }
+                """
+            } ?? ""
         let config = """
             load_module /usr/lib/nginx/modules/ngx_rtmp_module.so;
+            \(tlsPort == nil ? "" : "load_module /usr/lib/nginx/modules/ngx_stream_module.so;")
             daemon off; master_process on; user root; worker_processes 1;
             pid \(root)/nginx.pid; error_log \(root)/error.log info;
             events { worker_connections 256; }
@@ -45,6 +67,7 @@ public final class NginxRTMPServer: @unchecked Sendable {
               application live { live on; record all; record_path \(rec); record_unique on;
                 allow publish 127.0.0.1; deny publish all; allow play all; }
               application closed { live on; deny publish all; allow play all; } } }
+            \(stream)
             """
         try config.write(toFile: root + "/nginx.conf", atomically: true, encoding: .utf8)
         let p = try ChildProcess(

@@ -1,0 +1,154 @@
+import Foundation
+import LiveAudio
+import Testing
+import TestSupport
+
+/// Starts a publisher and returns the error `start()` throws (nil if it started), and how long it took.
+func startError(_ url: String, configure: (inout RTMPPublisher.Configuration) -> Void = { _ in }) async throws
+    -> (AudioError?, Double)
+{
+    var configuration = RTMPPublisher.Configuration()
+    configure(&configuration)
+    let input = try EncodedSignal(seconds: 0.1)
+    let publisher = try RTMPPublisher(url: RTMPURL(url), stream: input.description, configuration: configuration)
+    let began = monotonicNanoseconds()
+    defer { _ = publisher }
+    do {
+        try await publisher.start()
+        await publisher.stop()
+        return (nil, Double(monotonicNanoseconds() - began) / 1e9)
+    } catch {
+        #expect(publisher.currentStatistics.state == .failed)
+        return (error, Double(monotonicNanoseconds() - began) / 1e9)
+    }
+}
+
+@Suite("RTMP publisher errors", .serialized)
+struct PublisherErrorTests {
+    static let secret = "s3cr3t-key-9f2c"
+
+    @Test("A refused connection is a connection error naming the server, at once, without the key")
+    func refused() async throws {
+        let port = try freeLoopbackPort()
+        let (error, seconds) = try await startError("rtmp://127.0.0.1:\(port)/live/\(Self.secret)")
+        let e = try #require(error)
+        #expect(e.code == .connectionFailed)
+        #expect(e.message.contains("127.0.0.1:\(port)/live") && e.message.lowercased().contains("refused"), "\(e)")
+        #expect(!e.message.contains(Self.secret))
+        #expect(seconds < 2)
+    }
+
+    @Test("A host name that does not resolve is a connection error")
+    func unknownHost() async throws {
+        let (error, seconds) = try await startError("rtmp://no-such-host.invalid/live/\(Self.secret)")
+        let e = try #require(error)
+        #expect(e.code == .connectionFailed, "\(e)")
+        #expect(!e.message.contains(Self.secret))
+        #expect(seconds < 10)
+    }
+
+    @Test("A server that accepts and never answers times out during the handshake")
+    func silentServer() async throws {
+        let listener = try SilentListener()
+        let (error, seconds) = try await startError("rtmp://127.0.0.1:\(listener.port)/live/\(Self.secret)") {
+            $0.responseTimeout = 1
+        }
+        let e = try #require(error)
+        #expect(e.code == .timedOut, "\(e)")
+        #expect(e.message.contains("handshake") && !e.message.contains(Self.secret), "\(e)")
+        #expect(seconds >= 0.9 && seconds < 4, "\(seconds) s")
+        withExtendedLifetime(listener) {}
+    }
+
+    @Test("Publishing where the server forbids it is a rejection")
+    func publishForbidden() async throws {
+        let server = try NginxRTMPServer()
+        defer { server.remove() }
+        let (error, seconds) = try await startError(server.url(Self.secret, app: "closed"))
+        let e = try #require(error)
+        #expect(e.code == .rejected, "\(e)")
+        #expect(e.message.contains("publish") && !e.message.contains(Self.secret), "\(e)")
+        #expect(seconds < 5)
+    }
+
+    @Test("A stream name already being published is rejected with the server's description (NetStream.Publish.BadName)")
+    func badName() async throws {
+        let server = try NginxRTMPServer()
+        defer { server.remove() }
+        let input = try EncodedSignal(seconds: 0.1)
+        let first = try RTMPPublisher(url: RTMPURL(server.url(Self.secret)), stream: input.description)
+        try await first.start()
+        let (error, _) = try await startError(server.url(Self.secret))
+        await first.stop()
+        let e = try #require(error)
+        #expect(e.code == .rejected, "\(e)")
+        #expect(e.message.contains("NetStream.Publish.BadName") && !e.message.contains(Self.secret), "\(e)")
+    }
+
+    @Test("An application the server does not have is a rejection, not a hang")
+    func unknownApplication() async throws {
+        let server = try NginxRTMPServer()
+        defer { server.remove() }
+        let (error, seconds) = try await startError(server.url(Self.secret, app: "nowhere"))
+        let e = try #require(error)
+        #expect(e.code == .rejected, "\(e)")
+        #expect(!e.message.contains(Self.secret))
+        #expect(seconds < 5)
+    }
+
+    @Test("Starting twice is an invalid-state error; stopping twice is harmless")
+    func startTwice() async throws {
+        let server = try NginxRTMPServer()
+        defer { server.remove() }
+        let input = try EncodedSignal(seconds: 0.1)
+        let publisher = try RTMPPublisher(url: RTMPURL(server.url("twice")), stream: input.description)
+        try await publisher.start()
+        await #expect(throws: AudioError.self) { try await publisher.start() }
+        await publisher.stop()
+        await publisher.stop()
+        #expect(publisher.currentStatistics.state == .stopped)
+    }
+
+    @Test("Frames queued faster than the network takes them: the oldest are dropped and counted, the queue stays bounded")
+    func queueDropsOldest() async throws {
+        let port = try freeLoopbackPort()
+        let input = try EncodedSignal(seconds: 5)
+        var configuration = RTMPPublisher.Configuration()
+        configuration.queueMilliseconds = 1000
+        // Never started: nothing drains the queue.
+        let publisher = try RTMPPublisher(
+            url: RTMPURL("rtmp://127.0.0.1:\(port)/live/x"), stream: input.description, configuration: configuration)
+        for p in input.packets { publisher.send(aacFrame: p.data, timestamp: p.streamMilliseconds) }
+        let stats = publisher.currentStatistics
+        #expect(stats.queuedMilliseconds <= 1000 && stats.queuedMilliseconds >= 970, "\(stats)")
+        #expect(stats.droppedPackets + stats.queuedPackets == input.packets.count)
+        await publisher.stop()
+        #expect(publisher.currentStatistics.droppedPackets == input.packets.count)
+    }
+
+    @Test("rtmps:// publishes through TLS with the server's certificate verified; an untrusted certificate is refused")
+    func tls() async throws {
+        let server = try NginxRTMPServer(tls: true)
+        defer { server.remove() }
+        let port = try #require(server.tlsPort)
+        let url = "rtmps://localhost:\(port)/live/\(Self.secret)"
+        // Not trusted: the default configuration verifies against the system's roots.
+        let (refused, _) = try await startError(url)
+        let e = try #require(refused)
+        #expect(e.code == .connectionFailed, "\(e)")
+        #expect(e.message.contains("TLS") && !e.message.contains(Self.secret), "\(e)")
+        // Trusted: published and recorded.
+        let input = try EncodedSignal(seconds: 1)
+        var configuration = RTMPPublisher.Configuration()
+        configuration.tls.trustRoots = .file(server.certificatePath)
+        configuration.queueMilliseconds = 60_000
+        let publisher = try RTMPPublisher(url: RTMPURL(url), stream: input.description, configuration: configuration)
+        try await publisher.start()
+        await publish(input.packets[...], to: publisher, realTime: false)
+        await publisher.stop()
+        server.stop()
+        let files = server.recordedFiles(start: 1)
+        try #require(files.count == 1)
+        #expect(try packetTimes(files[0]).count == input.packets.count)
+    }
+}
