@@ -14,7 +14,8 @@ demo: deps-demo
 	@test -f examples/voice.wav || scripts/make-demo-voice.sh examples/voice.wav
 	.build/release/liveaudio render examples/mix.json -o $(OUT)/mix.wav
 	.build/release/liveaudio info $(OUT)/mix.wav
-	.build/release/liveaudio render examples/voice-chain.json -o $(OUT)/voice-chain.wav
+	.build/release/liveaudio render examples/voice-file-chain.json -o $(OUT)/voice-chain.wav
+	scripts/demo-stream.sh $(OUT)
 
 test: deps-test
 	$(SWIFT) build --build-tests

@@ -44,18 +44,18 @@ cat "$work/render.md"
 fi
 
 if want chain; then
-echo "== voice chain (examples/voice-chain.json) vs ffmpeg and sox chains: 60 s, 48 kHz stereo float"
+echo "== voice chain (examples/voice-file-chain.json) vs ffmpeg and sox chains: 60 s, 48 kHz stereo float"
 # Music-like input: pink noise with a slow tremolo plus two tones.
 ffmpeg -hide_banner -loglevel error -y -f lavfi -i "anoisesrc=color=pink:sample_rate=48000:duration=60:amplitude=0.3:seed=7" \
   -f lavfi -i "sine=frequency=220:sample_rate=48000:duration=60" \
   -filter_complex "[0]tremolo=f=1.3:d=0.5[n];[1]volume=0.2[t];[n][t]amix=inputs=2:normalize=0" \
   -ac 2 -c:a pcm_f32le "$work/chain-in.wav"
 mkdir -p "$work/chain"
-cp examples/voice-chain.json "$work/chain/voice-chain.json"
+cp examples/voice-file-chain.json "$work/chain/voice-file-chain.json"
 ln -sf "$work/chain-in.wav" "$work/chain/voice.wav"
 eq3="equalizer=f=90:t=q:w=0.7:g=-6,equalizer=f=3000:t=q:w=1:g=3,equalizer=f=10000:t=q:w=0.7:g=2"
 hyperfine --warmup 2 --runs 10 --export-markdown "$work/chain.md" \
-  -n liveaudio ".build/release/liveaudio render $work/chain/voice-chain.json -o $work/chain-la.wav" \
+  -n liveaudio ".build/release/liveaudio render $work/chain/voice-file-chain.json -o $work/chain-la.wav" \
   -n "ffmpeg eq×3,acompressor,aecho,alimiter" "ffmpeg -hide_banner -loglevel error -y -threads 1 -filter_threads 1 -i $work/chain-in.wav -af '$eq3,acompressor=threshold=-24dB:ratio=3:attack=5:release=120:makeup=1.58:knee=2,aecho=1:0.85:250:0.25,alimiter=limit=0.89:attack=3:release=50:level=0' -c:a pcm_f32le $work/chain-ff.wav" \
   -n "sox equalizer×3 compand reverb" "sox $work/chain-in.wav -e floating-point -b 32 $work/chain-sox.wav equalizer 90 0.7q -6 equalizer 3000 1q 3 equalizer 10000 0.7q 2 compand 0.005,0.12 6:-70,-70,-24,-24,0,-16 4 reverb 20"
 cat "$work/chain.md"
@@ -79,7 +79,7 @@ scripts/interleaved_timing.py 15 \
 fi
 
 want devices || exit 0
-echo "== devices: the monitor voice chain on the JACK dummy driver, 48 kHz (examples/monitor-voice-chain.json)"
+echo "== devices: the monitor voice chain on the JACK dummy driver, 48 kHz (examples/voice-chain.json)"
 # One jackd per period (dummy driver, realtime where permitted), stopped by PID. A `liveaudio play` client feeds
 # music-like audio (pink noise with a tremolo, plus a tone) into the monitor's input, so the chain works on signal,
 # not on the dummy driver's silence; `liveaudio monitor --timing` runs the chain in JACK's process callback for
@@ -124,7 +124,7 @@ printf '|---|---|---|---|---|---|\n' >>"$work/devices.md"
 for p in $periods; do
   start_jack "$p"
   out=$(.build/release/liveaudio monitor --backend jack --jack-server "$jack_name" --input liveaudio \
-    --graph examples/monitor-voice-chain.json --duration "$seconds" --timing 2>"$work/monitor-$p.err") || true
+    --graph examples/voice-chain.json --duration "$seconds" --timing 2>"$work/monitor-$p.err") || true
   stop_jack
   echo "$out"
   logged=$(grep -c 'XRun' "$work/jackd-$p.log" || true)

@@ -78,6 +78,9 @@ public final class AACEncodingWorker: @unchecked Sendable {
     public var packetsEncoded: Int { packetCount.load(ordering: .relaxed) }
     /// The error that stopped the worker, if one did.
     public var failure: AudioError? { failed.withLock { $0 } }
+    /// Slots published and not yet encoded: how far the worker is behind. A producer that is not real-time (a
+    /// file read as fast as possible) waits while this nears ``slotCount`` instead of overflowing.
+    public var pendingSlots: Int { ring.committedCount }
 
     /// Starts the worker thread.
     public func start() throws(AudioError) {

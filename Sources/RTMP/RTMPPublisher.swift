@@ -58,6 +58,11 @@ public final class RTMPPublisher: Sendable {
         public var tls = TLSConfiguration.makeClientConfiguration()
 
         public init() {}
+
+        /// Trusts the certificates in a PEM file as well as the system's roots (a private CA, a test server).
+        public mutating func trustCertificates(inPEMFile path: String) {
+            tls.additionalTrustRoots.append(.file(path))
+        }
     }
 
     public enum State: String, Sendable {

@@ -346,7 +346,7 @@ struct Monitor: AsyncParsableCommand {
         discussion: """
             Without --graph, the input goes straight to the output. A graph file for monitoring has one node of \
             type "input" (the microphone; "channels" sets its channel count) where a file source would be; \
-            see examples/monitor-voice-chain.json. Ctrl-C stops.
+            see examples/voice-chain.json. Ctrl-C stops.
             """)
 
     @Option(help: "The input device (for --backend virtual, the WAV file read as the microphone).")

@@ -27,7 +27,7 @@ func channels(of buffers: [CapturedBuffer]) -> [[Float]] {
     return out
 }
 
-/// Runs `monitor-voice-chain` style processing (input → eq → dynamics → reverb → delay → limiter → output) on a
+/// Runs `voice-chain` style processing (input → eq → dynamics → reverb → delay → limiter → output) on a
 /// virtual device fed by `input`, as fast as possible, and returns what the speaker file holds.
 func monitorThroughVirtualDevice(input: String, output: String, sizes: VirtualDeviceOptions.CallbackSizes, period: Int = 256)
     async throws -> [[Float]]

@@ -57,12 +57,12 @@ func probe(_ arguments: [String]) async throws -> [String: Int] {
     /// Ear monitoring on a real device thread — the JACK dummy driver's process thread at 128 frames, and the
     /// virtual device's thread with random 1–512-frame cycles as fast as it can go: the microphone in the seeds'
     /// Int16 to a MicrophoneSource ring (its consumer sleeping 150 ms of every 400, so it overflows), the voice chain of
-    /// examples/monitor-voice-chain.json mixed with a read-ahead accompaniment, effect parameters, bypasses and
+    /// examples/voice-chain.json mixed with a read-ahead accompaniment, effect parameters, bypasses and
     /// mute moving from a control thread. Not one allocation on the device thread once warmed up; a deliberate
     /// allocation on that thread is counted, so the zero means something.
     @Test func deviceThreadsNeverAllocate() async throws {
         let graph = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-            .appendingPathComponent("../../examples/monitor-voice-chain.json").standardized.path
+            .appendingPathComponent("../../examples/voice-chain.json").standardized.path
         let jack = try await JACKServer.started(periodFrames: 128)
         defer { jack.stop() }
         for (backend, minimumCycles) in [(["jack", jack.name], 1500), (["virtual"], 4000)] {

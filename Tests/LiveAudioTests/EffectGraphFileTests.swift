@@ -67,8 +67,8 @@ import TestSupport
     @Test func voiceChainExampleRenders() throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
-        let example = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../examples/voice-chain.json").standardized.path
-        try FileManager.default.copyItem(atPath: example, toPath: dir.file("voice-chain.json"))
+        let example = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../examples/voice-file-chain.json").standardized.path
+        try FileManager.default.copyItem(atPath: example, toPath: dir.file("voice-file-chain.json"))
         // Two seconds of a voice-like signal: a 180 Hz buzz with a syllable envelope, −12 dBFS peaks.
         let voice = (0..<96_000).map { i -> Float in
             let t = Double(i) / 48_000
@@ -76,9 +76,9 @@ import TestSupport
             return Float(0.25 * env * (sin(2 * Double.pi * 180 * t) + 0.5 * sin(2 * Double.pi * 360 * t)))
         }
         try writeWAV(dir.file("voice.wav"), channels: [voice])
-        let loaded = try GraphFile.load(path: dir.file("voice-chain.json"))
+        let loaded = try GraphFile.load(path: dir.file("voice-file-chain.json"))
         #expect(loaded.nodeIDs == ["voice", "eq", "comp", "room", "echo", "limit"])
-        let r = try runProcess(productsDirectory + "/liveaudio", ["render", dir.file("voice-chain.json"), "-o", dir.file("out.wav")])
+        let r = try runProcess(productsDirectory + "/liveaudio", ["render", dir.file("voice-file-chain.json"), "-o", dir.file("out.wav")])
         #expect(r.status == 0, "\(r.stderr)")
         let decoded = try FFmpeg.decode(dir.file("out.wav"), channels: 2)
         #expect(decoded[0].count == 96_000)

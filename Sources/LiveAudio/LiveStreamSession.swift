@@ -1,0 +1,551 @@
+import Foundation
+import Synchronization
+
+/// The streaming SDK in one object: an input (a device through the I/O unit, or a file paced in real time), an
+/// optional effects graph, the AAC encoder, and any number of outputs at once — RTMP servers and FLV, M4A or ADTS
+/// files. Start, stop, mute, volume, statistics.
+///
+/// ```swift
+/// var configuration = LiveStreamSession.Configuration(input: .device(name: nil, backend: .alsa))
+/// configuration.graphPath = "examples/voice-chain.json"
+/// configuration.outputs = [.rtmp(try RTMPURL("rtmp://127.0.0.1/live/key")), .file("show.m4a")]
+/// let session = try LiveStreamSession(configuration)
+/// try await session.start()
+/// session.volume = 0.8
+/// …
+/// let summary = await session.stop()
+/// ```
+///
+/// The audio path runs on the input's thread (the device's real-time thread, or the file pacer): the graph
+/// renders with the input feeding its `input` node, the volume ramps, and the block goes to the encoder worker
+/// without allocating or locking. Packets fan out to the outputs on the worker's thread; each RTMP output has its
+/// own bounded queue, so a slow server never holds up the files or the other servers.
+public final class LiveStreamSession: @unchecked Sendable {
+    public enum Input: Sendable, Hashable, CustomStringConvertible {
+        /// A capture device: an ALSA PCM, a JACK client, or for `.virtual` a WAV file played as the microphone
+        /// (nil: the default device).
+        case device(name: String?, backend: DeviceBackend)
+        /// Any audio file FFmpeg decodes, resampled to the session's rate; paced in real time unless `realTime`
+        /// is false (then as fast as the encoder goes).
+        case file(path: String, realTime: Bool)
+
+        public var description: String {
+            switch self {
+            case .device(let name, let backend): "\(backend) device \(name ?? "(default)")"
+            case .file(let path, let realTime): "file \(path)\(realTime ? " (real time)" : "")"
+            }
+        }
+    }
+
+    public enum Output: Sendable, Hashable, CustomStringConvertible {
+        case rtmp(RTMPURL)
+        /// An FLV, M4A/MP4 or ADTS (.aac) file, by extension.
+        case file(String)
+
+        /// An rtmp:// or rtmps:// URL, or a file name.
+        /// - Throws: ``AudioError`` `.invalidURL` for a bad URL, `.unsupportedFile` for an unknown extension.
+        public init(parsing text: String) throws(AudioError) {
+            let lower = text.lowercased()
+            if lower.hasPrefix("rtmp://") || lower.hasPrefix("rtmps://") {
+                self = .rtmp(try RTMPURL(text))
+            } else if lower.contains("://") {
+                throw AudioError(.invalidURL, "cannot stream to '\(text)': use rtmp://, rtmps://, or a .flv, .m4a, .mp4 or .aac file")
+            } else {
+                guard AACContainer(path: text) != nil else {
+                    throw AudioError(
+                        .unsupportedFile, "cannot stream to '\(text)': the file name must end in .flv, .m4a, .mp4 or .aac")
+                }
+                self = .file(text)
+            }
+        }
+
+        /// Safe to print: RTMP stream keys are hidden.
+        public var description: String {
+            switch self {
+            case .rtmp(let url): url.description
+            case .file(let path): path
+            }
+        }
+    }
+
+    public struct Configuration: Sendable {
+        public var input: Input
+        /// A graph file with one node of type "input" where the input enters; nil: the input is encoded as is.
+        public var graphPath: String?
+        /// The session's rate and the encoder's channels when there is no graph (a graph sets both).
+        public var sampleRate: Double = 48_000
+        public var channelCount = 2
+        /// Channels taken from the input device (or the graph's input node's channels).
+        public var inputChannels = 1
+        public var bitRate = 128_000
+        public var outputs: [Output] = []
+        /// Device buffering.
+        public var periodFrames = 1024
+        public var periodCount = 3
+        public var jackServer: String?
+        public var reconnectDevice = true
+        /// For `.virtual` devices: pacing of the WAV file read as the microphone.
+        public var virtualPacing: VirtualDeviceOptions.Pacing = .realTime
+        /// Settings every RTMP output shares (queue, timeouts, reconnects, TLS).
+        public var rtmp = RTMPPublisher.Configuration()
+        /// Seconds of audio the encoder's input ring holds.
+        public var encoderBufferSeconds = 2.0
+
+        public init(input: Input, outputs: [Output] = []) {
+            self.input = input
+            self.outputs = outputs
+        }
+    }
+
+    /// What one output has done.
+    public struct OutputStatistics: Sendable {
+        public let output: Output
+        /// For RTMP outputs.
+        public let rtmp: RTMPStatistics?
+        /// For files: packets written.
+        public let packetsWritten: Int
+    }
+
+    public struct Statistics: Sendable, CustomStringConvertible {
+        /// Seconds of input taken in.
+        public var seconds: Double
+        public var packetsEncoded: Int
+        /// Frames the encoder's ring had no room for (the encoder fell behind).
+        public var framesDropped: Int64
+        /// Device under- and overruns, and reconnects of the device.
+        public var xruns: Int
+        public var deviceReconnects: Int
+        public var isMuted: Bool
+        public var volume: Float
+        public var outputs: [OutputStatistics]
+
+        public var description: String {
+            var parts = [
+                String(format: "%7.1f s", seconds), "aac \(packetsEncoded) packets",
+                "encoder drops \(framesDropped) frames", "xruns \(xruns)",
+            ]
+            if isMuted { parts.append("muted") } else if volume != 1 { parts.append(String(format: "volume %.2f", volume)) }
+            var line = parts.joined(separator: ", ")
+            for o in outputs {
+                if let r = o.rtmp {
+                    line += " | \(o.output): \(r)"
+                } else {
+                    line += " | \(o.output): \(o.packetsWritten) packets"
+                }
+            }
+            return line
+        }
+    }
+
+    /// How a session ended.
+    public struct Summary: Sendable {
+        public let statistics: Statistics
+        /// The first error of the encoder or a file output, if any.
+        public let error: AudioError?
+    }
+
+    public let configuration: Configuration
+    /// The graph's (or the configured) rate and the encoded channel count.
+    public let sampleRate: Double
+    public let channelCount: Int
+
+    private let encoder: AACEncoder
+    private let processor: StreamProcessor
+    private let worker: AACEncodingWorker
+    private let publishers: [(Output, RTMPPublisher)]
+    private let fileOutputs: Mutex<[(Output, AACFileWriter)]>
+    private let loaded: LoadedGraph?
+    private let io: IOUnit?
+    private let fileReader: (any AudioFileReader)?
+    private var pacer: WorkerThread?
+    private var readAhead: ReadAheadWorker?
+    private let ended = Atomic<Bool>(false)
+    private let stopPacer = Atomic<Bool>(false)
+    private let control = Mutex<(started: Bool, stopped: Bool)>((false, false))
+
+    /// Checks everything that can be checked before anything opens: the graph, the input, the outputs, the
+    /// encoder settings.
+    /// - Throws: ``AudioError``: `.invalidGraphDescription` (no or several input nodes), `.unsupportedSampleRate`,
+    ///   `.invalidParameter`, `.invalidURL`, `.unsupportedFile`, `.fileIO` (an input file that cannot be read,
+    ///   an output folder that does not exist), `.corruptFile`.
+    public init(_ configuration: Configuration) throws(AudioError) {
+        self.configuration = configuration
+        guard !configuration.outputs.isEmpty else {
+            throw AudioError(.invalidParameter, "a live stream needs at least one output: an rtmp:// URL or a .flv/.m4a/.aac file")
+        }
+        var seen = Set<Output>()
+        for o in configuration.outputs where !seen.insert(o).inserted {
+            throw AudioError(.invalidParameter, "output \(o) is given twice")
+        }
+        let maximumFrames = max(DeviceRequest.maximumPeriodFrames, 4096)
+        var inputUnit: InputUnit?
+        if let path = configuration.graphPath {
+            let loaded = try GraphFile.load(path: path, maximumFrames: maximumFrames)
+            let inputs = loaded.inputUnits
+            guard inputs.count == 1 else {
+                throw AudioError(
+                    .invalidGraphDescription,
+                    "a live-stream graph needs exactly one node of type \"input\" (where the microphone or file enters); "
+                        + "'\(path)' has \(inputs.count)")
+            }
+            inputUnit = inputs[0].unit
+            self.loaded = loaded
+            sampleRate = loaded.graph.format.sampleRate
+            channelCount = loaded.graph.format.channelCount
+        } else {
+            loaded = nil
+            sampleRate = configuration.sampleRate
+            channelCount = configuration.channelCount
+        }
+        let inputChannels = inputUnit?.outputFormats[0].channelCount ?? configuration.inputChannels
+        guard inputUnit != nil || inputChannels == channelCount || inputChannels == 1 else {
+            throw AudioError(
+                .invalidParameter,
+                "the input has \(inputChannels) channels but the stream \(channelCount): without a graph they must match (or the input be mono)")
+        }
+        encoder = try AACEncoder(
+            settings: AACEncoderSettings(sampleRate: sampleRate, channelCount: channelCount, bitRate: configuration.bitRate))
+
+        // Outputs: URLs are parsed already; file folders must exist.
+        var publishers: [(Output, RTMPPublisher)] = []
+        for output in configuration.outputs {
+            switch output {
+            case .rtmp(let url):
+                publishers.append(
+                    (output,
+                     try RTMPPublisher(
+                        url: url,
+                        stream: AACStreamDescription(
+                            sampleRate: sampleRate, channelCount: channelCount, bitRate: configuration.bitRate,
+                            audioSpecificConfig: encoder.audioSpecificConfig),
+                        configuration: configuration.rtmp)))
+            case .file(let path):
+                let folder = (path as NSString).deletingLastPathComponent
+                var isDirectory: ObjCBool = false
+                let dir = folder.isEmpty ? "." : folder
+                guard FileManager.default.fileExists(atPath: dir, isDirectory: &isDirectory), isDirectory.boolValue else {
+                    throw AudioError(.fileIO, "cannot write '\(path)': folder '\(dir)' does not exist")
+                }
+            }
+        }
+        self.publishers = publishers
+        fileOutputs = Mutex([])
+
+        // The input.
+        let format = try StreamFormat(
+            sampleRate: sampleRate, channelCount: inputChannels, sampleType: .float32, interleaved: false)
+        switch configuration.input {
+        case .file(let path, _):
+            fileReader = try AudioFile.open(path: path, sampleRate: sampleRate, channelCount: inputChannels)
+            io = nil
+        case .device(let name, let backend):
+            fileReader = nil
+            io = try IOUnit(
+                IOUnit.Configuration(
+                    backend: backend, inputFormat: format, inputDevice: name, periodFrames: configuration.periodFrames,
+                    periodCount: configuration.periodCount, reconnect: configuration.reconnectDevice,
+                    jackServer: configuration.jackServer, virtual: VirtualDeviceOptions(pacing: configuration.virtualPacing)))
+        }
+
+        processor = StreamProcessor(
+            graph: loaded?.graph, input: inputUnit, channelCount: channelCount, sampleRate: sampleRate,
+            maximumFrames: maximumFrames)
+        let fanOut = FanOut()
+        worker = AACEncodingWorker(encoder: encoder, bufferedSeconds: configuration.encoderBufferSeconds) { packets in
+            try fanOut.deliver(packets)
+        }
+        fanOut.session = self
+        processor.worker = worker
+        if let io {
+            let processor = processor
+            try io.setCaptureHandler { raw, stamp in
+                let view = BufferView(
+                    base: raw.base.assumingMemoryBound(to: Float.self), channelStride: raw.planeStride / 4,
+                    channelCount: raw.format.channelCount, frameCount: raw.frameCount)
+                processor.process(view, sampleTime: stamp.sampleTime, hostTime: stamp.hostTime)
+            }
+        }
+    }
+
+    deinit {
+        stopPacer.store(true, ordering: .relaxed)
+        pacer?.join()
+        io?.stop()
+        readAhead?.stop()
+    }
+
+    // MARK: Control
+
+    /// Opens the files, connects to every RTMP server (all must accept), then starts the encoder and the input.
+    /// - Throws: ``AudioError`` from the first output or the input that fails; whatever had opened is closed and
+    ///   files already created are deleted.
+    public func start() async throws(AudioError) {
+        let already = control.withLock { c -> Bool in
+            defer { c.started = true }
+            return c.started
+        }
+        if already { throw AudioError(.invalidState, "the live stream was already started") }
+        var opened: [(Output, AACFileWriter)] = []
+        var connected: [RTMPPublisher] = []
+        do throws(AudioError) {
+            for output in configuration.outputs {
+                if case .file(let path) = output {
+                    opened.append((output, try AACFileWriter(path: path, encoder: encoder)))
+                }
+            }
+            fileOutputs.withLock { $0 = opened }
+            for (_, publisher) in publishers {
+                try await publisher.start()
+                connected.append(publisher)
+            }
+            if let graph = loaded?.graph {
+                if graph.state == .uninitialized { try graph.initialize() }
+                if graph.state == .initialized { try graph.start() }
+                let reading = graph.readingAheadUnits
+                if !reading.isEmpty {
+                    let worker = try ReadAheadWorker(units: reading, name: "la-stream-read")
+                    try worker.waitUntilReady(frames: 8192)
+                    readAhead = worker
+                    processor.readAhead = worker
+                }
+            }
+            try worker.start()
+            if let io {
+                try io.start()
+            } else if fileReader != nil {
+                let realTime = if case .file(_, let r) = configuration.input { r } else { true }
+                pacer = try WorkerThread(name: "la-stream-file") { [self] in pace(fileReader!, realTime: realTime) }
+            }
+        } catch {
+            for publisher in connected { await publisher.stop(drainTimeout: 0) }
+            try? worker.finish()
+            for (_, writer) in opened { writer.discard() }
+            fileOutputs.withLock { $0 = [] }
+            readAhead?.stop()
+            throw error
+        }
+    }
+
+    /// Stops the input, encodes what is buffered, finishes the files and unpublishes. Safe to call more than once.
+    public func stop() async -> Summary {
+        let first = control.withLock { c -> Bool in
+            defer { c.stopped = true }
+            return c.started && !c.stopped
+        }
+        guard first else { return Summary(statistics: statistics, error: nil) }
+        stopPacer.store(true, ordering: .relaxed)
+        pacer?.join()
+        pacer = nil
+        io?.stop()
+        var failure: AudioError?
+        do throws(AudioError) { try worker.finish() } catch { failure = error }
+        let frames = processor.framesProcessed
+        for (_, writer) in fileOutputs.withLock({ $0 }) {
+            do throws(AudioError) { try writer.finish(inputFrames: frames) } catch { if failure == nil { failure = error } }
+        }
+        for (_, publisher) in publishers { await publisher.stop() }
+        readAhead?.stop()
+        readAhead = nil
+        return Summary(statistics: statistics, error: failure)
+    }
+
+    /// While true, silence is encoded (timestamps go on, so players and servers see a steady stream).
+    public var isMuted: Bool {
+        get { processor.muted.load(ordering: .relaxed) }
+        set { processor.muted.store(newValue, ordering: .relaxed) }
+    }
+
+    /// Linear gain applied after the graph, 0 … 4; changes ramp over one block.
+    public var volume: Float {
+        get { Float(bitPattern: processor.volumeBits.load(ordering: .relaxed)) }
+        set { processor.volumeBits.store(min(4, max(0, newValue.isFinite ? newValue : 1)).bitPattern, ordering: .relaxed) }
+    }
+
+    /// True once a file input has been played to its end, or the device stopped for good.
+    public var hasEnded: Bool {
+        if ended.load(ordering: .relaxed) { return true }
+        if let io { return io.inputHasEnded || (io.grant == nil && !configuration.reconnectDevice && io.cycleCount > 0) }
+        return false
+    }
+
+    /// Device events (start, xruns, faults, reconnects) for a device input; nil for a file.
+    public var deviceEvents: AsyncStream<DeviceEvent>? { io?.events }
+
+    /// The figures now.
+    public var statistics: Statistics {
+        let files = fileOutputs.withLock { $0 }
+        var outputs: [OutputStatistics] = []
+        for output in configuration.outputs {
+            if let p = publishers.first(where: { $0.0 == output })?.1 {
+                outputs.append(OutputStatistics(output: output, rtmp: p.currentStatistics, packetsWritten: 0))
+            } else if let w = files.first(where: { $0.0 == output })?.1 {
+                outputs.append(OutputStatistics(output: output, rtmp: nil, packetsWritten: w.packetsWritten))
+            }
+        }
+        return Statistics(
+            seconds: Double(processor.framesProcessed) / sampleRate, packetsEncoded: worker.packetsEncoded,
+            framesDropped: worker.droppedFrames, xruns: io?.xrunCount ?? 0, deviceReconnects: io?.reconnectCount ?? 0,
+            isMuted: isMuted, volume: volume, outputs: outputs)
+    }
+
+    /// The publishers of the RTMP outputs, for their statistics streams.
+    public var rtmpPublishers: [RTMPPublisher] { publishers.map(\.1) }
+
+    // MARK: Internals
+
+    /// Runs on the worker thread: every output gets every packet.
+    fileprivate func deliver(_ packets: [AACPacket]) throws(AudioError) {
+        for (_, writer) in fileOutputs.withLock({ $0 }) { try writer.write(packets) }
+        guard !publishers.isEmpty else { return }
+        for packet in packets {
+            let captured = processor.clock.hostTime(ofSample: max(0, packet.sampleTime), sampleRate: sampleRate)
+            for (_, publisher) in publishers {
+                publisher.send(aacFrame: packet.data, timestamp: packet.streamMilliseconds, captureTime: captured)
+            }
+        }
+    }
+
+    /// The file input's thread: reads blocks and processes them at the pace of the clock (or at once).
+    private func pace(_ reader: any AudioFileReader, realTime: Bool) {
+        let block = 1024
+        let buffer = PCMBuffer(channelCount: reader.channelCount, capacity: block)
+        let start = monotonicNanoseconds()
+        var sampleTime: Int64 = 0
+        while !stopPacer.load(ordering: .relaxed) {
+            let n: Int
+            do throws(AudioError) { n = try reader.read(into: buffer.view(frames: block)) } catch {
+                processor.noteInputFailure(error)
+                break
+            }
+            if n == 0 { break }
+            let due = start + UInt64(Double(sampleTime) / sampleRate * 1e9)
+            if realTime {
+                let now = monotonicNanoseconds()
+                if due > now { sleepNanoseconds(due - now) }
+            }
+            processor.process(buffer.view(frames: n), sampleTime: sampleTime, hostTime: realTime ? due : monotonicNanoseconds())
+            sampleTime += Int64(n)
+            // As fast as possible, but never faster than the encoder: wait while its ring is nearly full.
+            while !realTime, worker.pendingSlots >= worker.slotCount - 2, worker.failure == nil,
+                !stopPacer.load(ordering: .relaxed)
+            {
+                sleepNanoseconds(1_000_000)
+            }
+        }
+        ended.store(true, ordering: .relaxed)
+    }
+}
+
+/// Hands the worker's packets to the session (set once, right after the worker is made).
+private final class FanOut: @unchecked Sendable {
+    weak var session: LiveStreamSession?
+    func deliver(_ packets: [AACPacket]) throws(AudioError) { try session?.deliver(packets) }
+}
+
+private func sleepNanoseconds(_ ns: UInt64) {
+    var request = timespec(tv_sec: Int(ns / 1_000_000_000), tv_nsec: Int(ns % 1_000_000_000))
+    var remaining = timespec()
+    while nanosleep(&request, &remaining) != 0 && errno == EINTR { request = remaining }
+}
+
+/// The real-time half of a session: graph, volume and mute, then the encoder worker. Nothing here allocates,
+/// locks or waits.
+final class StreamProcessor: @unchecked Sendable {
+    let graph: RenderGraph?
+    let input: InputUnit?
+    let channelCount: Int
+    let sampleRate: Double
+    let output: PCMBuffer
+    var worker: AACEncodingWorker?
+    var readAhead: ReadAheadWorker?
+    let muted = Atomic<Bool>(false)
+    let volumeBits = Atomic<UInt32>(Float(1).bitPattern)
+    let clock = ClockAnchor()
+    private let processed = Atomic<Int64>(0)
+    private let failures = Atomic<Int>(0)
+    private let inputFailure = Mutex<AudioError?>(nil)
+    /// The gain applied at the end of the last block (the ramp's start for the next).
+    private var gain: Float = 1
+
+    init(graph: RenderGraph?, input: InputUnit?, channelCount: Int, sampleRate: Double, maximumFrames: Int) {
+        self.graph = graph
+        self.input = input
+        self.channelCount = channelCount
+        self.sampleRate = sampleRate
+        output = PCMBuffer(channelCount: channelCount, capacity: maximumFrames)
+    }
+
+    /// Frames taken in (sample time of the end of the last block).
+    var framesProcessed: Int64 { processed.load(ordering: .relaxed) }
+    /// Blocks the graph failed to render (silence was encoded instead).
+    var renderFailures: Int { failures.load(ordering: .relaxed) }
+
+    func noteInputFailure(_ error: AudioError) { inputFailure.withLock { $0 = error } }
+
+    /// One block of input at `sampleTime`, captured at `hostTime`.
+    func process(_ block: BufferView, sampleTime: Int64, hostTime: UInt64) {
+        let frames = min(block.frameCount, output.capacity)
+        clock.update(sample: sampleTime, host: hostTime)
+        var source = block.prefix(frames)
+        if let graph, let input {
+            let stamp = RenderTimeStamp(sampleTime: sampleTime, hostTime: hostTime)
+            let rendered = try? input.feeding(source) { () throws(AudioError) -> BufferView? in
+                graph.renderCycle(frames: frames, timeStamp: stamp)
+            }
+            readAhead?.requestIfNeeded()
+            if let rendered {
+                source = rendered
+            } else {
+                failures.add(1, ordering: .relaxed)
+                output.view(frames: frames).clear()
+                source = output.view(frames: frames)
+            }
+        }
+        source = source.upmixed(to: channelCount)
+        let target: Float = muted.load(ordering: .relaxed) ? 0 : Float(bitPattern: volumeBits.load(ordering: .relaxed))
+        let out = output.view(frames: frames)
+        let step = (target - gain) / Float(max(1, frames))
+        for c in 0..<channelCount {
+            let src = source[c]
+            let dst = out[c]
+            var g = gain
+            for i in 0..<frames {
+                g += step
+                dst[i] = src[i] * g
+            }
+        }
+        gain = target
+        _ = worker?.push(out, sampleTime: sampleTime)
+        processed.store(sampleTime + Int64(frames), ordering: .relaxed)
+    }
+}
+
+/// The latest (sample time, host time) pair of the input, written on the audio thread and read on the worker
+/// thread without locks (a sequence counter guards the pair).
+final class ClockAnchor: Sendable {
+    private let sequence = Atomic<UInt64>(0)
+    private let sample = Atomic<Int64>(0)
+    private let host = Atomic<UInt64>(0)
+
+    func update(sample s: Int64, host h: UInt64) {
+        sequence.add(1, ordering: .acquiringAndReleasing)
+        sample.store(s, ordering: .releasing)
+        host.store(h, ordering: .releasing)
+        sequence.add(1, ordering: .acquiringAndReleasing)
+    }
+
+    /// When sample `s` was (or will be) captured, by the latest anchor; nil before the first.
+    func hostTime(ofSample s: Int64, sampleRate: Double) -> UInt64? {
+        for _ in 0..<100 {
+            let before = sequence.load(ordering: .acquiring)
+            if before & 1 == 1 { continue }
+            let anchorSample = sample.load(ordering: .acquiring)
+            let anchorHost = host.load(ordering: .acquiring)
+            guard sequence.load(ordering: .acquiring) == before else { continue }
+            if before == 0 { return nil }
+            let delta = Double(s - anchorSample) / sampleRate * 1e9
+            return UInt64(max(0, Double(anchorHost) + delta))
+        }
+        return nil
+    }
+}

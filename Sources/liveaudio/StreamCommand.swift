@@ -1,0 +1,138 @@
+import ArgumentParser
+import Foundation
+import LiveAudio
+
+struct Stream: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Live stream: input → graph → AAC → RTMP servers and files, all at once.",
+        discussion: """
+            The input is a capture device, or an audio file (any format FFmpeg reads) paced in real time. With \
+            --graph, it enters the graph's "input" node (see examples/voice-chain.json). Each --to is an rtmp:// or \
+            rtmps:// URL (rtmp://host[:port]/app/stream-key; the key is never printed) or a .flv, .m4a, .mp4 or .aac \
+            file. RTMP outputs reconnect by themselves; their queue drops the oldest audio when the network falls \
+            behind. Statistics print once a second. Ctrl-C stops and finishes every output.
+            """)
+
+    @Option(help: "A device (ALSA PCM, JACK client, or for --backend virtual a WAV file) or, without --backend, an audio file.")
+    var input: String?
+
+    @Option(help: "alsa, jack or virtual. Without it, an --input that is a file is streamed as a file, anything else is an ALSA device.")
+    var backend: String?
+
+    @Option(help: "A graph file with one node of type \"input\".")
+    var graph: String?
+
+    @Option(help: "AAC bit rate, e.g. 128k.")
+    var bitrate: String = "128k"
+
+    @Option(name: .customLong("to"), help: "An rtmp:// or rtmps:// URL, or a .flv/.m4a/.mp4/.aac file. Repeat for more outputs.")
+    var outputs: [String] = []
+
+    @Option(help: "Seconds of input to stream (default: until Ctrl-C, or the end of a file input).")
+    var duration: Double?
+
+    @Flag(inversion: .prefixedNo, help: "Pace a file input in real time (--no-realtime: as fast as the encoder goes).")
+    var realtime = true
+
+    @Option(help: "Sample rate without --graph, Hz.")
+    var rate: Double = 48_000
+
+    @Option(help: "Encoded channels without --graph.")
+    var channels: Int = 2
+
+    @Option(name: .customLong("input-channels"), help: "Channels captured from a device without --graph.")
+    var inputChannels: Int = 1
+
+    @Option(help: "Frames per device period.")
+    var period: Int = 1024
+
+    @Option(help: "Periods in the device buffer (ALSA).")
+    var periods: Int = 3
+
+    @Option(name: .customLong("jack-server"), help: "The JACK server's name.")
+    var jackServer: String?
+
+    @Option(name: .customLong("queue"), help: "RTMP send queue, milliseconds of audio.")
+    var queueMilliseconds: Int = 2000
+
+    @Option(name: .customLong("ca-file"), help: "rtmps: a PEM file of certificates to trust besides the system's.")
+    var caFile: String?
+
+    @Flag(help: "Print nothing but errors and the final summary.")
+    var quiet = false
+
+    func run() async throws {
+        do throws(AudioError) {
+            try validateDuration(duration)
+            let configuration = try makeConfiguration()
+            let session = try LiveStreamSession(configuration)
+            let stop = StopFlag()
+            let signals = StopSignals { stop.set() }
+            let events = session.deviceEvents.map { printEvents($0) }
+            try await session.start()
+            note("streaming \(configuration.input) → \(configuration.outputs.map(\.description).joined(separator: ", "))")
+            let limit = duration.map { Int64(($0 * session.sampleRate).rounded()) }
+            var lastPrint = monotonicNanoseconds()
+            while !stop.isSet, !session.hasEnded {
+                let stats = session.statistics
+                if let limit, Int64(stats.seconds * session.sampleRate) >= limit { break }
+                if monotonicNanoseconds() - lastPrint >= 1_000_000_000 {
+                    lastPrint = monotonicNanoseconds()
+                    // Written straight to the descriptor, so a pipe sees each line as it happens.
+                    if !quiet { FileHandle.standardOutput.write(Data("\(stats)\n".utf8)) }
+                }
+                try? await Task.sleep(nanoseconds: 10_000_000)
+            }
+            let summary = await session.stop()
+            events?.cancel()
+            withExtendedLifetime(signals) {}
+            print("streamed \(summary.statistics)")
+            if let error = summary.error { throw error }
+            for output in summary.statistics.outputs {
+                if let r = output.rtmp, r.state == .failed {
+                    throw r.lastError ?? AudioError(.connectionLost, "\(output.output) failed")
+                }
+            }
+        } catch {
+            throw fail(error)
+        }
+    }
+
+    func makeConfiguration() throws(AudioError) -> LiveStreamSession.Configuration {
+        guard !outputs.isEmpty else {
+            throw AudioError(.invalidParameter, "give at least one --to: an rtmp:// URL or a .flv, .m4a or .aac file")
+        }
+        let parsedOutputs = try outputs.map { text throws(AudioError) in try LiveStreamSession.Output(parsing: text) }
+        let input: LiveStreamSession.Input
+        if let backend {
+            guard let b = DeviceBackend(rawValue: backend) else {
+                throw AudioError(.invalidFormat, "--backend must be alsa, jack or virtual, got '\(backend)'")
+            }
+            input = .device(name: self.input, backend: b)
+        } else if let path = self.input, FileManager.default.fileExists(atPath: path) {
+            input = .file(path: path, realTime: realtime)
+        } else {
+            input = .device(name: self.input, backend: .alsa)
+        }
+        var configuration = LiveStreamSession.Configuration(input: input, outputs: parsedOutputs)
+        configuration.graphPath = graph
+        configuration.sampleRate = rate
+        configuration.channelCount = channels
+        configuration.inputChannels = inputChannels
+        configuration.bitRate = try FileEncoding.parseBitRate(bitrate)
+        configuration.periodFrames = period
+        configuration.periodCount = periods
+        configuration.jackServer = jackServer
+        guard (100...600_000).contains(queueMilliseconds) else {
+            throw AudioError(.invalidParameter, "--queue must be 100 to 600000 milliseconds, got \(queueMilliseconds)")
+        }
+        configuration.rtmp.queueMilliseconds = Int64(queueMilliseconds)
+        if let caFile {
+            guard FileManager.default.isReadableFile(atPath: caFile) else {
+                throw AudioError(.fileIO, "cannot read --ca-file '\(caFile)'")
+            }
+            configuration.rtmp.trustCertificates(inPEMFile: caFile)
+        }
+        return configuration
+    }
+}
