@@ -14,10 +14,13 @@ pkgs=(ffmpeg pkg-config libasound2-dev libjack-jackd2-dev libavcodec-dev libavfo
 # The sound servers the device tests start themselves: PulseAudio (null sinks, reached through ALSA's pulse
 # plugin) and JACK (dummy driver). Never pipewire-pulse: it removes pulseaudio.
 servers=(pulseaudio pulseaudio-utils alsa-utils libasound2-plugins jackd2)
+# The RTMP tests start their own nginx with the RTMP module (and the stream module for TLS in front of it);
+# openssl makes their self-signed certificate.
+rtmp=(nginx libnginx-mod-rtmp libnginx-mod-stream openssl)
 case "$profile" in
-  bench) pkgs+=(sox hyperfine "${servers[@]}") ;;
+  bench) pkgs+=(sox hyperfine "${servers[@]}" "${rtmp[@]}") ;;
   demo) pkgs+=(espeak-ng) ;;
-  test) pkgs+=("${servers[@]}") ;;
+  test) pkgs+=("${servers[@]}" "${rtmp[@]}") ;;
   *) echo "install-deps: unknown profile '$profile' (use test, bench or demo)" >&2; exit 2 ;;
 esac
 for p in "${pkgs[@]}"; do have "$p" || need+=("$p"); done

@@ -75,8 +75,9 @@ public final class LiveStreamSession: @unchecked Sendable {
         /// The session's rate and the encoder's channels when there is no graph (a graph sets both).
         public var sampleRate: Double = 48_000
         public var channelCount = 2
-        /// Channels taken from the input device (or the graph's input node's channels).
-        public var inputChannels = 1
+        /// Channels taken from the input. With a graph, its input node's; without, nil means 1 for a device (a
+        /// microphone, upmixed) and the stream's channel count for a file.
+        public var inputChannels: Int?
         public var bitRate = 128_000
         public var outputs: [Output] = []
         /// Device buffering.
@@ -197,7 +198,8 @@ public final class LiveStreamSession: @unchecked Sendable {
             sampleRate = configuration.sampleRate
             channelCount = configuration.channelCount
         }
-        let inputChannels = inputUnit?.outputFormats[0].channelCount ?? configuration.inputChannels
+        let defaultChannels = if case .device = configuration.input { 1 } else { channelCount }
+        let inputChannels = inputUnit?.outputFormats[0].channelCount ?? configuration.inputChannels ?? defaultChannels
         guard inputUnit != nil || inputChannels == channelCount || inputChannels == 1 else {
             throw AudioError(
                 .invalidParameter,

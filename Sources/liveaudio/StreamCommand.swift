@@ -40,8 +40,8 @@ struct Stream: AsyncParsableCommand {
     @Option(help: "Encoded channels without --graph.")
     var channels: Int = 2
 
-    @Option(name: .customLong("input-channels"), help: "Channels captured from a device without --graph.")
-    var inputChannels: Int = 1
+    @Option(name: .customLong("input-channels"), help: "Channels taken from the input without --graph (default: 1 from a device, --channels from a file).")
+    var inputChannels: Int?
 
     @Option(help: "Frames per device period.")
     var period: Int = 1024

@@ -1,0 +1,230 @@
+import Foundation
+import LiveAudio
+import Testing
+import TestSupport
+
+/// A stereo WAV: 440 Hz left, 660 Hz right, each at amplitude 0.25.
+func writeTwoTones(_ path: String, seconds: Double) throws {
+    let n = Int(seconds * 48_000)
+    let left = (0..<n).map { Float(0.25 * sin(2 * Double.pi * 440 * Double($0) / 48_000)) }
+    let right = (0..<n).map { Float(0.25 * sin(2 * Double.pi * 660 * Double($0) / 48_000)) }
+    try writeWAV(path, channels: [left, right], sampleRate: 48_000, sampleType: .int16)
+}
+
+var examplesDirectory: String {
+    URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../examples").standardized.path
+}
+
+@Suite("Live-stream session", .serialized)
+struct LiveStreamTests {
+    @Test("One file input, four outputs at once — an RTMP server, FLV, M4A and ADTS: each decodes with ffmpeg, lasts as long as the input and carries its tones")
+    func fansOutToEveryOutput() async throws {
+        let server = try NginxRTMPServer()
+        defer { server.remove() }
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        try writeTwoTones(dir.file("in.wav"), seconds: 3)
+        var configuration = LiveStreamSession.Configuration(
+            input: .file(path: dir.file("in.wav"), realTime: false),
+            outputs: [
+                try .init(parsing: server.url("fan")), .file(dir.file("out.flv")), .file(dir.file("out.m4a")),
+                .file(dir.file("out.aac")),
+            ])
+        configuration.rtmp.queueMilliseconds = 60_000
+        let session = try LiveStreamSession(configuration)
+        try await session.start()
+        while !session.hasEnded { try await Task.sleep(nanoseconds: 20_000_000) }
+        let summary = await session.stop()
+        #expect(summary.error == nil)
+        server.stop()
+        let recorded = try #require(server.recordedFiles(start: 1).first)
+        #expect(summary.statistics.seconds == 3)
+        // 3 s = 140.6 packets of 1024, plus the priming packet and the flush: 142.
+        #expect(summary.statistics.packetsEncoded == 142, "\(summary.statistics)")
+        for file in [recorded, dir.file("out.flv"), dir.file("out.m4a"), dir.file("out.aac")] {
+            let check = try runProcess("ffmpeg", ["-v", "error", "-i", file, "-f", "null", "-"])
+            #expect(check.status == 0 && check.stderr.isEmpty, "\(file): \(check.stderr)")
+            let decoded = try FFmpeg.decode(file, channels: 2)
+            // The input plus at most the priming and one packet of padding.
+            #expect(decoded[0].count >= 144_000 && decoded[0].count <= 144_000 + 2048 + 1024, "\(file): \(decoded[0].count) frames")
+            let left = SignalCheck.toneAmplitude(decoded[0][48_000..<96_000], frequency: 440)
+            let right = SignalCheck.toneAmplitude(decoded[1][48_000..<96_000], frequency: 660)
+            #expect(abs(left - 0.25) < 0.02 && abs(right - 0.25) < 0.02, "\(file): \(left) \(right)")
+        }
+        let rtmp = try #require(summary.statistics.outputs.first?.rtmp)
+        #expect(rtmp.packetsSent == 142 && rtmp.droppedPackets == 0, "\(rtmp)")
+    }
+
+    @Test("Volume and mute take effect while streaming, without clicks or gaps in time")
+    func volumeAndMute() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        try writeTwoTones(dir.file("in.wav"), seconds: 3)
+        let configuration = LiveStreamSession.Configuration(
+            input: .file(path: dir.file("in.wav"), realTime: true), outputs: [.file(dir.file("out.flv"))])
+        let session = try LiveStreamSession(configuration)
+        try await session.start()
+        func waitFor(_ seconds: Double) async throws {
+            while session.statistics.seconds < seconds { try await Task.sleep(nanoseconds: 5_000_000) }
+        }
+        try await waitFor(1)
+        session.volume = 0.5
+        try await waitFor(2)
+        session.isMuted = true
+        #expect(session.isMuted && session.volume == 0.5)
+        while !session.hasEnded { try await Task.sleep(nanoseconds: 20_000_000) }
+        _ = await session.stop()
+        let decoded = try FFmpeg.decode(dir.file("out.flv"), channels: 2)
+        let priming = 1024
+        func level(_ from: Double, _ to: Double) -> Double {
+            SignalCheck.toneAmplitude(decoded[0][(priming + Int(from * 48_000))..<(priming + Int(to * 48_000))], frequency: 440)
+        }
+        // Changes land within a block or two of the request (the file is paced by the clock, checked every 5 ms).
+        #expect(abs(level(0.2, 0.9) - 0.25) < 0.02, "\(level(0.2, 0.9))")
+        #expect(abs(level(1.2, 1.9) - 0.125) < 0.015, "\(level(1.2, 1.9))")
+        #expect(level(2.2, 2.9) < 0.002, "\(level(2.2, 2.9))")
+        // Muting keeps time: the whole 3 s is there.
+        #expect(decoded[0].count >= 144_000)
+    }
+
+    @Test("A device input through the voice chain: the virtual device plays a WAV as the microphone, and the stream lasts as long")
+    func deviceThroughGraph() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        try writeWAV(
+            dir.file("mic.wav"),
+            channels: [(0..<96_000).map { Float(0.3 * sin(2 * Double.pi * 300 * Double($0) / 48_000)) }],
+            sampleRate: 48_000, sampleType: .int16)
+        var configuration = LiveStreamSession.Configuration(
+            input: .device(name: dir.file("mic.wav"), backend: .virtual), outputs: [.file(dir.file("out.m4a"))])
+        configuration.graphPath = examplesDirectory + "/voice-chain.json"
+        let session = try LiveStreamSession(configuration)
+        try await session.start()
+        while !session.hasEnded { try await Task.sleep(nanoseconds: 10_000_000) }
+        let summary = await session.stop()
+        #expect(summary.error == nil)
+        #expect(summary.statistics.framesDropped == 0, "\(summary.statistics)")
+        let info = try FFmpeg.probe(dir.file("out.m4a"))
+        #expect(info["channels"] == "2" && info["sample_rate"] == "48000", "\(info)")
+        // A device captures until it is stopped: the input's 2 s, plus the moments until the end is noticed (the
+        // virtual device reports it within 100 ms, the session polls every 10 ms).
+        let frames = Int(info["duration_ts"] ?? "") ?? 0
+        #expect(frames >= 96_000 && frames <= 96_000 + 12_000, "\(info)")
+        let decoded = try FFmpeg.decode(dir.file("out.m4a"), channels: 2)
+        // The chain (eq, compressor with makeup gain, reverb, delay, limiter) keeps the 300 Hz tone, below -1 dBFS.
+        let tone = SignalCheck.toneAmplitude(decoded[0][24_000..<72_000], frequency: 300)
+        #expect(tone > 0.1, "300 Hz at \(tone)")
+        #expect((decoded[0] + decoded[1]).map(abs).max()! < 0.95)
+    }
+
+    @Test("Bad configurations are refused before anything opens, with messages a user can act on")
+    func badConfigurations() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        try writeTwoTones(dir.file("in.wav"), seconds: 0.5)
+        let input = LiveStreamSession.Input.file(path: dir.file("in.wav"), realTime: false)
+        func refusal(_ configure: (inout LiveStreamSession.Configuration) throws -> Void) throws -> AudioError? {
+            var configuration = LiveStreamSession.Configuration(input: input, outputs: [.file(dir.file("ok.flv"))])
+            try configure(&configuration)
+            do {
+                _ = try LiveStreamSession(configuration)
+                return nil
+            } catch { return error }
+        }
+        #expect(try refusal { $0.outputs = [] }?.message.contains("at least one output") == true)
+        #expect(try refusal { $0.outputs = [.file(dir.file("no/such/folder/x.flv"))] }?.code == .fileIO)
+        #expect(try refusal { $0.outputs = [.file(dir.file("a.flv")), .file(dir.file("a.flv"))] }?.message.contains("twice") == true)
+        #expect(try refusal { $0.sampleRate = 12_345 }?.code == .unsupportedSampleRate)
+        #expect(try refusal { $0.input = .file(path: dir.file("missing.wav"), realTime: true) }?.code == .fileIO)
+        #expect(try refusal { $0.graphPath = examplesDirectory + "/voice-file-chain.json" }?.code == .invalidGraphDescription)
+        #expect(throws: AudioError.self) { try LiveStreamSession.Output(parsing: "http://example.com/live/key") }
+        #expect(throws: AudioError.self) { try LiveStreamSession.Output(parsing: dir.file("out.ogg")) }
+        #expect(throws: AudioError.self) { try LiveStreamSession.Output(parsing: "rtmp://host/live") }
+        #expect(!FileManager.default.fileExists(atPath: dir.file("ok.flv")))
+    }
+
+    @Test("An RTMP output that cannot connect fails start() with its error, and the files it had created are removed")
+    func failedStartCleansUp() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        try writeTwoTones(dir.file("in.wav"), seconds: 0.5)
+        let port = try freeLoopbackPort()
+        let configuration = LiveStreamSession.Configuration(
+            input: .file(path: dir.file("in.wav"), realTime: false),
+            outputs: [.file(dir.file("out.flv")), try .init(parsing: "rtmp://127.0.0.1:\(port)/live/secret-key")])
+        let session = try LiveStreamSession(configuration)
+        do {
+            try await session.start()
+            Issue.record("start() should have failed")
+        } catch {
+            #expect(error.code == .connectionFailed && !error.message.contains("secret-key"), "\(error)")
+        }
+        #expect(!FileManager.default.fileExists(atPath: dir.file("out.flv")))
+        _ = await session.stop()
+    }
+}
+
+@Suite("liveaudio stream", .serialized)
+struct StreamCommandTests {
+    var liveaudio: String { productsDirectory + "/liveaudio" }
+
+    @Test("Streams a file in real time to a server and a file, printing statistics once a second; the key never appears")
+    func streamsAndPrints() async throws {
+        let server = try NginxRTMPServer()
+        defer { server.remove() }
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        try writeTwoTones(dir.file("in.wav"), seconds: 2.5)
+        let r = try await runTool(
+            liveaudio,
+            ["stream", "--input", dir.file("in.wav"), "--to", server.url("cli-secret"), "--to", dir.file("out.m4a"), "--bitrate", "96k"])
+        #expect(r.status == 0, "\(r.stderr)")
+        let lines = r.stdout.split(separator: "\n")
+        #expect(lines.filter { $0.contains("publishing") }.count >= 2, "\(r.stdout)")
+        #expect(lines.last?.hasPrefix("streamed") == true && lines.last?.contains("stopped") == true, "\(r.stdout)")
+        #expect(!(r.stdout + r.stderr).contains("cli-secret"))
+        server.stop()
+        #expect(server.recordedFiles(start: 1).count == 1)
+        let info = try FFmpeg.probe(dir.file("out.m4a"))
+        #expect(info["duration_ts"] == "120000", "\(info)")
+    }
+
+    @Test("SIGINT stops the stream and still finishes the M4A")
+    func interruptFinishes() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        try writeTwoTones(dir.file("in.wav"), seconds: 20)
+        let child = try ChildProcess(
+            liveaudio, ["stream", "--input", dir.file("in.wav"), "--to", dir.file("out.m4a")], log: dir.file("log.txt"))
+        try await Task.sleep(nanoseconds: 1_500_000_000)
+        kill(child.pid, SIGINT)
+        let status = await child.finished(timeout: 10)
+        #expect(status == 0, "\(child.output)")
+        let check = try runProcess("ffmpeg", ["-v", "error", "-i", dir.file("out.m4a"), "-f", "null", "-"])
+        #expect(check.status == 0 && check.stderr.isEmpty, "\(check.stderr)")
+        let frames = Int(try FFmpeg.probe(dir.file("out.m4a"))["duration_ts"] ?? "") ?? 0
+        #expect(frames > 48_000 && frames < 5 * 48_000, "\(frames)")
+    }
+
+    @Test("Bad arguments exit 1 with a clear message and create nothing", arguments: [
+        (["--to", "http://x/live/k"], "rtmp://"),
+        (["--to", "out.ogg"], ".flv"),
+        (["--to", "rtmp://127.0.0.1:1/live/hidden-key"], "cannot connect"),
+        ([], "--to"),
+        (["--to", "out.flv", "--bitrate", "fast"], "--bitrate"),
+        (["--to", "out.flv", "--duration", "0"], "--duration"),
+        (["--to", "out.flv", "--backend", "pulse"], "--backend"),
+    ])
+    func badArguments(arguments: [String], expected: String) async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        try writeTwoTones(dir.file("in.wav"), seconds: 0.5)
+        let r = try await runTool(
+            liveaudio,
+            ["stream", "--input", dir.file("in.wav")] + arguments.map { $0.hasPrefix("out.") ? dir.file($0) : $0 })
+        #expect(r.status == 1, "\(r.stdout) \(r.stderr)")
+        #expect(r.stderr.contains(expected), "\(r.stderr)")
+        #expect(!r.stderr.contains("hidden-key"))
+        #expect((try FileManager.default.contentsOfDirectory(atPath: dir.path)) == ["in.wav"])
+    }
+}
