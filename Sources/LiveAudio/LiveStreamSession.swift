@@ -72,6 +72,8 @@ public final class LiveStreamSession: @unchecked Sendable {
         public var input: Input
         /// A graph file with one node of type "input" where the input enters; nil: the input is encoded as is.
         public var graphPath: String?
+        /// The node types the graph file may use (add your own units to the standard ones).
+        public var unitRegistry = UnitRegistry.standard
         /// The session's rate and the encoder's channels when there is no graph (a graph sets both).
         public var sampleRate: Double = 48_000
         public var channelCount = 2
@@ -181,7 +183,7 @@ public final class LiveStreamSession: @unchecked Sendable {
         let maximumFrames = max(DeviceRequest.maximumPeriodFrames, 4096)
         var inputUnit: InputUnit?
         if let path = configuration.graphPath {
-            let loaded = try GraphFile.load(path: path, maximumFrames: maximumFrames)
+            let loaded = try GraphFile.load(path: path, maximumFrames: maximumFrames, registry: configuration.unitRegistry)
             let inputs = loaded.inputUnits
             guard inputs.count == 1 else {
                 throw AudioError(

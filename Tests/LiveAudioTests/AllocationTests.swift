@@ -42,6 +42,20 @@ func probe(_ arguments: [String]) async throws -> [String: Int] {
         #expect(report["canary"]! >= 1, "the count sees the pushing thread")
     }
 
+    /// The live-stream session's audio path on the virtual device's thread, as fast as it goes: graph, volume
+    /// ramps and mute under a control thread's changes, pushes to the encoder worker (which also overflows) —
+    /// without one allocation on that thread, while the worker writes FLV and M4A. A deliberate allocation there
+    /// is counted.
+    @Test func streamSessionNeverAllocatesOnTheDeviceThread() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let report = try await probe(["stream-session", dir.path])
+        #expect(report["watchedCycles"]! >= 4000 && report["changes"]! >= 100, "\(report)")
+        #expect(report["packets"]! > 100, "\(report)")
+        #expect(report["deviceThreadAllocations"] == 0, "\(report)")
+        #expect(report["canaryAllocations"]! >= 1, "the count sees the device thread")
+    }
+
     /// Rendering a file offline: allocations and peak memory do not grow with the duration.
     @Test func fileRenderingDoesNotGrowWithDuration() async throws {
         let dir = try TemporaryDirectory()

@@ -437,18 +437,111 @@ func encoderPushes() throws {
     emit(fields)
 }
 
+/// The live-stream session's audio path on a real device thread: the virtual device (as fast as it goes) feeds
+/// the session's graph — input → eq → dynamics → limiter → tap — whose output is ramped by volume and mute and
+/// pushed to the encoder worker, which writes FLV and M4A files on its own thread. A control thread moves the
+/// volume and mute. Counts the allocations on the device thread (the tap marks it).
+func streamSession(directory: String) throws {
+    let voice = directory + "/voice.wav"
+    try writeTestFile(voice, seconds: 120, channels: 1)
+    let tapUnit = ThreadTap(format: try .graph(sampleRate: 48_000, channelCount: 2))
+    var registry = UnitRegistry.standard
+    registry.register("tap") { _ in tapUnit }
+    let graphPath = directory + "/stream.json"
+    try """
+    {"sampleRate": 48000, "channels": 2, "nodes": [
+      {"id": "mic", "type": "input", "channels": 1},
+      {"id": "eq", "type": "eq", "bands": [{"type": "highPass", "frequency": 90, "q": 0.7071}]},
+      {"id": "comp", "type": "dynamics", "threshold": -24, "ratio": 3},
+      {"id": "limit", "type": "limiter", "ceiling": -1},
+      {"id": "tap", "type": "tap"}],
+     "connections": [{"from": "mic", "to": "eq"}, {"from": "eq", "to": "comp"}, {"from": "comp", "to": "limit"},
+                     {"from": "limit", "to": "tap"}, {"from": "tap", "to": "output"}]}
+    """.write(toFile: graphPath, atomically: true, encoding: .utf8)
+    var configuration = LiveStreamSession.Configuration(
+        input: .device(name: voice, backend: .virtual),
+        outputs: [.file(directory + "/out.flv"), .file(directory + "/out.m4a")])
+    configuration.graphPath = graphPath
+    configuration.unitRegistry = registry
+    configuration.virtualPacing = .asFastAsPossible
+    configuration.periodFrames = 256
+    let session = try LiveStreamSession(configuration)
+    let stop = Locked(false)
+    let changes = Locked(0)
+    let control = Thread {
+        var k = 0
+        while !stop.load() {
+            session.volume = Float(k % 5) / 4
+            if k % 3 == 0 { session.isMuted.toggle() }
+            k += 1
+            changes.add(1)
+            usleep(2_000)
+        }
+    }
+    MallocInterposerSwift.setAllocationHook(allocation_probe_hook)
+    MallocInterposerSwift.hook()
+    let started = DispatchSemaphore(value: 0)
+    let failure = Locked<String?>(nil)
+    Task.detached {
+        do { try await session.start() } catch { failure.store("\(error)") }
+        started.signal()
+    }
+    started.wait()
+    if let failure = failure.load() { throw AudioError(.invalidState, failure) }
+    control.start()
+    func waitFor(watched n: Int, changes c: Int = 0) {
+        let deadline = monotonicNanoseconds() + 60_000_000_000
+        while tapUnit.watchedCycles.load(ordering: .relaxed) < n || changes.load() < c, monotonicNanoseconds() < deadline {
+            usleep(2000)
+        }
+    }
+    func waitFor(frames: Int64) {
+        let deadline = monotonicNanoseconds() + 60_000_000_000
+        while Int64(session.statistics.seconds * 48_000) < frames, monotonicNanoseconds() < deadline { usleep(2000) }
+    }
+    waitFor(frames: 256 * 500)
+    tapUnit.armed.store(true, ordering: .releasing)
+    waitFor(watched: 2)
+    allocation_probe_reset()
+    let changesFrom = changes.load()
+    waitFor(watched: 4000, changes: changesFrom + 100)
+    let allocations = allocation_probe_count()
+    let watched = tapUnit.watchedCycles.load(ordering: .relaxed)
+    tapUnit.canary.store(true, ordering: .releasing)
+    waitFor(watched: watched + 2)
+    let canary = allocation_probe_count() - allocations
+    tapUnit.armed.store(false, ordering: .releasing)
+    stop.store(true)
+    while !control.isFinished { usleep(1000) }
+    MallocInterposerSwift.unhook()
+    MallocInterposerSwift.setAllocationHook(nil)
+    let done = DispatchSemaphore(value: 0)
+    let summary = Locked<LiveStreamSession.Summary?>(nil)
+    Task.detached {
+        summary.store(await session.stop())
+        done.signal()
+    }
+    done.wait()
+    emit([
+        "watchedCycles": watched, "deviceThreadAllocations": Int(allocations), "canaryAllocations": Int(canary),
+        "changes": changes.load() - changesFrom, "packets": summary.load()?.statistics.packetsEncoded ?? 0,
+        "framesDropped": Int(summary.load()?.statistics.framesDropped ?? 0),
+    ])
+}
+
 let args = CommandLine.arguments
 do {
     switch args.count > 2 ? args[1] : "" {
     case "render-cycles": try renderCycles(directory: args[2])
     case "encoder-pushes": try encoderPushes()
+    case "stream-session": try streamSession(directory: args[2])
     case "render-file" where args.count > 3: try renderFile(directory: args[2], seconds: Double(args[3])!)
     case "device-cycles" where args.count > 5 && args[4] == "jack":
         try deviceCycles(directory: args[2], graphPath: args[3], backend: .jack, jackServer: args[5])
     case "device-cycles" where args.count > 4 && args[4] == "virtual":
         try deviceCycles(directory: args[2], graphPath: args[3], backend: .virtual, jackServer: nil)
     default:
-        FileHandle.standardError.write(Data("usage: AllocationProbe render-cycles DIR | render-file DIR SECONDS | device-cycles DIR GRAPH (jack SERVER | virtual) | encoder-pushes DIR\n".utf8))
+        FileHandle.standardError.write(Data("usage: AllocationProbe render-cycles DIR | render-file DIR SECONDS | device-cycles DIR GRAPH (jack SERVER | virtual) | encoder-pushes DIR | stream-session DIR\n".utf8))
         exit(2)
     }
 } catch {
