@@ -94,6 +94,9 @@ let package = Package(
             swiftSettings: strict
         ),
 
+        // Benchmark: N RTMP streams from one process to a local server (`make bench`).
+        .executableTarget(name: "RTMPLoad", dependencies: ["LiveAudio"], path: "Tests/Support/RTMPLoad", swiftSettings: strict),
+
         // Test helpers: processes, FFmpeg as the reference decoder, temporary folders.
         .target(name: "TestSupport", dependencies: ["LiveAudio"], path: "Tests/Support/TestSupport", swiftSettings: strict),
 

@@ -49,7 +49,9 @@ public struct RTMPURL: Hashable, Sendable, CustomStringConvertible {
         guard let schemeEnd = string.firstRange(of: "://") else { throw bad("it has no scheme") }
         let schemeName = string[..<schemeEnd.lowerBound].lowercased()
         guard let scheme = Scheme(rawValue: schemeName) else {
-            throw bad("the scheme is '\(schemeName)'; use rtmp:// or rtmps://")
+            // Only a name that looks like a scheme is repeated back: anything else may hold the key.
+            let plausible = schemeName.count <= 16 && schemeName.allSatisfy { $0.isLetter || $0.isNumber || "+-.".contains($0) }
+            throw bad(plausible ? "the scheme is '\(schemeName)'; use rtmp:// or rtmps://" : "it has no scheme; use rtmp:// or rtmps://")
         }
         let rest = string[schemeEnd.upperBound...]
         let authorityEnd = rest.firstIndex(where: { $0 == "/" || $0 == "?" }) ?? rest.endIndex
