@@ -3,14 +3,14 @@
 # same input, and the monitor voice chain on the JACK dummy driver beside JACK's own clients, in the same run.
 # Results go to stdout; docs/benchmarks.md records them with this command. BENCH_DEVICE_SECONDS and
 # BENCH_DEVICE_PERIODS shorten the device part; BENCH_PARTS picks parts (default: engine render chain encode
-# devices).
+# devices rtmp). BENCH_RTMP_SECONDS, BENCH_RTMP_STREAMS and BENCH_RTMP_SESSIONS size the RTMP part.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH=/opt/swift/usr/bin:$PATH
 work=${BENCH_DIR:-$(mktemp -d)}
 mkdir -p "$work"
 
-parts=" ${BENCH_PARTS:-engine render chain encode devices} "
+parts=" ${BENCH_PARTS:-engine render chain encode devices rtmp} "
 want() { [[ "$parts" == *" $1 "* ]]; }
 
 # The tool as `make demo` builds it: release, Swift runtime linked statically.
@@ -163,4 +163,46 @@ if [ -n "$lowest" ]; then
   stop_jack
 else
   echo "no period ran $seconds s without xruns"
+fi
+
+if want rtmp; then
+echo "== RTMP: N streams published from one process to a local nginx-rtmp in real time, beside N ffmpeg publishers"
+swift build -c release --product RTMPLoad >/dev/null
+seconds=${BENCH_RTMP_SECONDS:-20}
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+mkdir -p "$work/nginx"
+cat > "$work/nginx/nginx.conf" <<CONF
+load_module /usr/lib/nginx/modules/ngx_rtmp_module.so;
+daemon off; master_process on; worker_processes 1; pid $work/nginx/nginx.pid; error_log $work/nginx/error.log warn;
+events { worker_connections 2048; }
+rtmp { server { listen 127.0.0.1:$port; chunk_size 4096;
+  application live { live on; allow publish 127.0.0.1; deny publish all; } } }
+CONF
+nginx -p "$work/nginx/" -c nginx.conf -e "$work/nginx/error.log" &
+nginx_pid=$!
+trap 'kill -QUIT $nginx_pid 2>/dev/null || true' EXIT
+sleep 0.5
+url="rtmp://127.0.0.1:$port/live"
+for n in ${BENCH_RTMP_STREAMS:-1 10 100}; do
+  .build/release/RTMPLoad publish "$url/p$n-" "$n" "$seconds"
+done
+for n in ${BENCH_RTMP_SESSIONS:-1 10 50 100}; do
+  .build/release/RTMPLoad session "$url/s$n-" "$n" "$seconds"
+done
+# Peers: N ffmpeg processes, one per stream, publishing the same tone in real time (-re): stream copy of a
+# ready AAC file (the cost of RTMP), and encoding from WAV (the cost of a whole session).
+ffmpeg -hide_banner -loglevel error -y -f lavfi -i "sine=frequency=440:sample_rate=48000:duration=$seconds" -ac 2 \
+  -c:a pcm_s16le "$work/rtmp-tone.wav"
+ffmpeg -hide_banner -loglevel error -y -i "$work/rtmp-tone.wav" -c:a aac -b:a 128k "$work/rtmp-tone.m4a"
+peer() {  # MODE N: prints N, wall seconds and CPU per stream (% of one core) of N ffmpeg publishers
+  local mode=$1 n=$2 args
+  if [ "$mode" = copy ]; then args=(-i "$work/rtmp-tone.m4a" -c:a copy); else args=(-i "$work/rtmp-tone.wav" -c:a aac -b:a 128k); fi
+  TIMEFORMAT='%R %U %S'
+  { time (for k in $(seq "$n"); do ffmpeg -hide_banner -loglevel error -re "${args[@]}" -f flv "$url/f$mode$n-$k" & done; wait); } 2>"$work/peer-time"
+  read -r real user sys <"$work/peer-time"
+  echo "peer=ffmpeg-$mode streams=$n seconds=$real cpuPercentPerStream=$(python3 -c "print(f'{($user + $sys) / $real * 100 / $n:.3f}')")"
+}
+for n in ${BENCH_RTMP_PEERS:-1 10}; do peer copy "$n"; peer encode "$n"; done
+kill -QUIT $nginx_pid; wait $nginx_pid 2>/dev/null || true
+trap - EXIT
 fi

@@ -257,8 +257,11 @@ public struct ChunkStreamDecoder: Sendable {
             known?.header
             ?? ChunkHeaderState(
                 timestamp: 0, delta: 0, length: 0, type: .audio, streamID: 0, extended: false, deltaFromHeader: false)
-        var partial = known?.partial ?? []
-        let startsMessage = partial.isEmpty
+        // The partial message stays in the dictionary and grows in place: copying it out would make long
+        // messages quadratic.
+        let received = known?.partial.count ?? 0
+        let startsMessage = received == 0
+        let lengthInProgress = header.length
         var field: UInt32 = 0
         if fmt <= 2 {
             field = UInt32(buffer[p]) << 16 | UInt32(buffer[p + 1]) << 8 | UInt32(buffer[p + 2])
@@ -273,7 +276,7 @@ public struct ChunkStreamDecoder: Sendable {
             }
             if !startsMessage {
                 throw Self.error(
-                    "chunk stream \(chunkStream) got a fmt \(fmt) header in the middle of a \(header.length)-byte message")
+                    "chunk stream \(chunkStream) got a fmt \(fmt) header in the middle of a \(lengthInProgress)-byte message")
             }
             header.extended = field == 0xFF_FFFF
         }
@@ -287,7 +290,7 @@ public struct ChunkStreamDecoder: Sendable {
         guard header.length <= maximumMessageLength else {
             throw Self.error("a \(header.length)-byte message is longer than the \(maximumMessageLength) bytes allowed")
         }
-        let payloadSize = min(chunkSize, header.length - partial.count)
+        let payloadSize = min(chunkSize, header.length - received)
         guard p + payloadSize <= end else { return nil }
 
         // The whole chunk is here: commit.
@@ -305,17 +308,17 @@ public struct ChunkStreamDecoder: Sendable {
                 header.timestamp &+= header.delta
             }
         }
-        partial.append(contentsOf: buffer[p..<p + payloadSize])
+        if streams[chunkStream] == nil { streams[chunkStream] = (header, []) }
+        streams[chunkStream]!.header = header
+        streams[chunkStream]!.partial.append(contentsOf: buffer[p..<p + payloadSize])
         p += payloadSize
         readIndex = p
-        if partial.count == header.length {
-            streams[chunkStream] = (header, [])
-            return (
-                RTMPMessage(type: header.type, streamID: header.streamID, timestamp: header.timestamp, payload: partial),
-                chunkStream
-            )
-        }
-        streams[chunkStream] = (header, partial)
-        return (nil, chunkStream)
+        guard received + payloadSize == header.length else { return (nil, chunkStream) }
+        let payload = streams[chunkStream]!.partial
+        streams[chunkStream]!.partial = []
+        return (
+            RTMPMessage(type: header.type, streamID: header.streamID, timestamp: header.timestamp, payload: payload),
+            chunkStream
+        )
     }
 }

@@ -112,19 +112,21 @@ import TestSupport
         let input = dir.file("long.flac")
         try FFmpeg.run(["-f", "lavfi", "-i", "sine=f=440:r=48000:d=300", "-ac", "2", input])
         let out = dir.file("out.\(ext)")
-        let child = try ChildProcess(liveaudio, ["encode", input, "-o", out], log: dir.file("log.txt"))
-        defer { child.stop(signal: SIGKILL) }
-        // Watched from a thread of its own: the cooperative pool may be busy with other suites for seconds, and
-        // the encode would finish unobserved.
-        let status = try await offPool { () -> Int32 in
+        // Started and watched from a thread of its own: the cooperative pool may be busy with other suites for
+        // seconds, and a WAV encode would finish unobserved.
+        let liveaudio = self.liveaudio
+        let log = dir.file("log.txt")
+        let (child, status) = try await offPool { () -> (ChildProcess, Int32) in
+            let child = try ChildProcess(liveaudio, ["encode", input, "-o", out], log: log)
             let deadline = Date().addingTimeInterval(30)
             while Date() < deadline, (try? FileManager.default.attributesOfItem(atPath: out)[.size] as? Int) ?? 0 < 200_000 {
                 usleep(2000)
             }
-            guard child.isRunning else { return -1 }
+            guard child.isRunning else { return (child, -1) }
             kill(child.pid, signal)
-            return child.wait(timeout: 20)
+            return (child, child.wait(timeout: 20))
         }
+        defer { child.stop(signal: SIGKILL) }
         #expect(status != -1, "the encode finished before it could be stopped: \(child.output)")
         if signal == SIGKILL {
             #expect(status == 128 + SIGKILL)
