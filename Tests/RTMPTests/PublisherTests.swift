@@ -32,17 +32,22 @@ struct EncodedSignal: Sendable {
     }
 }
 
-/// Sends `packets` at their real-time pace (or at once when `realTime` is false), starting `offset` ms in.
+/// Sends `packets` at their real-time pace (or at once when `realTime` is false), starting `offset` ms in. The
+/// pacing runs on a thread of its own: a busy cooperative pool would otherwise send in bursts that overflow the
+/// queue.
 func publish(_ packets: ArraySlice<AACPacket>, to publisher: RTMPPublisher, offset: Int64 = 0, realTime: Bool = true) async {
-    let start = monotonicNanoseconds()
-    let first = packets.first?.streamMilliseconds ?? 0
-    for p in packets {
-        if realTime {
-            let due = start + UInt64(max(0, p.streamMilliseconds - first)) * 1_000_000
-            let now = monotonicNanoseconds()
-            if due > now { try? await Task.sleep(nanoseconds: due - now) }
+    let packets = Array(packets)
+    _ = try? await offPool {
+        let start = monotonicNanoseconds()
+        let first = packets.first?.streamMilliseconds ?? 0
+        for p in packets {
+            if realTime {
+                let due = start + UInt64(max(0, p.streamMilliseconds - first)) * 1_000_000
+                let now = monotonicNanoseconds()
+                if due > now { usleep(UInt32((due - now) / 1000)) }
+            }
+            publisher.send(aacFrame: p.data, timestamp: p.streamMilliseconds + offset, captureTime: monotonicNanoseconds())
         }
-        publisher.send(aacFrame: p.data, timestamp: p.streamMilliseconds + offset, captureTime: monotonicNanoseconds())
     }
 }
 
