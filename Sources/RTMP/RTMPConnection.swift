@@ -131,6 +131,10 @@ struct RTMPConnection {
             metadata.streamID = streamID
             let header = RTMPMessage(type: .audio, streamID: streamID, timestamp: 0, payload: publisher.sequenceHeader)
             publisher.noteWireBytes(try await sender.send([(metadata, ChunkStreamID.data), (header, ChunkStreamID.audio)]))
+            // Some servers say NetStream.Publish.Start and close the connection right after (nginx-rtmp's `deny
+            // publish`): the close follows the status in the same stream, so a short wait tells the two apart.
+            try await Task.sleep(nanoseconds: UInt64(publisher.configuration.publishConfirmation * 1e9))
+            if !channel.isActive { throw closedDuring() }
             phase = "publishing"
             onPublishing()
 

@@ -45,6 +45,9 @@ public final class RTMPPublisher: Sendable {
         public var connectTimeout = 5.0
         /// Seconds to wait for each answer during the handshake, connect, createStream and publish.
         public var responseTimeout = 10.0
+        /// Seconds the connection must stay open after NetStream.Publish.Start before the stream counts as
+        /// published (servers that refuse by closing, such as nginx-rtmp's `deny publish`, say Start first).
+        public var publishConfirmation = 0.25
         /// Reconnect by itself after an established stream's connection drops.
         public var reconnect = true
         /// The first reconnect waits this long (± 25 % jitter), doubling up to ``maximumReconnectDelay``.
@@ -104,6 +107,7 @@ public final class RTMPPublisher: Sendable {
         }
         guard configuration.queueMilliseconds > 0, (128...65_536).contains(configuration.chunkSize),
             configuration.connectTimeout > 0, configuration.responseTimeout > 0, configuration.statisticsInterval > 0,
+            configuration.publishConfirmation >= 0, configuration.publishConfirmation <= 10,
             configuration.initialReconnectDelay > 0, configuration.maximumReconnectDelay >= configuration.initialReconnectDelay
         else {
             throw AudioError(
