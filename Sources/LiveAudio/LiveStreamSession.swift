@@ -350,7 +350,7 @@ public final class LiveStreamSession: @unchecked Sendable {
         for (_, publisher) in publishers { await publisher.stop() }
         readAhead?.stop()
         readAhead = nil
-        return Summary(statistics: statistics, error: failure)
+        return Summary(statistics: statistics, error: failure ?? processor.inputError)
     }
 
     /// While true, silence is encoded (timestamps go on, so players and servers see a steady stream).
@@ -365,9 +365,12 @@ public final class LiveStreamSession: @unchecked Sendable {
         set { processor.volumeBits.store(min(4, max(0, newValue.isFinite ? newValue : 1)).bitPattern, ordering: .relaxed) }
     }
 
-    /// True once a file input has been played to its end, or the device stopped for good.
+    /// The error that stopped encoding (a file output that could not be written), if one did.
+    public var failure: AudioError? { worker.failure ?? processor.inputError }
+
+    /// True once a file input has been played to its end, the device stopped for good, or encoding failed.
     public var hasEnded: Bool {
-        if ended.load(ordering: .relaxed) { return true }
+        if ended.load(ordering: .relaxed) || worker.failure != nil { return true }
         if let io { return io.inputHasEnded || (io.grant == nil && !configuration.reconnectDevice && io.cycleCount > 0) }
         return false
     }
@@ -485,6 +488,8 @@ final class StreamProcessor: @unchecked Sendable {
     var renderFailures: Int { failures.load(ordering: .relaxed) }
 
     func noteInputFailure(_ error: AudioError) { inputFailure.withLock { $0 = error } }
+    /// Why a file input stopped early (a decoding error), if it did.
+    var inputError: AudioError? { inputFailure.withLock { $0 } }
 
     /// One block of input at `sampleTime`, captured at `hostTime`.
     func process(_ block: BufferView, sampleTime: Int64, hostTime: UInt64) {

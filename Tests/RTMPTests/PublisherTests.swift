@@ -112,17 +112,32 @@ extension PublisherTests {
         let input = try EncodedSignal(seconds: 6)
         let publisher = try RTMPPublisher(url: RTMPURL(server.url("live-play")), stream: input.description)
         try await publisher.start()
-        let sending = Task { await publish(input.packets[...], to: publisher) }
-        try await Task.sleep(nanoseconds: 500_000_000)
-        // A player joining mid-stream: 2 s of what it receives, decoded to WAV.
+        // The player joins half a second in. It is spawned by the thread that paces the frames, so a busy
+        // cooperative pool cannot make it join after the stream has ended.
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
-        let played = try await runTool(
-            "ffmpeg",
-            ["-hide_banner", "-loglevel", "error", "-rw_timeout", "5000000", "-i", server.url("live-play"), "-t", "2",
-             "-y", dir.file("played.wav")])
-        await sending.value
+        let url = server.url("live-play")
+        let packets = input.packets
+        let player = try await offPool { () -> ChildProcess in
+            let start = monotonicNanoseconds()
+            var player: ChildProcess?
+            for (n, p) in packets.enumerated() {
+                let due = start + UInt64(p.streamMilliseconds) * 1_000_000
+                let now = monotonicNanoseconds()
+                if due > now { usleep(UInt32((due - now) / 1000)) }
+                publisher.send(aacFrame: p.data, timestamp: p.streamMilliseconds)
+                if n == 25 {
+                    player = try ChildProcess(
+                        "ffmpeg",
+                        ["-hide_banner", "-loglevel", "error", "-rw_timeout", "5000000", "-i", url, "-t", "2", "-y",
+                         dir.file("played.wav")], log: dir.file("player.log"))
+                }
+            }
+            return player!
+        }
+        let status = await player.finished(timeout: 10)
         await publisher.stop()
+        let played = (status: status, stderr: player.output)
         #expect(played.status == 0, "ffmpeg: \(played.stderr)")
         let decoded = try FFmpeg.decode(dir.file("played.wav"), channels: 2)
         #expect(decoded[0].count >= 90_000, "played \(decoded[0].count) frames")
