@@ -109,7 +109,7 @@ extension PublisherTests {
     func ffmpegPlaysLive() async throws {
         let server = try NginxRTMPServer()
         defer { server.remove() }
-        let input = try EncodedSignal(seconds: 6)
+        let input = try EncodedSignal(seconds: 8)
         let publisher = try RTMPPublisher(url: RTMPURL(server.url("live-play")), stream: input.description)
         try await publisher.start()
         // The player joins half a second in. It is spawned by the thread that paces the frames, so a busy
@@ -129,13 +129,15 @@ extension PublisherTests {
                 if n == 25 {
                     player = try ChildProcess(
                         "ffmpeg",
-                        ["-hide_banner", "-loglevel", "error", "-rw_timeout", "5000000", "-i", url, "-t", "2", "-y",
-                         dir.file("played.wav")], log: dir.file("player.log"))
+                        // A short probe: FFmpeg's default analyses a live stream for about 5 s first.
+                        ["-hide_banner", "-loglevel", "error", "-rw_timeout", "5000000", "-analyzeduration", "200000",
+                         "-probesize", "4096", "-i", url, "-t", "2", "-y", dir.file("played.wav")],
+                        log: dir.file("player.log"))
                 }
             }
             return player!
         }
-        let status = await player.finished(timeout: 10)
+        let status = await player.finished(timeout: 20)
         await publisher.stop()
         let played = (status: status, stderr: player.output)
         #expect(played.status == 0, "ffmpeg: \(played.stderr)")
