@@ -110,7 +110,12 @@ extension PublisherTests {
         let server = try NginxRTMPServer()
         defer { server.remove() }
         let input = try EncodedSignal(seconds: 8)
-        let publisher = try RTMPPublisher(url: RTMPURL(server.url("live-play")), stream: input.description)
+        // The sending task runs on the cooperative pool, which a full parallel run can hold for seconds: a long
+        // queue keeps that from dropping frames here (drops are tested where they are the point).
+        var configuration = RTMPPublisher.Configuration()
+        configuration.queueMilliseconds = 60_000
+        let publisher = try RTMPPublisher(
+            url: RTMPURL(server.url("live-play")), stream: input.description, configuration: configuration)
         try await publisher.start()
         // The player joins half a second in. It is spawned by the thread that paces the frames, so a busy
         // cooperative pool cannot make it join after the stream has ended.

@@ -121,22 +121,8 @@ func childPIDs(of pid: pid_t) -> [pid_t] {
     return text.split(separator: " ").compactMap { pid_t($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
 }
 
-/// A TCP port on 127.0.0.1 that nothing listens on right now.
-public func freeLoopbackPort() throws -> Int {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    guard fd >= 0 else { throw SoundServerError("socket() failed") }
-    defer { close(fd) }
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    address.sin_port = 0
-    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-    let bound = withUnsafeMutablePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
-    }
-    guard bound else { throw SoundServerError("cannot bind a loopback port") }
-    return Int(UInt16(bigEndian: address.sin_port))
-}
+/// A TCP port on 127.0.0.1 that nothing listens on right now (the kernel picks it; the listener closes at once).
+public func freeLoopbackPort() throws -> Int { try SilentListener().port }
 
 /// True when something accepts TCP connections on 127.0.0.1:`port`.
 public func canConnect(port: Int) -> Bool {
