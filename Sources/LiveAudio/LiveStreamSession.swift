@@ -115,6 +115,8 @@ public final class LiveStreamSession: @unchecked Sendable {
         public var packetsEncoded: Int
         /// Frames the encoder's ring had no room for (the encoder fell behind).
         public var framesDropped: Int64
+        /// Blocks the graph could not render (silence was encoded in their place).
+        public var renderFailures: Int
         /// Device under- and overruns, and reconnects of the device.
         public var xruns: Int
         public var deviceReconnects: Int
@@ -127,6 +129,7 @@ public final class LiveStreamSession: @unchecked Sendable {
                 String(format: "%7.1f s", seconds), "aac \(packetsEncoded) packets",
                 "encoder drops \(framesDropped) frames", "xruns \(xruns)",
             ]
+            if renderFailures > 0 { parts.append("render failures \(renderFailures)") }
             if isMuted { parts.append("muted") } else if volume != 1 { parts.append(String(format: "volume %.2f", volume)) }
             var line = parts.joined(separator: ", ")
             for o in outputs {
@@ -391,7 +394,7 @@ public final class LiveStreamSession: @unchecked Sendable {
         }
         return Statistics(
             seconds: Double(processor.framesProcessed) / sampleRate, packetsEncoded: worker.packetsEncoded,
-            framesDropped: worker.droppedFrames, xruns: io?.xrunCount ?? 0, deviceReconnects: io?.reconnectCount ?? 0,
+            framesDropped: worker.droppedFrames, renderFailures: processor.renderFailures, xruns: io?.xrunCount ?? 0, deviceReconnects: io?.reconnectCount ?? 0,
             isMuted: isMuted, volume: volume, outputs: outputs)
     }
 

@@ -126,7 +126,7 @@ struct RTMPConnection {
             // Metadata and the sequence header open each new stream at timestamp 0, as FFmpeg sends them; the
             // frames then carry on from where the last connection stopped. (nginx-rtmp's recorder measures from
             // the first audio message, so a header stamped later would shift a reconnection's recording to 0.)
-            let start = max(publisher.firstQueuedTimestamp() ?? 0, publisher.currentStatistics.lastTimestamp)
+            let start = max(publisher.firstQueuedTimestamp() ?? 0, publisher.lastSentTimestamp)
             var metadata = publisher.metadataMessage
             metadata.streamID = streamID
             let header = RTMPMessage(type: .audio, streamID: streamID, timestamp: 0, payload: publisher.sequenceHeader)
@@ -155,8 +155,9 @@ struct RTMPConnection {
         }
         if let error = error as? AudioError { return error }
         // A write fails with "I/O on closed channel" when the reason (a TLS alert, a reset) reached the reader.
-        let text = RTMPPublisher.describe(inbound.failure ?? error)
-        if text.hasPrefix("TLS") { return AudioError(.connectionFailed, "cannot connect to \(url): \(text)") }
+        let cause = inbound.failure ?? error
+        let text = RTMPPublisher.describe(cause)
+        if RTMPPublisher.isTLSFailure(cause) { return AudioError(.connectionFailed, "cannot connect to \(url): \(text)") }
         if ["connect", "createStream", "publish"].contains(phase) {
             // A server that drops the connection instead of answering is refusing what was asked.
             return closedDuring(detail: text)

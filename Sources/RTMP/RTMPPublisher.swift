@@ -347,8 +347,12 @@ public final class RTMPPublisher: Sendable {
         try await wire.run(onPublishing: onPublishing)
     }
 
+    /// A failure of the TLS layer (a certificate not trusted, a name that does not match, a bad handshake).
+    static func isTLSFailure(_ error: any Error) -> Bool { error is NIOSSLError || error is BoringSSLError }
+
     static func describe(_ error: any Error) -> String {
         if let error = error as? AudioError { return error.message }
+        if isTLSFailure(error) { return "TLS failed: \(error)" }
         if let error = error as? IOError { return error.description }
         if let error = error as? ChannelError {
             switch error {
@@ -361,8 +365,6 @@ public final class RTMPPublisher: Sendable {
             if error.dnsAError != nil || error.dnsAAAAError != nil { return "the host name '\(error.host)' was not found" }
             return "no address for '\(error.host)'"
         }
-        if let error = error as? NIOSSLError { return "TLS failed: \(error)" }
-        if let error = error as? BoringSSLError { return "TLS failed: \(error)" }
         return "\(error)"
     }
 
@@ -371,6 +373,9 @@ public final class RTMPPublisher: Sendable {
     func takeQueued(maximumBytes: Int) -> [QueuedPacket] {
         shared.withLock { $0.queue.popBatch(maximumBytes: maximumBytes) }
     }
+
+    /// The timestamp of the last frame sent (-1 before the first), without building the whole statistics.
+    var lastSentTimestamp: Int64 { shared.withLock { $0.counters.lastTimestamp } }
 
     func firstQueuedTimestamp() -> Int64? { shared.withLock { $0.queue.firstTimestamp } }
 
