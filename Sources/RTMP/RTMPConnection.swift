@@ -180,8 +180,7 @@ struct RTMPConnection {
             }
             do {
                 while let message = try await nextMessage() {
-                    guard message.type == .commandAMF0 else { continue }
-                    let command = try RTMPCommand(payload: message.payload)
+                    guard let command = try Self.command(in: message) else { continue }
                     if command.name == "onStatus", command.info?["level"]?.stringValue == "error" {
                         throw AudioError(.rejected, "the server at \(publisher.url) stopped the stream: \(command.statusText)")
                     }
@@ -298,12 +297,17 @@ struct RTMPConnection {
         }
     }
 
+    /// The command a message carries, or nil for other messages. (Synchronous and untyped on purpose: Swift 6.3's
+    /// optimizer crashes splitting the async functions below when they call the typed-throwing initializer directly.)
+    private static func command(in message: RTMPMessage) throws -> RTMPCommand? {
+        message.type == .commandAMF0 ? try RTMPCommand(payload: message.payload) : nil
+    }
+
     /// Waits for `_result` or `_error` with `transaction`, skipping everything else.
     private mutating func awaitResult(transaction: Double) async throws -> RTMPCommand {
         while true {
             guard let message = try await nextMessage() else { throw closedDuring() }
-            guard message.type == .commandAMF0 else { continue }
-            let command = try RTMPCommand(payload: message.payload)
+            guard let command = try Self.command(in: message) else { continue }
             if (command.name == "_result" || command.name == "_error"), command.transactionID == transaction {
                 return command
             }
@@ -316,8 +320,7 @@ struct RTMPConnection {
         let url = publisher.url
         while true {
             guard let message = try await nextMessage() else { throw closedDuring() }
-            guard message.type == .commandAMF0 else { continue }
-            let command = try RTMPCommand(payload: message.payload)
+            guard let command = try Self.command(in: message) else { continue }
             if command.name == "onStatus" {
                 let code = command.info?["code"]?.stringValue ?? ""
                 if code == "NetStream.Publish.Start" { return }
