@@ -22,6 +22,14 @@ public struct DeviceCycleTime: Hashable, Sendable {
 /// Either is nil when that direction is off. Must not allocate, lock, log or do I/O.
 protocol DeviceCycleHandler: AnyObject, Sendable {
     func deviceCycle(input: BufferView?, output: BufferView?, time: DeviceCycleTime)
+    /// Called before each cycle by a driver that is not bound to a clock (a virtual device run as fast as
+    /// possible), which may wait here until the next `frames` frames can be rendered whole. Never called by a
+    /// real-time driver.
+    func prepareCycle(frames: Int)
+}
+
+extension DeviceCycleHandler {
+    func prepareCycle(frames: Int) {}
 }
 
 /// A device opened by one backend: opening negotiates (the init), ``start(handler:onFault:)`` begins cycles on

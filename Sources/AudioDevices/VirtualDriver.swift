@@ -7,7 +7,8 @@ public struct VirtualDeviceOptions: Hashable, Sendable {
     public enum Pacing: String, Hashable, Sendable {
         /// One period per period of wall-clock time (CLOCK_MONOTONIC, absolute deadlines: no drift).
         case realTime
-        /// As fast as the handler runs.
+        /// As fast as the handler runs. Cycles wait for the graph's file sources to have their frames read
+        /// ahead, so the output does not depend on how busy the machine is.
         case asFastAsPossible
     }
 
@@ -169,7 +170,12 @@ final class VirtualDriver: AudioDriver, @unchecked Sendable {
                 }
             cycleIndex += 1
             let endTime = start + UInt64(Double(sampleTime + Int64(frames)) * 1e9 / rate)
-            if options.pacing == .realTime { sleepUntil(monotonicNanoseconds: endTime) }
+            if options.pacing == .realTime {
+                sleepUntil(monotonicNanoseconds: endTime)
+            } else {
+                // No clock to keep: the device waits for files read ahead instead of playing silence for them.
+                handler.prepareCycle(frames: frames)
+            }
             let host = options.pacing == .realTime ? endTime : monotonicNanoseconds()
 
             var input: BufferView?

@@ -9,12 +9,45 @@ import Synchronization
 final class MessageSender: Sendable {
     let channel: any Channel
     private let encoder = Mutex(ChunkStreamEncoder())
+    /// Writes under way, and when one last completed (or the first began): what the stall watch reads.
+    private let pendingWrites = Atomic<Int>(0)
+    private let lastProgress = Atomic<UInt64>(0)
+    private let stallDetected = Atomic<Bool>(false)
 
     init(channel: any Channel) { self.channel = channel }
 
     /// Sends raw bytes (the handshake).
     func sendRaw(_ bytes: [UInt8]) async throws {
+        if pendingWrites.add(1, ordering: .acquiringAndReleasing).oldValue == 0 {
+            lastProgress.store(monotonicNanoseconds(), ordering: .releasing)
+        }
+        defer {
+            lastProgress.store(monotonicNanoseconds(), ordering: .releasing)
+            pendingWrites.subtract(1, ordering: .acquiringAndReleasing)
+        }
         try await channel.writeAndFlush(ByteBuffer(bytes: bytes)).get()
+    }
+
+    /// True once the stall watch closed the connection.
+    var stalled: Bool { stallDetected.load(ordering: .acquiring) }
+
+    /// Closes the connection when a write has waited `seconds` without any write completing: a server that
+    /// stopped reading (hung, or a middlebox that lost the connection without a reset) fills the socket buffers
+    /// and would otherwise hold the stream forever. Checked on the event loop a few times per timeout; cancel the
+    /// returned task when the connection ends.
+    func watchForStalls(seconds: Double) -> RepeatedTask {
+        let limit = UInt64(seconds * 1e9)
+        let every = TimeAmount.nanoseconds(Int64(min(1.0, seconds / 4) * 1e9))
+        return channel.eventLoop.scheduleRepeatedTask(initialDelay: every, delay: every) { [self] task in
+            guard pendingWrites.load(ordering: .acquiring) > 0 else { return }
+            let since = lastProgress.load(ordering: .acquiring)
+            let now = monotonicNanoseconds()
+            if now > since, now - since >= limit {
+                stallDetected.store(true, ordering: .releasing)
+                channel.close(promise: nil)
+                task.cancel()
+            }
+        }
     }
 
     /// Chunks and sends `messages`; returns the bytes written.
@@ -153,6 +186,12 @@ struct RTMPConnection {
                 .timedOut,
                 "the server at \(url) did not answer within \(formatSeconds(publisher.configuration.responseTimeout)) during \(phase)")
         }
+        if sender.stalled {
+            return AudioError(
+                .connectionLost,
+                "the server at \(url) took no data for \(formatSeconds(publisher.configuration.stallTimeout)) "
+                    + "(it stopped reading): the connection was dropped")
+        }
         if let error = error as? AudioError { return error }
         // A write fails with "I/O on closed channel" when the reason (a TLS alert, a reset) reached the reader.
         let cause = inbound.failure ?? error
@@ -169,6 +208,8 @@ struct RTMPConnection {
     private mutating func exchange(streamID: UInt32, start: Int64) async throws {
         let publisher = self.publisher
         let sender = self.sender
+        let watch = sender.watchForStalls(seconds: publisher.configuration.stallTimeout)
+        defer { watch.cancel() }
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask {
                 do {

@@ -48,6 +48,9 @@ public final class RTMPPublisher: Sendable {
         /// Seconds the connection must stay open after NetStream.Publish.Start before the stream counts as
         /// published (servers that refuse by closing, such as nginx-rtmp's `deny publish`, say Start first).
         public var publishConfirmation = 0.25
+        /// Seconds a write may wait without the server taking any data before the connection counts as lost
+        /// (and is reconnected): a server that hangs without closing, or a connection lost without a reset.
+        public var stallTimeout = 10.0
         /// Reconnect by itself after an established stream's connection drops.
         public var reconnect = true
         /// The first reconnect waits this long (± 25 % jitter), doubling up to ``maximumReconnectDelay``.
@@ -107,6 +110,7 @@ public final class RTMPPublisher: Sendable {
         }
         guard configuration.queueMilliseconds > 0, (128...65_536).contains(configuration.chunkSize),
             configuration.connectTimeout > 0, configuration.responseTimeout > 0, configuration.statisticsInterval > 0,
+            configuration.stallTimeout > 0,
             configuration.publishConfirmation >= 0, configuration.publishConfirmation <= 10,
             configuration.initialReconnectDelay > 0, configuration.maximumReconnectDelay >= configuration.initialReconnectDelay
         else {
@@ -162,8 +166,9 @@ public final class RTMPPublisher: Sendable {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
                 shared.withLock { s in
                     s.firstOutcome = continuation
-                    s.run = Task { await self.run() }
-                    s.ticker = Task { await self.tick() }
+                    // On the publishers' own thread, not the cooperative pool (see NetworkExecutor).
+                    s.run = Task(executorPreference: NetworkExecutor.shared) { await self.run() }
+                    s.ticker = Task(executorPreference: NetworkExecutor.shared) { await self.tick() }
                 }
             }
         } catch let error as AudioError {
@@ -202,7 +207,7 @@ public final class RTMPPublisher: Sendable {
         }
         doorbell.ring()
         if let run {
-            let deadline = Task {
+            let deadline = Task(executorPreference: NetworkExecutor.shared) {
                 try? await Task.sleep(nanoseconds: UInt64(max(0, drainTimeout) * 1e9))
                 if !Task.isCancelled { channel?.close(promise: nil) }
                 run.cancel()

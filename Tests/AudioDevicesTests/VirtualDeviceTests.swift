@@ -331,6 +331,32 @@ func monitorThroughVirtualDevice(input: String, output: String, sizes: VirtualDe
         #expect(s.description.hasPrefix("5 cycles of 100 frames (2.08 ms): render p50 500.00,"))
     }
 
+    /// Run as fast as possible, the virtual device waits for a file source's read-ahead instead of outrunning it:
+    /// a reader that takes 20 ms per read still plays out exactly, with no underruns. (Paced in real time, the
+    /// same reader could not keep up, and the silence would be counted.)
+    @Test func fastPacingWaitsForFilesReadAhead() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        // Three seconds: more than the source's ring holds (32768 frames for 256-frame cycles).
+        let signal = SignalCheck.testSignal(seconds: 3)
+        try writeWAV(dir.file("in.wav"), channels: signal)
+        let source = try FileSourceUnit(reader: SlowReader(try WAVFileReader(path: dir.file("in.wav")), delay: 0.02))
+        let graph = try RenderGraph(format: source.outputFormats[0], maximumFrames: 256)
+        try graph.connect(try graph.addNode(source, name: "file"), to: graph.output)
+        let io = try IOUnit(
+            IOUnit.Configuration(
+                backend: .virtual, outputFormat: graph.format, outputDevice: dir.file("out.wav"), periodFrames: 256,
+                virtual: VirtualDeviceOptions(pacing: .asFastAsPossible)))
+        try io.setOutputGraph(graph)
+        try io.start()
+        while !source.hasFinished { try await Task.sleep(nanoseconds: 5_000_000) }
+        io.stop()
+        let out = try FFmpeg.decode(dir.file("out.wav"), channels: 2)
+        #expect(source.underruns == 0)
+        #expect(out[0].count >= 144_000)
+        #expect(Array(out[0].prefix(144_000)) == signal[0] && Array(out[1].prefix(144_000)) == signal[1])
+    }
+
     /// Paced in real time, half a second of input takes at least half a second.
     @Test func realTimePacing() async throws {
         let dir = try TemporaryDirectory()
@@ -374,4 +400,24 @@ func monitorThroughVirtualDevice(input: String, output: String, sizes: VirtualDe
         let period = startError(IOUnit.Configuration(backend: .virtual, inputFormat: mono, inputDevice: dir.file("44k.wav"), periodFrames: 3))
         #expect(period?.code == .invalidFormat && period?.message.contains("period") == true)
     }
+}
+
+/// A file reader that sleeps before each read: a slow disk or network share.
+final class SlowReader: AudioFileReader {
+    let base: any AudioFileReader
+    let delay: Double
+    init(_ base: any AudioFileReader, delay: Double) {
+        self.base = base
+        self.delay = delay
+    }
+    var path: String { base.path }
+    var sampleRate: Double { base.sampleRate }
+    var channelCount: Int { base.channelCount }
+    var frameCount: Int64 { base.frameCount }
+    var isFrameCountExact: Bool { base.isFrameCountExact }
+    func read(into destination: BufferView) throws(AudioError) -> Int {
+        Thread.sleep(forTimeInterval: delay)
+        return try base.read(into: destination)
+    }
+    func seek(toFrame frame: Int64) throws(AudioError) { try base.seek(toFrame: frame) }
 }

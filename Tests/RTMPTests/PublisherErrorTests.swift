@@ -94,6 +94,36 @@ struct PublisherErrorTests {
         #expect(!e.message.contains(Self.secret))
     }
 
+    @Test("A configuration or stream that cannot be published is an .invalidParameter error at init")
+    func badConfigurations() throws {
+        let input = try EncodedSignal(seconds: 0.1)
+        let url = try RTMPURL("rtmp://127.0.0.1/live/\(Self.secret)")
+        let changes: [(String, (inout RTMPPublisher.Configuration) -> Void)] = [
+            ("queue", { $0.queueMilliseconds = 0 }), ("chunk size", { $0.chunkSize = 64 }),
+            ("chunk size", { $0.chunkSize = 70_000 }), ("connect timeout", { $0.connectTimeout = 0 }),
+            ("response timeout", { $0.responseTimeout = -1 }), ("stall timeout", { $0.stallTimeout = 0 }),
+            ("statistics interval", { $0.statisticsInterval = 0 }), ("confirmation", { $0.publishConfirmation = 11 }),
+            ("reconnect delays", { $0.initialReconnectDelay = 2; $0.maximumReconnectDelay = 1 }),
+        ]
+        for (what, change) in changes {
+            var configuration = RTMPPublisher.Configuration()
+            change(&configuration)
+            do {
+                _ = try RTMPPublisher(url: url, stream: input.description, configuration: configuration)
+                Issue.record("a bad \(what) was accepted")
+            } catch {
+                #expect(error.code == .invalidParameter && !error.message.contains(Self.secret), "\(what): \(error)")
+            }
+        }
+        var stream = input.description
+        stream.channelCount = 0
+        #expect(throws: AudioError.self) { try RTMPPublisher(url: url, stream: stream) }
+        stream = input.description
+        stream.audioSpecificConfig = [0xFF]
+        #expect(throws: AudioError.self) { try RTMPPublisher(url: url, stream: stream) }
+        #expect(try RTMPPublisher(url: url, stream: input.description).currentStatistics.state == .idle)
+    }
+
     @Test("Starting twice is an invalid-state error; stopping twice is harmless")
     func startTwice() async throws {
         let server = try NginxRTMPServer()

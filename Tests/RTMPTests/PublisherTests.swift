@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import LiveAudio
 import Testing
 import TestSupport
@@ -264,4 +265,120 @@ extension PublisherTests {
         #expect(latency.p50 >= 0 && latency.p99 < 100, "\(latency)")
         #expect(all.last!.bytesSent > Int64(input.packets.reduce(0) { $0 + $1.data.count }))
     }
+
+    @Test("A server that stops reading without closing: the stall timeout drops the connection, and the publisher reconnects once the server runs again")
+    func stalledServer() async throws {
+        let server = try NginxRTMPServer()
+        defer { server.remove() }
+        let input = try EncodedSignal(seconds: 1)
+        var configuration = RTMPPublisher.Configuration()
+        configuration.stallTimeout = 1
+        configuration.responseTimeout = 2
+        configuration.initialReconnectDelay = 0.2
+        configuration.maximumReconnectDelay = 0.5
+        let publisher = try RTMPPublisher(url: RTMPURL(server.url("stall")), stream: input.description, configuration: configuration)
+        try await publisher.start()
+        server.pause()
+        // Frames far faster than real time fill the socket buffers in a moment; then writes wait.
+        let (state, error, seconds) = try await offPool { () -> (RTMPPublisher.State, AudioError?, Double) in
+            let began = monotonicNanoseconds()
+            var timestamp: Int64 = 0
+            while monotonicNanoseconds() - began < 30_000_000_000 {
+                for p in input.packets {
+                    publisher.send(aacFrame: p.data, timestamp: timestamp)
+                    timestamp += 21
+                }
+                let s = publisher.currentStatistics
+                if s.state == .reconnecting { return (s.state, s.lastError, Double(monotonicNanoseconds() - began) / 1e9) }
+                usleep(1000)
+            }
+            return (publisher.currentStatistics.state, publisher.currentStatistics.lastError, 30)
+        }
+        #expect(state == .reconnecting, "\(error.map { "\($0)" } ?? "no error")")
+        #expect(error?.code == .connectionLost)
+        #expect(error?.message.contains("took no data for 1 s") == true, "\(error.map { "\($0)" } ?? "")")
+        #expect(seconds < 15, "noticed after \(seconds) s")
+        server.resume()
+        let published = try await offPool { () -> Bool in
+            let deadline = Date().addingTimeInterval(20)
+            while Date() < deadline {
+                if publisher.currentStatistics.state == .publishing { return true }
+                usleep(20_000)
+            }
+            return false
+        }
+        #expect(published, "\(publisher.currentStatistics)")
+        #expect(publisher.currentStatistics.reconnects >= 1)
+        await publisher.stop()
+    }
+
+    @Test("The publisher keeps sending while every thread of Swift's cooperative pool is blocked")
+    func sendsWhileThePoolIsBlocked() async throws {
+        let server = try NginxRTMPServer()
+        defer { server.remove() }
+        let input = try EncodedSignal(seconds: 3)
+        let publisher = try RTMPPublisher(url: RTMPURL(server.url("blocked")), stream: input.description)
+        try await publisher.start()
+
+        // One blocking task per pool thread; a control task that counts ticks on the pool shows it was blocked.
+        let width = ProcessInfo.processInfo.activeProcessorCount
+        let flags = PoolBlock()
+        let (blocked, release, ticks) = (flags.blocked, flags.release, flags.ticks)
+        let control = Task {
+            while !release.isSet {
+                ticks.increment()
+                try? await Task.sleep(nanoseconds: 10_000_000)
+            }
+        }
+        let blockers = (0..<width).map { _ in
+            Task {
+                blocked.increment()
+                let until = Date().addingTimeInterval(30)
+                while !release.isSet, Date() < until { usleep(1000) }
+            }
+        }
+        // From a thread of its own: once the pool is blocked, three seconds of frames in real time, then how many
+        // were sent, and how often the control task ran meanwhile.
+        let (sent, controlTicks) = try await offPool { () -> (Int, Int) in
+            while blocked.current < width { usleep(1000) }
+            let ticksBefore = ticks.current
+            let start = monotonicNanoseconds()
+            for p in input.packets {
+                let due = start + UInt64(p.streamMilliseconds) * 1_000_000
+                let now = monotonicNanoseconds()
+                if due > now { usleep(UInt32((due - now) / 1000)) }
+                publisher.send(aacFrame: p.data, timestamp: p.streamMilliseconds, captureTime: monotonicNanoseconds())
+            }
+            usleep(200_000)
+            let result = (publisher.currentStatistics.packetsSent, ticks.current - ticksBefore)
+            release.set()
+            return result
+        }
+        for b in blockers { await b.value }
+        await control.value
+        await publisher.stop()
+        // The pool ran nothing (a tick or two may have been under way), and every frame but the last few went out.
+        #expect(controlTicks <= 2, "the pool was not blocked: \(controlTicks) ticks")
+        #expect(sent >= input.packets.count - 5, "\(sent) of \(input.packets.count) sent while the pool was blocked")
+        #expect(publisher.currentStatistics.packetsSent == input.packets.count)
+    }
+}
+
+/// What the pool-blocking test's tasks and thread share.
+final class PoolBlock: Sendable {
+    let blocked = AtomicCounter()
+    let release = AtomicFlag()
+    let ticks = AtomicCounter()
+}
+
+final class AtomicCounter: Sendable {
+    private let value = Atomic<Int>(0)
+    func increment() { value.add(1, ordering: .relaxed) }
+    var current: Int { value.load(ordering: .relaxed) }
+}
+
+final class AtomicFlag: Sendable {
+    private let value = Atomic<Bool>(false)
+    func set() { value.store(true, ordering: .releasing) }
+    var isSet: Bool { value.load(ordering: .acquiring) }
 }

@@ -94,10 +94,25 @@ public final class NginxRTMPServer: @unchecked Sendable {
         while canConnect(port: port), Date() < deadline { usleep(10_000) }
     }
 
+    /// Freezes the master and its worker (SIGSTOP): connections stay open, nothing is read.
+    public func pause() {
+        guard let p = process, p.isRunning else { return }
+        for child in childPIDs(of: p.pid) { Foundation.kill(child, SIGSTOP) }
+        Foundation.kill(p.pid, SIGSTOP)
+    }
+
+    /// Lets a paused server run again (SIGCONT).
+    public func resume() {
+        guard let p = process else { return }
+        Foundation.kill(p.pid, SIGCONT)
+        for child in childPIDs(of: p.pid) { Foundation.kill(child, SIGCONT) }
+    }
+
     /// Stops gracefully (SIGQUIT: recordings are closed), waiting for the master to exit.
     public func stop() {
         guard let p = process else { return }
         let children = childPIDs(of: p.pid)
+        resume()
         p.stop(signal: SIGQUIT, timeout: 10)
         for child in children { Foundation.kill(child, SIGKILL) }
     }
