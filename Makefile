@@ -19,7 +19,7 @@ demo: deps-demo
 
 test: deps-test
 	$(SWIFT) build --build-tests
-	$(SWIFT) test --skip-build
+	SWIFT=$(SWIFT) scripts/run-tests.sh
 
 bench: deps-bench
 	scripts/bench.sh

@@ -1,6 +1,9 @@
 import AudioCore
 import MediaContainers
 import NIOCore
+#if canImport(Glibc)
+import Glibc
+#endif
 import Synchronization
 
 /// Writes messages to a channel: chunked with one encoder (its header state is per chunk stream), each batch
@@ -44,8 +47,15 @@ final class MessageSender: Sendable {
             let now = monotonicNanoseconds()
             if now > since, now - since >= limit {
                 stallDetected.store(true, ordering: .releasing)
-                channel.close(promise: nil)
                 task.cancel()
+                // An abortive close (a reset): the unsent bytes are dropped rather than left to the kernel, which
+                // would keep offering them to the stopped server for minutes; and the server learns at once that
+                // this stream is gone, instead of refusing the reconnection as already publishing.
+                if let socket = channel as? any SocketOptionProvider {
+                    socket.setSoLinger(linger(l_onoff: 1, l_linger: 0)).whenComplete { [channel] _ in channel.close(promise: nil) }
+                } else {
+                    channel.close(promise: nil)
+                }
             }
         }
     }

@@ -58,8 +58,7 @@ func monitorThroughVirtualDevice(input: String, output: String, sizes: VirtualDe
     try io.setOutputGraph(loaded.graph)
     let frames = Int64(try WAVFileReader.info(path: input).frameCount)
     try io.start()
-    while io.sampleTime < frames { try await Task.sleep(nanoseconds: 2_000_000) }
-    io.stop()
+    try await when({ io.sampleTime >= frames }, then: { io.stop() })
     let written = try FFmpeg.decode(output, channels: 2)
     return written.map { Array($0.prefix(Int(frames))) }
 }
@@ -153,8 +152,7 @@ func monitorThroughVirtualDevice(input: String, output: String, sizes: VirtualDe
             device: dir.file("in.wav"), backend: .virtual, channels: 1, sampleType: .float32, periodFrames: 480,
             virtual: VirtualDeviceOptions(pacing: .asFastAsPossible), bufferedSeconds: 0.05)
         try mic.start()
-        while mic.io.sampleTime < 48_000 { try await Task.sleep(nanoseconds: 1_000_000) }
-        mic.stop()
+        try await when({ mic.io.sampleTime >= 48_000 }, then: { mic.stop() })
         #expect(mic.overflowCount > 0)
         var kept: [CapturedBuffer] = []
         mic.finish()
@@ -349,8 +347,7 @@ func monitorThroughVirtualDevice(input: String, output: String, sizes: VirtualDe
                 virtual: VirtualDeviceOptions(pacing: .asFastAsPossible)))
         try io.setOutputGraph(graph)
         try io.start()
-        while !source.hasFinished { try await Task.sleep(nanoseconds: 5_000_000) }
-        io.stop()
+        try await when({ source.hasFinished }, then: { io.stop() })
         let out = try FFmpeg.decode(dir.file("out.wav"), channels: 2)
         #expect(source.underruns == 0)
         #expect(out[0].count >= 144_000)

@@ -63,9 +63,11 @@ func probe(_ arguments: [String]) async throws -> [String: Int] {
         let short = try await probe(["render-file", dir.path, "5"])
         let long = try await probe(["render-file", dir.path, "120"])
         #expect(long["frames"] == 120 * 48_000 && short["frames"] == 5 * 48_000)
-        // 24 times the cycles, the same allocations (setup only) and the same peak memory (within 2 MiB).
+        // 24 times the cycles, the same allocations (setup only) and the same peak memory: within 8 MiB, where
+        // keeping the output would take 22 MiB more (115 s of 16-bit stereo). On a quiet machine the two peaks are
+        // within 0.3 MiB; a busy parallel test run has been seen to add 4 MiB of thread stacks and malloc arenas.
         #expect(abs(long["allocations"]! - short["allocations"]!) <= 8)
-        #expect(long["maxRSSKiB"]! - short["maxRSSKiB"]! < 2048)
+        #expect(long["maxRSSKiB"]! - short["maxRSSKiB"]! < 8192, "short \(short), long \(long)")
     }
 
     /// Ear monitoring on a real device thread — the JACK dummy driver's process thread at 128 frames, and the

@@ -32,7 +32,12 @@ struct LiveStreamTests {
             ])
         configuration.rtmp.queueMilliseconds = 60_000
         let session = try LiveStreamSession(configuration)
-        try await session.start()
+        do {
+            try await session.start()
+        } catch {
+            Issue.record("\(error); nginx log: \(server.log)")
+            throw error
+        }
         while !session.hasEnded { try await Task.sleep(nanoseconds: 20_000_000) }
         let summary = await session.stop()
         #expect(summary.error == nil)
@@ -180,7 +185,7 @@ struct StreamCommandTests {
         let r = try await runTool(
             liveaudio,
             ["stream", "--input", dir.file("in.wav"), "--to", server.url("cli-secret"), "--to", dir.file("out.m4a"), "--bitrate", "96k"])
-        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.status == 0, "\(r.stderr); nginx log: \(server.log)")
         let lines = r.stdout.split(separator: "\n")
         #expect(lines.filter { $0.contains("publishing") }.count >= 2, "\(r.stdout)")
         #expect(lines.last?.hasPrefix("streamed") == true && lines.last?.contains("stopped") == true, "\(r.stdout)")

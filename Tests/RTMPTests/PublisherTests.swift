@@ -173,14 +173,30 @@ extension PublisherTests {
             return seen
         }
         try await publisher.start()
-        let sending = Task { await publish(input.packets[...], to: publisher) }
-        try await Task.sleep(nanoseconds: 2_000_000_000)
-        try await offPool { server.kill() }
-        // Down for 2 s: longer than the 1 s queue, so some frames must be dropped.
-        try await Task.sleep(nanoseconds: 2_000_000_000)
-        try await offPool { try server.start() }
-        await sending.value
-        try await Task.sleep(nanoseconds: 300_000_000)
+        // The frames in real time, and the outage timed against them, on a thread of their own (a busy cooperative
+        // pool would shift the outage): killed 2 s in, restarted 2 s later — longer than the 1 s queue, so some
+        // frames must be dropped.
+        let packets = input.packets
+        try await offPool {
+            let start = monotonicNanoseconds()
+            var killed = false
+            var restarted = false
+            for p in packets {
+                let due = start + UInt64(p.streamMilliseconds) * 1_000_000
+                let now = monotonicNanoseconds()
+                if due > now { usleep(UInt32((due - now) / 1000)) }
+                if !killed, p.streamMilliseconds >= 2_000 {
+                    server.kill()
+                    killed = true
+                }
+                if !restarted, p.streamMilliseconds >= 4_000 {
+                    try server.start()
+                    restarted = true
+                }
+                publisher.send(aacFrame: p.data, timestamp: p.streamMilliseconds, captureTime: monotonicNanoseconds())
+            }
+            usleep(300_000)
+        }
         await publisher.stop()
         let stats = publisher.currentStatistics
         let seen = await states.value
@@ -307,7 +323,8 @@ extension PublisherTests {
             }
             return false
         }
-        #expect(published, "\(publisher.currentStatistics)")
+        let now = publisher.currentStatistics
+        #expect(published, "\(now); last error: \(now.lastError.map { "\($0)" } ?? "none"); server log: \(server.log.suffix(3000))")
         #expect(publisher.currentStatistics.reconnects >= 1)
         await publisher.stop()
     }

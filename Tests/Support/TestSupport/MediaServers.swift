@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// A real nginx with the RTMP module, started by a test on a free loopback port and stopped by its PID.
 ///
@@ -121,8 +122,15 @@ public final class NginxRTMPServer: @unchecked Sendable {
     public var log: String { (try? String(contentsOfFile: root + "/error.log", encoding: .utf8)) ?? "" }
 
     /// Stops the server and deletes its folder (kept when LIVEAUDIO_KEEP_SERVER_FILES is set, for debugging).
+    /// Serious lines of nginx's log (a worker that died, an alert) are printed to standard error first.
     public func remove() {
         stop()
+        let serious = log.split(separator: "\n").filter {
+            $0.contains("exited on signal") || $0.contains("[alert]") || $0.contains("[emerg]") || $0.contains("[crit]")
+        }
+        if !serious.isEmpty {
+            FileHandle.standardError.write(Data("nginx on port \(port) logged:\n\(serious.joined(separator: "\n"))\n".utf8))
+        }
         if ProcessInfo.processInfo.environment["LIVEAUDIO_KEEP_SERVER_FILES"] != nil { return }
         try? FileManager.default.removeItem(atPath: root)
     }
@@ -136,8 +144,25 @@ func childPIDs(of pid: pid_t) -> [pid_t] {
     return text.split(separator: " ").compactMap { pid_t($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
 }
 
-/// A TCP port on 127.0.0.1 that nothing listens on right now (the kernel picks it; the listener closes at once).
-public func freeLoopbackPort() throws -> Int { try SilentListener().port }
+/// Ports handed out so far in this process.
+private let portsHandedOut = Mutex(0)
+
+/// A TCP port on 127.0.0.1 that nothing listens on right now, for a server a test starts.
+///
+/// Taken from 20000–31999, below the kernel's ephemeral range (32768–60999) where outgoing connections take their
+/// local ports, and never the same twice in one process: two servers started by tests running in parallel cannot be
+/// handed one port (the second would fail to bind while the first answered its readiness check).
+public func freeLoopbackPort() throws -> Int {
+    let offset = Int(getpid()) % 1000 * 12
+    for _ in 0..<12_000 {
+        let port = portsHandedOut.withLock { n -> Int in
+            defer { n += 1 }
+            return 20_000 + (offset + n) % 12_000
+        }
+        if (try? SilentListener(port: port)) != nil { return port }
+    }
+    throw SoundServerError("no free loopback port in 20000–31999")
+}
 
 /// True when something accepts TCP connections on 127.0.0.1:`port`.
 public func canConnect(port: Int) -> Bool {
@@ -159,12 +184,13 @@ public final class SilentListener: @unchecked Sendable {
     public let port: Int
     private let fd: Int32
 
-    public init() throws {
+    /// Listens on `port` (0: one the kernel picks).
+    public init(port: Int = 0) throws {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = 0
+        address.sin_port = UInt16(port).bigEndian
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
         let ok = withUnsafeMutablePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
@@ -176,7 +202,7 @@ public final class SilentListener: @unchecked Sendable {
             throw SoundServerError("cannot listen on a loopback port")
         }
         self.fd = fd
-        port = Int(UInt16(bigEndian: address.sin_port))
+        self.port = Int(UInt16(bigEndian: address.sin_port))
     }
 
     deinit { close(fd) }

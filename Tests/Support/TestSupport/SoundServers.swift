@@ -137,8 +137,11 @@ public final class PulseAudioServer: @unchecked Sendable {
         while true {
             let r = try runProcess("pactl", ["info"], environment: environment)
             if r.status == 0 { break }
-            guard server?.isRunning == true, Date() < deadline else {
-                throw SoundServerError("PulseAudio did not start: \(server?.output ?? "")")
+            guard server?.isRunning == true else {
+                throw SoundServerError("PulseAudio exited at start: \(server?.output ?? "")")
+            }
+            guard Date() < deadline else {
+                throw SoundServerError("PulseAudio did not answer `pactl info` within 30 s (\(r.stderr)): \(server?.output ?? "")")
             }
             usleep(50_000)
         }
@@ -374,6 +377,25 @@ public func offPool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) asy
             }
         }
         thread.start()
+    }
+}
+
+/// Waits on a thread of its own until `condition` holds (or `timeout` seconds pass), then runs `action` there at
+/// once; returns whether the condition held. For devices run as fast as possible: a test task waiting on the
+/// cooperative pool can be held back for seconds in a busy parallel run, while the device races on.
+@discardableResult
+public func when(
+    timeout: Double = 120, _ condition: @escaping @Sendable () -> Bool, then action: @escaping @Sendable () -> Void
+) async throws -> Bool {
+    try await offPool {
+        let deadline = Date().addingTimeInterval(timeout)
+        var held = condition()
+        while !held, Date() < deadline {
+            usleep(500)
+            held = condition()
+        }
+        action()
+        return held
     }
 }
 

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Runs every test in two phases (`make test` calls this after building):
+#   1. the computing tests, in parallel: DSP, codecs, graphs, parsers, the allocation probes — CPU-bound, and
+#      indifferent to timing;
+#   2. the tests that run against real servers in real time — PulseAudio, JACK, nginx-rtmp, live sessions — in
+#      parallel among themselves, but never beside phase 1: on a two-core machine the probes and encoders would
+#      take the CPU the sound servers and pacing threads need, and the tests would measure the load, not the code.
+# Both phases always run; the failures of both are repeated at the end, where a CI log is read.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+SWIFT=${SWIFT:-swift}
+REALTIME='\.(PulseAudioDeviceTests|JACKDeviceTests|DeviceCommandTests|PublisherTests|PublisherErrorTests|LiveStreamTests|StreamCommandTests)/'
+mkdir -p .build
+status=0
+echo "== phase 1: computing tests =="
+$SWIFT test --skip-build --skip "$REALTIME" 2>&1 | tee .build/test-compute.log || status=1
+echo "== phase 2: real servers, real time =="
+$SWIFT test --skip-build --filter "$REALTIME" 2>&1 | tee .build/test-realtime.log || status=1
+if [ "$status" -ne 0 ]; then
+    echo
+    echo "== what failed =="
+    grep -hE "✘|error:|Fatal error|crashed" .build/test-compute.log .build/test-realtime.log | head -80
+fi
+exit "$status"
