@@ -78,7 +78,7 @@ scripts/interleaved_timing.py 15 \
   "ffmpeg -c:a aac mp3→m4a=ffmpeg -hide_banner -loglevel error -y -i $work/enc-in.mp3 -c:a aac -b:a 128k $work/enc-ff.m4a"
 fi
 
-want devices || exit 0
+if want devices; then
 echo "== devices: the monitor voice chain on the JACK dummy driver, 48 kHz (examples/voice-chain.json)"
 # One jackd per period (dummy driver, realtime where permitted), stopped by PID. A `liveaudio play` client feeds
 # music-like audio (pink noise with a tremolo, plus a tone) into the monitor's input, so the chain works on signal,
@@ -163,6 +163,8 @@ if [ -n "$lowest" ]; then
   stop_jack
 else
   echo "no period ran $seconds s without xruns"
+fi
+
 fi
 
 if want rtmp; then
