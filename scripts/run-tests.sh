@@ -5,7 +5,8 @@
 #   2. the tests that run against real servers in real time — PulseAudio, JACK, nginx-rtmp, live sessions — in
 #      parallel among themselves, but never beside phase 1: on a two-core machine the probes and encoders would
 #      take the CPU the sound servers and pacing threads need, and the tests would measure the load, not the code.
-# Both phases always run; the failures of both are repeated at the end, where a CI log is read.
+# Both phases always run; the failures of both are repeated at the end, where a CI log is read. A new suite that
+# plays, records or talks to a server belongs in REALTIME.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 SWIFT=${SWIFT:-swift}
@@ -16,6 +17,10 @@ echo "== phase 1: computing tests =="
 $SWIFT test --skip-build --skip "$REALTIME" 2>&1 | tee .build/test-compute.log || status=1
 echo "== phase 2: real servers, real time =="
 $SWIFT test --skip-build --filter "$REALTIME" 2>&1 | tee .build/test-realtime.log || status=1
+if ! grep -qE "Test run with [1-9][0-9]* tests" .build/test-realtime.log; then
+    echo "phase 2 ran no tests: REALTIME in scripts/run-tests.sh names no suite that exists"
+    status=1
+fi
 if [ "$status" -ne 0 ]; then
     echo
     echo "== what failed =="
