@@ -425,10 +425,10 @@ public final class IOUnit: @unchecked Sendable {
 
 extension IOUnit: DeviceCycleHandler {
     /// A virtual device run as fast as possible waits for the file sources' next frames (a read error or a
-    /// stopped worker ends the wait; the render then counts the underrun as usual).
+    /// stopped worker ends the wait; the render then counts the underrun as usual). The worker exists only when
+    /// the output graph has file sources.
     func prepareCycle(frames: Int) {
-        guard graph != nil, let readAhead else { return }
-        try? readAhead.waitUntilReady(frames: frames)
+        try? readAhead?.waitUntilReady(frames: frames)
     }
 
     /// The real-time cycle: capture to the handler and the input unit, then the graph (or callback) to the output.

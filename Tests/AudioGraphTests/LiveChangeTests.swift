@@ -138,20 +138,6 @@ import TestSupport
     }
 }
 
-final class LockedFlag: @unchecked Sendable {
-    private let lock = NSLock()
-    private var flag = false
-    var isSet: Bool { lock.withLock { flag } }
-    func set() { lock.withLock { flag = true } }
-}
-
-final class LockedCounter: @unchecked Sendable {
-    private let lock = NSLock()
-    private var count = 0
-    var value: Int { lock.withLock { count } }
-    func increment() { lock.withLock { count += 1 } }
-}
-
 /// Records the thread its deinit runs on.
 final class DeinitWitness: RenderUnit, @unchecked Sendable {
     let record: ThreadRecord

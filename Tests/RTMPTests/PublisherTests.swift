@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 import LiveAudio
 import Testing
 import TestSupport
@@ -339,8 +338,9 @@ extension PublisherTests {
 
         // One blocking task per pool thread; a control task that counts ticks on the pool shows it was blocked.
         let width = ProcessInfo.processInfo.activeProcessorCount
-        let flags = PoolBlock()
-        let (blocked, release, ticks) = (flags.blocked, flags.release, flags.ticks)
+        let blocked = LockedCounter()
+        let release = LockedFlag()
+        let ticks = LockedCounter()
         let control = Task {
             while !release.isSet {
                 ticks.increment()
@@ -357,8 +357,8 @@ extension PublisherTests {
         // From a thread of its own: once the pool is blocked, three seconds of frames in real time, then how many
         // were sent, and how often the control task ran meanwhile.
         let (sent, controlTicks) = try await offPool { () -> (Int, Int) in
-            while blocked.current < width { usleep(1000) }
-            let ticksBefore = ticks.current
+            while blocked.value < width { usleep(1000) }
+            let ticksBefore = ticks.value
             let start = monotonicNanoseconds()
             for p in input.packets {
                 let due = start + UInt64(p.streamMilliseconds) * 1_000_000
@@ -367,7 +367,7 @@ extension PublisherTests {
                 publisher.send(aacFrame: p.data, timestamp: p.streamMilliseconds, captureTime: monotonicNanoseconds())
             }
             usleep(200_000)
-            let result = (publisher.currentStatistics.packetsSent, ticks.current - ticksBefore)
+            let result = (publisher.currentStatistics.packetsSent, ticks.value - ticksBefore)
             release.set()
             return result
         }
@@ -379,23 +379,4 @@ extension PublisherTests {
         #expect(sent >= input.packets.count - 5, "\(sent) of \(input.packets.count) sent while the pool was blocked")
         #expect(publisher.currentStatistics.packetsSent == input.packets.count)
     }
-}
-
-/// What the pool-blocking test's tasks and thread share.
-final class PoolBlock: Sendable {
-    let blocked = AtomicCounter()
-    let release = AtomicFlag()
-    let ticks = AtomicCounter()
-}
-
-final class AtomicCounter: Sendable {
-    private let value = Atomic<Int>(0)
-    func increment() { value.add(1, ordering: .relaxed) }
-    var current: Int { value.load(ordering: .relaxed) }
-}
-
-final class AtomicFlag: Sendable {
-    private let value = Atomic<Bool>(false)
-    func set() { value.store(true, ordering: .releasing) }
-    var isSet: Bool { value.load(ordering: .acquiring) }
 }

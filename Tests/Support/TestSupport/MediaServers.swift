@@ -76,6 +76,9 @@ public final class NginxRTMPServer: @unchecked Sendable {
         process = p
         let deadline = Date().addingTimeInterval(5)
         while Date() < deadline {
+            if log.contains("bind() to 127.0.0.1:\(port) failed") {
+                throw SoundServerError("nginx could not bind port \(port), which something else holds: \(log)")
+            }
             if canConnect(port: port) { return }
             if !p.isRunning {
                 throw SoundServerError("nginx exited at start: \(p.output) \((try? String(contentsOfFile: root + "/error.log", encoding: .utf8)) ?? "")")
@@ -166,7 +169,8 @@ public func freeLoopbackPort() throws -> Int {
 
 /// True when something accepts TCP connections on 127.0.0.1:`port`.
 public func canConnect(port: Int) -> Bool {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    // Close-on-exec: a process another test spawns meanwhile must not inherit it.
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue | SOCK_CLOEXEC.rawValue), 0)
     guard fd >= 0 else { return false }
     defer { close(fd) }
     var address = sockaddr_in()
@@ -186,7 +190,10 @@ public final class SilentListener: @unchecked Sendable {
 
     /// Listens on `port` (0: one the kernel picks).
     public init(port: Int = 0) throws {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        // Close-on-exec: a child another test spawns while this listens would otherwise inherit the port and keep
+        // it listening for its whole life — the next server given the port then fails to bind, while connections
+        // to the port still succeed.
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue | SOCK_CLOEXEC.rawValue), 0)
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")

@@ -380,6 +380,24 @@ public func offPool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) asy
     }
 }
 
+/// A flag threads and tasks share (set once, read anywhere).
+public final class LockedFlag: @unchecked Sendable {
+    private let lock = NSLock()
+    private var flag = false
+    public init() {}
+    public var isSet: Bool { lock.withLock { flag } }
+    public func set() { lock.withLock { flag = true } }
+}
+
+/// A counter threads and tasks share.
+public final class LockedCounter: @unchecked Sendable {
+    private let lock = NSLock()
+    private var count = 0
+    public init() {}
+    public var value: Int { lock.withLock { count } }
+    public func increment() { lock.withLock { count += 1 } }
+}
+
 /// Waits on a thread of its own until `condition` holds (or `timeout` seconds pass), then runs `action` there at
 /// once; returns whether the condition held. For devices run as fast as possible: a test task waiting on the
 /// cooperative pool can be held back for seconds in a busy parallel run, while the device races on.
