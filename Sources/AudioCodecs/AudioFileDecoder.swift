@@ -195,7 +195,11 @@ final class DecodeSession {
         // Mono to many is copied after resampling; any other change of count is FFmpeg's remix.
         resampledChannels = inChannels == 1 ? 1 : channelsOut
 
-        // The length: the stream's when stated, else the container's.
+        // The length: the stream's when stated, else the container's. Damaged metadata can state anything (a
+        // zero time base, a length of centuries), so what it adds up to is checked before it becomes a count.
+        guard timeBase.num > 0, timeBase.den > 0 else {
+            throw AudioError(.corruptFile, "'\(path)': the audio stream's time base \(timeBase.num)/\(timeBase.den) is not valid")
+        }
         var seconds = 0.0
         if stream.pointee.duration != Int64.min, stream.pointee.duration > 0 {
             seconds = Double(stream.pointee.duration) * Double(timeBase.num) / Double(timeBase.den)
@@ -206,13 +210,15 @@ final class DecodeSession {
             Self.exactContainers.contains(container) && stream.pointee.duration != Int64.min
             && stream.pointee.duration > 0
         lengthIsExact = exact
-        if exact {
-            // Exact in the stream's time base; rescaled to the output rate, rounded to the nearest frame.
-            let frames = Double(stream.pointee.duration) * Double(timeBase.num) * rateOut / Double(timeBase.den)
-            outputFrames = Int64(frames.rounded())
-        } else {
-            outputFrames = Int64((seconds * rateOut).rounded())
+        // Exact lengths in the stream's time base, rescaled to the output rate and rounded to the nearest frame.
+        let frames =
+            exact ? Double(stream.pointee.duration) * Double(timeBase.num) * rateOut / Double(timeBase.den) : seconds * rateOut
+        guard let count = Self.frameCount(frames) else {
+            throw AudioError(
+                .corruptFile,
+                "'\(path)' states a length of \(seconds) s, which no audio file has: its header is damaged")
         }
+        outputFrames = count
         description = AudioFileDescription(
             container: container, codec: String(cString: decoder.pointee.name), profile: profileName,
             sampleRate: Double(inRate), channelCount: inChannels,
@@ -253,6 +259,15 @@ final class DecodeSession {
         av_packet_free(&packet)
         avcodec_free_context(&codec)
         avformat_close_input(&format)
+    }
+
+    /// The most frames a stated length may come to: 2⁴⁰, over 260 days at 48 kHz.
+    static let maximumStatedFrames: Int64 = 1 << 40
+
+    /// `frames` rounded to a whole count, or nil when it is not a number or beyond ``maximumStatedFrames``.
+    static func frameCount(_ frames: Double) -> Int64? {
+        guard frames.isFinite, frames >= 0, frames <= Double(maximumStatedFrames) else { return nil }
+        return Int64(frames.rounded())
     }
 
     /// Fills `destination` from the staging buffer, decoding more as needed; 0 at the end.
@@ -337,7 +352,7 @@ final class DecodeSession {
         var at = ""
         if let pts = packet?.pointee.pts, pts != Int64.min {
             let seconds = Double(pts) * Double(timeBase.num) / Double(timeBase.den)
-            at = " at \((seconds * 1000).rounded() / 1000) s"
+            if seconds.isFinite { at = " at \((seconds * 1000).rounded() / 1000) s" }
         }
         let codecName = description.codec
         return AudioError(.corruptFile, "'\(path)' is damaged\(at): the \(codecName) decoder says \(ffmpegMessage(code))")

@@ -35,7 +35,13 @@ public struct AudioFileProbe: Hashable, Sendable {
             throw AudioError(.unsupportedFile, "'\(path)' has no audio stream")
         }
         let tb = stream.pointee.time_base
+        guard tb.num > 0, tb.den > 0 else {
+            throw AudioError(.corruptFile, "'\(path)': the audio stream's time base \(tb.num)/\(tb.den) is not valid")
+        }
         func seconds(_ t: Int64) -> Double { Double(t) * Double(tb.num) / Double(tb.den) }
+        func outOfRange(_ what: String) -> AudioError {
+            AudioError(.corruptFile, "'\(path)': \(what) is out of range: the file is damaged")
+        }
         let rate = Double(parameters.pointee.sample_rate)
         var packet = av_packet_alloc()
         defer { av_packet_free(&packet) }
@@ -53,7 +59,10 @@ public struct AudioFileProbe: Hashable, Sendable {
             }
             defer { av_packet_unref(packet) }
             guard packet.pointee.stream_index == index else { continue }
+            count += 1
+            // A packet may carry no time at all (AV_NOPTS_VALUE in both fields): it counts, but says nothing of when.
             let pts = packet.pointee.pts != Int64.min ? packet.pointee.pts : packet.pointee.dts
+            guard pts != Int64.min else { continue }
             if first == nil {
                 first = pts
                 var size = 0
@@ -62,17 +71,25 @@ public struct AudioFileProbe: Hashable, Sendable {
                 }
             }
             last = pts
-            end = max(end, pts + packet.pointee.duration)
-            count += 1
+            let (packetEnd, overflow) = pts.addingReportingOverflow(max(0, packet.pointee.duration))
+            guard !overflow else { throw outOfRange("packet \(count)'s time") }
+            end = max(end, packetEnd)
         }
-        guard count > 0, let first else { throw AudioError(.corruptFile, "'\(path)' holds no audio packets") }
+        guard count > 0 else { throw AudioError(.corruptFile, "'\(path)' holds no audio packets") }
+        guard let first else { throw AudioError(.corruptFile, "'\(path)': none of its audio packets has a time") }
         var priming = skipped.flatMap { $0 > 0 ? $0 : nil }
         if priming == nil, parameters.pointee.initial_padding > 0 { priming = Int(parameters.pointee.initial_padding) }
-        if priming == nil, first < 0 { priming = Int((seconds(-first) * rate).rounded()) }
+        if priming == nil, first < 0 {
+            let frames = -seconds(first) * rate
+            priming = frames.isFinite && abs(frames) < 1e15 ? Int(frames.rounded()) : nil
+            guard priming != nil else { throw outOfRange("the first packet's time") }
+        }
         let container = String(cString: context.pointee.iformat.pointee.name)
         // The container's word where it is exact (an MP4 edit list, FLAC's sample count, an FLV's onMetaData);
         // otherwise what the packets add up to (an ADTS file states nothing; FFmpeg's figure is a bit-rate guess).
-        var duration = seconds(end - max(first, 0))
+        let (span, overflow) = end.subtractingReportingOverflow(max(first, 0))
+        guard !overflow else { throw outOfRange("the packets' times") }
+        var duration = seconds(span)
         if DecodeSession.exactContainers.contains(container), stream.pointee.duration != Int64.min,
             stream.pointee.duration > 0
         {

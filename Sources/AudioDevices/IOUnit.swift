@@ -447,11 +447,10 @@ extension IOUnit: DeviceCycleHandler {
         if let output {
             let stamp = RenderTimeStamp(sampleTime: sampleTime, hostTime: time.outputHostTime)
             if let graph {
-                if let rendered = graph.renderCycle(frames: output.frameCount, timeStamp: stamp) {
+                let rendered = graph.renderCycle(frames: output.frameCount, timeStamp: stamp) { rendered in
                     output.copy(from: rendered.upmixed(to: output.channelCount))
-                } else {
-                    graphFailures.add(1, ordering: .relaxed)
                 }
+                if !rendered { graphFailures.add(1, ordering: .relaxed) }
                 readAhead?.requestIfNeeded()
             } else if let outputCallback, let outputBuffer {
                 let raw = outputBuffer.view(frames: output.frameCount)

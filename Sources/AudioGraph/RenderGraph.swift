@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import AudioCore
 import CFloatEnvironment
 import Synchronization
@@ -87,8 +90,11 @@ final class CallbackInput: @unchecked Sendable {
 /// order throw ``AudioError`` `.invalidState`. The graph output is pulled by a driver — ``OfflineRenderer`` for
 /// offline rendering, a device's I/O unit in real time — via ``renderCycle(frames:timeStamp:)``.
 ///
-/// Thread safety: every method except ``renderCycle(frames:timeStamp:)`` is control-thread API and may be called
-/// from several threads (calls are serialized by a lock that the render thread never takes).
+/// Thread safety: every method except the `renderCycle` ones is control-thread API and may be called from several
+/// threads (calls are serialized by a lock that the render thread never takes). A driver may still be inside a
+/// render cycle when the control side stops, resets or uninitializes the graph: ``reset()`` and ``uninitialize()``
+/// close a gate the render thread checks at the start of each cycle and wait (briefly: one cycle at most) until the
+/// cycle in progress has left, so no unit is reset and no schedule freed under a render.
 public final class RenderGraph: @unchecked Sendable {
     public enum State: Int, Sendable {
         case uninitialized, initialized, running
@@ -121,6 +127,10 @@ public final class RenderGraph: @unchecked Sendable {
     private let control: Mutex<Topology>
     private let exchange = ScheduleExchange<RenderSchedule>()
     private let renderState = Atomic<Int>(State.uninitialized.rawValue)
+    /// Render cycles in progress (the render side's half of the gate; see ``reset()`` and ``uninitialize()``).
+    private let rendersInFlight = Atomic<Int>(0)
+    /// Set while ``reset()`` runs: cycles render silence and touch no unit.
+    private let resetting = Atomic<Bool>(false)
     private let silence: PCMBuffer
     /// Incremented for each schedule published (for tests and diagnostics).
     private let generation = Atomic<Int>(0)
@@ -357,19 +367,37 @@ public final class RenderGraph: @unchecked Sendable {
             case .initialized: break
             }
             t.state = .uninitialized
-            renderState.store(State.uninitialized.rawValue, ordering: .releasing)
+            // No new cycle starts from here; one already running finishes before its schedule is freed.
+            renderState.store(State.uninitialized.rawValue, ordering: .sequentiallyConsistent)
+            waitForRendersToLeave()
             exchange.deactivate()
         }
     }
 
-    /// Resets every unit's state (phases, delay lines, file positions). Control thread, no render in progress.
+    /// Resets every unit's state (phases, delay lines, file positions). Safe while a driver renders: cycles that
+    /// start meanwhile output silence, and the reset waits for a cycle in progress to finish first.
     public func reset() {
-        control.withLock { t in for id in t.insertionOrder { t.nodes[id]!.unit.reset() } }
+        control.withLock { t in
+            resetting.store(true, ordering: .sequentiallyConsistent)
+            waitForRendersToLeave()
+            for id in t.insertionOrder { t.nodes[id]!.unit.reset() }
+            resetting.store(false, ordering: .releasing)
+        }
     }
 
     /// Frees schedules the render thread has finished with. Publishing a change does this too; long-running
     /// hosts that rarely change the graph may call it from time to time.
-    public func collectGarbage() { exchange.collect() }
+    public func collectGarbage() {
+        // Under the lock: `publish` collects too, and the retire queue has one consumer.
+        control.withLock { _ in exchange.collect() }
+    }
+
+    /// Control thread, after closing the gate (a store the render side reads after announcing itself): waits
+    /// until no cycle is in progress. The two sequentially consistent halves make sure that either the cycle
+    /// sees the gate closed, or this sees the cycle.
+    private func waitForRendersToLeave() {
+        while rendersInFlight.load(ordering: .sequentiallyConsistent) != 0 { sched_yield() }
+    }
 
     private func transition(from: State, to: State, _ verb: String, need: String) throws(AudioError) {
         try control.withLock { (t: inout Topology) throws(AudioError) in
@@ -384,12 +412,48 @@ public final class RenderGraph: @unchecked Sendable {
     /// True when drivers may call ``renderCycle(frames:timeStamp:)``: initialized (offline) or running.
     public var canRender: Bool { renderState.load(ordering: .acquiring) != State.uninitialized.rawValue }
 
-    /// Renders one cycle and returns the output, valid until the next cycle. Render thread only; never allocates,
-    /// locks or blocks. Returns nil when the graph is not initialized or `frames` exceeds ``maximumFrames``.
-    /// With nothing connected to the output, the output is silence.
+    /// Renders one cycle and returns the output, valid until the next cycle (or until the graph is reset or
+    /// uninitialized: drivers that run on their own thread use ``renderCycle(frames:timeStamp:consume:)``, which
+    /// keeps the output valid for as long as it is read). Render thread only; never allocates, locks or blocks.
+    /// Returns nil when the graph is not initialized or `frames` exceeds ``maximumFrames``; silence while
+    /// ``reset()`` runs. With nothing connected to the output, the output is silence.
     @inline(__always)
     public func renderCycle(frames: Int, timeStamp: RenderTimeStamp) -> BufferView? {
-        guard frames >= 0, frames <= maximumFrames, let schedule = exchange.acquire() else { return nil }
+        enterCycle()
+        defer { leaveCycle() }
+        return runCycle(frames: frames, timeStamp: timeStamp)
+    }
+
+    /// Renders one cycle and hands the output to `consume` before the cycle ends: the control side cannot reset
+    /// or uninitialize the graph until `consume` has returned. Render thread only; never allocates, locks or
+    /// blocks (nor may `consume`). Returns false, without calling `consume`, when the graph is not initialized or
+    /// `frames` exceeds ``maximumFrames``.
+    @inline(__always)
+    public func renderCycle(frames: Int, timeStamp: RenderTimeStamp, consume: (BufferView) -> Void) -> Bool {
+        enterCycle()
+        defer { leaveCycle() }
+        guard let view = runCycle(frames: frames, timeStamp: timeStamp) else { return false }
+        consume(view)
+        return true
+    }
+
+    @inline(__always)
+    private func enterCycle() { rendersInFlight.add(1, ordering: .sequentiallyConsistent) }
+    @inline(__always)
+    private func leaveCycle() { rendersInFlight.subtract(1, ordering: .releasing) }
+
+    /// The cycle proper, between `enterCycle` and `leaveCycle`.
+    @inline(__always)
+    private func runCycle(frames: Int, timeStamp: RenderTimeStamp) -> BufferView? {
+        guard frames >= 0, frames <= maximumFrames,
+            renderState.load(ordering: .sequentiallyConsistent) != State.uninitialized.rawValue
+        else { return nil }
+        if resetting.load(ordering: .sequentiallyConsistent) {
+            let blank = silence.view(frames: frames)
+            blank.clear()
+            return blank.upmixed(to: format.channelCount)
+        }
+        guard let schedule = exchange.acquire() else { return nil }
         // Denormals flush to zero while the graph renders, so decaying filter and reverb states stay cheap.
         let saved = la_float_environment_enter()
         defer { la_float_environment_leave(saved) }

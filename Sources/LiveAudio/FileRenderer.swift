@@ -2,9 +2,10 @@ import Foundation
 
 /// Renders a graph offline into a WAV file.
 ///
-/// The file appears only when rendering succeeded: audio goes to a hidden temporary file beside the output, which
-/// is renamed over the output at the end and deleted on any error. Rendering does not allocate per cycle, so
-/// memory does not grow with the duration.
+/// The file appears only when rendering succeeded: audio goes to a hidden temporary file beside the output (created
+/// exclusively, under a name no one can predict), which is written to the disk and renamed over the output at the
+/// end, and deleted on any error or when the render is stopped. Rendering does not allocate per cycle, so memory
+/// does not grow with the duration.
 public struct FileRenderer {
     /// The sample types `liveaudio render --sample-format` offers.
     public enum OutputSampleFormat: String, Sendable, CaseIterable {
@@ -49,7 +50,11 @@ public struct FileRenderer {
     }
 
     /// Renders `frames` frames (or, when nil, until every file source has ended) into `path`.
-    public func render(to path: String, frames requested: Int64? = nil) throws(AudioError) -> Result {
+    /// - Parameter stopped: asked between blocks; when it answers true, rendering stops, the temporary file is
+    ///   deleted, `path` is left as it was, and ``AudioError`` `.invalidState` ("stopped") is thrown.
+    public func render(
+        to path: String, frames requested: Int64? = nil, stopped: () -> Bool = { false }
+    ) throws(AudioError) -> Result {
         let graph = loaded.graph
         if let (id, _) = loaded.inputUnits.first {
             throw AudioError(
@@ -72,10 +77,8 @@ public struct FileRenderer {
         guard FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory), isDirectory.boolValue else {
             throw AudioError(.fileIO, "cannot write '\(path)': folder '\(directory)' does not exist")
         }
-        let temporary = url.deletingLastPathComponent()
-            .appendingPathComponent(".\(url.lastPathComponent).\(ProcessInfo.processInfo.processIdentifier).partial").path
-
-        let writer = try WAVFileWriter(path: temporary, format: format)
+        let writer = try WAVFileWriter(temporaryBeside: path, format: format)
+        let temporary = writer.path
         var succeeded = false
         defer {
             if !succeeded {
@@ -99,6 +102,9 @@ public struct FileRenderer {
         queue.start()
         do throws(AudioError) {
             while done < total {
+                if stopped() {
+                    throw AudioError(.invalidState, "stopped before the end: nothing was written to '\(path)'")
+                }
                 let n = Int(min(Int64(blockFrames), total - done))
                 let out = try renderer.render(frames: n)
                 peak = max(peak, Self.peak(out))
@@ -110,11 +116,15 @@ public struct FileRenderer {
             queue.cancel()
             throw error
         }
-        try writer.finish()
+        // On the disk before the rename, and the rename itself on the disk after it: a crash at any moment leaves
+        // either the old file or the whole new one under `path`, never an empty or partial one.
+        try writer.finish(durably: true)
         try graph.stop()
+        try syncDirectory(directory)
         guard rename(temporary, path) == 0 else {
             throw AudioError(.fileIO, "cannot move the rendered file to '\(path)': \(String(cString: strerror(errno)))")
         }
+        try syncDirectory(directory)
         succeeded = true
         let elapsed = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
         return Result(path: path, format: format, frames: total, peak: peak, elapsed: elapsed)

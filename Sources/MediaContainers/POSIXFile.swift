@@ -12,6 +12,20 @@ final class POSIXFile {
     let path: String
     private(set) var fd: Int32
 
+    /// Creates `path`, which must not exist yet, not even as a link (`O_CREAT | O_EXCL | O_NOFOLLOW`): nil when
+    /// something is already there, so the caller can pick another name.
+    static func createNew(path: String) throws(AudioError) -> POSIXFile? {
+        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
+        if fd < 0, errno == EEXIST { return nil }
+        guard fd >= 0 else { throw AudioError(.fileIO, "cannot create '\(path)': \(errnoDescription())") }
+        return POSIXFile(path: path, fd: fd)
+    }
+
+    private init(path: String, fd: Int32) {
+        self.path = path
+        self.fd = fd
+    }
+
     init(path: String, writing: Bool) throws(AudioError) {
         self.path = path
         fd = writing ? open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644) : open(path, O_RDONLY | O_CLOEXEC)
@@ -78,6 +92,14 @@ final class POSIXFile {
         _ = la_start_writeback(fd, offset, count)
     }
 
+    /// Waits until what was written is on the disk (`fsync`).
+    func sync() throws(AudioError) {
+        while fsync(fd) != 0 {
+            if errno == EINTR { continue }
+            throw AudioError(.fileIO, "cannot write '\(path)' to the disk: \(errnoDescription())")
+        }
+    }
+
     func write(_ buffer: UnsafeRawPointer, count: Int, at offset: Int64? = nil) throws(AudioError) {
         var done = 0
         while done < count {
@@ -94,6 +116,18 @@ final class POSIXFile {
 }
 
 func errnoDescription() -> String { String(cString: strerror(errno)) }
+
+/// Makes the entries of `directory` (a new or renamed file in it) durable: `fsync` on the folder itself.
+/// - Throws: ``AudioError`` `.fileIO`.
+public func syncDirectory(_ directory: String) throws(AudioError) {
+    let fd = open(directory.isEmpty ? "." : directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+    guard fd >= 0 else { throw AudioError(.fileIO, "cannot open folder '\(directory)': \(errnoDescription())") }
+    defer { sysClose(fd) }
+    while fsync(fd) != 0 {
+        if errno == EINTR { continue }
+        throw AudioError(.fileIO, "cannot write folder '\(directory)' to the disk: \(errnoDescription())")
+    }
+}
 
 private func sysClose(_ fd: Int32) { _ = close(fd) }
 private func sysWrite(_ fd: Int32, _ buffer: UnsafeRawPointer, _ count: Int) -> Int { write(fd, buffer, count) }

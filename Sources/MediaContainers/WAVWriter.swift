@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import AudioCore
 
 /// Writes a PCM WAV file as audio arrives: Int16, 24-bit, Int32 or Float32, interleaved.
@@ -26,13 +29,41 @@ public final class WAVFileWriter {
     /// Creates (or truncates) `path` and writes the header.
     /// - Throws: ``AudioError`` `.invalidFormat` for a format WAV cannot hold, `.fileIO` when the file cannot be
     ///   created or written.
-    public init(path: String, format: StreamFormat, chunkFrames: Int = 4096) throws(AudioError) {
+    public convenience init(path: String, format: StreamFormat, chunkFrames: Int = 4096) throws(AudioError) {
+        try Self.check(format)
+        try self.init(file: try POSIXFile(path: path, writing: true), format: format, chunkFrames: chunkFrames)
+    }
+
+    /// Creates a new hidden file with a name no one can predict beside `path` (`.NAME.PID.RANDOM.partial`), made
+    /// exclusively: a file or link already there under that name is never opened, let alone truncated. Rename it
+    /// over `path` once finished (``path`` names it).
+    /// - Throws: ``AudioError`` `.fileIO` when the folder cannot take a new file.
+    public convenience init(temporaryBeside path: String, format: StreamFormat, chunkFrames: Int = 4096) throws(AudioError) {
+        try Self.check(format)
+        let slash = path.lastIndex(of: "/")
+        let folder = slash.map { String(path[...$0]) } ?? ""
+        let name = slash.map { String(path[path.index(after: $0)...]) } ?? path
+        for _ in 0..<64 {
+            let candidate =
+                folder + ".\(name).\(getpid()).\(String(UInt64.random(in: 0...UInt64.max), radix: 36)).partial"
+            if let file = try POSIXFile.createNew(path: candidate) {
+                try self.init(file: file, format: format, chunkFrames: chunkFrames)
+                return
+            }
+        }
+        throw AudioError(.fileIO, "cannot create a temporary file beside '\(path)': every name tried was taken")
+    }
+
+    private static func check(_ format: StreamFormat) throws(AudioError) {
         guard format.isInterleaved || format.channelCount == 1 else {
             throw AudioError(.invalidFormat, "WAV files are interleaved; got \(format)")
         }
-        self.path = path
+    }
+
+    private init(file: POSIXFile, format: StreamFormat, chunkFrames: Int) throws(AudioError) {
+        path = file.path
         self.format = format
-        file = try POSIXFile(path: path, writing: true)
+        self.file = file
         chunk = RawPCMBuffer(format: format, capacity: chunkFrames)
         let header = Self.header(format: format, dataBytes: 0)
         headerSize = header.count
@@ -73,12 +104,15 @@ public final class WAVFileWriter {
     }
 
     /// Completes the header with the final sizes and closes the file.
-    public func finish() throws(AudioError) {
+    /// - Parameter durably: wait until the file is on the disk (`fsync`) before closing it: what a file that is
+    ///   about to be renamed over another needs, so a crash cannot leave the new name on an empty file.
+    public func finish(durably: Bool = false) throws(AudioError) {
         guard !finished else { return }
         finished = true
         let dataBytes = framesWritten * Int64(format.bytesPerFrame)
         if dataBytes & 1 == 1 { try file.write(bytes: [0]) }  // chunks are padded to even sizes
         try file.write(bytes: Self.header(format: format, dataBytes: dataBytes, frames: framesWritten), at: 0)
+        if durably { try file.sync() }
         file.close()
     }
 

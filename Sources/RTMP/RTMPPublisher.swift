@@ -65,6 +65,40 @@ public final class RTMPPublisher: Sendable {
 
         public init() {}
 
+        /// The longest any timeout, delay or interval may be: one day.
+        public static let maximumSeconds = 86_400.0
+
+        /// Checks every field, naming the first one out of range.
+        /// - Throws: ``AudioError`` `.invalidParameter`.
+        public func validate() throws(AudioError) {
+            func out(_ field: String, _ value: Any, _ range: String) -> AudioError {
+                AudioError(.invalidParameter, "RTMP publisher configuration: \(field) must be \(range), got \(value)")
+            }
+            let day = "more than 0 and at most \(Int(Self.maximumSeconds)) seconds"
+            let seconds: [(String, Double)] = [
+                ("connectTimeout", connectTimeout), ("responseTimeout", responseTimeout), ("stallTimeout", stallTimeout),
+                ("statisticsInterval", statisticsInterval), ("initialReconnectDelay", initialReconnectDelay),
+                ("maximumReconnectDelay", maximumReconnectDelay),
+            ]
+            // Written so that NaN fails too; infinity and absurd values would overflow the nanosecond conversions.
+            for (field, value) in seconds where !(value > 0 && value <= Self.maximumSeconds) {
+                throw out(field, value, day)
+            }
+            guard publishConfirmation >= 0, publishConfirmation <= 10 else {
+                throw out("publishConfirmation", publishConfirmation, "0 … 10 seconds")
+            }
+            guard maximumReconnectDelay >= initialReconnectDelay else {
+                throw out("maximumReconnectDelay", maximumReconnectDelay, "at least initialReconnectDelay (\(initialReconnectDelay))")
+            }
+            guard queueMilliseconds > 0, queueMilliseconds <= Int64(Self.maximumSeconds * 1000) else {
+                throw out("queueMilliseconds", queueMilliseconds, "1 … \(Int(Self.maximumSeconds * 1000))")
+            }
+            guard (128...65_536).contains(chunkSize) else { throw out("chunkSize", chunkSize, "128 … 65536") }
+            if let attempts = maximumReconnectAttempts, attempts < 0 {
+                throw out("maximumReconnectAttempts", attempts, "0 or more (or nil: no limit)")
+            }
+        }
+
         /// Trusts the certificates in a PEM file as well as the system's roots (a private CA, a test server).
         public mutating func trustCertificates(inPEMFile path: String) {
             tls.additionalTrustRoots.append(.file(path))
@@ -108,17 +142,7 @@ public final class RTMPPublisher: Sendable {
         guard stream.channelCount >= 1, stream.sampleRate > 0, stream.bitRate > 0 else {
             throw AudioError(.invalidParameter, "an RTMP stream needs a positive sample rate, channel count and bit rate")
         }
-        guard configuration.queueMilliseconds > 0, (128...65_536).contains(configuration.chunkSize),
-            configuration.connectTimeout > 0, configuration.responseTimeout > 0, configuration.statisticsInterval > 0,
-            configuration.stallTimeout > 0,
-            configuration.publishConfirmation >= 0, configuration.publishConfirmation <= 10,
-            configuration.initialReconnectDelay > 0, configuration.maximumReconnectDelay >= configuration.initialReconnectDelay
-        else {
-            throw AudioError(
-                .invalidParameter,
-                "RTMP publisher configuration out of range: the queue, timeouts, delays and interval must be positive, "
-                    + "the chunk size 128…65536")
-        }
+        try configuration.validate()
         self.url = url
         self.stream = stream
         self.configuration = configuration
@@ -208,7 +232,7 @@ public final class RTMPPublisher: Sendable {
         doorbell.ring()
         if let run {
             let deadline = Task(executorPreference: NetworkExecutor.shared) {
-                try? await Task.sleep(nanoseconds: UInt64(max(0, drainTimeout) * 1e9))
+                try? await Task.sleep(nanoseconds: UInt64((drainTimeout > 0 ? min(drainTimeout, Configuration.maximumSeconds) : 0) * 1e9))
                 if !Task.isCancelled { channel?.close(promise: nil) }
                 run.cancel()
             }

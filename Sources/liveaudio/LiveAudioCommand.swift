@@ -24,7 +24,9 @@ struct Render: ParsableCommand {
         abstract: "Render a graph file offline into a WAV file.",
         discussion: """
             Without --duration, renders until every file source in the graph has ended. The output file appears \
-            only if rendering succeeds.
+            only if rendering succeeds: audio goes to a hidden temporary file beside it, which is written to the \
+            disk and then renamed. Ctrl-C or SIGTERM stops the render and deletes the temporary file, leaving any \
+            earlier file at the output path as it was.
             """)
 
     @Argument(help: "The graph file (JSON).")
@@ -56,7 +58,10 @@ struct Render: ParsableCommand {
             let loaded = try GraphFile.load(path: graph, maximumFrames: max(blockFrames, 1))
             let renderer = FileRenderer(loaded: loaded, blockFrames: blockFrames, sampleFormat: format)
             let frames = duration.map { Int64(($0 * loaded.graph.format.sampleRate).rounded()) }
-            let result = try renderer.render(to: output, frames: frames)
+            let stop = StopFlag()
+            let signals = StopSignals { stop.set() }
+            defer { withExtendedLifetime(signals) {} }
+            let result = try renderer.render(to: output, frames: frames, stopped: { stop.isSet })
             let speed = result.elapsed > 0 ? String(format: "%.0fx real time", result.duration / result.elapsed) : ""
             let peak = result.peak > 0 ? String(format: "%.1f dBFS", 20 * log10(Double(result.peak))) : "silent"
             print(

@@ -115,6 +115,26 @@ struct PublisherErrorTests {
                 #expect(error.code == .invalidParameter && !error.message.contains(Self.secret), "\(what): \(error)")
             }
         }
+        // Values that pass a plain "> 0" check but would trap where seconds become nanoseconds: each is refused,
+        // and the message names the field.
+        let extremes: [(String, (inout RTMPPublisher.Configuration) -> Void)] = [
+            ("connectTimeout", { $0.connectTimeout = .infinity }), ("responseTimeout", { $0.responseTimeout = .nan }),
+            ("stallTimeout", { $0.stallTimeout = 1e300 }), ("statisticsInterval", { $0.statisticsInterval = .infinity }),
+            ("initialReconnectDelay", { $0.initialReconnectDelay = .nan }),
+            ("maximumReconnectDelay", { $0.maximumReconnectDelay = .infinity }),
+            ("queueMilliseconds", { $0.queueMilliseconds = .max }),
+            ("maximumReconnectAttempts", { $0.maximumReconnectAttempts = -1 }),
+        ]
+        for (field, change) in extremes {
+            var configuration = RTMPPublisher.Configuration()
+            change(&configuration)
+            do {
+                _ = try RTMPPublisher(url: url, stream: input.description, configuration: configuration)
+                Issue.record("\(field): an extreme value was accepted")
+            } catch {
+                #expect(error.code == .invalidParameter && error.message.contains(field), "\(field): \(error)")
+            }
+        }
         var stream = input.description
         stream.channelCount = 0
         #expect(throws: AudioError.self) { try RTMPPublisher(url: url, stream: stream) }
