@@ -9,7 +9,8 @@ bin=.build/release/liveaudio
 mkdir -p "$out"
 
 if [ -n "${LIVEAUDIO_RTMP_URL:-}" ]; then
-  to=(--to "$LIVEAUDIO_RTMP_URL")
+  # From the environment, not the command line: other local users can read a process's arguments.
+  to=(--to-env LIVEAUDIO_RTMP_URL)
 else
   to=(--to "$out/demo.flv" --to "$out/demo.m4a")
 fi

@@ -43,20 +43,58 @@ public final class LiveStreamSession: @unchecked Sendable {
         case file(String)
 
         /// An rtmp:// or rtmps:// URL, or a file name.
-        /// - Throws: ``AudioError`` `.invalidURL` for a bad URL, `.unsupportedFile` for an unknown extension.
+        /// - Throws: ``AudioError`` `.invalidURL` for a bad URL, `.unsupportedFile` for an unknown extension. The
+        ///   message never repeats the text beyond a URL's scheme or a file's extension: a mistyped destination
+        ///   (`rtmp:/host/app/KEY`, `rtmpx://…`, `host/app/KEY`) still holds a stream key.
         public init(parsing text: String) throws(AudioError) {
             let lower = text.lowercased()
             if lower.hasPrefix("rtmp://") || lower.hasPrefix("rtmps://") {
                 self = .rtmp(try RTMPURL(text))
-            } else if lower.contains("://") {
-                throw AudioError(.invalidURL, "cannot stream to '\(text)': use rtmp://, rtmps://, or a .flv, .m4a, .mp4 or .aac file")
+            } else if let colon = text.firstIndex(of: ":"), text[colon...].hasPrefix(":/") {
+                // A URL of another scheme, or a mistyped one: only a plausible scheme name is repeated.
+                let scheme = text[..<colon]
+                let plausible = scheme.count <= 16 && scheme.allSatisfy { $0.isLetter || $0.isNumber || "+-.".contains($0) }
+                throw AudioError(
+                    .invalidURL,
+                    "cannot stream to \(plausible ? "a '\(scheme.lowercased()):/…' URL" : "that URL"): use rtmp://host/app/key, "
+                        + "rtmps://…, or a .flv, .m4a, .mp4 or .aac file")
             } else {
                 guard AACContainer(path: text) != nil else {
+                    let name = text.split(separator: "/").last ?? ""
+                    let ext = name.lastIndex(of: ".").map { String(name[$0...]) }
+                    let shown = ext.map { "a file ending in '\($0.prefix(12))'" } ?? "a name without an extension"
                     throw AudioError(
-                        .unsupportedFile, "cannot stream to '\(text)': the file name must end in .flv, .m4a, .mp4 or .aac")
+                        .unsupportedFile,
+                        "cannot stream to \(shown): a file name must end in .flv, .m4a, .mp4 or .aac, and a URL must "
+                            + "start with rtmp:// or rtmps://")
                 }
                 self = .file(text)
             }
+        }
+
+        /// Destinations from a file: one per line; blank lines and lines starting with `#` are skipped, and
+        /// spaces around each line are trimmed. The way to keep stream keys out of the command line (which every
+        /// local user can read in /proc/PID/cmdline) and out of shell history.
+        /// - Throws: ``AudioError`` `.fileIO` when the file cannot be read, `.invalidParameter` when it holds no
+        ///   destination, or what ``init(parsing:)`` throws for a line (naming the line, never its text).
+        public static func parsingLines(of path: String) throws(AudioError) -> [Output] {
+            guard let data = FileManager.default.contents(atPath: path) else {
+                throw AudioError(.fileIO, "cannot read the destinations file '\(path)'")
+            }
+            var outputs: [Output] = []
+            for (n, line) in String(decoding: data, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+                let text = line.trimmingCharacters(in: .whitespacesAndNewlines)
+                if text.isEmpty || text.hasPrefix("#") { continue }
+                do throws(AudioError) {
+                    outputs.append(try Output(parsing: text))
+                } catch {
+                    throw AudioError(error.code, "'\(path)' line \(n + 1): \(error.message)")
+                }
+            }
+            guard !outputs.isEmpty else {
+                throw AudioError(.invalidParameter, "the destinations file '\(path)' holds no destination")
+            }
+            return outputs
         }
 
         /// Safe to print: RTMP stream keys are hidden.

@@ -11,6 +11,10 @@ struct Stream: AsyncParsableCommand {
             rtmps:// URL (rtmp://host[:port]/app/stream-key; the key is never printed) or a .flv, .m4a, .mp4 or .aac \
             file. RTMP outputs reconnect by themselves; their queue drops the oldest audio when the network falls \
             behind. Statistics print once a second. Ctrl-C stops and finishes every output.
+
+            Stream keys: a --to on the command line can be read by every local user (/proc/PID/cmdline) and stays \
+            in shell history. Pass keyed URLs with --to-file PATH (one destination per line, # comments; keep the \
+            file mode 600) or --to-env NAME (the URL in environment variable NAME) instead.
             """)
 
     @Option(help: "A device (ALSA PCM, JACK client, or for --backend virtual a WAV file) or, without --backend, an audio file.")
@@ -27,6 +31,12 @@ struct Stream: AsyncParsableCommand {
 
     @Option(name: .customLong("to"), help: "An rtmp:// or rtmps:// URL, or a .flv/.m4a/.mp4/.aac file. Repeat for more outputs.")
     var outputs: [String] = []
+
+    @Option(name: .customLong("to-file"), help: "A file of destinations, one per line (# starts a comment): keeps stream keys out of the command line. Repeatable.")
+    var outputFiles: [String] = []
+
+    @Option(name: .customLong("to-env"), help: "The name of an environment variable holding a destination (e.g. LIVEAUDIO_RTMP_URL). Repeatable.")
+    var outputVariables: [String] = []
 
     @Option(help: "Seconds of input to stream (default: until Ctrl-C, or the end of a file input).")
     var duration: Double?
@@ -99,10 +109,26 @@ struct Stream: AsyncParsableCommand {
     }
 
     func makeConfiguration() throws(AudioError) -> LiveStreamSession.Configuration {
-        guard !outputs.isEmpty else {
-            throw AudioError(.invalidParameter, "give at least one --to: an rtmp:// URL or a .flv, .m4a or .aac file")
+        var parsedOutputs = try outputs.map { text throws(AudioError) in try LiveStreamSession.Output(parsing: text) }
+        for path in outputFiles {
+            parsedOutputs += try LiveStreamSession.Output.parsingLines(of: path)
+            warnIfOthersCanRead(path)
         }
-        let parsedOutputs = try outputs.map { text throws(AudioError) in try LiveStreamSession.Output(parsing: text) }
+        for name in outputVariables {
+            guard let text = ProcessInfo.processInfo.environment[name], !text.isEmpty else {
+                throw AudioError(.invalidParameter, "--to-env \(name): the environment variable \(name) is not set or empty")
+            }
+            do throws(AudioError) {
+                parsedOutputs.append(try LiveStreamSession.Output(parsing: text.trimmingCharacters(in: .whitespacesAndNewlines)))
+            } catch {
+                throw AudioError(error.code, "--to-env \(name): \(error.message)")
+            }
+        }
+        guard !parsedOutputs.isEmpty else {
+            throw AudioError(
+                .invalidParameter,
+                "give at least one --to (or --to-file, --to-env): an rtmp:// URL or a .flv, .m4a or .aac file")
+        }
         let input: LiveStreamSession.Input
         if let backend {
             guard let b = DeviceBackend(rawValue: backend) else {
@@ -134,5 +160,13 @@ struct Stream: AsyncParsableCommand {
             configuration.rtmp.trustCertificates(inPEMFile: caFile)
         }
         return configuration
+    }
+}
+
+/// A destinations file holds stream keys: say so when other users may read it.
+private func warnIfOthersCanRead(_ path: String) {
+    var st = stat()
+    if stat(path, &st) == 0, st.st_mode & (S_IRGRP | S_IROTH) != 0 {
+        note("warning: '\(path)' holds stream keys and other users can read it (chmod 600 '\(path)')")
     }
 }

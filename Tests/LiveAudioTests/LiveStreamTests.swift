@@ -219,8 +219,58 @@ struct StreamCommandTests {
         #expect(frames > 48_000 && frames < 19 * 48_000, "\(frames)")
     }
 
+    @Test("Destinations from a file and from the environment: the key is in neither the command line nor the output")
+    func destinationsOutsideTheCommandLine() async throws {
+        let server = try NginxRTMPServer()
+        defer { server.remove() }
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        try writeTwoTones(dir.file("in.wav"), seconds: 2)
+        let list = dir.file("destinations.txt")
+        try "# where the show goes\n\n  \(server.url("file-secret"))  \n\(dir.file("out.flv"))\n".write(
+            toFile: list, atomically: true, encoding: .utf8)
+        chmod(list, 0o600)
+        let liveaudio = self.liveaudio
+        let log = dir.file("log.txt")
+        let url = server.url("env-secret")
+        // Watched from a thread of its own while it runs: what any local user could read of its command line.
+        let (status, cmdline) = try await offPool { () -> (Int32, String) in
+            let child = try ChildProcess(
+                liveaudio,
+                ["stream", "--input", dir.file("in.wav"), "--to-file", list, "--to-env", "LA_TEST_DESTINATION"],
+                environment: ["LA_TEST_DESTINATION": url], log: log)
+            usleep(500_000)
+            let cmdline = (try? String(contentsOfFile: "/proc/\(child.pid)/cmdline", encoding: .utf8)) ?? ""
+            return (child.wait(timeout: 30), cmdline)
+        }
+        let output = try String(contentsOfFile: log, encoding: .utf8)
+        #expect(status == 0, "\(output); nginx log: \(server.log)")
+        #expect(cmdline.contains("--to-file"), "the command line was read: \(cmdline)")
+        #expect(!cmdline.contains("secret"), "\(cmdline)")
+        #expect(!output.contains("file-secret") && !output.contains("env-secret"), "\(output)")
+        #expect(!output.contains("other users can read"), "a 600 file is not warned about: \(output)")
+        #expect(output.contains("<key>"), "the outputs are named with the key hidden: \(output)")
+        server.stop()
+        #expect(server.recordedFiles(start: 1).count == 2, "both RTMP destinations published")
+        #expect(try FFmpeg.probe(dir.file("out.flv"))["codec_name"] == "aac")
+
+        // A destinations file other users can read is used, with a warning.
+        chmod(list, 0o644)
+        try "\(dir.file("again.flv"))\n".write(toFile: list, atomically: false, encoding: .utf8)
+        let r = try await runTool(liveaudio, ["stream", "--input", dir.file("in.wav"), "--no-realtime", "--to-file", list])
+        #expect(r.status == 0 && r.stderr.contains("other users can read"), "\(r.stderr)")
+    }
+
     @Test("Bad arguments exit 1 with a clear message and create nothing", arguments: [
         (["--to", "http://x/live/k"], "rtmp://"),
+        (["--to", "rtmp:/127.0.0.1/live/hidden-key"], "rtmp://"),
+        (["--to", "rtmpx://127.0.0.1/live/hidden-key"], "'rtmpx:/…'"),
+        (["--to", "http://127.0.0.1/live/hidden-key"], "rtmp://"),
+        (["--to", "127.0.0.1/live/hidden-key"], "without an extension"),
+        (["--to", "rtmp://127.0.0.1/live/hidden-key", "--to", "out.ogg"], "'.ogg'"),
+        (["--to-env", "LA_TEST_UNSET_VARIABLE"], "LA_TEST_UNSET_VARIABLE is not set"),
+        (["--to-file", "out.missing.txt"], "cannot read the destinations file"),
+        (["--to-file", "out.bad.txt"], "line 2"),
         (["--to", "out.ogg"], ".flv"),
         (["--to", "rtmp://127.0.0.1:1/live/hidden-key"], "cannot connect"),
         ([], "--to"),
@@ -232,12 +282,18 @@ struct StreamCommandTests {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
         try writeTwoTones(dir.file("in.wav"), seconds: 0.5)
+        var expectedFiles = ["in.wav"]
+        if arguments.contains("out.bad.txt") {
+            try "\(dir.file("fine.flv"))\nrtmp:/127.0.0.1/live/hidden-key\n".write(
+                toFile: dir.file("out.bad.txt"), atomically: true, encoding: .utf8)
+            expectedFiles.append("out.bad.txt")
+        }
         let r = try await runTool(
             liveaudio,
             ["stream", "--input", dir.file("in.wav")] + arguments.map { $0.hasPrefix("out.") ? dir.file($0) : $0 })
         #expect(r.status == 1, "\(r.stdout) \(r.stderr)")
         #expect(r.stderr.contains(expected), "\(r.stderr)")
-        #expect(!r.stderr.contains("hidden-key"))
-        #expect((try FileManager.default.contentsOfDirectory(atPath: dir.path)) == ["in.wav"])
+        #expect(!(r.stdout + r.stderr).contains("hidden-key"), "\(r.stdout) \(r.stderr)")
+        #expect((try FileManager.default.contentsOfDirectory(atPath: dir.path)).sorted() == expectedFiles.sorted())
     }
 }
