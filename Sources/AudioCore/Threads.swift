@@ -63,6 +63,41 @@ public final class WorkerThread: @unchecked Sendable {
     }
 }
 
+/// Runs `body` on a thread of its own and waits for it at most `seconds`: for calls into libraries that can hang
+/// for ever when the other end is gone (closing a stream of a sound server that died). Returns true when `body`
+/// finished in time; otherwise the thread is left to finish (or hang) on its own, holding what `body` captured.
+/// Control threads only.
+public func runWithin(_ seconds: Double, name: String, _ body: @escaping @Sendable () -> Void) -> Bool {
+    let completion = Completion()
+    let worker: WorkerThread
+    do {
+        worker = try WorkerThread(name: name) {
+            body()
+            completion.condition.lock()
+            completion.finished = true
+            completion.condition.broadcast()
+            completion.condition.unlock()
+        }
+    } catch {
+        body()  // no thread to be had: run it here, bounded or not
+        return true
+    }
+    let deadline = monotonicNanoseconds() + UInt64(max(0, seconds) * 1e9)
+    completion.condition.lock()
+    while !completion.finished, monotonicNanoseconds() < deadline {
+        completion.condition.wait(timeout: Double(deadline - monotonicNanoseconds()) / 1e9)
+    }
+    let finished = completion.finished
+    completion.condition.unlock()
+    if finished { worker.join() }  // else the thread is detached when `worker` goes
+    return finished
+}
+
+private final class Completion: @unchecked Sendable {
+    let condition = BlockingCondition()
+    var finished = false
+}
+
 /// A mutex with a condition variable, for threads that may block. Never use it on a render thread.
 public final class BlockingCondition: @unchecked Sendable {
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>

@@ -14,7 +14,8 @@ final class ALSAPCM: @unchecked Sendable {
     private(set) var channels = 0
     private(set) var periodFrames = 0
     private(set) var bufferFrames = 0
-    private var closed = false
+    private let closedFlag = Atomic<Bool>(false)
+    var isClosed: Bool { closedFlag.load(ordering: .acquiring) }
 
     /// Opens `name` in non-blocking mode (waits go through `snd_pcm_wait` with a time limit, so a vanished server
     /// can never hang the thread).
@@ -43,8 +44,7 @@ final class ALSAPCM: @unchecked Sendable {
     deinit { close() }
 
     func close() {
-        guard !closed else { return }
-        closed = true
+        guard !closedFlag.exchange(true, ordering: .acquiringAndReleasing) else { return }
         snd_pcm_drop(handle)
         snd_pcm_close(handle)
     }
@@ -235,12 +235,31 @@ final class ALSADriver: AudioDriver, @unchecked Sendable {
         return refusal.map { [$0] } ?? []
     }
 
+    /// Seconds ``stop()`` waits for the streams to close.
+    static let closeTimeout = 2.0
+
     func stop() {
         running.store(false, ordering: .releasing)
         thread?.join()
-        capture?.close()
-        playback?.close()
+        // libpulse (behind ALSA's pulse plugin) can deadlock closing a stream whose server was killed: its mainloop
+        // thread waits for shared memory the dead server will never release, holding the lock snd_pcm_drop needs.
+        // So the streams close on a thread of their own; after `closeTimeout` that thread is left behind with them
+        // (the real-time thread has been joined: nothing else touches them), and the caller carries on.
+        let capture = capture
+        let playback = playback
+        if capture != nil || playback != nil, !Self.closed(capture, playback) {
+            let closed = runWithin(Self.closeTimeout, name: "la-alsa-close") {
+                capture?.close()
+                playback?.close()
+            }
+            if !closed { abandonedCloses.add(1, ordering: .relaxed) }
+        }
     }
+
+    /// Closes that did not finish within ``closeTimeout`` (their threads were left behind).
+    let abandonedCloses = Atomic<Int>(0)
+
+    private static func closed(_ a: ALSAPCM?, _ b: ALSAPCM?) -> Bool { (a?.isClosed ?? true) && (b?.isClosed ?? true) }
 
     // MARK: The real-time loop
 

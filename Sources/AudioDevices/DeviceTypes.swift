@@ -180,6 +180,8 @@ public enum DeviceEvent: Sendable, CustomStringConvertible {
     case fault(AudioError)
     /// A reconnect attempt failed; another follows after `retryIn` seconds.
     case reconnectFailed(attempt: Int, error: AudioError, retryIn: Double)
+    /// Reconnecting gave up after the reconnect timeout: the device has stopped for good (``stopped`` follows).
+    case gaveUp(AudioError)
     /// The stream runs again; `gapFrames` frames of time passed while it was down.
     case reconnected(DeviceGrant, gapFrames: Int64)
     /// A virtual device's input file has ended (silence follows).
@@ -198,6 +200,7 @@ public enum DeviceEvent: Sendable, CustomStringConvertible {
             "reconnect attempt \(n) failed: \(e.message); retrying in \(String(format2: wait)) s"
         case .reconnected(let g, let gap):
             "reconnected after \(String(format2: Double(gap) / g.sampleRate)) s: \(g)"
+        case .gaveUp(let e): "gave up: \(e.message)"
         case .inputEnded: "the input file has ended"
         case .warning(let w): "warning: \(w)"
         case .stopped: "stopped"

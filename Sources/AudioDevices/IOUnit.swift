@@ -15,9 +15,10 @@ public typealias CaptureHandler = @Sendable (_ buffer: RawBufferView, _ timeStam
 /// nothing to the device's own buffering.
 ///
 /// Faults (the sound server goes away, the device is unplugged, it stalls) become ``DeviceEvent/fault(_:)``
-/// events; with ``Configuration/reconnect`` on, the unit reopens the device with backoff until it returns, and
-/// sample time continues across the gap (it advances by the time the device was away). Events, xrun counts and
-/// warnings reach the control side through ``events``.
+/// events; with ``Configuration/reconnect`` on, the unit reopens the device with backoff until it returns — for
+/// at most ``Configuration/reconnectTimeout`` seconds, after which it gives up (``DeviceEvent/gaveUp(_:)``,
+/// ``failure``) — and sample time continues across the gap (it advances by the time the device was away).
+/// Events, xrun counts and warnings reach the control side through ``events``.
 ///
 /// Thread safety: configure before ``start()``; ``start()``, ``stop()`` and the counters from any control thread.
 public final class IOUnit: @unchecked Sendable {
@@ -39,6 +40,9 @@ public final class IOUnit: @unchecked Sendable {
         public var periodCount: Int
         /// Reopen the device after a fault, with backoff, until it returns (not for virtual devices).
         public var reconnect: Bool
+        /// Seconds after a fault that reconnecting gives up: the device has stopped for good, and ``failure``
+        /// says why (0 < seconds ≤ 86400; default 30).
+        public var reconnectTimeout: Double = 30
         /// The JACK server's name (nil: `JACK_DEFAULT_SERVER` or the default).
         public var jackServer: String?
         public var virtual: VirtualDeviceOptions
@@ -62,6 +66,9 @@ public final class IOUnit: @unchecked Sendable {
 
         /// The device request these settings make.
         public func request() throws(AudioError) -> DeviceRequest {
+            guard reconnectTimeout > 0, reconnectTimeout <= 86_400 else {
+                throw AudioError(.invalidParameter, "the reconnect timeout must be more than 0 and at most 86400 seconds, got \(reconnectTimeout)")
+            }
             guard let rate = inputFormat?.sampleRate ?? outputFormat?.sampleRate else {
                 throw AudioError(.invalidFormat, "enable a bus: give bus 1 (input) or bus 0 (output) a client format")
             }
@@ -115,7 +122,7 @@ public final class IOUnit: @unchecked Sendable {
     private var xrunBase = 0
     private var reportedXruns = 0
     private var reportedInputEnd = false
-    private let stateLock = Mutex<(grant: DeviceGrant?, faults: Int, reconnects: Int)>((nil, 0, 0))
+    private let stateLock = Mutex<(grant: DeviceGrant?, faults: Int, reconnects: Int, failure: AudioError?)>((nil, 0, 0, nil))
 
     public init(_ configuration: Configuration) throws(AudioError) {
         self.configuration = configuration
@@ -233,6 +240,11 @@ public final class IOUnit: @unchecked Sendable {
     public var faultCount: Int { stateLock.withLock { $0.faults } }
     /// Successful reconnects.
     public var reconnectCount: Int { stateLock.withLock { $0.reconnects } }
+    /// Why the device stopped for good while running, until the next ``start()``: the fault itself with
+    /// reconnect off, or — after ``Configuration/reconnectTimeout`` seconds of failed attempts — an error naming
+    /// the timeout and the last attempt's error. Nil while the device runs or reconnects; kept after ``stop()``
+    /// until the next ``start()``.
+    public var failure: AudioError? { stateLock.withLock { $0.failure } }
     /// The sample time the next cycle starts at.
     public var sampleTime: Int64 { lastSampleEnd.load(ordering: .acquiring) }
 
@@ -257,6 +269,7 @@ public final class IOUnit: @unchecked Sendable {
         }
         stopping = false
         pendingFault.withLock { $0 = nil }
+        stateLock.withLock { $0.failure = nil }
         let opened: (AudioDriver, [String])
         do throws(AudioError) {
             opened = try openAndStart()
@@ -370,16 +383,23 @@ public final class IOUnit: @unchecked Sendable {
             }
             let resumeAt = lastSampleEnd.load(ordering: .acquiring)
             guard configuration.reconnect, configuration.backend != .virtual else {
-                // Stopped for good; `grant` is nil. The unit stays "running" until stop() releases the rest
-                // (supervisor, read-ahead worker), after which it can start again.
-                condition.unlock()
-                continuation.yield(.stopped)
-                condition.lock()
+                stopForGood(fault)
                 return
             }
             var attempt = 0
             var delay = 0.1
+            var lastError = fault
             while !stopping {
+                let away = Double(monotonicNanoseconds() - faultTime) / 1e9
+                if away >= configuration.reconnectTimeout {
+                    let e = AudioError(
+                        .deviceUnavailable,
+                        "the device did not come back within \(wholeOrTwoDecimals(configuration.reconnectTimeout)) s "
+                            + "(\(attempt) attempt\(attempt == 1 ? "" : "s"); the last said: \(lastError.message))")
+                    continuation.yield(.gaveUp(e))
+                    stopForGood(e)
+                    return
+                }
                 attempt += 1
                 // Sample time resumes where the wall clock says the stream would be.
                 let gap = Int64(Double(monotonicNanoseconds() - faultTime) * request.sampleRate / 1e9)
@@ -393,14 +413,26 @@ public final class IOUnit: @unchecked Sendable {
                     continuation.yield(.reconnected(newDriver.grant, gapFrames: gap))
                     break
                 } catch {
-                    // Backoff with jitter: 0.1 s doubling to 2 s, ±25 %.
-                    let wait = delay * Double.random(in: 0.75...1.25)
+                    // Backoff with jitter: 0.1 s doubling to 2 s, ±25 %; never past the timeout.
+                    lastError = error
+                    let left = configuration.reconnectTimeout - Double(monotonicNanoseconds() - faultTime) / 1e9
+                    let wait = max(0, min(delay * Double.random(in: 0.75...1.25), left))
                     continuation.yield(.reconnectFailed(attempt: attempt, error: error, retryIn: wait))
                     condition.wait(timeout: wait)
                     delay = min(2, delay * 2)
                 }
             }
         }
+    }
+
+    /// The supervisor, with `condition` held, when the device has stopped for good: `grant` is nil and
+    /// ``failure`` says why. The unit stays "running" until stop() releases the rest (supervisor, read-ahead
+    /// worker), after which it can start again.
+    private func stopForGood(_ error: AudioError) {
+        stateLock.withLock { $0.failure = error }
+        condition.unlock()
+        continuation.yield(.stopped)
+        condition.lock()
     }
 
     private func reportCounters() {
@@ -493,4 +525,9 @@ public final class InputUnit: RenderUnit, @unchecked Sendable {
             out.clear()
         }
     }
+}
+
+/// `2` for 2.0, `2.50` for 2.5: seconds as a user typed them, most of the time.
+func wholeOrTwoDecimals(_ value: Double) -> String {
+    value == value.rounded() && abs(value) < 1e15 ? String(Int64(value)) : String(format2: value)
 }

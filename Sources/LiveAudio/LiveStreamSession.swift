@@ -125,6 +125,9 @@ public final class LiveStreamSession: @unchecked Sendable {
         public var periodCount = 3
         public var jackServer: String?
         public var reconnectDevice = true
+        /// Seconds a device that went away is reopened for before the session gives up (see
+        /// ``IOUnit/Configuration/reconnectTimeout``).
+        public var deviceReconnectTimeout = 30.0
         /// For `.virtual` devices: pacing of the WAV file read as the microphone.
         public var virtualPacing: VirtualDeviceOptions.Pacing = .realTime
         /// Settings every RTMP output shares (queue, timeouts, reconnects, TLS).
@@ -285,11 +288,12 @@ public final class LiveStreamSession: @unchecked Sendable {
             io = nil
         case .device(let name, let backend):
             fileReader = nil
-            io = try IOUnit(
-                IOUnit.Configuration(
-                    backend: backend, inputFormat: format, inputDevice: name, periodFrames: configuration.periodFrames,
-                    periodCount: configuration.periodCount, reconnect: configuration.reconnectDevice,
-                    jackServer: configuration.jackServer, virtual: VirtualDeviceOptions(pacing: configuration.virtualPacing)))
+            var device = IOUnit.Configuration(
+                backend: backend, inputFormat: format, inputDevice: name, periodFrames: configuration.periodFrames,
+                periodCount: configuration.periodCount, reconnect: configuration.reconnectDevice,
+                jackServer: configuration.jackServer, virtual: VirtualDeviceOptions(pacing: configuration.virtualPacing))
+            device.reconnectTimeout = configuration.deviceReconnectTimeout
+            io = try IOUnit(device)
         }
 
         processor = StreamProcessor(
@@ -391,7 +395,7 @@ public final class LiveStreamSession: @unchecked Sendable {
         for (_, publisher) in publishers { await publisher.stop() }
         readAhead?.stop()
         readAhead = nil
-        return Summary(statistics: statistics, error: failure ?? processor.inputError)
+        return Summary(statistics: statistics, error: failure ?? processor.inputError ?? io?.failure)
     }
 
     /// While true, silence is encoded (timestamps go on, so players and servers see a steady stream).
@@ -406,13 +410,14 @@ public final class LiveStreamSession: @unchecked Sendable {
         set { processor.volumeBits.store(min(4, max(0, newValue.isFinite ? newValue : 1)).bitPattern, ordering: .relaxed) }
     }
 
-    /// The error that stopped encoding (a file output that could not be written), if one did.
-    public var failure: AudioError? { worker.failure ?? processor.inputError }
+    /// The error that stopped the session: a file output that could not be written, a damaged file input, or a
+    /// device that went away for good (reconnect off, or not back within the reconnect timeout).
+    public var failure: AudioError? { worker.failure ?? processor.inputError ?? io?.failure }
 
     /// True once a file input has been played to its end, the device stopped for good, or encoding failed.
     public var hasEnded: Bool {
         if ended.load(ordering: .relaxed) || worker.failure != nil { return true }
-        if let io { return io.inputHasEnded || (io.grant == nil && !configuration.reconnectDevice && io.cycleCount > 0) }
+        if let io { return io.inputHasEnded || io.failure != nil }
         return false
     }
 

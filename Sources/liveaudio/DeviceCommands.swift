@@ -27,6 +27,11 @@ struct DeviceOptions: ParsableArguments {
     @Flag(inversion: .prefixedNo, help: "Reopen the device when it or its sound server goes away.")
     var reconnect: Bool = true
 
+    @Option(
+        name: .customLong("reconnect-timeout"),
+        help: "Seconds to keep reopening a device that went away before giving up with an error.")
+    var reconnectTimeout: Double = 30
+
     func parsedBackend() throws(AudioError) -> DeviceBackend {
         guard let b = DeviceBackend(rawValue: backend) else {
             throw AudioError(.invalidFormat, "--backend must be alsa, jack or virtual, got '\(backend)'")
@@ -62,10 +67,37 @@ struct DeviceOptions: ParsableArguments {
     func configuration(input: StreamFormat?, output: StreamFormat?, inputDevice: String?, outputDevice: String?)
         throws(AudioError) -> IOUnit.Configuration
     {
-        IOUnit.Configuration(
+        var c = IOUnit.Configuration(
             backend: try parsedBackend(), inputFormat: input, outputFormat: output, inputDevice: inputDevice,
             outputDevice: outputDevice, periodFrames: period, periodCount: periods, reconnect: reconnect,
             jackServer: jackServer, virtual: try virtualOptions())
+        c.reconnectTimeout = try validReconnectTimeout(reconnectTimeout)
+        return c
+    }
+}
+
+func validReconnectTimeout(_ seconds: Double) throws(AudioError) -> Double {
+    guard seconds > 0, seconds <= 86_400 else {
+        throw AudioError(.invalidParameter, "--reconnect-timeout must be more than 0 and at most 86400 seconds, got \(seconds)")
+    }
+    return seconds
+}
+
+/// `--duration` bounds a run on the clock as well as in frames: whatever the device does (it went away, it is
+/// being reopened), the run ends by `duration` plus `grace` seconds for the device's start-up and buffering.
+struct ClockBound {
+    private let deadline: UInt64?
+
+    init(duration: Double?, grace: Double) {
+        let start = monotonicNanoseconds()
+        deadline = duration.map { start + UInt64(($0 + grace) * 1e9) }
+    }
+
+    var hasPassed: Bool { deadline.map { monotonicNanoseconds() >= $0 } ?? false }
+
+    /// The grace a device run gets: a sound server may take a few seconds to deliver a new stream's first period.
+    static func deviceGrace(_ grant: DeviceGrant) -> Double {
+        3 + Double(grant.periodFrames * max(1, grant.periodCount)) / grant.sampleRate
     }
 }
 
@@ -166,7 +198,9 @@ struct Record: AsyncParsableCommand {
             The WAV header is brought up to date every half second, so the file is valid up to the last moment \
             even if the recording is cut off. When the device or its sound server goes away, the recording waits \
             for it (with --reconnect, the default) and fills the time it was away with silence, so the file stays \
-            aligned to the clock. Ctrl-C ends the recording cleanly.
+            aligned to the clock. If it has not come back within --reconnect-timeout seconds (default 30), or by \
+            the time --duration is up on the clock, the recording ends with an error and the file holds what was \
+            recorded before. Ctrl-C ends the recording cleanly.
             """)
 
     @Option(name: .shortAndLong, help: "The WAV file to write.")
@@ -202,15 +236,20 @@ struct Record: AsyncParsableCommand {
                 limit = info.frameCount
             }
             let mic = try MicrophoneSource(
-                device: device, backend: backend, sampleRate: rate, channels: channels, sampleType: .float32,
-                interleaved: false, periodFrames: options.period, periodCount: options.periods,
-                reconnect: options.reconnect, jackServer: options.jackServer, virtual: try options.virtualOptions())
+                io: IOUnit(
+                    options.configuration(
+                        input: StreamFormat(sampleRate: rate, channelCount: channels, sampleType: .float32, interleaved: false),
+                        output: nil, inputDevice: device, outputDevice: nil)))
             let writer = try WAVFileWriter(
                 path: output,
                 format: StreamFormat(sampleRate: rate, channelCount: channels, sampleType: sampleType, interleaved: true))
             // With reconnect off, a fault stops the device for good: end the stream, or the loop would wait forever.
             let events = printEvents(mic.events) { mic.finish() }
-            let signals = StopSignals { mic.finish() }
+            let interrupted = StopFlag()
+            let signals = StopSignals {
+                interrupted.set()
+                mic.finish()
+            }
             let grant: DeviceGrant
             do throws(AudioError) {
                 grant = try mic.start()
@@ -220,6 +259,13 @@ struct Record: AsyncParsableCommand {
                 throw error
             }
             note("recording: \(grant)")
+            // The clock bound: with the device gone and being reopened, no buffers arrive to end the loop.
+            let bound = ClockBound(duration: duration, grace: ClockBound.deviceGrace(grant))
+            let watchdog = Task {
+                while !bound.hasPassed, !Task.isCancelled { try? await Task.sleep(nanoseconds: 50_000_000) }
+                if !Task.isCancelled { mic.finish() }
+            }
+            defer { watchdog.cancel() }
             let silence = PCMBuffer(channelCount: channels, capacity: 4096)
             silence.view(frames: 4096).clear()
             var expected: Int64?
@@ -273,8 +319,15 @@ struct Record: AsyncParsableCommand {
                     + "reconnects \(mic.io.reconnectCount), overflows \(mic.overflowCount)"
                     + (gapFrames > 0 ? String(format: ", %.3f s of silence where the device was away", Double(gapFrames) / rate) : ""))
             if let failure { throw failure }
-            if mic.io.faultCount > 0, !options.reconnect {
-                throw AudioError(.deviceUnavailable, "the device failed during the recording; the file holds what came before")
+            let held = String(format: "%.3f", seconds)
+            if let gone = mic.io.failure {
+                throw AudioError(gone.code, "\(gone.message); \(output) holds what came before (\(held) s)")
+            }
+            if let limit, writer.framesWritten < limit, !interrupted.isSet {
+                throw AudioError(
+                    .deviceUnavailable,
+                    "the device was away when the \(String(format: "%g", duration ?? 0)) s were up on the clock; "
+                        + "\(output) holds what came before (\(held) s)")
             }
         } catch {
             throw fail(error)
@@ -310,8 +363,9 @@ struct Play: AsyncParsableCommand {
             let signals = StopSignals { stop.set() }
             let grant = try io.start()
             note("playing \(file): \(grant)")
-            // Until the file has played, Ctrl-C, or a fault that stops the device for good (reconnect off).
-            while !source.hasFinished, !stop.isSet, io.grant != nil || options.reconnect {
+            // Until the file has played, Ctrl-C, or a fault that stops the device for good (reconnect off, or the
+            // reconnect timeout).
+            while !source.hasFinished, !stop.isSet, io.failure == nil {
                 try? await Task.sleep(nanoseconds: 20_000_000)
             }
             // Let what the device still holds play out.
@@ -326,6 +380,7 @@ struct Play: AsyncParsableCommand {
                 "played \(file): \(String(format: "%.3f", Double(source.totalFrames ?? 0) / format.sampleRate)) s; "
                     + "xruns \(io.xrunCount), faults \(io.faultCount), reconnects \(io.reconnectCount), "
                     + "read underruns \(source.underruns)")
+            if let gone = io.failure { throw gone }
         } catch {
             throw fail(error)
         }
@@ -412,9 +467,10 @@ struct Monitor: AsyncParsableCommand {
             let signals = StopSignals { stop.set() }
             let grant = try io.start()
             note("monitoring: \(grant); device buffering \(String(format: "%.2f", grant.nominalRoundTripMilliseconds)) ms")
-            while !stop.isSet {
+            let bound = ClockBound(duration: duration, grace: ClockBound.deviceGrace(grant))
+            while !stop.isSet, !bound.hasPassed {
                 if let limit, io.sampleTime >= limit { break }
-                if io.grant == nil, !options.reconnect { break }  // stopped for good by a fault
+                if io.failure != nil { break }  // stopped for good by a fault
                 try? await Task.sleep(nanoseconds: 5_000_000)
             }
             io.stop()
@@ -429,6 +485,7 @@ struct Monitor: AsyncParsableCommand {
                     "cycle timing: \(CycleTimingSummary(timings, sampleRate: inputFormat.sampleRate))"
                         + (timings.count >= timingCapacity ? " (the first \(timingCapacity) cycles)" : ""))
             }
+            if let gone = io.failure { throw gone }
         } catch {
             throw fail(error)
         }

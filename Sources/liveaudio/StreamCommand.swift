@@ -62,6 +62,11 @@ struct Stream: AsyncParsableCommand {
     @Option(name: .customLong("jack-server"), help: "The JACK server's name.")
     var jackServer: String?
 
+    @Option(
+        name: .customLong("reconnect-timeout"),
+        help: "Seconds to keep reopening an input device that went away before giving up with an error.")
+    var reconnectTimeout: Double = 30
+
     @Option(name: .customLong("queue"), help: "RTMP send queue, milliseconds of audio.")
     var queueMilliseconds: Int = 2000
 
@@ -82,8 +87,11 @@ struct Stream: AsyncParsableCommand {
             try await session.start()
             note("streaming \(configuration.input) → \(configuration.outputs.map(\.description).joined(separator: ", "))")
             let limit = duration.map { Int64(($0 * session.sampleRate).rounded()) }
+            // A bound on the clock too: a device that went away delivers no input seconds to count.
+            let bound = ClockBound(
+                duration: duration, grace: 3 + Double(configuration.periodFrames * configuration.periodCount) / session.sampleRate)
             var lastPrint = monotonicNanoseconds()
-            while !stop.isSet, !session.hasEnded {
+            while !stop.isSet, !session.hasEnded, !bound.hasPassed {
                 let stats = session.statistics
                 if let limit, Int64(stats.seconds * session.sampleRate) >= limit { break }
                 if monotonicNanoseconds() - lastPrint >= 1_000_000_000 {
@@ -98,6 +106,12 @@ struct Stream: AsyncParsableCommand {
             withExtendedLifetime(signals) {}
             print("streamed \(summary.statistics)")
             if let error = summary.error { throw error }
+            if let limit, bound.hasPassed, !stop.isSet, Int64(summary.statistics.seconds * session.sampleRate) < limit {
+                throw AudioError(
+                    .deviceUnavailable,
+                    "the input was away when the \(String(format: "%g", duration ?? 0)) s were up on the clock: "
+                        + String(format: "%.3f", summary.statistics.seconds) + " s were streamed")
+            }
             for output in summary.statistics.outputs {
                 if let r = output.rtmp, r.state == .failed {
                     throw r.lastError ?? AudioError(.connectionLost, "\(output.output) failed")
@@ -149,6 +163,7 @@ struct Stream: AsyncParsableCommand {
         configuration.periodFrames = period
         configuration.periodCount = periods
         configuration.jackServer = jackServer
+        configuration.deviceReconnectTimeout = try validReconnectTimeout(reconnectTimeout)
         guard (100...600_000).contains(queueMilliseconds) else {
             throw AudioError(.invalidParameter, "--queue must be 100 to 600000 milliseconds, got \(queueMilliseconds)")
         }

@@ -106,6 +106,83 @@ import TestSupport
         #expect(try WAVFileReader.info(path: dir.file("rec.wav")).frameCount >= 24_000)
     }
 
+    /// The server is killed 2.5 s into `record --duration 8` and stays dead: `--duration` bounds the recording on
+    /// the clock, so the command ends soon after 8 s (plus the device's start-up grace) with an error, and the WAV
+    /// is valid up to the fault.
+    @Test func recordDurationIsAClockBoundWhenTheServerStaysDead() async throws {
+        let pulse = try await PulseAudioServer.started(sinks: ["mic"])
+        defer { pulse.stop() }
+        try pulse.keepMonitorAlive("mic")
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let started = Date()
+        let recorder = try ChildProcess(
+            liveaudio, ["record", "-o", dir.file("rec.wav"), "--device", "pulse:mic.monitor", "--duration", "8"],
+            environment: pulse.environment, log: dir.file("record.log"))
+        defer { recorder.stop(signal: SIGKILL) }
+        let deadline = Date().addingTimeInterval(15)
+        while (try? WAVFileReader.info(path: dir.file("rec.wav")).frameCount) ?? 0 < 48_000, Date() < deadline {
+            try await Task.sleep(nanoseconds: 20_000_000)
+        }
+        try await Task.sleep(nanoseconds: 1_500_000_000)
+        pulse.kill()
+        // 8 s plus the grace (3 s and the device buffer) from the grant, which comes a moment after the start; 20 s
+        // leaves room for a loaded machine and still fails a recording that waits for the 30 s reconnect timeout.
+        let status = await recorder.finished(timeout: 40)
+        let took = Date().timeIntervalSince(started)
+        let log = recorder.output
+        #expect(took < 20, "ended \(took) s after the start: \(log)")
+        #expect(status == 1, "\(log)")
+        #expect(log.contains("device fault") && log.contains("the device was away when the 8 s were up"), "\(log)")
+        #expect(log.contains("holds what came before"), "\(log)")
+        let frames = try WAVFileReader.info(path: dir.file("rec.wav")).frameCount
+        #expect(frames >= 48_000 && frames < 8 * 48_000, "\(frames) frames")
+        let check = try runProcess("ffmpeg", ["-v", "error", "-i", dir.file("rec.wav"), "-f", "null", "-"])
+        #expect(check.status == 0 && check.stderr.isEmpty, "\(check.stderr)")
+    }
+
+    /// Every device command gives up reconnecting after `--reconnect-timeout` seconds with the server dead:
+    /// exit status 1 and a message naming the timeout, instead of retrying for ever.
+    @Test(arguments: ["record", "monitor", "play", "stream"])
+    func reconnectingGivesUpAfterTheTimeout(command: String) async throws {
+        let pulse = try await PulseAudioServer.started(sinks: ["mic", "spk"])
+        defer { pulse.stop() }
+        try pulse.keepMonitorAlive("mic")
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let long = (0..<(48_000 * 60)).map { Float(0.2 * sin(2 * Double.pi * 440 * Double($0) / 48_000)) }
+        try writeWAV(dir.file("long.wav"), channels: [long], sampleType: .int16)
+        let arguments: [String] =
+            switch command {
+            case "record": ["record", "-o", dir.file("rec.wav"), "--device", "pulse:mic.monitor"]
+            case "monitor": ["monitor", "--input", "pulse:mic.monitor", "--output", "pulse:spk"]
+            case "play": ["play", dir.file("long.wav"), "--device", "pulse:spk"]
+            default: ["stream", "--input", "pulse:mic.monitor", "--backend", "alsa", "--to", dir.file("out.flv")]
+            }
+        let child = try ChildProcess(
+            liveaudio, arguments + ["--reconnect-timeout", "2"], environment: pulse.environment, log: dir.file("log.txt"))
+        defer { child.stop(signal: SIGKILL) }
+        // Running: give the device time to start (a new stream on a null sink may take over a second).
+        try await Task.sleep(nanoseconds: 3_000_000_000)
+        #expect(child.isRunning, "\(child.output)")
+        pulse.kill()
+        let killed = Date()
+        let status = await child.finished(timeout: 40)
+        let took = Date().timeIntervalSince(killed)
+        let log = child.output
+        // The fault is seen within the driver's stall limit (about 1 s), then 2 s of attempts.
+        #expect(took < 15, "ended \(took) s after the kill: \(log)")
+        #expect(status == 1, "\(log)")
+        #expect(log.contains("did not come back within 2 s"), "\(log)")
+        if command == "record" {
+            #expect(try WAVFileReader.info(path: dir.file("rec.wav")).frameCount >= 48_000)
+        }
+        if command == "stream" {
+            let check = try runProcess("ffmpeg", ["-v", "error", "-i", dir.file("out.flv"), "-f", "null", "-"])
+            #expect(check.status == 0, "the FLV is playable up to the fault: \(check.stderr)")
+        }
+    }
+
     /// `monitor` with a graph: microphone → −6 dB gain → low-pass at 1 kHz → speaker, through PulseAudio.
     /// A 300 Hz tone (passband) comes out at half its amplitude (−6.02 dB, within 0.1 dB of the analytic
     /// Butterworth response, −0.04 dB at 300 Hz); a 6 kHz tone (stopband: −31.1 dB from the second-order
