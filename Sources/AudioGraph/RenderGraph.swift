@@ -471,6 +471,27 @@ public final class RenderGraph: @unchecked Sendable {
         control.withLock { t in pullOrder(t).map(\.name) }
     }
 
+    /// Seconds by which the output lags its sources: the units' latencies (lookahead) added along each path to the
+    /// output, the longest path's. What ear monitoring adds to the device's own buffering.
+    public var latency: Double {
+        control.withLock { t in
+            var memo: [NodeID: Double] = [:]
+            func upstream(_ id: NodeID) -> Double {
+                if let known = memo[id] { return known }
+                guard let record = t.nodes[id] else { return 0 }
+                var longest = 0.0
+                for bus in 0..<record.unit.inputBusCount {
+                    if case .node(let from)? = t.sources[Endpoint(node: id, bus: bus)] { longest = max(longest, upstream(from.node)) }
+                }
+                let total = longest + record.unit.latency
+                memo[id] = total
+                return total
+            }
+            guard case .node(let from)? = t.sources[Endpoint(node: output, bus: 0)] else { return 0 }
+            return upstream(from.node)
+        }
+    }
+
     /// Number of schedules published so far.
     public var scheduleGeneration: Int { generation.load(ordering: .relaxed) }
 

@@ -7,11 +7,11 @@ struct DeviceOptions: ParsableArguments {
     @Option(help: "The sound system: alsa, jack or virtual (WAV files as devices).")
     var backend: String = "alsa"
 
-    @Option(help: "Frames per period: the block the audio thread handles each cycle.")
-    var period: Int = 1024
+    @Option(help: "Frames per period: the block the audio thread handles each cycle (default: 256 for monitor, 1024 for the others).")
+    var period: Int?
 
-    @Option(help: "Periods in the device buffer (ALSA).")
-    var periods: Int = 3
+    @Option(help: "Periods in the device buffer, ALSA (default: 2 for monitor, 3 for the others).")
+    var periods: Int?
 
     @Option(name: .customLong("jack-server"), help: "The JACK server's name (default: $JACK_DEFAULT_SERVER or 'default').")
     var jackServer: String?
@@ -64,12 +64,26 @@ struct DeviceOptions: ParsableArguments {
         return VirtualDeviceOptions(pacing: pacing, callbackSizes: sizes)
     }
 
-    func configuration(input: StreamFormat?, output: StreamFormat?, inputDevice: String?, outputDevice: String?)
-        throws(AudioError) -> IOUnit.Configuration
-    {
+    /// Buffering for recording and playback, where a few tens of milliseconds do not matter and robustness does.
+    static let defaultBuffering = (period: 1024, periods: 3)
+    /// Buffering for ear monitoring: the singer hears themself within a few milliseconds. 256 × 2 at 48 kHz is
+    /// 10.7 ms of device buffering; a JACK server uses its own period whatever is asked.
+    static let monitorBuffering = (period: 256, periods: 2)
+    /// What `monitor` tries, lowest latency first, moving up when xruns repeat.
+    static let monitorLadder: [(period: Int, periods: Int)] = [(256, 2), (256, 3), (256, 4), (512, 2), (512, 3), (1024, 3)]
+    /// Xruns within ``monitorXrunWindowSeconds`` that move `monitor` to the next rung: one alone (a busy moment)
+    /// does not.
+    static let monitorXrunsToMove = 2
+    static let monitorXrunWindowSeconds = 10.0
+
+    func configuration(
+        input: StreamFormat?, output: StreamFormat?, inputDevice: String?, outputDevice: String?,
+        buffering: (period: Int, periods: Int) = defaultBuffering
+    ) throws(AudioError) -> IOUnit.Configuration {
         var c = IOUnit.Configuration(
             backend: try parsedBackend(), inputFormat: input, outputFormat: output, inputDevice: inputDevice,
-            outputDevice: outputDevice, periodFrames: period, periodCount: periods, reconnect: reconnect,
+            outputDevice: outputDevice, periodFrames: period ?? buffering.period, periodCount: periods ?? buffering.periods,
+            reconnect: reconnect,
             jackServer: jackServer, virtual: try virtualOptions())
         c.reconnectTimeout = try validReconnectTimeout(reconnectTimeout)
         return c
@@ -402,6 +416,11 @@ struct Monitor: AsyncParsableCommand {
             Without --graph, the input goes straight to the output. A graph file for monitoring has one node of \
             type "input" (the microphone; "channels" sets its channel count) where a file source would be; \
             see examples/voice-chain.json. Ctrl-C stops.
+
+            Buffering defaults to 256-frame periods × 2 (10.7 ms at 48 kHz) on ALSA, and to the server's period on \
+            JACK, so the singer hears themself well within the 50 ms a karaoke app must stay under (good apps stay \
+            under 20). At start it prints the round trip it expects: the device buffering plus the latency of the \
+            graph's units (a limiter's lookahead). If the device reports xruns, raise --period or --periods.
             """)
 
     @Option(help: "The input device (for --backend virtual, the WAV file read as the microphone).")
@@ -450,35 +469,75 @@ struct Monitor: AsyncParsableCommand {
                 try renderGraph.connect(node, to: renderGraph.output)
             }
             let inputFormat = inputUnit.outputFormats[0]
-            let io = try IOUnit(
-                try options.configuration(
-                    input: inputFormat, output: renderGraph.format, inputDevice: input, outputDevice: output))
-            try io.setInputUnit(inputUnit)
-            try io.setOutputGraph(renderGraph)
             // Room for every cycle of the run at 16-frame periods (a run without --duration: its first million).
             let timingCapacity = duration.map { Int($0 * inputFormat.sampleRate / 16) + 4096 } ?? 1_000_000
-            if timing { try io.recordCycleTimings(capacity: timingCapacity) }
+            let stop = StopFlag()
+            let signals = StopSignals { stop.set() }
+            // Without --period and --periods, on ALSA, the lowest buffering the device holds without xruns: it starts
+            // at the lowest rung and moves to the next when xruns repeat (JACK runs at the server's period).
+            let backend = try options.parsedBackend()
+            let adaptive = options.period == nil && options.periods == nil && backend == .alsa
+            let ladder = adaptive ? DeviceOptions.monitorLadder : [DeviceOptions.monitorBuffering]
+            var rung = 0
+            func open(_ rung: Int) throws(AudioError) -> (IOUnit, Task<Void, Never>, DeviceGrant) {
+                let io = try IOUnit(
+                    try options.configuration(
+                        input: inputFormat, output: renderGraph.format, inputDevice: input, outputDevice: output,
+                        buffering: ladder[rung]))
+                try io.setInputUnit(inputUnit)
+                try io.setOutputGraph(renderGraph)
+                if timing { try io.recordCycleTimings(capacity: timingCapacity) }
+                let events = printEvents(io.events)
+                let grant = try io.start()
+                let graphMilliseconds = renderGraph.latency * 1000
+                note(
+                    "monitoring: \(grant); expected round trip "
+                        + "\(String(format: "%.2f", grant.nominalRoundTripMilliseconds + graphMilliseconds)) ms (device "
+                        + "buffering \(String(format: "%.2f", grant.nominalRoundTripMilliseconds)) ms + graph "
+                        + "\(String(format: "%.2f", graphMilliseconds)) ms)")
+                return (io, events, grant)
+            }
+            var (io, events, grant) = try open(rung)
             var limit = duration.map { Int64(($0 * inputFormat.sampleRate).rounded()) }
             if io.configuration.backend == .virtual, limit == nil, let input {
                 limit = try WAVFileReader.info(path: input).frameCount
             }
-            let events = printEvents(io.events)
-            let stop = StopFlag()
-            let signals = StopSignals { stop.set() }
-            let grant = try io.start()
-            note("monitoring: \(grant); device buffering \(String(format: "%.2f", grant.nominalRoundTripMilliseconds)) ms")
+            // What earlier rungs ran: the totals carry on across them.
+            var earlier = (frames: Int64(0), cycles: 0, xruns: 0)
+            var window = (start: monotonicNanoseconds(), xruns: 0)
             let bound = ClockBound(duration: duration, grace: ClockBound.deviceGrace(grant))
             while !stop.isSet, !bound.hasPassed {
-                if let limit, io.sampleTime >= limit { break }
+                if let limit, earlier.frames + io.sampleTime >= limit { break }
                 if io.failure != nil { break }  // stopped for good by a fault
+                let now = monotonicNanoseconds()
+                if io.xrunCount - window.xruns >= DeviceOptions.monitorXrunsToMove {
+                    // The next rung that buffers more than the device granted (it may round a request up).
+                    let held = grant.periodFrames * grant.periodCount
+                    if let next = ladder.indices.first(where: { $0 > rung && ladder[$0].period * ladder[$0].periods > held }) {
+                        note(
+                            "xruns at \(grant.periodFrames) × \(grant.periodCount) frames: moving to "
+                                + "\(ladder[next].period) × \(ladder[next].periods)")
+                        io.stop()
+                        events.cancel()
+                        earlier = (earlier.frames + io.sampleTime, earlier.cycles + io.cycleCount, earlier.xruns + io.xrunCount)
+                        rung = next
+                        (io, events, grant) = try open(rung)
+                        window = (monotonicNanoseconds(), 0)
+                        continue
+                    }
+                }
+                if now - window.start >= UInt64(DeviceOptions.monitorXrunWindowSeconds * 1e9) {
+                    window = (now, io.xrunCount)
+                }
                 try? await Task.sleep(nanoseconds: 5_000_000)
             }
             io.stop()
             withExtendedLifetime(signals) {}
             events.cancel()
             print(
-                "monitored \(String(format: "%.3f", Double(io.sampleTime) / inputFormat.sampleRate)) s: "
-                    + "\(io.cycleCount) cycles, xruns \(io.xrunCount), faults \(io.faultCount), reconnects \(io.reconnectCount)")
+                "monitored \(String(format: "%.3f", Double(earlier.frames + io.sampleTime) / inputFormat.sampleRate)) s: "
+                    + "\(earlier.cycles + io.cycleCount) cycles, xruns \(earlier.xruns + io.xrunCount), faults \(io.faultCount), "
+                    + "reconnects \(io.reconnectCount); buffering \(grant.periodFrames) × \(grant.periodCount) frames")
             if timing {
                 let timings = io.cycleTimings
                 print(

@@ -175,3 +175,39 @@ final class DeviceThread: @unchecked Sendable {
         #expect(graph.scheduleGeneration >= 40_000)
     }
 }
+
+/// A unit with a fixed latency and any number of inputs (it sums them).
+final class LaggingUnit: RenderUnit, @unchecked Sendable {
+    let lag: Double
+    init(lag: Double, inputs: Int = 1) {
+        self.lag = lag
+        super.init(kind: "lagging", inputs: Array(repeating: stereo, count: inputs), outputs: [stereo])
+    }
+    override var latency: Double { lag }
+    override func render(_ context: RenderContext) {
+        for o in context.outputs { for c in 0..<o.channelCount { o[c].update(repeating: 0) } }
+    }
+}
+
+@Suite struct GraphLatencyTests {
+    /// The graph's latency is what its units add along the slowest path to the output: here 2 ms + 5 ms through
+    /// one branch against 3 ms through the other, then 1 ms after the mix. Units not connected to the output do
+    /// not count, and an empty graph has none.
+    @Test func longestPathToTheOutput() throws {
+        let graph = try RenderGraph(format: stereo, maximumFrames: 64)
+        #expect(graph.latency == 0)
+        let a = try graph.addNode(LaggingUnit(lag: 0.002, inputs: 0))
+        let b = try graph.addNode(LaggingUnit(lag: 0.005))
+        let c = try graph.addNode(LaggingUnit(lag: 0.003, inputs: 0))
+        let mix = try graph.addNode(LaggingUnit(lag: 0.001, inputs: 2))
+        let idle = try graph.addNode(LaggingUnit(lag: 1, inputs: 0))
+        try graph.connect(a, to: b)
+        try graph.connect(b, to: mix, inputBus: 0)
+        try graph.connect(c, to: mix, inputBus: 1)
+        try graph.connect(mix, to: graph.output)
+        _ = idle
+        #expect(abs(graph.latency - 0.008) < 1e-12)
+        try graph.disconnect(mix, inputBus: 0)
+        #expect(abs(graph.latency - 0.004) < 1e-12)
+    }
+}

@@ -183,6 +183,34 @@ import TestSupport
         }
     }
 
+    /// `monitor`'s defaults aim at ear monitoring: it asks for 256-frame periods, prints the round trip it expects
+    /// (the device buffering plus the voice chain's 3 ms of limiter lookahead) well under the 50 ms bound, and
+    /// moves up the buffering only when xruns repeat.
+    @Test func monitorDefaultsToLowLatency() async throws {
+        let pulse = try await PulseAudioServer.started(sinks: ["mic", "spk"])
+        defer { pulse.stop() }
+        try pulse.keepMonitorAlive("mic")
+        try pulse.keepMonitorAlive("spk")
+        let r = try await runTool(
+            liveaudio,
+            ["monitor", "--input", "pulse:mic.monitor", "--output", "pulse:spk", "--graph", "examples/voice-chain.json",
+             "--duration", "4"],
+            environment: pulse.environment)
+        #expect(r.status == 0, "\(r.stderr)")
+        let lines = r.stderr.split(separator: "\n").filter { $0.contains("expected round trip") }
+        let first = try #require(lines.first, "\(r.stderr)")
+        #expect(first.contains("256 frames"), "the first try is 256-frame periods: \(first)")
+        #expect(first.contains("+ graph 3.00 ms"), "the limiter's 3 ms lookahead: \(first)")
+        for line in lines {
+            let figures = line.split(separator: " ").compactMap { Double($0) }
+            // "expected round trip R ms (device buffering D ms + graph G ms)": R = D + G, and R < 50.
+            try #require(figures.count >= 3, "\(line)")
+            let (total, device, graph) = (figures[figures.count - 3], figures[figures.count - 2], figures[figures.count - 1])
+            #expect(abs(total - device - graph) < 0.011 && total < 50, "\(line)")
+        }
+        #expect(r.stdout.contains("buffering 256 × ") || r.stdout.contains("buffering 512 × "), "\(r.stdout)")
+    }
+
     /// `monitor` with a graph: microphone → −6 dB gain → low-pass at 1 kHz → speaker, through PulseAudio.
     /// A 300 Hz tone (passband) comes out at half its amplitude (−6.02 dB, within 0.1 dB of the analytic
     /// Butterworth response, −0.04 dB at 300 Hz); a 6 kHz tone (stopband: −31.1 dB from the second-order
