@@ -17,8 +17,9 @@ servers=(pulseaudio pulseaudio-utils alsa-utils libasound2-plugins jackd2)
 # The RTMP tests start their own nginx with the RTMP module (and the stream module for TLS in front of it);
 # openssl makes their self-signed certificate.
 rtmp=(nginx libnginx-mod-rtmp libnginx-mod-stream openssl)
-# strace shows the tests the system calls a command makes (fsync before rename) as an outsider sees them.
-tools=(strace python3)
+# strace shows the tests the system calls a command makes (fsync before rename) as an outsider sees them; GNU
+# time its peak memory; python3 runs the misbehaving RTMP server.
+tools=(strace time python3)
 case "$profile" in
   bench) pkgs+=(sox hyperfine "${servers[@]}" "${rtmp[@]}") ;;
   demo) pkgs+=(espeak-ng) ;;

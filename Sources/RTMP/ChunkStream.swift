@@ -174,7 +174,9 @@ public struct ChunkStreamEncoder: Sendable {
 ///
 /// Chunk streams may interleave; Set Chunk Size and Abort messages take effect as they are decoded (and are
 /// still returned). Malformed input — a compressed header with no earlier header, a chunk size out of range, a
-/// message longer than ``maximumMessageLength``, too many chunk streams at once — is a typed error, never a crash.
+/// message longer than ``maximumMessageLength``, too many chunk streams at once, more than
+/// ``maximumPartialBytes`` of unfinished messages — is a typed error, never a crash, so what a hostile peer can
+/// make the decoder hold is bounded.
 public struct ChunkStreamDecoder: Sendable {
     /// Incoming chunk size (the peer's Set Chunk Size).
     public private(set) var chunkSize = 128
@@ -182,6 +184,12 @@ public struct ChunkStreamDecoder: Sendable {
     public var maximumMessageLength = 0xFF_FFFF
     /// How many chunk streams may be known at once.
     public var maximumChunkStreams = 256
+    /// The most bytes of unfinished messages held across all chunk streams.
+    public var maximumPartialBytes = 32 << 20
+    /// The largest chunk size a peer may set: a chunk never needs to be longer than the longest message (16 MiB),
+    /// and the spec's 2³¹ − 1 only invites a peer to announce what it never sends.
+    public static let maximumChunkSize = 0xFF_FFFF
+    private var partialBytes = 0
     private var buffer: [UInt8] = []
     private var readIndex = 0
     private var streams: [UInt32: (header: ChunkHeaderState, partial: [UInt8])] = [:]
@@ -210,13 +218,15 @@ public struct ChunkStreamDecoder: Sendable {
             case .setChunkSize:
                 guard message.payload.count >= 4 else { throw Self.error("a Set Chunk Size message shorter than 4 bytes") }
                 let size = ProtocolControl.readUInt32(message.payload, 0)
-                guard size & 0x8000_0000 == 0, size >= 1 else {
-                    throw Self.error("the peer set a chunk size of \(size), outside 1…2147483647")
+                guard size >= 1, size <= Self.maximumChunkSize else {
+                    throw Self.error("the peer set a chunk size of \(size), outside 1…\(Self.maximumChunkSize)")
                 }
                 chunkSize = Int(size)
             case .abort:
                 guard message.payload.count >= 4 else { throw Self.error("an Abort message shorter than 4 bytes") }
-                streams[ProtocolControl.readUInt32(message.payload, 0)]?.partial = []
+                let aborted = ProtocolControl.readUInt32(message.payload, 0)
+                partialBytes -= streams[aborted]?.partial.count ?? 0
+                streams[aborted]?.partial = []
             default: break
             }
             return (message, chunkStream)
@@ -308,13 +318,18 @@ public struct ChunkStreamDecoder: Sendable {
                 header.timestamp &+= header.delta
             }
         }
+        if received + payloadSize < header.length, partialBytes + payloadSize > maximumPartialBytes {
+            throw Self.error("more than \(maximumPartialBytes) bytes of unfinished messages")
+        }
         if streams[chunkStream] == nil { streams[chunkStream] = (header, []) }
         streams[chunkStream]!.header = header
         streams[chunkStream]!.partial.append(contentsOf: buffer[p..<p + payloadSize])
+        partialBytes += payloadSize
         p += payloadSize
         readIndex = p
         guard received + payloadSize == header.length else { return (nil, chunkStream) }
         let payload = streams[chunkStream]!.partial
+        partialBytes -= payload.count
         streams[chunkStream]!.partial = []
         return (
             RTMPMessage(type: header.type, streamID: header.streamID, timestamp: header.timestamp, payload: payload),

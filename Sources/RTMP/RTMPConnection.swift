@@ -94,7 +94,7 @@ struct RTMPConnection {
     let inbound: InboundBridge
     var channel: any Channel { sender.channel }
     private var iterator: AsyncThrowingStream<ByteBuffer, any Error>.AsyncIterator
-    private var decoder = ChunkStreamDecoder()
+    private var decoder = RTMPConnection.makeDecoder()
     private var pending: [UInt8] = []
     private var bytesReceived: UInt64 = 0
     private var lastAcknowledged: UInt64 = 0
@@ -104,6 +104,20 @@ struct RTMPConnection {
     /// What is being waited for, for error messages.
     private var phase = "the handshake"
     private let deadline = Deadline()
+
+    /// What a publisher accepts from a server: commands and protocol control, a few hundred bytes each. Anything
+    /// near these bounds is a broken or hostile server, refused with a protocol error before it costs memory.
+    static let maximumMessageLength = 256 << 10
+    static let maximumPartialBytes = 2 << 20
+    static let maximumChunkStreams = 64
+
+    static func makeDecoder() -> ChunkStreamDecoder {
+        var d = ChunkStreamDecoder()
+        d.maximumMessageLength = maximumMessageLength
+        d.maximumPartialBytes = maximumPartialBytes
+        d.maximumChunkStreams = maximumChunkStreams
+        return d
+    }
 
     init(channel: any Channel, inbound: InboundBridge, publisher: RTMPPublisher) {
         self.publisher = publisher
@@ -299,6 +313,7 @@ struct RTMPConnection {
             }
             bytesReceived += UInt64(buffer.readableBytes)
             pending += buffer.readableBytesView
+            inbound.consumed(buffer.readableBytes)
         }
         let out = Array(pending[..<count])
         pending.removeFirst(count)
@@ -316,6 +331,7 @@ struct RTMPConnection {
             guard let buffer = try await iterator.next() else { return nil }
             bytesReceived += UInt64(buffer.readableBytes)
             decoder.append(buffer.readableBytesView)
+            inbound.consumed(buffer.readableBytes)
             if bytesReceived - lastAcknowledged >= acknowledgementWindow {
                 lastAcknowledged = bytesReceived
                 let ack = ProtocolControl.acknowledgement(sequenceNumber: UInt32(truncatingIfNeeded: bytesReceived))

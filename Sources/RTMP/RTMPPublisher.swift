@@ -539,20 +539,57 @@ final class Doorbell: Sendable {
 }
 
 /// Bytes from the channel as an async sequence; ends when the connection closes.
-final class InboundBridge: ChannelInboundHandler, @unchecked Sendable {
+final class InboundBridge: ChannelDuplexHandler, @unchecked Sendable {
     typealias InboundIn = ByteBuffer
+    typealias OutboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
     let stream: AsyncThrowingStream<ByteBuffer, any Error>
     private let continuation: AsyncThrowingStream<ByteBuffer, any Error>.Continuation
 
     private let firstError = Mutex<(any Error)?>(nil)
+    /// Bytes handed to the stream and not yet consumed, and whether a read is being held back.
+    private let backlog = Mutex<(bytes: Int, held: Bool)>((0, false))
+    private var context: ChannelHandlerContext?  // event loop only
+
+    /// The most bytes read from the server and not yet parsed before reading stops: the connection never reads
+    /// faster than it parses, so a server that floods it costs this much memory at most (plus one read).
+    static let highWater = 1 << 20
 
     init() { (stream, continuation) = AsyncThrowingStream.makeStream() }
 
     /// The first error the channel reported (a TLS failure, a reset), if any.
     var failure: (any Error)? { firstError.withLock { $0 } }
 
+    func handlerAdded(context: ChannelHandlerContext) { self.context = context }
+    func handlerRemoved(context: ChannelHandlerContext) { self.context = nil }
+
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        continuation.yield(unwrapInboundIn(data))
+        let buffer = unwrapInboundIn(data)
+        backlog.withLock { $0.bytes += buffer.readableBytes }
+        continuation.yield(buffer)
+    }
+
+    /// Reads (asked for after every read when auto-read is on) pass only while the backlog is below the high
+    /// water mark; otherwise the last one is held until ``consumed(_:)`` brings it down.
+    func read(context: ChannelHandlerContext) {
+        let pass = backlog.withLock { b -> Bool in
+            if b.bytes < Self.highWater { return true }
+            b.held = true
+            return false
+        }
+        if pass { context.read() }
+    }
+
+    /// The reader took `count` bytes off the stream (any thread).
+    func consumed(_ count: Int) {
+        let resume = backlog.withLock { b -> Bool in
+            b.bytes -= count
+            guard b.held, b.bytes < Self.highWater / 2 else { return false }
+            b.held = false
+            return true
+        }
+        guard resume, let loop = context?.eventLoop else { return }
+        loop.execute { [self] in self.context?.read() }
     }
 
     func channelInactive(context: ChannelHandlerContext) {

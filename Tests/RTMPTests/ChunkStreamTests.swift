@@ -453,17 +453,19 @@ struct ChunkErrorTests {
         expectDecodingFailure(bytes + [0xC5, 0xAA], "chunk stream 5 starts with a fmt 3 header")
     }
 
-    @Test("Set Chunk Size with the high bit set, of 0, or shorter than 4 bytes is a protocol error; 0x7FFFFFFF is accepted")
+    @Test("Set Chunk Size of 0, above 16 MiB (the longest message), or shorter than 4 bytes is a protocol error; 0xFFFFFF is accepted")
     func badSetChunkSize() throws {
         let header: [UInt8] = [0x02, 0, 0, 0, 0, 0, 4, 1, 0, 0, 0, 0]
         expectDecodingFailure(header + [0x80, 0, 0, 0], "chunk size of 2147483648")
         expectDecodingFailure(header + [0xFF, 0xFF, 0xFF, 0xFF], "chunk size of 4294967295")
+        expectDecodingFailure(header + [0x7F, 0xFF, 0xFF, 0xFF], "chunk size of 2147483647")
+        expectDecodingFailure(header + [0x01, 0, 0, 0], "chunk size of 16777216")
         expectDecodingFailure(header + [0, 0, 0, 0], "chunk size of 0")
         expectDecodingFailure([0x02, 0, 0, 0, 0, 0, 3, 1, 0, 0, 0, 0, 0, 0, 1], "Set Chunk Size message shorter than 4 bytes")
         var decoder = ChunkStreamDecoder()
-        let decoded = try decodeChunks(header + [0x7F, 0xFF, 0xFF, 0xFF], with: &decoder) { 16 }
+        let decoded = try decodeChunks(header + [0, 0xFF, 0xFF, 0xFF], with: &decoder) { 16 }
         #expect(decoded.count == 1)
-        #expect(decoder.chunkSize == 0x7FFF_FFFF)
+        #expect(decoder.chunkSize == 0xFF_FFFF)
     }
 
     @Test("An Abort shorter than 4 bytes is a protocol error")
