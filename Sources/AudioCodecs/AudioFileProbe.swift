@@ -123,17 +123,17 @@ extension AudioFile {
                 // A WAV encoding LiveAudio does not read itself (ADPCM, 8-bit): FFmpeg's turn.
             }
         } else if head.starts(with: Array("FLV".utf8)) {
-            let contents: FLVContents
+            let contents: FLVContents.Summary
             do throws(AudioError) {
-                contents = try FLVContents(path: path)
+                contents = try FLVContents.check(path: path)
             } catch {
                 throw AudioError(error.code, "'\(path)': \(error.message)")
             }
-            guard contents.tags.contains(where: { $0.type == .audio }) else {
+            guard contents.audioTagCount > 0 else {
                 throw AudioError(.corruptFile, "'\(path)': the FLV file has no audio tags")
             }
         } else if head.count >= 2, head[0] == 0xFF, head[1] & 0xF6 == 0xF0 {
-            _ = try ADTSStream.frames(path: path)
+            _ = try ADTSStream.check(path: path)
         }
     }
 }

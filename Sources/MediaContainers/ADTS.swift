@@ -229,7 +229,7 @@ public enum ADTSStream {
     /// - Throws: ``AudioError`` `.unsupportedFile` when the bytes do not start with an ADTS frame, `.corruptFile`
     ///   naming the byte offset when the sync is lost, a header is damaged or the last frame is cut short.
     public static func frames(in bytes: [UInt8]) throws(AudioError) -> [ADTSHeader] {
-        var offset = id3Length(bytes)
+        var offset = min(bytes.count, id3Length(bytes))
         guard bytes.count - offset >= 2, bytes[offset] == 0xFF, bytes[offset + 1] & 0xF6 == 0xF0 else {
             throw AudioError(.unsupportedFile, "not an ADTS (.aac) stream: no ADTS sync word at byte \(offset)")
         }
@@ -269,10 +269,59 @@ public enum ADTSStream {
         }
     }
 
+    /// What ``check(path:)`` found: the number of frames and the first frame's header.
+    public struct Summary: Sendable {
+        public var frameCount: Int
+        public var first: ADTSHeader
+    }
+
+    /// Checks the file at `path` frame by frame as ``frames(in:)`` does, reading it through a 1 MiB window and
+    /// keeping only the first header: memory stays the same for a file of any size.
+    /// - Throws: what ``frames(in:)`` throws, naming the file.
+    public static func check(path: String) throws(AudioError) -> Summary {
+        do throws(AudioError) {
+            let file = try FileWindow(path: path)
+            var offset = Int64(id3Length(Array(try file.bytes(at: 0, count: 10))))
+            if offset > 0 {
+                // A long ID3 tag: its length is in its own header; the tag itself is skipped unread.
+                offset = min(file.size, offset)
+            }
+            let sync = try file.bytes(at: offset, count: 2)
+            guard sync.count == 2, sync.first == 0xFF, sync.last! & 0xF6 == 0xF0 else {
+                throw AudioError(.unsupportedFile, "not an ADTS (.aac) stream: no ADTS sync word at byte \(offset)")
+            }
+            var count = 0
+            var first: ADTSHeader?
+            while offset < file.size {
+                let header: ADTSHeader
+                do throws(AudioError) {
+                    header = try ADTSHeader(parsing: Array(try file.bytes(at: offset, count: 9)))
+                } catch where error.code != .fileIO {
+                    throw AudioError(.corruptFile, "ADTS frame \(count) at byte \(offset): \(error.message)")
+                }
+                guard offset + Int64(header.frameLength) <= file.size else {
+                    throw AudioError(
+                        .corruptFile,
+                        "ADTS frame \(count) at byte \(offset) is cut short: it needs \(header.frameLength) bytes, "
+                            + "\(file.size - offset) left")
+                }
+                if let first, header.sampleRate != first.sampleRate || header.channelConfiguration != first.channelConfiguration {
+                    throw AudioError(.corruptFile, "ADTS frame \(count) at byte \(offset) changes the rate or channel layout")
+                }
+                if first == nil { first = header }
+                count += 1
+                offset += Int64(header.frameLength)
+            }
+            return Summary(frameCount: count, first: first!)
+        } catch {
+            throw AudioError(error.code, "'\(path)': \(error.message)")
+        }
+    }
+
     /// The size of an ID3v2 tag at the start of `bytes` (0 when there is none).
     static func id3Length(_ bytes: [UInt8]) -> Int {
         guard bytes.count >= 10, bytes[0] == 0x49, bytes[1] == 0x44, bytes[2] == 0x33 else { return 0 }
         let size = (0..<4).reduce(0) { $0 << 7 | Int(bytes[6 + $1] & 0x7F) }
-        return min(bytes.count, 10 + size + (bytes[5] & 0x10 != 0 ? 10 : 0))
+        return 10 + size + (bytes[5] & 0x10 != 0 ? 10 : 0)
     }
 }

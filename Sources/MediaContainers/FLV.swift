@@ -83,38 +83,51 @@ public struct FLVTag: Hashable, Sendable {
     /// - Throws: ``AudioError`` `.corruptFile` naming the offset: a truncated tag, an unknown type, an encrypted
     ///   (filtered) tag, a non-zero stream id, or a PreviousTagSize that does not match.
     public static func parse(_ bytes: [UInt8], at offset: Int) throws(AudioError) -> (FLVTag, next: Int) {
-        guard bytes.count - offset >= headerSize else {
-            throw AudioError(
-                .corruptFile, "FLV: the tag at byte \(offset) is truncated (\(bytes.count - offset) of 11 header bytes)")
+        let head = try parseHeader(bytes[offset..<min(bytes.count, offset + headerSize)], at: Int64(offset), left: Int64(bytes.count - offset))
+        let end = offset + headerSize + head.size
+        try checkPreviousTagSize(readUInt32(bytes, end), head: head, at: Int64(offset))
+        return (FLVTag(type: head.type, timestamp: head.timestamp, data: Array(bytes[offset + headerSize..<end])), end + 4)
+    }
+
+    /// What an 11-byte tag header says.
+    struct Head {
+        var type: FLVTagType
+        var size: Int
+        var timestamp: UInt32
+    }
+
+    /// Parses the tag header in `h` (the bytes at `offset`, 11 unless the file ends sooner), checking that the tag
+    /// and its PreviousTagSize fit the `left` bytes from `offset` to the end of the file.
+    static func parseHeader(_ h: ArraySlice<UInt8>, at offset: Int64, left: Int64) throws(AudioError) -> Head {
+        guard h.count >= headerSize else {
+            throw AudioError(.corruptFile, "FLV: the tag at byte \(offset) is truncated (\(h.count) of 11 header bytes)")
         }
-        let typeByte = bytes[offset]
+        let b = h.startIndex
+        let typeByte = h[b]
         guard typeByte & 0x20 == 0 else {
             throw AudioError(.corruptFile, "FLV: the tag at byte \(offset) is encrypted (filtered), which is not supported")
         }
         guard let type = FLVTagType(rawValue: typeByte & 0x1F) else {
             throw AudioError(.corruptFile, "FLV: unknown tag type \(typeByte) at byte \(offset)")
         }
-        let size = Int(bytes[offset + 1]) << 16 | Int(bytes[offset + 2]) << 8 | Int(bytes[offset + 3])
-        let timestamp =
-            UInt32(bytes[offset + 7]) << 24 | UInt32(bytes[offset + 4]) << 16 | UInt32(bytes[offset + 5]) << 8
-            | UInt32(bytes[offset + 6])
-        guard bytes[offset + 8] == 0, bytes[offset + 9] == 0, bytes[offset + 10] == 0 else {
+        let size = Int(h[b + 1]) << 16 | Int(h[b + 2]) << 8 | Int(h[b + 3])
+        let timestamp = UInt32(h[b + 7]) << 24 | UInt32(h[b + 4]) << 16 | UInt32(h[b + 5]) << 8 | UInt32(h[b + 6])
+        guard h[b + 8] == 0, h[b + 9] == 0, h[b + 10] == 0 else {
             throw AudioError(.corruptFile, "FLV: the tag at byte \(offset) has a non-zero stream id")
         }
-        let end = offset + headerSize + size
-        guard end + 4 <= bytes.count else {
+        guard Int64(headerSize + size + 4) <= left else {
+            throw AudioError(
+                .corruptFile, "FLV: the tag at byte \(offset) is truncated (it needs \(headerSize + size + 4) bytes, \(left) left)")
+        }
+        return Head(type: type, size: size, timestamp: timestamp)
+    }
+
+    static func checkPreviousTagSize(_ previous: UInt32, head: Head, at offset: Int64) throws(AudioError) {
+        guard previous == UInt32(headerSize + head.size) else {
             throw AudioError(
                 .corruptFile,
-                "FLV: the tag at byte \(offset) is truncated (it needs \(headerSize + size + 4) bytes, "
-                    + "\(bytes.count - offset) left)")
+                "FLV: the PreviousTagSize after the tag at byte \(offset) is \(previous), not \(headerSize + head.size)")
         }
-        let previous = readUInt32(bytes, end)
-        guard previous == UInt32(headerSize + size) else {
-            throw AudioError(
-                .corruptFile,
-                "FLV: the PreviousTagSize after the tag at byte \(offset) is \(previous), not \(headerSize + size)")
-        }
-        return (FLVTag(type: type, timestamp: timestamp, data: Array(bytes[offset + headerSize..<end])), end + 4)
     }
 }
 
@@ -194,7 +207,45 @@ public struct FLVContents: Sendable {
         }
     }
 
-    /// Reads and parses the file at `path`.
+    /// What ``check(path:)`` found.
+    public struct Summary: Sendable {
+        public var header: FLVHeader
+        public var tagCount: Int
+        public var audioTagCount: Int
+        /// The properties of the first `onMetaData` script tag.
+        public var metadata: AMF0Value?
+    }
+
+    /// Checks the file at `path` tag by tag as ``init(parsing:)`` does, reading it through a 1 MiB window and
+    /// keeping no tag's data but the first onMetaData's: memory stays the same for a file of any size.
+    /// - Throws: what ``init(parsing:)`` throws.
+    public static func check(path: String) throws(AudioError) -> Summary {
+        let file = try FileWindow(path: path)
+        guard file.size > 0 else { throw AudioError(.corruptFile, "'\(path)' is empty") }
+        let start = try file.bytes(at: 0, count: 64)
+        let dataOffset = start.count >= FLVHeader.size ? Int(readUInt32(Array(start), 5)) : 0
+        let headBytes = try file.bytes(at: 0, count: min(max(dataOffset + 4, FLVHeader.size + 4), 1 << 16))
+        let (header, first) = try FLVHeader.parse(Array(headBytes))
+        var summary = Summary(header: header, tagCount: 0, audioTagCount: 0, metadata: nil)
+        var offset = Int64(first)
+        while offset < file.size {
+            let head = try FLVTag.parseHeader(
+                try file.bytes(at: offset, count: FLVTag.headerSize), at: offset, left: file.size - offset)
+            let end = offset + Int64(FLVTag.headerSize + head.size)
+            try FLVTag.checkPreviousTagSize(readUInt32(Array(try file.bytes(at: end, count: 4)), 0), head: head, at: offset)
+            if head.type == .script, summary.metadata == nil {
+                let data = Array(try file.bytes(at: offset + Int64(FLVTag.headerSize), count: head.size))
+                let values = try AMF0.decodeAll(data)
+                if values.first?.stringValue == "onMetaData", values.count >= 2 { summary.metadata = values[1] }
+            }
+            summary.tagCount += 1
+            if head.type == .audio { summary.audioTagCount += 1 }
+            offset = end + 4
+        }
+        return summary
+    }
+
+    /// Reads and parses the file at `path` (every tag's data in memory: use ``check(path:)`` to validate).
     public init(path: String) throws(AudioError) {
         let file = try POSIXFile(path: path, writing: false)
         let size = file.size
