@@ -21,6 +21,8 @@ let package = Package(
         .library(name: "AudioCodecs", targets: ["AudioCodecs"]),
         .library(name: "RTMP", targets: ["RTMP"]),
         .executable(name: "liveaudio", targets: ["liveaudio"]),
+        // Test support: preloaded by the allocation probe to count lock waits and frees on real-time threads.
+        .library(name: "LiveAudioSyncProbe", type: .dynamic, targets: ["CSyncProbe"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -83,7 +85,9 @@ let package = Package(
         ),
 
         // Test support: counts allocations made on chosen threads (with the malloc interposer preloaded).
-        .target(name: "CAllocationProbe", path: "Tests/Support/CAllocationProbe"),
+        .target(name: "CAllocationProbe", path: "Tests/Support/CAllocationProbe", linkerSettings: [.linkedLibrary("dl")]),
+        // Test support: counts lock waits and frees on chosen threads (a library to preload; see sync_probe.h).
+        .target(name: "CSyncProbe", path: "Tests/Support/CSyncProbe", linkerSettings: [.linkedLibrary("dl")]),
         .executableTarget(
             name: "AllocationProbe",
             dependencies: [

@@ -224,8 +224,9 @@ final class ALSADriver: AudioDriver, @unchecked Sendable {
             report.withLock { $0 = .some(refusal) }
             ready.broadcast()
             ready.unlock()
+            // The message is made here, after the loop: nothing on the real-time path allocates, failures included.
             if let failure = runLoop(handler) {
-                onFault(failure)
+                onFault(failure.error)
             }
         }
         ready.lock()
@@ -263,20 +264,44 @@ final class ALSADriver: AudioDriver, @unchecked Sendable {
 
     // MARK: The real-time loop
 
-    /// Prepares both streams, fills the playback buffer with silence, and starts them together.
+    /// Why the real-time loop stopped, in values that need no allocation to hold; ``error`` makes the message.
+    enum LoopFailure {
+        /// An ALSA call on `pcm` failed with `code` while `doing` it.
+        case call(code: Int32, pcm: ALSAPCM, doing: StaticString)
+        /// Nothing moved on `pcm` for `seconds`.
+        case stalled(pcm: ALSAPCM, seconds: Double)
+
+        var error: AudioError {
+            switch self {
+            case .call(let code, let pcm, let doing):
+                AudioError(.deviceUnavailable, "ALSA device '\(pcm.name)' failed\(doing.utf8CodeUnitCount > 0 ? " to \(doing)" : ""): \(ALSADriver.describe(code))")
+            case .stalled(let pcm, let seconds):
+                AudioError(
+                    .deviceUnavailable,
+                    "ALSA device '\(pcm.name)' delivered nothing for \(String(format2: seconds)) s (its sound server or "
+                        + "hardware has gone away)")
+            }
+        }
+    }
+
+    /// Prepares both streams, fills the playback buffer with silence, and starts them together. Control thread
+    /// (the first start).
     private func startStreams() throws(AudioError) {
+        if let failure = restartStreams() { throw failure.error }
+    }
+
+    /// ``startStreams()`` without allocating: also what xrun recovery runs on the real-time thread.
+    private func restartStreams() -> LoopFailure? {
         if let capture, let playback, !linked {
             linked = snd_pcm_link(capture.handle, playback.handle) == 0
         }
-        for pcm in [capture, playback].compactMap({ $0 }) {
-            let state = snd_pcm_state(pcm.handle)
-            if state != SND_PCM_STATE_PREPARED {
-                let r = snd_pcm_prepare(pcm.handle)
-                if r < 0 {
-                    throw AudioError(.deviceUnavailable, "cannot prepare ALSA device '\(pcm.name)': \(Self.describe(r))")
-                }
-            }
+        // One at a time, not through an array: an array literal allocates.
+        func prepare(_ pcm: ALSAPCM?) -> LoopFailure? {
+            guard let pcm, snd_pcm_state(pcm.handle) != SND_PCM_STATE_PREPARED else { return nil }
+            let r = snd_pcm_prepare(pcm.handle)
+            return r < 0 ? .call(code: r, pcm: pcm, doing: "prepare") : nil
         }
+        if let failure = prepare(capture) ?? prepare(playback) { return failure }
         if let playback, let outputRaw {
             // Prime the whole buffer, so the first cycle's output lands a buffer ahead of capture.
             memset(outputRaw.storage, 0, outputRaw.capacity * outputRaw.format.bytesPerFrame)
@@ -290,16 +315,18 @@ final class ALSADriver: AudioDriver, @unchecked Sendable {
         }
         if let capture {
             let r = snd_pcm_start(capture.handle)
-            if r < 0 { throw AudioError(.deviceUnavailable, "cannot start ALSA capture '\(capture.name)': \(Self.describe(r))") }
+            if r < 0 { return .call(code: r, pcm: capture, doing: "start") }
         }
         if let playback, !linked || capture == nil {
             let r = snd_pcm_start(playback.handle)
-            if r < 0 { throw AudioError(.deviceUnavailable, "cannot start ALSA playback '\(playback.name)': \(Self.describe(r))") }
+            if r < 0 { return .call(code: r, pcm: playback, doing: "start") }
         }
+        return nil
     }
 
-    /// Runs cycles until stopped (returns nil) or the device fails (returns why).
-    private func runLoop(_ handler: DeviceCycleHandler) -> AudioError? {
+    /// Runs cycles until stopped (returns nil) or the device fails (returns why). Allocates nothing, in xrun
+    /// recovery and failures too.
+    private func runLoop(_ handler: DeviceCycleHandler) -> LoopFailure? {
         var sampleTime: Int64 = 0
         let rate = grant.sampleRate
         let period = grant.periodFrames
@@ -413,46 +440,31 @@ final class ALSADriver: AudioDriver, @unchecked Sendable {
 
     private enum Recovery {
         case recovered
-        case failed(AudioError)
+        case failed(LoopFailure)
     }
 
     /// Waits (up to 100 ms at a time) for `pcm` to be ready; a fault once nothing has moved for ``stallTimeout``.
-    private func wait(_ pcm: ALSAPCM, since lastCycle: UInt64) -> AudioError? {
+    private func wait(_ pcm: ALSAPCM, since lastCycle: UInt64) -> LoopFailure? {
         let r = snd_pcm_wait(pcm.handle, 100)
         if r < 0, r != -EPIPE, r != -ESTRPIPE, r != -EINTR {
-            return AudioError(.deviceUnavailable, "ALSA device '\(pcm.name)' failed: \(Self.describe(r))")
+            return .call(code: r, pcm: pcm, doing: "")
         }
         let waited = Double(monotonicNanoseconds() &- lastCycle) / 1e9
-        if waited > stallLimit {
-            return AudioError(
-                .deviceUnavailable,
-                "ALSA device '\(pcm.name)' delivered nothing for \(String(format2: waited)) s (its sound server or "
-                    + "hardware has gone away)")
-        }
+        if waited > stallLimit { return .stalled(pcm: pcm, seconds: waited) }
         return nil
     }
 
     /// Counts and recovers an under- or overrun or a suspend by restarting both streams; anything else fails.
+    /// Real-time thread: no allocation, no sleeping (a stream that cannot resume yet is restarted instead).
     private func recover(_ error: Int32, _ pcm: ALSAPCM) -> Recovery {
-        guard error == -EPIPE || error == -ESTRPIPE else {
-            return .failed(AudioError(.deviceUnavailable, "ALSA device '\(pcm.name)' failed: \(Self.describe(error))"))
-        }
+        guard error == -EPIPE || error == -ESTRPIPE else { return .failed(.call(code: error, pcm: pcm, doing: "")) }
         counters.xruns.add(1, ordering: .relaxed)
-        if error == -ESTRPIPE {
-            var tries = 0
-            while snd_pcm_resume(pcm.handle) == -EAGAIN, tries < 100 {
-                usleep(10_000)
-                tries += 1
-            }
-        }
-        for p in [capture, playback].compactMap({ $0 }) { snd_pcm_drop(p.handle) }
+        if error == -ESTRPIPE, snd_pcm_resume(pcm.handle) == 0 { return .recovered }
+        if let capture { snd_pcm_drop(capture.handle) }
+        if let playback { snd_pcm_drop(playback.handle) }
         // A restarted stream may take as long as a new one to get going.
         stallLimit = stallTimeout + Self.startupGrace
-        do throws(AudioError) {
-            try startStreams()
-        } catch {
-            return .failed(error)
-        }
+        if let failure = restartStreams() { return .failed(failure) }
         return .recovered
     }
 

@@ -4,10 +4,16 @@ import TestSupport
 
 /// Runs the allocation probe with the malloc interposer preloaded and reads its JSON report. Waits off the
 /// cooperative pool: a probe runs for up to half a minute, and other suites' async tests need the pool's threads.
-func probe(_ arguments: [String]) async throws -> [String: Int] {
+func probe(_ arguments: [String], environment: [String: String] = [:]) async throws -> [String: Int] {
     let library = productsDirectory + "/libMallocInterposerSwift.so"
+    // Counts lock waits and frees, and leaves a device library's own calls to the device (sync_probe.h); first, so
+    // its free() forwards to the malloc interposer's.
+    let syncProbe = productsDirectory + "/libLiveAudioSyncProbe.so"
     #expect(FileManager.default.fileExists(atPath: library), "the malloc interposer is built with the tests")
-    let r = try await runTool(productsDirectory + "/AllocationProbe", arguments, environment: ["LD_PRELOAD": library])
+    #expect(FileManager.default.fileExists(atPath: syncProbe), "the sync probe is built with the tests")
+    var env = environment
+    env["LD_PRELOAD"] = syncProbe + ":" + library
+    let r = try await runTool(productsDirectory + "/AllocationProbe", arguments, environment: env)
     #expect(r.status == 0, "\(r.stderr)")
     let object = try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [String: Int]
     return try #require(object, "probe printed: \(r.stdout)")
@@ -92,7 +98,34 @@ func probe(_ arguments: [String]) async throws -> [String: Int] {
             #expect(report["consumed"]! > 0, "\(backend)")
             #expect(report["faults"] == 0, "\(backend)")
             #expect(report["canaryAllocations"]! >= 1, "\(backend): an allocation on the device thread is seen")
+            #expect(report["canaryFrees"]! >= 1 && report["canaryLockWaits"]! >= 1, "\(backend): frees and locks are seen")
             #expect(report["deviceThreadAllocations"] == 0, "\(backend): \(report)")
+            #expect(report["deviceThreadFrees"] == 0 && report["deviceThreadLockWaits"] == 0, "\(backend): \(report)")
         }
+    }
+
+    /// The ALSA driver's own thread, through PulseAudio (the pulse plugin), with an xrun forced every 150 cycles
+    /// (the tap holds the thread for 40 ms, longer than the buffer): the cycles and every recovery — drop, prepare,
+    /// prime, start — make no allocation, free or lock wait of their own. What ALSA and libpulse do inside their
+    /// calls is the device's and is not counted; a deliberate allocation, free and lock on the thread are.
+    @Test func alsaThreadNeverAllocatesOrLocksThroughXruns() async throws {
+        let graph = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .appendingPathComponent("../../examples/voice-chain.json").standardized.path
+        let pulse = try await PulseAudioServer.started(sinks: ["mic", "spk"])
+        defer { pulse.stop() }
+        // Readers on both monitors: an idle null sink renders far ahead, and new streams on it wait for seconds.
+        try pulse.keepMonitorAlive("mic")
+        try pulse.keepMonitorAlive("spk")
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let report = try await probe(
+            ["device-cycles", dir.path, graph, "alsa", "pulse:mic.monitor", "pulse:spk"], environment: pulse.environment)
+        #expect(report["cycles"]! >= 1500 && report["watchedCycles"]! >= 1500, "\(report)")
+        #expect(report["measuredXruns"]! >= 3, "xruns were recovered from while watched: \(report)")
+        #expect(report["faults"] == 0, "\(report)")
+        #expect(report["canaryAllocations"]! >= 1 && report["canaryFrees"]! >= 1 && report["canaryLockWaits"]! >= 1)
+        #expect(report["deviceThreadAllocations"] == 0, "\(report)")
+        #expect(report["deviceThreadFrees"] == 0, "\(report)")
+        #expect(report["deviceThreadLockWaits"] == 0, "\(report)")
     }
 }

@@ -200,11 +200,18 @@ func renderFile(directory: String, seconds: Double) throws {
 /// handler, graph, output copy.
 final class ThreadTap: RenderUnit, @unchecked Sendable {
     let armed = Synchronization.Atomic<Bool>(false)
-    /// Set for one cycle to allocate on purpose: proves the count sees this thread.
+    /// Set for one cycle to allocate, free and lock on purpose: proves the counts see this thread.
     let canary = Synchronization.Atomic<Bool>(false)
     let watchedCycles = Synchronization.Atomic<Int>(0)
+    /// While armed, every `stallEvery`-th cycle (0: never) holds the thread for `stallNanoseconds`, longer than
+    /// the device buffer: an xrun, and the driver's recovery on this thread.
+    var stallEvery = 0
+    var stallNanoseconds: UInt64 = 40_000_000
+    private let canaryLock = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
 
     init(format: StreamFormat) {
+        canaryLock.initialize(to: pthread_mutex_t())
+        pthread_mutex_init(canaryLock, nil)
         super.init(kind: "tap", inputs: [format], outputs: [format])
     }
 
@@ -212,8 +219,16 @@ final class ThreadTap: RenderUnit, @unchecked Sendable {
         context.output(0).copy(from: context.input(0))
         if armed.load(ordering: .acquiring) {
             allocation_probe_watch_this_thread(1)
-            watchedCycles.add(1, ordering: .relaxed)
-            if canary.exchange(false, ordering: .relaxed) { free(malloc(64)) }
+            let n = watchedCycles.add(1, ordering: .relaxed).newValue
+            if canary.exchange(false, ordering: .relaxed) {
+                free(malloc(64))
+                pthread_mutex_lock(canaryLock)
+                pthread_mutex_unlock(canaryLock)
+            }
+            if stallEvery > 0, n % stallEvery == 0 {
+                let until = monotonicNanoseconds() + stallNanoseconds
+                while monotonicNanoseconds() < until {}
+            }
         } else {
             allocation_probe_watch_this_thread(0)
         }
@@ -226,7 +241,9 @@ final class ThreadTap: RenderUnit, @unchecked Sendable {
 /// the device. A control thread moves every effect parameter, flips bypasses and mute, and a consumer drains
 /// the microphone — pausing now and then so the ring overflows. Cycle timing is on. Counts the allocations on the
 /// device thread.
-func deviceCycles(directory: String, graphPath: String, backend: DeviceBackend, jackServer: String?) throws {
+func deviceCycles(
+    directory: String, graphPath: String, backend: DeviceBackend, jackServer: String?, alsaDevices: (String, String)? = nil
+) throws {
     let accompaniment = directory + "/accompaniment.wav"
     try writeTestFile(accompaniment, seconds: 20, channels: 2)
     let loaded = try GraphFile.load(path: graphPath, maximumFrames: 1024)
@@ -253,6 +270,14 @@ func deviceCycles(directory: String, graphPath: String, backend: DeviceBackend, 
     if backend == .jack {
         configuration.inputDevice = "self"
         configuration.outputDevice = "self"
+    } else if backend == .alsa, let (input, output) = alsaDevices {
+        // Through a sound server (ALSA's pulse plugin), with an xrun forced every 150 cycles: the recovery runs
+        // on the watched thread too.
+        configuration.inputDevice = input
+        configuration.outputDevice = output
+        configuration.periodFrames = 256
+        configuration.periodCount = 3
+        tapUnit.stallEvery = 150
     } else {
         try writeTestFile(virtualInput, seconds: 30, channels: 1)
         configuration.inputDevice = virtualInput
@@ -296,6 +321,9 @@ func deviceCycles(directory: String, graphPath: String, backend: DeviceBackend, 
             usleep(backend == .jack ? 20_000 : 2_000)
         }
     }
+    // Faults and other events to standard error: what a failed run's report alone would not say.
+    let events = Task.detached { for await event in io.events { FileHandle.standardError.write(Data("event: \(event)\n".utf8)) } }
+    defer { events.cancel() }
     MallocInterposerSwift.setAllocationHook(allocation_probe_hook)
     MallocInterposerSwift.hook()
     try microphone.start()
@@ -306,23 +334,30 @@ func deviceCycles(directory: String, graphPath: String, backend: DeviceBackend, 
     }
     // Warm-up: every path once (ramps, bypass fades, mute, overflow), then arm the tap and wait two cycles so
     // every later cycle is watched from its start.
-    waitFor(cycles: backend == .jack ? 750 : 1500, changes: 60)
+    let realTime = backend != .virtual
+    waitFor(cycles: realTime ? 750 : 1500, changes: 60)
     tapUnit.armed.store(true, ordering: .releasing)
     waitFor(cycles: io.cycleCount + 2)
     allocation_probe_reset()
     let measuredFrom = io.cycleCount
     let changesFrom = changes.load()
     let overflowsFrom = microphone.overflowCount
-    waitFor(cycles: measuredFrom + (backend == .jack ? 1500 : 4000), changes: changesFrom + 100)
+    let xrunsFrom = io.xrunCount
+    waitFor(cycles: measuredFrom + (realTime ? 1500 : 4000), changes: changesFrom + 100)
     let allocations = allocation_probe_count()
     let bytes = allocation_probe_bytes()
+    let lockWaits = allocation_probe_lock_waits()
+    let frees = allocation_probe_frees()
     let measuredCycles = io.cycleCount - measuredFrom
     let measuredChanges = changes.load() - changesFrom
     let overflows = microphone.overflowCount - overflowsFrom
-    // The canary: one deliberate allocation on the device thread must be counted.
+    let measuredXruns = io.xrunCount - xrunsFrom
+    // The canary: one deliberate allocation, free and lock on the device thread must be counted.
     tapUnit.canary.store(true, ordering: .releasing)
     waitFor(cycles: io.cycleCount + 2)
     let canary = allocation_probe_count() - allocations
+    let lockCanary = allocation_probe_lock_waits() - lockWaits
+    let freeCanary = allocation_probe_frees() - frees
     tapUnit.armed.store(false, ordering: .releasing)
     waitFor(cycles: io.cycleCount + 2)
     stop.store(true)
@@ -342,6 +377,8 @@ func deviceCycles(directory: String, graphPath: String, backend: DeviceBackend, 
     emit([
         "cycles": measuredCycles, "watchedCycles": tapUnit.watchedCycles.load(ordering: .relaxed),
         "deviceThreadAllocations": Int(allocations), "deviceThreadBytes": Int(bytes), "canaryAllocations": Int(canary),
+        "deviceThreadLockWaits": Int(lockWaits), "deviceThreadFrees": Int(frees), "canaryLockWaits": Int(lockCanary),
+        "canaryFrees": Int(freeCanary), "measuredXruns": measuredXruns,
         "changes": measuredChanges, "overflows": overflows, "consumed": consumed.load(), "xruns": xruns,
         "faults": faults,
     ])
@@ -538,10 +575,12 @@ do {
     case "render-file" where args.count > 3: try renderFile(directory: args[2], seconds: Double(args[3])!)
     case "device-cycles" where args.count > 5 && args[4] == "jack":
         try deviceCycles(directory: args[2], graphPath: args[3], backend: .jack, jackServer: args[5])
+    case "device-cycles" where args.count > 6 && args[4] == "alsa":
+        try deviceCycles(directory: args[2], graphPath: args[3], backend: .alsa, jackServer: nil, alsaDevices: (args[5], args[6]))
     case "device-cycles" where args.count > 4 && args[4] == "virtual":
         try deviceCycles(directory: args[2], graphPath: args[3], backend: .virtual, jackServer: nil)
     default:
-        FileHandle.standardError.write(Data("usage: AllocationProbe render-cycles DIR | render-file DIR SECONDS | device-cycles DIR GRAPH (jack SERVER | virtual) | encoder-pushes DIR | stream-session DIR\n".utf8))
+        FileHandle.standardError.write(Data("usage: AllocationProbe render-cycles DIR | render-file DIR SECONDS | device-cycles DIR GRAPH (jack SERVER | alsa INPUT OUTPUT | virtual) | encoder-pushes DIR | stream-session DIR\n".utf8))
         exit(2)
     }
 } catch {

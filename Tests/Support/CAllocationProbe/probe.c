@@ -1,4 +1,6 @@
+#define _GNU_SOURCE
 #include "probe.h"
+#include <dlfcn.h>
 #include <stdatomic.h>
 #include <execinfo.h>
 #include <stdlib.h>
@@ -7,9 +9,28 @@ static _Thread_local int watched;
 static _Atomic int64_t count;
 static _Atomic int64_t bytes;
 
-// Runs inside the allocator: must not allocate. A thread-local flag and two relaxed atomic adds.
+// The sync probe (libLiveAudioSyncProbe.so), when it is preloaded: it counts lock waits and frees on the same
+// threads, and says when a thread is inside a device library's call (whose allocations are the device's).
+static void (*sync_watch)(int);
+static int (*sync_in_device)(void);
+static int64_t (*sync_lock_waits)(void);
+static int64_t (*sync_frees)(void);
+static void (*sync_reset)(void);
+
+static void resolve_sync_probe(void) {
+    static int resolved;
+    if (resolved) return;
+    resolved = 1;
+    sync_watch = (void (*)(int))dlsym(RTLD_DEFAULT, "la_sync_probe_watch");
+    sync_in_device = (int (*)(void))dlsym(RTLD_DEFAULT, "la_sync_probe_in_device");
+    sync_lock_waits = (int64_t (*)(void))dlsym(RTLD_DEFAULT, "la_sync_probe_lock_waits");
+    sync_frees = (int64_t (*)(void))dlsym(RTLD_DEFAULT, "la_sync_probe_frees");
+    sync_reset = (void (*)(void))dlsym(RTLD_DEFAULT, "la_sync_probe_reset");
+}
+
+// Runs inside the allocator: must not allocate. Thread-local flags and two relaxed atomic adds.
 void allocation_probe_hook(size_t size) {
-    if (watched) {
+    if (watched && !(sync_in_device && sync_in_device())) {
         atomic_fetch_add_explicit(&count, 1, memory_order_relaxed);
         atomic_fetch_add_explicit(&bytes, (int64_t)size, memory_order_relaxed);
         // PROBE_TRACE=1 prints the first two offending stacks (backtrace_symbols_fd does not allocate).
@@ -24,10 +45,21 @@ void allocation_probe_hook(size_t size) {
     }
 }
 
-void allocation_probe_watch_this_thread(int on) { watched = on; }
+void allocation_probe_watch_this_thread(int on) {
+    watched = on;
+    if (sync_watch) sync_watch(on);
+}
 int64_t allocation_probe_count(void) { return atomic_load(&count); }
 int64_t allocation_probe_bytes(void) { return atomic_load(&bytes); }
 void allocation_probe_reset(void) {
+    resolve_sync_probe();
     atomic_store(&count, 0);
     atomic_store(&bytes, 0);
+    if (sync_reset) sync_reset();
 }
+int allocation_probe_sees_locks(void) {
+    resolve_sync_probe();
+    return sync_lock_waits != 0;
+}
+int64_t allocation_probe_lock_waits(void) { return sync_lock_waits ? sync_lock_waits() : -1; }
+int64_t allocation_probe_frees(void) { return sync_frees ? sync_frees() : -1; }

@@ -4,10 +4,18 @@
 #include <stdint.h>
 
 /// Counts allocations made on threads that opted in with allocation_probe_watch_this_thread(1).
-/// Install allocation_probe_hook with the malloc interposer's allocation hook.
+/// Install allocation_probe_hook with the malloc interposer's allocation hook. With the sync probe
+/// (libLiveAudioSyncProbe.so) preloaded too, the same threads' lock waits and frees are counted, and allocations a
+/// device library makes inside its own calls are left to the device.
 void allocation_probe_hook(size_t size);
 void allocation_probe_watch_this_thread(int on);
 int64_t allocation_probe_count(void);
 int64_t allocation_probe_bytes(void);
+/// Resets every count (and finds the sync probe on first use).
 void allocation_probe_reset(void);
+/// Nonzero when the sync probe is loaded.
+int allocation_probe_sees_locks(void);
+/// Lock waits and frees on watched threads; -1 without the sync probe.
+int64_t allocation_probe_lock_waits(void);
+int64_t allocation_probe_frees(void);
 #endif

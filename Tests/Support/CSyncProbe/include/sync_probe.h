@@ -1,0 +1,18 @@
+#ifndef LIVEAUDIO_SYNC_PROBE_H
+#define LIVEAUDIO_SYNC_PROBE_H
+#include <stdint.h>
+
+/// A library to preload (LD_PRELOAD) beside the malloc interposer: it counts, on the threads that opt in, the
+/// calls that can block or enter the allocator — pthread mutex locks, condition and semaphore waits, read-write
+/// locks, futex waits made through syscall(2), and free() — and nothing else. Calls a device library makes on
+/// the thread's behalf are not counted: inside an ALSA PCM call (snd_pcm_*), and on a JACK process thread outside
+/// the client's process callback, the thread is the device's (their own locks and waits are how they work).
+///
+/// The probe program finds these functions with dlsym(RTLD_DEFAULT, …), so it runs, and says so, without them.
+void la_sync_probe_watch(int on);
+/// Nonzero while the calling thread is inside a device library's call.
+int la_sync_probe_in_device(void);
+int64_t la_sync_probe_lock_waits(void);
+int64_t la_sync_probe_frees(void);
+void la_sync_probe_reset(void);
+#endif
