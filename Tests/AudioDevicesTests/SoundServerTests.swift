@@ -38,8 +38,11 @@ import TestSupport
             player.wait(timeout: 5)
             mic.finish()
         }
-        var buffers: [CapturedBuffer] = []
-        for await b in mic.buffers { buffers.append(b) }
+        let buffers = try await withTimeLimit(30, "the microphone's stream to end") {
+            var all: [CapturedBuffer] = []
+            for await b in mic.buffers { all.append(b) }
+            return all
+        }
         try #require(!buffers.isEmpty)
 
         var expected = buffers[0].sampleTime
@@ -114,11 +117,12 @@ import TestSupport
             stall.tick()  // a deliberately misbehaving render callback
         }
         try io.start()
-        var sawEvent = false
-        let deadline = Date().addingTimeInterval(10)
-        for await event in io.events {
-            if case .xrun(let total) = event, total >= 1 { sawEvent = true }
-            if sawEvent || Date() > deadline { break }
+        let events = io.events
+        let sawEvent = try await withTimeLimit(10, "an xrun event") { () async -> Bool in
+            for await event in events {
+                if case .xrun(let total) = event, total >= 1 { return true }
+            }
+            return false
         }
         let cyclesAtXrun = io.cycleCount
         let resumed = Date()
@@ -268,10 +272,14 @@ final class StallOnce: @unchecked Sendable {
             return (killedAt, resumedAt)
         }
         io.stop()
-        var events: [DeviceEvent] = []
-        for await e in io.events {
-            events.append(e)
-            if case .stopped = e { break }
+        let stream = io.events
+        let events = try await withTimeLimit(30, "the stopped event") { () async -> [DeviceEvent] in
+            var events: [DeviceEvent] = []
+            for await e in stream {
+                events.append(e)
+                if case .stopped = e { break }
+            }
+            return events
         }
         #expect(events.contains { if case .fault(let e) = $0 { e.code == .deviceUnavailable } else { false } }, "\(events)")
         #expect(events.contains { if case .reconnectFailed = $0 { true } else { false } }, "\(events)")

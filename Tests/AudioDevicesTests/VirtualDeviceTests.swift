@@ -4,16 +4,27 @@ import LiveAudio
 import Testing
 import TestSupport
 
-/// Collects a microphone's buffers until `frames` frames have arrived (or the stream ends).
-func collect(_ mic: MicrophoneSource, frames: Int) async -> [CapturedBuffer] {
-    var got: [CapturedBuffer] = []
-    var total = 0
-    for await buffer in mic.buffers {
-        got.append(buffer)
-        total += buffer.frameCount
-        if total >= frames { break }
+/// Collects a microphone's buffers until `frames` frames have arrived (or the stream ends); throws after 60 s.
+func collect(_ mic: MicrophoneSource, frames: Int) async throws -> [CapturedBuffer] {
+    try await withTimeLimit(60, "\(frames) frames from the microphone") {
+        var got: [CapturedBuffer] = []
+        var total = 0
+        for await buffer in mic.buffers {
+            got.append(buffer)
+            total += buffer.frameCount
+            if total >= frames { break }
+        }
+        return got
     }
-    return got
+}
+
+/// Every buffer left in a finished microphone's stream; throws if the stream has not ended within 30 s.
+func drain(_ mic: MicrophoneSource) async throws -> [CapturedBuffer] {
+    try await withTimeLimit(30, "the microphone's stream to end") {
+        var all: [CapturedBuffer] = []
+        for await b in mic.buffers { all.append(b) }
+        return all
+    }
 }
 
 /// Concatenates captured buffers' channels.
@@ -76,7 +87,7 @@ func monitorThroughVirtualDevice(input: String, output: String, sizes: VirtualDe
             periodFrames: 441, virtual: VirtualDeviceOptions(pacing: .asFastAsPossible))
         let grant = try mic.start()
         #expect(grant.backend == .virtual && grant.sampleRate == 48_000 && grant.periodFrames == 441)
-        let buffers = await collect(mic, frames: 48_000)
+        let buffers = try await collect(mic, frames: 48_000)
         mic.finish()
         var expected: Int64 = 0
         for b in buffers {
@@ -98,7 +109,7 @@ func monitorThroughVirtualDevice(input: String, output: String, sizes: VirtualDe
             device: dir.file("in.wav"), backend: .virtual, channels: 1, sampleType: .int16,
             periodFrames: 480, virtual: VirtualDeviceOptions(pacing: .asFastAsPossible))
         try mic.start()
-        let buffers = await collect(mic, frames: 4800)
+        let buffers = try await collect(mic, frames: 4800)
         mic.finish()
         let first = try #require(buffers.first)
         #expect(first.format.sampleType == .int16 && first.bytes.count == 480 * 2)
@@ -123,13 +134,13 @@ func monitorThroughVirtualDevice(input: String, output: String, sizes: VirtualDe
         mic.isMuted = true
         try mic.start()
         try await offPool {
-            while mic.io.sampleTime < 4800 { usleep(500) }
+            defer { mic.finish() }
+            try waitUntil("4800 frames") { mic.io.sampleTime >= 4800 }
             mic.isMuted = false
-            while mic.io.sampleTime < 9600 { usleep(500) }
-            mic.finish()
+            try waitUntil("9600 frames") { mic.io.sampleTime >= 9600 }
         }
         var all: [CapturedBuffer] = []
-        for await b in mic.buffers { all.append(b) }
+        all += try await drain(mic)
         let levels = all.map { b in Set(b.floatChannels()[0]) }
         #expect(levels.first == [0], "muted: zeros")
         #expect(levels.last == [0.5], "unmuted: the signal")
@@ -156,7 +167,7 @@ func monitorThroughVirtualDevice(input: String, output: String, sizes: VirtualDe
         #expect(mic.overflowCount > 0)
         var kept: [CapturedBuffer] = []
         mic.finish()
-        for await b in mic.buffers { kept.append(b) }
+        kept += try await drain(mic)
         #expect(kept.count == 5, "the ring holds 0.05 s: five periods of 480")
         #expect(kept.map(\.sampleTime) == [0, 480, 960, 1440, 1920])
     }
@@ -206,11 +217,11 @@ func monitorThroughVirtualDevice(input: String, output: String, sizes: VirtualDe
         #expect(mic.format == voice)
         try mic.start()
         try await offPool {
-            while io.sampleTime < 24_000 { usleep(500) }
-            mic.finish()
+            defer { mic.finish() }
+            try waitUntil("24000 frames") { io.sampleTime >= 24_000 }
         }
         var recorded: [CapturedBuffer] = []
-        for await b in mic.buffers { recorded.append(b) }
+        recorded += try await drain(mic)
         // The stream is read only after the run, and the device runs on as fast as it can until finish(): on a
         // busy machine the ring (2 s) may fill with what came after the input, and those later periods are the
         // ones dropped. The input itself must all be there, from sample time 0 on.
@@ -281,8 +292,8 @@ func monitorThroughVirtualDevice(input: String, output: String, sizes: VirtualDe
             // Stopped from a thread of its own: running as fast as it can, the device must not outrun the
             // capacity while this task waits for a cooperative thread.
             try await offPool {
-                while io.sampleTime < 9600 { usleep(200) }
-                io.stop()
+                defer { io.stop() }
+                try waitUntil("9600 frames", interval: 200) { io.sampleTime >= 9600 }
             }
             return (io, io.cycleTimings)
         }

@@ -97,9 +97,11 @@ private func schroederRT60(_ y: [Double], sampleRate: Double) -> Double {
         let low = butterworthLowPass(out[0], cutoff: 200, sampleRate: 48_000)
         let rt60 = schroederRT60(low, sampleRate: 48_000)
         // Each line's filter has gain 10^(−3d/(T0·fs)) at DC; below 200 Hz the one-pole is within 0.1 % of its DC
-        // gain, so the low band decays in T0. The ±15 % covers the fit over a finite number of modes (about 34
-        // below 200 Hz). Measured: 1.994 s and 0.804 s.
-        #expect(abs(rt60 / decay0 - 1) < 0.15, "RT60 \(rt60) s for decayTimeAt0Hz \(decay0) s")
+        // gain, so the low band decays in T0. The fit over a finite number of modes (about 34 below 200 Hz)
+        // bends the line a little: measured 1.994 s and 0.804 s, errors of 0.3 % and 0.5 %. The reverb is
+        // deterministic, so ±2 % is four times the worst measured error and still fails a decay off by a few
+        // percent (a line gain rounded wrongly, a filter at the wrong corner).
+        #expect(abs(rt60 / decay0 - 1) < 0.02, "RT60 \(rt60) s for decayTimeAt0Hz \(decay0) s")
     }
 
     @Test func dryMixIsTheInputBitForBit() throws {
@@ -174,9 +176,10 @@ private func schroederRT60(_ y: [Double], sampleRate: Double) -> Double {
         // 0.017, left 0.0 dB, right −0.8 dB (the single default reflection is on the left).
         #expect(abs(correlation) < 0.3, "correlation \(correlation)")
         #expect(abs(10 * log10(left / right)) < 3, "left \(10 * log10(left)) dB, right \(10 * log10(right)) dB")
-        // The level: an impulse response of about the impulse's energy per channel (the injection constant was
-        // chosen for that), within ±6 dB.
-        #expect(abs(10 * log10(left)) < 6 && abs(10 * log10(right)) < 6)
+        // The level: an impulse response of the impulse's energy per channel (the injection constant was chosen
+        // for that: 0 dB). Measured 0.0 dB left and −0.8 dB right, the difference being the default reflection on
+        // the left; ±1.5 dB allows that and fails a level off by a factor of 1.4 in energy.
+        #expect(abs(10 * log10(left)) < 1.5 && abs(10 * log10(right)) < 1.5, "left \(10 * log10(left)) dB, right \(10 * log10(right)) dB")
     }
 
     @Test func parameterChangesWhileRunningDoNotClick() throws {

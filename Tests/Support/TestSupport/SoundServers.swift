@@ -452,3 +452,38 @@ extension JACKServer {
         try await offPool { try JACKServer(periodFrames: periodFrames) }
     }
 }
+
+/// A wait that ran past its limit: the test fails with what it was waiting for, instead of hanging.
+public struct TimeLimitExceeded: Error, CustomStringConvertible {
+    public let what: String
+    public let seconds: Double
+    public var description: String { "timed out after \(seconds) s waiting for \(what)" }
+}
+
+/// Runs `body` (typically a `for await` over a stream that should end) and throws ``TimeLimitExceeded`` if it has
+/// not finished within `seconds`; the body is cancelled, which ends an `AsyncStream` iteration.
+public func withTimeLimit<T: Sendable>(
+    _ seconds: Double, _ what: String, _ body: @escaping @Sendable () async throws -> T
+) async throws -> T {
+    let work = Task { try await body() }
+    let expired = LockedFlag()
+    let timer = Task {
+        try await Task.sleep(nanoseconds: UInt64(seconds * 1e9))
+        expired.set()
+        work.cancel()
+    }
+    defer { timer.cancel() }
+    let value = try await work.value
+    if expired.isSet { throw TimeLimitExceeded(what: what, seconds: seconds) }
+    return value
+}
+
+/// Polls `condition` every `interval` microseconds until it holds; throws ``TimeLimitExceeded`` after `seconds`.
+/// Blocks the calling thread: use it off the cooperative pool (inside ``offPool(_:)``).
+public func waitUntil(_ what: String, seconds: Double = 30, interval: UInt32 = 500, _ condition: () -> Bool) throws {
+    let deadline = Date().addingTimeInterval(seconds)
+    while !condition() {
+        guard Date() < deadline else { throw TimeLimitExceeded(what: what, seconds: seconds) }
+        usleep(interval)
+    }
+}
