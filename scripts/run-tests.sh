@@ -15,6 +15,11 @@ mkdir -p .build
 status=0
 echo "== phase 1: computing tests =="
 $SWIFT test --skip-build --skip "$REALTIME" 2>&1 | tee .build/test-compute.log || status=1
+# A short mutation run (the full 10,000 inputs: `make fuzz-smoke`): damaged files of every kind through probe, encode
+# and render, with a different seed each day, so the tests keep finding new inputs; no crash, no hang.
+echo "== phase 1: fuzz smoke =="
+python3 scripts/fuzz-smoke.py --binary .build/debug/liveaudio --inputs 400 --seed "$(date +%Y%m%d)" --keep .build/fuzz-failures \
+    2>&1 | tee .build/test-fuzz.log || status=1
 echo "== phase 2: real servers, real time =="
 $SWIFT test --skip-build --filter "$REALTIME" 2>&1 | tee .build/test-realtime.log || status=1
 if ! grep -qE "Test run with [1-9][0-9]* tests" .build/test-realtime.log; then
@@ -24,6 +29,7 @@ fi
 if [ "$status" -ne 0 ]; then
     echo
     echo "== what failed =="
-    grep -hE "✘|error:|Fatal error|crashed" .build/test-compute.log .build/test-realtime.log | head -80
+    grep -hE "✘|error:|Fatal error|crashed|^fuzz-smoke:|^crash:|^hang:" .build/test-compute.log .build/test-fuzz.log \
+        .build/test-realtime.log | head -80
 fi
 exit "$status"

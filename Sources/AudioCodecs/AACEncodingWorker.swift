@@ -1,7 +1,7 @@
 import AudioCore
 import Synchronization
 
-/// Runs an ``AACEncoder`` off the real-time thread, the way the seeds' capture callback hands PCM to
+/// Runs an ``AACEncoder`` off the real-time thread, the way an iOS app's capture callback hands PCM to
 /// AudioConverter on a queue of its own.
 ///
 /// The capture or render side calls ``push(_:sampleTime:)-(RawBufferView,_)`` with each buffer it has — any

@@ -1,7 +1,7 @@
 /// The error every LiveAudio control-plane call throws: a stable code and a message a user can act on.
 ///
 /// Codes are four-character codes, like Core Audio's `OSStatus` values, so that logs stay greppable across
-/// versions; ``FourCharCode/describe(_:)`` prints them the way the seeds' `CheckError` does.
+/// versions; ``FourCharCode/describe(_:)`` prints them the way iOS code's `CheckError` helpers do.
 public struct AudioError: Error, Hashable, Sendable, CustomStringConvertible {
     /// A stable error code. Its raw value never changes between releases.
     public struct Code: RawRepresentable, Hashable, Sendable, CustomStringConvertible {

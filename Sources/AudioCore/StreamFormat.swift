@@ -125,11 +125,11 @@ extension StreamFormat {
         try StreamFormat(sampleRate: sampleRate, channelCount: channelCount, sampleType: .float32, interleaved: false)
     }
 
-    /// 48 kHz mono Int16 interleaved: what the seeds capture from the microphone.
+    /// 48 kHz mono Int16 interleaved: what iOS capture code usually takes from the microphone.
     public static let capture48kMonoInt16 = try! StreamFormat(
         sampleRate: 48_000, channelCount: 1, sampleType: .int16, interleaved: true)
 
-    /// 44.1 kHz stereo Int16 interleaved: CD audio, the seeds' accompaniment and AAC input.
+    /// 44.1 kHz stereo Int16 interleaved: CD audio, a karaoke accompaniment, AAC input.
     public static let stereo44kInt16 = try! StreamFormat(
         sampleRate: 44_100, channelCount: 2, sampleType: .int16, interleaved: true)
 

@@ -42,7 +42,7 @@ private final class WeakLink: @unchecked Sendable {
 }
 
 /// The microphone: capture from a device (ALSA, JACK or a virtual WAV file) in the client format of your choice —
-/// the seeds' 48 kHz mono Int16, or Float32 — delivered to Swift code as an `AsyncStream` of ``CapturedBuffer``s.
+/// 48 kHz mono Int16 as iOS capture code asks for, or Float32 — delivered to Swift code as an `AsyncStream` of ``CapturedBuffer``s.
 ///
 /// The device's real-time thread copies each period into a single-producer/single-consumer ring of slots and
 /// never waits: when every slot is taken (the consumer is too slow) the period is dropped and ``overflowCount``
@@ -73,7 +73,7 @@ public final class MicrophoneSource: @unchecked Sendable {
 
     /// - Parameters:
     ///   - device: the device name (ALSA PCM, JACK client, or the WAV file for `.virtual`); nil for the default.
-    ///   - sampleType, interleaved: the client format's layout (the seeds: Int16 interleaved).
+    ///   - sampleType, interleaved: the client format's layout (iOS capture code: Int16 interleaved).
     ///   - periodFrames, periodCount: the device buffering asked for.
     ///   - bufferedSeconds: how much audio the ring holds for a slow consumer before counting overflows.
     /// - Throws: ``AudioError`` `.invalidFormat` for an impossible format, `.invalidParameter` for bad buffering.

@@ -99,7 +99,7 @@ func monitorThroughVirtualDevice(input: String, output: String, sizes: VirtualDe
         #expect(Array(got[1].prefix(48_000)) == signal[1])
     }
 
-    /// The seeds' format: 48 kHz mono Int16 interleaved, converted from a Float32 file with rounding.
+    /// iOS capture code's format: 48 kHz mono Int16 interleaved, converted from a Float32 file with rounding.
     @Test func deliversTheClientFormat() async throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }

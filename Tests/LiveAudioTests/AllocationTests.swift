@@ -77,7 +77,7 @@ func probe(_ arguments: [String], environment: [String: String] = [:]) async thr
     }
 
     /// Ear monitoring on a real device thread — the JACK dummy driver's process thread at 128 frames, and the
-    /// virtual device's thread with random 1–512-frame cycles as fast as it can go: the microphone in the seeds'
+    /// virtual device's thread with random 1–512-frame cycles as fast as it can go: the microphone in iOS capture code's
     /// Int16 to a MicrophoneSource ring (its consumer sleeping 150 ms of every 400, so it overflows), the voice chain of
     /// examples/voice-chain.json mixed with a read-ahead accompaniment, effect parameters, bypasses and
     /// mute moving from a control thread. Not one allocation on the device thread once warmed up; a deliberate

@@ -235,8 +235,8 @@ final class ThreadTap: RenderUnit, @unchecked Sendable {
     }
 }
 
-/// Ear monitoring as a karaoke app runs it, on a real device thread: the microphone (Int16 mono, the seeds'
-/// format) goes to a MicrophoneSource's ring and, through an input node, into the voice chain of `graphPath`,
+/// Ear monitoring as a karaoke app runs it, on a real device thread: the microphone (Int16 mono, as iOS capture
+/// code takes it) goes to a MicrophoneSource's ring and, through an input node, into the voice chain of `graphPath`,
 /// mixed with an accompaniment read from a file (read ahead by the worker the render thread wakes), and out to
 /// the device. A control thread moves every effect parameter, flips bypasses and mute, and a consumer drains
 /// the microphone — pausing now and then so the ring overflows. Cycle timing is on. Counts the allocations on the
@@ -402,7 +402,7 @@ final class Flag: @unchecked Sendable {
 }
 
 /// The producer side of AAC encoding, as a capture callback drives it: pushes of 1–2048 frames, Int16 interleaved
-/// (the seeds' capture format) and Float32 planar (the graph's), into two encoding workers whose consumers are
+/// (iOS capture code's format) and Float32 planar (the graph's), into two encoding workers whose consumers are
 /// sometimes slow, so that the rings overflow as well as take. The pushing thread is watched once warmed up.
 func encoderPushes() throws {
     let int16 = try StreamFormat(sampleRate: 48_000, channelCount: 2, sampleType: .int16, interleaved: true)
