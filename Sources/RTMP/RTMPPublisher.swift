@@ -547,8 +547,9 @@ final class InboundBridge: ChannelDuplexHandler, @unchecked Sendable {
     private let continuation: AsyncThrowingStream<ByteBuffer, any Error>.Continuation
 
     private let firstError = Mutex<(any Error)?>(nil)
-    /// Bytes handed to the stream and not yet consumed, and whether a read is being held back.
-    private let backlog = Mutex<(bytes: Int, held: Bool)>((0, false))
+    /// Bytes handed to the stream and not yet consumed, whether a read is being held back, and the channel's event
+    /// loop (for the reader's thread to resume reading on).
+    private let backlog = Mutex<(bytes: Int, held: Bool, loop: (any EventLoop)?)>((0, false, nil))
     private var context: ChannelHandlerContext?  // event loop only
 
     /// The most bytes read from the server and not yet parsed before reading stops: the connection never reads
@@ -560,8 +561,15 @@ final class InboundBridge: ChannelDuplexHandler, @unchecked Sendable {
     /// The first error the channel reported (a TLS failure, a reset), if any.
     var failure: (any Error)? { firstError.withLock { $0 } }
 
-    func handlerAdded(context: ChannelHandlerContext) { self.context = context }
-    func handlerRemoved(context: ChannelHandlerContext) { self.context = nil }
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+        backlog.withLock { $0.loop = context.eventLoop }
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.context = nil
+        backlog.withLock { $0.loop = nil }
+    }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let buffer = unwrapInboundIn(data)
@@ -582,14 +590,13 @@ final class InboundBridge: ChannelDuplexHandler, @unchecked Sendable {
 
     /// The reader took `count` bytes off the stream (any thread).
     func consumed(_ count: Int) {
-        let resume = backlog.withLock { b -> Bool in
+        let loop = backlog.withLock { b -> (any EventLoop)? in
             b.bytes -= count
-            guard b.held, b.bytes < Self.highWater / 2 else { return false }
+            guard b.held, b.bytes < Self.highWater / 2 else { return nil }
             b.held = false
-            return true
+            return b.loop
         }
-        guard resume, let loop = context?.eventLoop else { return }
-        loop.execute { [self] in self.context?.read() }
+        loop?.execute { [self] in self.context?.read() }
     }
 
     func channelInactive(context: ChannelHandlerContext) {
