@@ -127,8 +127,14 @@ public final class RenderGraph: @unchecked Sendable {
     private let control: Mutex<Topology>
     private let exchange = ScheduleExchange<RenderSchedule>()
     private let renderState = Atomic<Int>(State.uninitialized.rawValue)
-    /// Render cycles in progress (the render side's half of the gate; see ``reset()`` and ``uninitialize()``).
-    private let rendersInFlight = Atomic<Int>(0)
+    /// Render cycles in progress, counted in two slots (the render side's half of the gate; see ``reset()`` and
+    /// ``uninitialize()``). A cycle counts itself in the slot `gateEpoch` names when it enters; closing the gate
+    /// flips the epoch and waits for the old slot alone to drain. Cycles that enter after the flip see the gate
+    /// closed and touch no unit, so a driver rendering back to back cannot keep the wait going: it ends when the
+    /// cycles already inside have left, one cycle per render thread at most.
+    private let rendersInFlightEven = Atomic<Int>(0)
+    private let rendersInFlightOdd = Atomic<Int>(0)
+    private let gateEpoch = Atomic<Int>(0)
     /// Set while ``reset()`` runs: cycles render silence and touch no unit.
     private let resetting = Atomic<Bool>(false)
     private let silence: PCMBuffer
@@ -392,11 +398,20 @@ public final class RenderGraph: @unchecked Sendable {
         control.withLock { _ in exchange.collect() }
     }
 
-    /// Control thread, after closing the gate (a store the render side reads after announcing itself): waits
-    /// until no cycle is in progress. The two sequentially consistent halves make sure that either the cycle
-    /// sees the gate closed, or this sees the cycle.
+    /// Control thread (under the control lock), after closing the gate (a store the render side reads after
+    /// announcing itself): waits until every cycle that could have seen the gate open has left.
+    ///
+    /// The flip comes after the gate closed, so a cycle that reads the new epoch also sees the gate closed. A cycle
+    /// counted in the old slot is waited for; one that read the old epoch but had not yet counted itself when the
+    /// slot was seen empty is ordered, by the sequentially consistent count and gate loads, after the gate closed,
+    /// and sees it closed.
     private func waitForRendersToLeave() {
-        while rendersInFlight.load(ordering: .sequentiallyConsistent) != 0 { sched_yield() }
+        let old = gateEpoch.wrappingAdd(1, ordering: .sequentiallyConsistent).oldValue & 1
+        if old == 0 {
+            while rendersInFlightEven.load(ordering: .sequentiallyConsistent) != 0 { sched_yield() }
+        } else {
+            while rendersInFlightOdd.load(ordering: .sequentiallyConsistent) != 0 { sched_yield() }
+        }
     }
 
     private func transition(from: State, to: State, _ verb: String, need: String) throws(AudioError) {
@@ -419,8 +434,8 @@ public final class RenderGraph: @unchecked Sendable {
     /// ``reset()`` runs. With nothing connected to the output, the output is silence.
     @inline(__always)
     public func renderCycle(frames: Int, timeStamp: RenderTimeStamp) -> BufferView? {
-        enterCycle()
-        defer { leaveCycle() }
+        let slot = enterCycle()
+        defer { leaveCycle(slot) }
         return runCycle(frames: frames, timeStamp: timeStamp)
     }
 
@@ -430,17 +445,32 @@ public final class RenderGraph: @unchecked Sendable {
     /// `frames` exceeds ``maximumFrames``.
     @inline(__always)
     public func renderCycle(frames: Int, timeStamp: RenderTimeStamp, consume: (BufferView) -> Void) -> Bool {
-        enterCycle()
-        defer { leaveCycle() }
+        let slot = enterCycle()
+        defer { leaveCycle(slot) }
         guard let view = runCycle(frames: frames, timeStamp: timeStamp) else { return false }
         consume(view)
         return true
     }
 
+    /// Counts the cycle in the current epoch's slot and returns the slot, for ``leaveCycle(_:)``.
     @inline(__always)
-    private func enterCycle() { rendersInFlight.add(1, ordering: .sequentiallyConsistent) }
+    private func enterCycle() -> Int {
+        let slot = gateEpoch.load(ordering: .sequentiallyConsistent) & 1
+        if slot == 0 {
+            rendersInFlightEven.add(1, ordering: .sequentiallyConsistent)
+        } else {
+            rendersInFlightOdd.add(1, ordering: .sequentiallyConsistent)
+        }
+        return slot
+    }
     @inline(__always)
-    private func leaveCycle() { rendersInFlight.subtract(1, ordering: .releasing) }
+    private func leaveCycle(_ slot: Int) {
+        if slot == 0 {
+            rendersInFlightEven.subtract(1, ordering: .releasing)
+        } else {
+            rendersInFlightOdd.subtract(1, ordering: .releasing)
+        }
+    }
 
     /// The cycle proper, between `enterCycle` and `leaveCycle`.
     @inline(__always)
