@@ -18,8 +18,8 @@ servers=(pulseaudio pulseaudio-utils alsa-utils libasound2-plugins jackd2)
 # openssl makes their self-signed certificate.
 rtmp=(nginx libnginx-mod-rtmp libnginx-mod-stream openssl)
 # strace shows the tests the system calls a command makes (fsync before rename) as an outsider sees them; GNU
-# time its peak memory; python3 runs the misbehaving RTMP server.
-tools=(strace time python3)
+# time its peak memory; python3 runs the misbehaving and quirky RTMP servers, and python3-venv holds pyrtmp.
+tools=(strace time python3 python3-venv)
 case "$profile" in
   bench) pkgs+=(sox hyperfine "${servers[@]}" "${rtmp[@]}") ;;
   demo) pkgs+=(espeak-ng) ;;
@@ -38,4 +38,16 @@ if [ ${#need[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+
+# pyrtmp, a third RTMP server for the interoperability tests, comes from PyPI into a virtual environment of the
+# tests' own (pinned: the tests know how this version speaks).
+if [ "$profile" = test ]; then
+  venv="$(cd "$(dirname "$0")/.." && pwd)/.build/test-venv"
+  if ! "$venv/bin/python3" -c "import pyrtmp" >/dev/null 2>&1; then
+    echo "install-deps: installing pyrtmp 0.3.1 into $venv"
+    rm -rf "$venv"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check "pyrtmp==0.3.1"
+  fi
 fi

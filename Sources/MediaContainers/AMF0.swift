@@ -135,54 +135,81 @@ public enum AMF0 {
 
 /// Reads AMF0 values from bytes, one at a time.
 public struct AMF0Reader {
-    public let bytes: [UInt8]
+    private var cursor: AMFCursor
+    /// Objects, typed objects, ECMA arrays and strict arrays in the order they began: what a reference (marker
+    /// 0x07) points into. A reference stands for the whole value, so the values references expand to are counted
+    /// and bounded (see ``AMF3Reader/maximumExpandedValues``).
+    private var references = AMFReferenceTable()
+
+    public var bytes: [UInt8] { cursor.bytes }
     /// The offset of the next value.
-    public private(set) var offset: Int
+    public var offset: Int { cursor.offset }
 
     public init(_ bytes: [UInt8], offset: Int = 0) {
-        self.bytes = bytes
-        self.offset = offset
+        cursor = AMFCursor(bytes: bytes, offset: offset, format: "AMF0")
     }
 
-    public var atEnd: Bool { offset >= bytes.count }
+    public var atEnd: Bool { cursor.remaining <= 0 }
 
     /// The next value.
     /// - Throws: ``AudioError`` `.corruptFile` (see ``AMF0/decodeAll(_:)``).
     public mutating func value() throws(AudioError) -> AMF0Value { try value(depth: 0) }
 
     private mutating func value(depth: Int) throws(AudioError) -> AMF0Value {
-        guard depth < AMF0.maximumDepth else { throw fail("values nested more than \(AMF0.maximumDepth) deep") }
-        let at = offset
-        let byte = try takeByte()
+        guard depth < AMF0.maximumDepth else { throw cursor.fail("values nested more than \(AMF0.maximumDepth) deep") }
+        try references.tally(1, cursor)
+        let at = cursor.offset
+        let byte = try cursor.byte()
         guard let marker = AMF0.Marker(rawValue: byte) else {
             throw AudioError(.corruptFile, "AMF0: unknown type marker \(hexByte(Int(byte))) at byte \(at)")
         }
         switch marker {
-        case .number: return .number(try double())
-        case .boolean: return .boolean(try takeByte() != 0)
-        case .string: return .string(try string(length: Int(try uint16())))
-        case .longString: return .string(try string(length: Int(try uint32())))
-        case .object: return .object(try properties(depth: depth))
+        case .number: return .number(try cursor.double())
+        case .boolean: return .boolean(try cursor.byte() != 0)
+        case .string: return .string(try cursor.utf8(length: Int(try cursor.uint16())))
+        case .longString: return .string(try cursor.utf8(length: Int(try cursor.uint32())))
+        case .object:
+            let slot = references.reserve()
+            return references.fill(slot, .object(try properties(depth: depth)))
+        case .typedObject:
+            // The class name is the reader's business; the members are an object's.
+            _ = try cursor.utf8(length: Int(try cursor.uint16()))
+            let slot = references.reserve()
+            return references.fill(slot, .object(try properties(depth: depth)))
         case .null: return .null
         case .undefined: return .undefined
         case .ecmaArray:
-            _ = try uint32()  // a count hint; the end marker is what ends the array
-            return .ecmaArray(try properties(depth: depth))
+            _ = try cursor.uint32()  // a count hint; the end marker is what ends the array
+            let slot = references.reserve()
+            return references.fill(slot, .ecmaArray(try properties(depth: depth)))
         case .strictArray:
-            let count = Int(try uint32())
+            let count = Int(try cursor.uint32())
             // Each value takes at least one byte: a count beyond what is left is corrupt.
-            guard count <= bytes.count - offset else {
-                throw fail("a strict array of \(count) values in \(bytes.count - offset) bytes")
+            guard count <= cursor.remaining else {
+                throw cursor.fail("a strict array of \(count) values in \(cursor.remaining) bytes")
             }
+            let slot = references.reserve()
             var values: [AMF0Value] = []
             values.reserveCapacity(count)
             for _ in 0..<count { values.append(try value(depth: depth + 1)) }
-            return .strictArray(values)
+            return references.fill(slot, .strictArray(values))
         case .date:
-            let ms = try double()
-            let zone = Int16(bitPattern: try uint16())
+            let ms = try cursor.double()
+            let zone = Int16(bitPattern: try cursor.uint16())
             return .date(milliseconds: ms, timeZone: zone)
-        case .objectEnd, .movieClip, .reference, .unsupported, .recordSet, .xmlDocument, .typedObject, .avmPlus:
+        case .reference:
+            return try references.reference(Int(try cursor.uint16()), cursor)
+        case .xmlDocument: return .string(try cursor.utf8(length: Int(try cursor.uint32())))
+        case .unsupported: return .undefined
+        case .avmPlus:
+            // The value that follows is AMF3 (AMF3 command and data messages switch for their complex values).
+            // It counts towards this reader's bound.
+            var reader = AMF3Reader(cursor.bytes, offset: cursor.offset, expanded: references.expanded - 1)
+            let value = try reader.value(depth: depth)
+            cursor.offset = reader.offset
+            try references.tally(reader.expanded - references.expanded, cursor)
+            return value
+        case .objectEnd, .movieClip, .recordSet:
             throw AudioError(.corruptFile, "AMF0: type marker \(hexByte(Int(byte))) at byte \(at) is not supported here")
         }
     }
@@ -190,49 +217,12 @@ public struct AMF0Reader {
     private mutating func properties(depth: Int) throws(AudioError) -> [AMF0Property] {
         var result: [AMF0Property] = []
         while true {
-            let key = try string(length: Int(try uint16()))
-            if key.isEmpty, offset < bytes.count, bytes[offset] == AMF0.Marker.objectEnd.rawValue {
-                offset += 1
+            let key = try cursor.utf8(length: Int(try cursor.uint16()))
+            if key.isEmpty, cursor.remaining > 0, cursor.bytes[cursor.offset] == AMF0.Marker.objectEnd.rawValue {
+                cursor.offset += 1
                 return result
             }
             result.append(AMF0Property(key, try value(depth: depth + 1)))
         }
-    }
-
-    private func fail(_ what: String) -> AudioError { AudioError(.corruptFile, "AMF0: \(what) at byte \(offset)") }
-
-    private mutating func take(_ n: Int) throws(AudioError) -> ArraySlice<UInt8> {
-        guard n <= bytes.count - offset else {
-            throw fail("truncated: \(n) byte(s) needed, \(bytes.count - offset) left")
-        }
-        defer { offset += n }
-        return bytes[offset..<offset + n]
-    }
-
-    private mutating func takeByte() throws(AudioError) -> UInt8 {
-        let b = try take(1)
-        return b[b.startIndex]
-    }
-
-    private mutating func uint16() throws(AudioError) -> UInt16 {
-        let b = try take(2)
-        return UInt16(b[b.startIndex]) << 8 | UInt16(b[b.startIndex + 1])
-    }
-
-    private mutating func uint32() throws(AudioError) -> UInt32 {
-        try take(4).reduce(0) { $0 << 8 | UInt32($1) }
-    }
-
-    private mutating func double() throws(AudioError) -> Double {
-        Double(bitPattern: try take(8).reduce(0) { $0 << 8 | UInt64($1) })
-    }
-
-    private mutating func string(length: Int) throws(AudioError) -> String {
-        let at = offset
-        let b = try take(length)
-        guard let s = String(validating: b, as: UTF8.self) else {
-            throw AudioError(.corruptFile, "AMF0: a string at byte \(at) is not valid UTF-8")
-        }
-        return s
     }
 }

@@ -172,8 +172,10 @@ public struct ChunkStreamEncoder: Sendable {
 
 /// Reassembles messages from a byte stream of chunks, in pieces of any size (RTMP §5.3).
 ///
-/// Chunk streams may interleave; Set Chunk Size and Abort messages take effect as they are decoded (and are
-/// still returned). Malformed input — a compressed header with no earlier header, a chunk size out of range, a
+/// Chunk streams may interleave; Set Chunk Size and Abort messages take effect as they are decoded, wherever they
+/// come (and are still returned). What established clients accept is accepted: a chunk stream may start with a
+/// fmt 1 or 2 header, whose missing fields are taken as zero. Malformed input — a fmt 3 header with no earlier
+/// header, a chunk size out of range, a
 /// message longer than ``maximumMessageLength``, too many chunk streams at once, more than
 /// ``maximumPartialBytes`` of unfinished messages — is a typed error, never a crash, so what a hostile peer can
 /// make the decoder hold is bounded.
@@ -257,8 +259,11 @@ public struct ChunkStreamDecoder: Sendable {
         let headerSize = [11, 7, 3, 0][Int(fmt)]
         guard p + headerSize <= end else { return nil }
         let known = streams[chunkStream]
-        if fmt != 0, known == nil {
-            throw Self.error("chunk stream \(chunkStream) starts with a fmt \(fmt) header, which needs an earlier one")
+        // A first header of fmt 1 or 2 takes what it leaves out as zero, as librtmp does: some servers compress
+        // against the last header they sent on any chunk stream (pyrtmp answers connect so). A fmt 3 header has
+        // no length to go on.
+        if fmt == 3, known == nil {
+            throw Self.error("chunk stream \(chunkStream) starts with a fmt 3 header, which needs an earlier one")
         }
         if known == nil, streams.count >= maximumChunkStreams {
             throw Self.error("more than \(maximumChunkStreams) chunk streams at once")
@@ -266,7 +271,8 @@ public struct ChunkStreamDecoder: Sendable {
         var header =
             known?.header
             ?? ChunkHeaderState(
-                timestamp: 0, delta: 0, length: 0, type: .audio, streamID: 0, extended: false, deltaFromHeader: false)
+                timestamp: 0, delta: 0, length: 0, type: RTMPMessageType(rawValue: 0), streamID: 0, extended: false,
+                deltaFromHeader: false)
         // The partial message stays in the dictionary and grows in place: copying it out would make long
         // messages quadratic.
         let received = known?.partial.count ?? 0

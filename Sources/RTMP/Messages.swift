@@ -80,15 +80,80 @@ public struct RTMPCommand: Hashable, Sendable {
         arguments = Array(values.dropFirst(3))
     }
 
+    /// Reads the command a command message carries — type 20 (AMF0) or type 17 (AMF3: a format byte, then AMF0
+    /// values that switch to AMF3 where marked, or AMF3 values throughout) — the way established clients read what
+    /// servers send: a missing transaction id reads as 0, a missing command object as null, missing or extra
+    /// arguments as they are. Servers differ in exactly these ways (FFmpeg's answers `FCPublish` with an
+    /// `onFCPublish` that has a name and nothing else).
+    ///
+    /// - Returns: nil for a message that is not a command, or whose first value is not a name; and for a command
+    ///   whose AMF is damaged, when it is not a reply (see below): like a command this client does not know, it is
+    ///   nothing to act on.
+    /// - Throws: ``AudioError`` `.protocolError` when a reply (`_result`, `_error`, `onStatus`) is damaged
+    ///   (truncated, nested too deep, an unknown marker): acting on part of a reply would be guessing.
+    public init?(message: RTMPMessage) throws(AudioError) {
+        guard message.type == .commandAMF0 || message.type == .commandAMF3 else { return nil }
+        let (values, damage) = Self.values(in: message)
+        guard let name = values.first?.stringValue else { return nil }
+        if let damage {
+            guard !Self.replies.contains(name) else {
+                throw AudioError(.protocolError, "RTMP protocol error: a '\(name)' whose AMF is damaged (\(damage.message))")
+            }
+            return nil
+        }
+        self.name = name
+        transactionID = values.count > 1 ? values[1].numberValue ?? 0 : 0
+        object = values.count > 2 ? values[2] : .null
+        arguments = Array(values.dropFirst(3))
+    }
+
+    /// The commands a server sends in answer to this client's, which it acts on.
+    static let replies: Set<String> = ["_result", "_error", "onStatus"]
+
+    /// The AMF values of a command or data message (types 20 and 18: AMF0; 17 and 15: AMF3's format byte, then
+    /// AMF0 with switches to AMF3, or AMF3 throughout), read up to the first damaged one, and the damage.
+    public static func values(in message: RTMPMessage) -> (values: [AMF0Value], damage: AudioError?) {
+        var payload = message.payload[...]
+        let amf3 = message.type == .commandAMF3 || message.type == .dataAMF3
+        if amf3, payload.first == 0 { payload = payload.dropFirst() }
+        var values: [AMF0Value] = []
+        // AMF0 never starts a message with undefined (0x06), which is AMF3's string marker.
+        if amf3, payload.first == 0x06 {
+            var reader = AMF3Reader(Array(payload))
+            while !reader.atEnd {
+                do { values.append(try reader.value()) } catch { return (values, error) }
+            }
+        } else {
+            var reader = AMF0Reader(Array(payload))
+            while !reader.atEnd {
+                do { values.append(try reader.value()) } catch { return (values, error) }
+            }
+        }
+        return (values, nil)
+    }
+
     public func message(streamID: UInt32 = 0) -> RTMPMessage {
         RTMPMessage(
             type: .commandAMF0, streamID: streamID,
             payload: AMF0.encode([.string(name), .number(transactionID), object] + arguments))
     }
 
-    /// The info object of an onStatus, `_result` or `_error` (the first object among the arguments).
+    /// The info object of an onStatus, `_result` or `_error`: the first object among the arguments or, from a
+    /// server that sends it where the command object goes (`onStatus(0, {level, code, …})`), the command object
+    /// (never a `_result`'s, which holds the server's properties).
     public var info: AMF0Value? {
-        arguments.first(where: { if case .object = $0 { true } else if case .ecmaArray = $0 { true } else { false } })
+        func isObject(_ v: AMF0Value) -> Bool {
+            if case .object = v { true } else if case .ecmaArray = v { true } else { false }
+        }
+        if let found = arguments.first(where: isObject) { return found }
+        // A `_result`'s command object is the server's properties, never the status.
+        return name != "_result" && isObject(object) ? object : nil
+    }
+
+    /// The number a `_result` answers with (createStream's stream id): the first number among the arguments or,
+    /// from a server that leaves out the null command object, the command object.
+    public var resultNumber: Double? {
+        arguments.first(where: { $0.numberValue != nil })?.numberValue ?? object.numberValue
     }
 
     /// "description (code)" from the info object, for error messages.
@@ -125,15 +190,20 @@ public struct RTMPHandshake: Sendable {
         c0c1 = bytes
     }
 
+    /// The bytes S0+S1 take, and S2.
+    public static let s0s1Size = 1 + packetSize
+    public static let s2Size = packetSize
     /// The bytes S0+S1+S2 take.
     public static let responseSize = 1 + 2 * packetSize
 
-    /// Checks the server's S0 (version 3), S1 and S2 (S2 echoes C1's random bytes) and returns C2 (S1 echoed).
-    /// - Parameter response: at least ``responseSize`` bytes; the rest is left to the caller.
-    /// - Throws: ``AudioError`` `.protocolError` naming what the server sent instead.
-    public func validate(_ response: ArraySlice<UInt8>) throws(AudioError) -> [UInt8] {
-        precondition(response.count >= Self.responseSize)
-        let s0 = response[response.startIndex]
+    /// Checks the server's S0 (version 3) and returns C2 (S1 echoed). C2 goes out as soon as S1 is in, before
+    /// S2 is read, as librtmp does: a server may send S2 only once it has C2 (the spec allows either order), and
+    /// one that sends S0+S1+S2 at once is served just as well.
+    /// - Parameter s0s1: at least ``s0s1Size`` bytes; the rest is left to the caller.
+    /// - Throws: ``AudioError`` `.protocolError` naming what answered instead.
+    public func c2(answering s0s1: ArraySlice<UInt8>) throws(AudioError) -> [UInt8] {
+        precondition(s0s1.count >= Self.s0s1Size)
+        let s0 = s0s1[s0s1.startIndex]
         guard s0 == Self.version else {
             let hint: String =
                 switch s0 {
@@ -143,11 +213,15 @@ public struct RTMPHandshake: Sendable {
                 }
             throw AudioError(.protocolError, "the RTMP handshake failed: \(hint)")
         }
-        let s1 = response[(response.startIndex + 1)..<(response.startIndex + 1 + Self.packetSize)]
-        let s2 = response[(response.startIndex + 1 + Self.packetSize)..<(response.startIndex + Self.responseSize)]
-        guard s2.dropFirst(8).elementsEqual(c0c1[9...]) else {
-            throw AudioError(.protocolError, "the RTMP handshake failed: the server's S2 does not echo our C1")
-        }
-        return Array(s1)
+        return Array(s0s1[(s0s1.startIndex + 1)..<(s0s1.startIndex + Self.s0s1Size)])
+    }
+
+    /// Whether S2 echoes C1's random bytes (RTMP §5.2.4). Servers in the field do not always (some send random
+    /// bytes of their own, some the digest of the complex handshake), and established clients (FFmpeg, librtmp)
+    /// go on regardless; so does the publisher, noting it at debug level.
+    /// - Parameter s2: at least ``s2Size`` bytes.
+    public func echoes(s2: ArraySlice<UInt8>) -> Bool {
+        precondition(s2.count >= Self.s2Size)
+        return s2.dropFirst(8).prefix(Self.packetSize - 8).elementsEqual(c0c1[9...])
     }
 }

@@ -1,4 +1,5 @@
 import AudioCore
+import Logging
 import MediaContainers
 import NIOCore
 #if canImport(Glibc)
@@ -132,12 +133,16 @@ struct RTMPConnection {
         let timeout = publisher.configuration.responseTimeout
         deadline.arm(channel: channel, seconds: timeout)
         do {
-            // Handshake.
+            // Handshake: C2 goes out once S1 is in (a server may hold S2 back until it has C2), and an S2 that
+            // does not echo C1 is only noted, as established clients do.
             let handshake = RTMPHandshake(time: 0)
             try await sender.sendRaw(handshake.c0c1)
-            let response = try await readRaw(count: RTMPHandshake.responseSize)
-            let c2 = try handshake.validate(response[...])
-            try await sender.sendRaw(c2)
+            let s0s1 = try await readRaw(count: RTMPHandshake.s0s1Size)
+            try await sender.sendRaw(try handshake.c2(answering: s0s1[...]))
+            let s2 = try await readRaw(count: RTMPHandshake.s2Size)
+            if !handshake.echoes(s2: s2[...]) {
+                logger.debug("the server at \(url) sent an S2 that does not echo C1's random bytes; going on, as established clients do")
+            }
             decoder.append(pending)
             pending = []
 
@@ -155,7 +160,7 @@ struct RTMPConnection {
             try await sender.send([(connect.message(), ChunkStreamID.command)])
             let connected = try await awaitResult(transaction: Self.transactionConnect)
             if connected.name == "_error" {
-                throw AudioError(.rejected, "the server at \(url) refused to connect to app '\(url.app)': \(connected.statusText)")
+                throw AudioError(.rejected, "the server at \(url) refused to connect to app '\(url.app)': \(statusText(connected))")
             }
 
             // createStream.
@@ -167,9 +172,9 @@ struct RTMPConnection {
                 (RTMPCommand("createStream", transactionID: Self.transactionCreateStream).message(), ChunkStreamID.command),
             ])
             let created = try await awaitResult(transaction: Self.transactionCreateStream)
-            guard created.name == "_result", let id = created.arguments.first?.numberValue, id >= 0, id <= Double(UInt32.max)
+            guard created.name == "_result", let id = created.resultNumber, id >= 0, id <= Double(UInt32.max), id == id.rounded()
             else {
-                throw AudioError(.rejected, "the server at \(url) did not create a stream: \(created.statusText)")
+                throw AudioError(.rejected, "the server at \(url) did not create a stream: \(statusText(created))")
             }
             let streamID = UInt32(id)
 
@@ -245,10 +250,17 @@ struct RTMPConnection {
             }
             do {
                 while let message = try await nextMessage() {
-                    guard let command = try Self.command(in: message) else { continue }
-                    if command.name == "onStatus", command.info?["level"]?.stringValue == "error" {
-                        throw AudioError(.rejected, "the server at \(publisher.url) stopped the stream: \(command.statusText)")
+                    guard let command = try Self.command(in: message) else {
+                        noteIgnored(message)
+                        continue
                     }
+                    if command.name == "onStatus", command.info?["level"]?.stringValue == "error" {
+                        throw AudioError(.rejected, "the server at \(publisher.url) stopped the stream: \(statusText(command))")
+                    }
+                    if command.name == "_error", command.transactionID == Self.transactionPublish {
+                        throw AudioError(.rejected, "the server at \(publisher.url) refused to publish: \(statusText(command))")
+                    }
+                    noteIgnored(command)
                 }
                 if !publisher.wantsStop {
                     throw AudioError(.connectionLost, "the server at \(publisher.url) closed the connection")
@@ -324,11 +336,30 @@ struct RTMPConnection {
     /// connection closed.
     private mutating func nextMessage() async throws -> RTMPMessage? {
         while true {
+            switch try await nextInbound() {
+            case .message(let message): return message
+            case .closed: return nil
+            case .woken: continue
+            }
+        }
+    }
+
+    private enum Inbound {
+        case message(RTMPMessage)
+        case closed
+        /// ``InboundBridge/wake()`` ran: a deadline of the reader's may have passed.
+        case woken
+    }
+
+    /// The next message or the next wake-up, in the order they came.
+    private mutating func nextInbound() async throws -> Inbound {
+        while true {
             if let (message, _) = try decoder.nextMessage() {
                 try await handleControl(message)
-                return message
+                return .message(message)
             }
-            guard let buffer = try await iterator.next() else { return nil }
+            guard let buffer = try await iterator.next() else { return .closed }
+            if buffer.readableBytes == 0 { return .woken }
             bytesReceived += UInt64(buffer.readableBytes)
             decoder.append(buffer.readableBytesView)
             inbound.consumed(buffer.readableBytes)
@@ -364,39 +395,83 @@ struct RTMPConnection {
         }
     }
 
-    /// The command a message carries, or nil for other messages. (Synchronous and untyped on purpose: Swift 6.3's
-    /// optimizer crashes splitting the async functions below when they call the typed-throwing initializer directly.)
+    /// The command a message carries (AMF0 or AMF3, read leniently: see ``RTMPCommand/init(message:)``), or nil
+    /// for other messages and commands with nothing to act on. (Synchronous and untyped on purpose: Swift 6.3's
+    /// optimizer crashes splitting the async functions below when they call the typed-throwing initializer
+    /// directly.)
     private static func command(in message: RTMPMessage) throws -> RTMPCommand? {
-        message.type == .commandAMF0 ? try RTMPCommand(payload: message.payload) : nil
+        try RTMPCommand(message: message)
+    }
+
+    private var logger: Logger { publisher.configuration.logger }
+
+    /// A server's status text with the stream key hidden (some servers quote the stream name).
+    private func statusText(_ command: RTMPCommand) -> String { publisher.url.hidingKey(in: command.statusText) }
+
+    /// Notes, at debug level, a command this client has nothing to do with (onBWDone, onFCPublish, _checkbw, …).
+    private func noteIgnored(_ command: RTMPCommand) {
+        logger.debug(
+            "ignored '\(publisher.url.hidingKey(in: command.name))' (transaction \(formatNumber(command.transactionID))) from the server at \(publisher.url) during \(phase)")
+    }
+
+    /// Notes, at debug level, a message other than a command that is not protocol control (data, a command with
+    /// no name or damaged AMF).
+    private func noteIgnored(_ message: RTMPMessage) {
+        guard !message.type.isProtocolControl else { return }
+        let name = RTMPCommand.values(in: message).values.first?.stringValue.map { " '\(publisher.url.hidingKey(in: $0))'" } ?? ""
+        logger.debug("ignored a \(message.type) message\(name) from the server at \(publisher.url) during \(phase)")
     }
 
     /// Waits for `_result` or `_error` with `transaction`, skipping everything else.
     private mutating func awaitResult(transaction: Double) async throws -> RTMPCommand {
         while true {
             guard let message = try await nextMessage() else { throw closedDuring() }
-            guard let command = try Self.command(in: message) else { continue }
+            guard let command = try Self.command(in: message) else {
+                noteIgnored(message)
+                continue
+            }
             if (command.name == "_result" || command.name == "_error"), command.transactionID == transaction {
                 return command
             }
+            noteIgnored(command)
         }
     }
 
     /// Waits for onStatus NetStream.Publish.Start; an onStatus of level "error" or `_error` for publish is a
-    /// rejection.
+    /// rejection. A server that has sent neither within ``RTMPPublisher/Configuration/publishStatusWait`` is taken
+    /// to publish on createStream's result alone (some servers never send onStatus); a refusal that comes later
+    /// still ends the stream (see `exchange`).
     private mutating func awaitPublishStart() async throws {
         let url = publisher.url
+        let wait = min(publisher.configuration.publishStatusWait, publisher.configuration.responseTimeout / 2)
+        let quietUntil = monotonicNanoseconds() + UInt64(wait * 1e9)
+        let alarm = channel.eventLoop.scheduleTask(in: .nanoseconds(Int64(wait * 1e9))) { [inbound] in inbound.wake() }
+        defer { alarm.cancel() }
         while true {
-            guard let message = try await nextMessage() else { throw closedDuring() }
-            guard let command = try Self.command(in: message) else { continue }
+            let message: RTMPMessage
+            switch try await nextInbound() {
+            case .closed: throw closedDuring()
+            case .woken:
+                guard monotonicNanoseconds() >= quietUntil else { continue }
+                logger.debug(
+                    "the server at \(url) sent no onStatus within \(formatSeconds(wait)) of publish: publishing on createStream's result alone")
+                return
+            case .message(let m): message = m
+            }
+            guard let command = try Self.command(in: message) else {
+                noteIgnored(message)
+                continue
+            }
             if command.name == "onStatus" {
                 let code = command.info?["code"]?.stringValue ?? ""
                 if code == "NetStream.Publish.Start" { return }
                 if command.info?["level"]?.stringValue == "error" || code.hasSuffix("BadName") || code.hasSuffix("Failed") {
-                    throw AudioError(.rejected, "the server at \(url) refused to publish: \(command.statusText)")
+                    throw AudioError(.rejected, "the server at \(url) refused to publish: \(statusText(command))")
                 }
             } else if command.name == "_error", command.transactionID == Self.transactionPublish {
-                throw AudioError(.rejected, "the server at \(url) refused to publish: \(command.statusText)")
+                throw AudioError(.rejected, "the server at \(url) refused to publish: \(statusText(command))")
             }
+            noteIgnored(command)
         }
     }
 
@@ -433,6 +508,11 @@ final class Deadline: Sendable {
             s.task = nil
         }
     }
+}
+
+/// A number as a person writes it: 4, not 4.0.
+func formatNumber(_ n: Double) -> String {
+    n == n.rounded() && abs(n) < 1e15 ? String(Int64(n)) : String(n)
 }
 
 func formatSeconds(_ s: Double) -> String {

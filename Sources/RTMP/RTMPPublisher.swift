@@ -2,6 +2,7 @@ import AudioCore
 import MediaContainers
 import NIOCore
 import NIOPosix
+import Logging
 import NIOSSL
 import Synchronization
 
@@ -48,6 +49,11 @@ public final class RTMPPublisher: Sendable {
         /// Seconds the connection must stay open after NetStream.Publish.Start before the stream counts as
         /// published (servers that refuse by closing, such as nginx-rtmp's `deny publish`, say Start first).
         public var publishConfirmation = 0.25
+        /// Seconds to wait after `publish` for onStatus NetStream.Publish.Start before publishing on the
+        /// createStream result alone: some servers never send onStatus. A refusal (an onStatus of level error, an
+        /// `_error` for publish, a close) still ends the stream whenever it comes. At most half of
+        /// ``responseTimeout`` is spent so, since that bounds the whole exchange from the handshake to publish.
+        public var publishStatusWait = 2.0
         /// Seconds a write may wait without the server taking any data before the connection counts as lost
         /// (and is reconnected): a server that hangs without closing, or a connection lost without a reset.
         public var stallTimeout = 10.0
@@ -62,6 +68,10 @@ public final class RTMPPublisher: Sendable {
         public var statisticsInterval = 1.0
         /// TLS for rtmps:// URLs. The default verifies the server's certificate against the system's trust roots.
         public var tls = TLSConfiguration.makeClientConfiguration()
+        /// Where the publisher notes what it met: at debug level, each way a server departs from the spec and how
+        /// it was taken (an S2 that does not echo C1, a command ignored, no onStatus after publish); at info, each
+        /// connection made and lost. Stream keys never appear.
+        public var logger = Logger(label: "liveaudio.rtmp")
 
         public init() {}
 
@@ -86,6 +96,9 @@ public final class RTMPPublisher: Sendable {
             }
             guard publishConfirmation >= 0, publishConfirmation <= 10 else {
                 throw out("publishConfirmation", publishConfirmation, "0 … 10 seconds")
+            }
+            guard publishStatusWait >= 0, publishStatusWait <= 60 else {
+                throw out("publishStatusWait", publishStatusWait, "0 … 60 seconds")
             }
             guard maximumReconnectDelay >= initialReconnectDelay else {
                 throw out("maximumReconnectDelay", maximumReconnectDelay, "at least initialReconnectDelay (\(initialReconnectDelay))")
@@ -285,6 +298,7 @@ public final class RTMPPublisher: Sendable {
                     if published {
                         self.shared.withLock { $0.counters.reconnects += 1 }
                     }
+                    self.configuration.logger.info("publishing to \(self.url)\(published ? " again" : "")")
                     published = true
                     failures = 0
                     delay = self.configuration.initialReconnectDelay
@@ -307,6 +321,7 @@ public final class RTMPPublisher: Sendable {
                 }
                 setState(.reconnecting)
                 let wait = delay * Double.random(in: 0.75...1.25)
+                configuration.logger.info("\(error.message); reconnecting to \(url) in \(formatSeconds(wait))")
                 delay = min(configuration.maximumReconnectDelay, delay * 2)
                 let until = monotonicNanoseconds() + UInt64(wait * 1e9)
                 while !isStopping, !Task.isCancelled, monotonicNanoseconds() < until {
@@ -587,6 +602,10 @@ final class InboundBridge: ChannelDuplexHandler, @unchecked Sendable {
         }
         if pass { context.read() }
     }
+
+    /// Hands the reader an empty buffer, which carries no bytes: a wake-up for a reader waiting with a deadline
+    /// of its own (any thread).
+    func wake() { continuation.yield(ByteBuffer()) }
 
     /// The reader took `count` bytes off the stream (any thread).
     func consumed(_ count: Int) {

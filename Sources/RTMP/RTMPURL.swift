@@ -118,6 +118,16 @@ public struct RTMPURL: Hashable, Sendable, CustomStringConvertible {
         return "\(scheme.rawValue)://\(hostInURL)\(portPart)/\(app)"
     }
 
+    /// `text` (something a server said) with the stream key, and the stream name without its query, replaced by
+    /// `<key>` — each when it is 4 characters or more (shorter ones would mangle ordinary words): some servers
+    /// quote the stream name in their status descriptions.
+    public func hidingKey(in text: String) -> String {
+        var result = text
+        let name = streamKey.split(separator: "?", maxSplits: 1).first.map(String.init) ?? streamKey
+        for secret in [streamKey, name] where secret.count >= 4 { result = result.replacing(secret, with: "<key>") }
+        return result
+    }
+
     /// The URL with the stream key hidden: safe for logs and errors.
     public var description: String { "\(tcUrl)/<key>" }
 }

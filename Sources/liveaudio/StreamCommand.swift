@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import LiveAudio
+import Logging
 
 struct Stream: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -76,7 +77,16 @@ struct Stream: AsyncParsableCommand {
     @Flag(help: "Print nothing but errors and the final summary.")
     var quiet = false
 
+    @Flag(help: "Also print the RTMP connections' debug notes on standard error: each way a server departs from the spec and how it was taken (stream keys stay hidden).")
+    var verbose = false
+
     func run() async throws {
+        // Log lines go to standard error, below the statistics; each logger sets its own level.
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = .trace
+            return handler
+        }
         do throws(AudioError) {
             try validateDuration(duration)
             let configuration = try makeConfiguration()
@@ -168,6 +178,8 @@ struct Stream: AsyncParsableCommand {
             throw AudioError(.invalidParameter, "--queue must be 100 to 600000 milliseconds, got \(queueMilliseconds)")
         }
         configuration.rtmp.queueMilliseconds = Int64(queueMilliseconds)
+        configuration.rtmp.logger = Logger(label: "liveaudio.rtmp")
+        configuration.rtmp.logger.logLevel = verbose ? .debug : quiet ? .error : .warning
         if let caFile {
             guard FileManager.default.isReadableFile(atPath: caFile) else {
                 throw AudioError(.fileIO, "cannot read --ca-file '\(caFile)'")

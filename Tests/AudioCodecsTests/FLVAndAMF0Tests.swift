@@ -68,7 +68,8 @@ func smallFLV(in dir: TemporaryDirectory) throws -> [UInt8] {
             }
         }
         expectError(.corruptFile, containing: "unknown type marker") { _ = try AMF0.decodeAll([0x42]) }
-        expectError(.corruptFile, containing: "not supported") { _ = try AMF0.decodeAll([0x07, 0, 1]) }
+        expectError(.corruptFile, containing: "a reference to value 1 of 0") { _ = try AMF0.decodeAll([0x07, 0, 1]) }
+        expectError(.corruptFile, containing: "not supported") { _ = try AMF0.decodeAll([0x0E]) }  // record set: reserved
         expectError(.corruptFile, containing: "UTF-8") { _ = try AMF0.decodeAll([0x02, 0, 2, 0xC3, 0x28]) }
         expectError(.corruptFile, containing: "strict array") { _ = try AMF0.decodeAll([0x0A, 0xFF, 0xFF, 0xFF, 0xFF, 0x05]) }
         var deep: [UInt8] = []

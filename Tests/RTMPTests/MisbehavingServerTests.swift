@@ -35,7 +35,7 @@ struct MisbehavingServerTests {
         // GNU time reports the peak resident set (kilobytes) as the last line of its standard error.
         let r = try await runTool(
             "/usr/bin/time",
-            ["-f", "maxrss_kb=%M", liveaudio, "stream", "--input", dir.file("in.wav"), "--duration", "8",
+            ["-f", "maxrss_kb=%M", liveaudio, "stream", "--input", dir.file("in.wav"), "--duration", "8", "--verbose",
              "--to", "rtmp://127.0.0.1:\(port)/live/\(Self.secret)"])
         let took = Date().timeIntervalSince(began)
         let output = r.stdout + r.stderr

@@ -103,6 +103,8 @@ struct PublisherErrorTests {
             ("chunk size", { $0.chunkSize = 70_000 }), ("connect timeout", { $0.connectTimeout = 0 }),
             ("response timeout", { $0.responseTimeout = -1 }), ("stall timeout", { $0.stallTimeout = 0 }),
             ("statistics interval", { $0.statisticsInterval = 0 }), ("confirmation", { $0.publishConfirmation = 11 }),
+            ("status wait", { $0.publishStatusWait = -1 }), ("status wait", { $0.publishStatusWait = .nan }),
+            ("status wait", { $0.publishStatusWait = 61 }),
             ("reconnect delays", { $0.initialReconnectDelay = 2; $0.maximumReconnectDelay = 1 }),
         ]
         for (what, change) in changes {
