@@ -33,7 +33,9 @@ let package = Package(
     ],
     targets: [
         // Formats, buffers, conversion, errors, parameters, ring buffers, WAV I/O.
-        .target(name: "AudioCore", dependencies: ["CSystemCalls"], swiftSettings: strict),
+        .target(name: "AudioCore", dependencies: ["CSystemCalls", "CSoxr"], swiftSettings: strict),
+        // libsoxr (module map + shim header): sample-rate conversion.
+        .systemLibrary(name: "CSoxr", pkgConfig: "soxr", providers: [.apt(["libsoxr-dev"])]),
         // Container formats: WAV (read incrementally, written in a streaming way).
         .target(name: "MediaContainers", dependencies: ["AudioCore", "CSystemCalls"], swiftSettings: strict),
         // The unit model, graph topology, compiled render schedules and their exchange, offline output.

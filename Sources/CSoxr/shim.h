@@ -1,0 +1,2 @@
+// libsoxr (Debian libsoxr-dev): high-quality sample-rate conversion.
+#include <soxr.h>
