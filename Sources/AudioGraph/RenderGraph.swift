@@ -170,17 +170,23 @@ public final class RenderGraph: @unchecked Sendable {
     // MARK: Nodes
 
     /// Adds a unit. In an initialized graph the unit is prepared here, on the calling thread.
+    ///
+    /// A node may run at another rate than the graph's; it then reaches the output through a unit that pulls its
+    /// input (``RenderUnit/pullsInput``: a converter), since a connection joins buses of one rate.
     /// - Parameter name: used in error messages and diagnostics; defaults to `kind#n`.
     /// - Throws: ``AudioError`` `.invalidNode` when the unit already belongs to a graph, `.unsupportedSampleRate`
-    ///   when its formats are at another rate than the graph's.
+    ///   when its buses run at different rates (outside a pulling unit's inputs) or at a rate outside 1–768 kHz.
     @discardableResult
     public func addNode(_ unit: RenderUnit, name: String? = nil) throws(AudioError) -> NodeID {
         let label = name ?? unit.kind
-        for f in unit.inputFormats + unit.outputFormats where f.sampleRate != format.sampleRate {
+        let rate = unit.busSampleRate ?? format.sampleRate
+        for f in (unit.pullsInput ? [] : unit.inputFormats) + unit.outputFormats where f.sampleRate != rate {
             throw AudioError(
                 .unsupportedSampleRate,
-                "node '\(label)' (\(unit.kind)) runs at \(formatHz(f.sampleRate)) but the graph runs at "
-                    + "\(formatHz(format.sampleRate)); resample it first")
+                "node '\(label)' (\(unit.kind)) has buses at \(formatHz(rate)) and \(formatHz(f.sampleRate)): a unit runs at one rate")
+        }
+        for f in unit.inputFormats + unit.outputFormats where !(1_000...768_000).contains(f.sampleRate) {
+            throw AudioError(.unsupportedSampleRate, "node '\(label)' (\(unit.kind)) runs at \(formatHz(f.sampleRate)), outside 1–768 kHz")
         }
         guard unit.membership.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged
         else {
@@ -192,7 +198,7 @@ public final class RenderGraph: @unchecked Sendable {
                 t.nextID += 1
                 let record = NodeRecord(id: id, name: name ?? "\(unit.kind)#\(id.raw)", unit: unit)
                 if t.state != .uninitialized {
-                    try unit.prepare(spec)
+                    try unit.prepare(spec(for: unit))
                     record.allocateBuffers(maximumFrames: maximumFrames)
                 }
                 t.nodes[id] = record
@@ -249,8 +255,10 @@ public final class RenderGraph: @unchecked Sendable {
     /// Connects output bus `outputBus` of `source` to input bus `inputBus` of `destination` (or of
     /// ``output``). One output may feed any number of inputs (it is rendered once per cycle); an input takes one
     /// connection. A mono output may feed an input with more channels: it is copied to every channel.
-    /// - Throws: ``AudioError`` `.invalidNode`, `.invalidBus`, `.formatMismatch` (naming both formats), `.cycle`
-    ///   (naming the cycle), or `.invalidState` when the input is already connected.
+    /// - Throws: ``AudioError`` `.invalidNode` (also when a node would be pulled from both sides of a converter),
+    ///   `.invalidBus`, `.formatMismatch` (naming both formats), `.unsupportedSampleRate` (naming both rates: a
+    ///   converter belongs between them), `.cycle` (naming the cycle), or `.invalidState` when the input is already
+    ///   connected.
     public func connect(_ source: NodeID, outputBus sourceBus: Int = 0, to destination: NodeID, inputBus destinationBus: Int = 0)
         throws(AudioError)
     {
@@ -263,6 +271,12 @@ public final class RenderGraph: @unchecked Sendable {
             }
             let target = try inputFormat(t, destination, destinationBus)
             let produced = from.unit.outputFormats[sourceBus]
+            guard produced.sampleRate == target.sampleRate else {
+                throw AudioError(
+                    .unsupportedSampleRate,
+                    "cannot connect '\(from.name)' (\(formatHz(produced.sampleRate))) to '\(nameOf(t, destination))' "
+                        + "input bus \(destinationBus) (\(formatHz(target.sampleRate))): the rates differ; put a converter between them")
+            }
             guard produced.channelCount == target.channelCount || produced.channelCount == 1 else {
                 throw AudioError(
                     .formatMismatch,
@@ -275,6 +289,12 @@ public final class RenderGraph: @unchecked Sendable {
                     .cycle,
                     "connecting '\(from.name)' to '\(nameOf(t, destination))' would create a cycle: "
                         + names.joined(separator: " → "))
+            }
+            let key = Endpoint(node: destination, bus: destinationBus)
+            if t.sources[key] == nil {
+                var trial = t
+                trial.sources[key] = .node(Endpoint(node: source, bus: sourceBus))
+                if let conflict = chainConflict(trial) { throw AudioError(.invalidNode, conflict) }
             }
             try setSource(&t, destination, destinationBus, .node(Endpoint(node: source, bus: sourceBus)))
         }
@@ -340,7 +360,7 @@ public final class RenderGraph: @unchecked Sendable {
             for id in t.insertionOrder {
                 let record = t.nodes[id]!
                 do throws(AudioError) {
-                    try record.unit.prepare(spec)
+                    try record.unit.prepare(spec(for: record.unit))
                 } catch {
                     throw AudioError(error.code, "node '\(record.name)': \(error.message)")
                 }
@@ -386,7 +406,11 @@ public final class RenderGraph: @unchecked Sendable {
         control.withLock { t in
             resetting.store(true, ordering: .sequentiallyConsistent)
             waitForRendersToLeave()
-            for id in t.insertionOrder { t.nodes[id]!.unit.reset() }
+            for id in t.insertionOrder {
+                let unit = t.nodes[id]!.unit
+                unit.reset()
+                unit.pulledFrames = 0
+            }
             resetting.store(false, ordering: .releasing)
         }
     }
@@ -532,7 +556,14 @@ public final class RenderGraph: @unchecked Sendable {
         generation.add(1, ordering: .relaxed)
     }
 
-    /// The nodes the output pulls, depth-first from the output: each reachable node once, after its inputs.
+    /// The spec a unit is prepared with: its own rate (the graph's for a unit with no buses), the graph's
+    /// largest cycle (a pulling unit pulls its inputs in pieces of at most that many frames).
+    private func spec(for unit: RenderUnit) -> RenderSpec {
+        RenderSpec(sampleRate: unit.busSampleRate ?? format.sampleRate, maximumFrames: maximumFrames)
+    }
+
+    /// The nodes the output pulls, depth-first from the output: each reachable node once, after its inputs, the
+    /// nodes a pulling unit pulls right before it.
     private func pullOrder(_ t: Topology) -> [NodeRecord] {
         var order: [NodeRecord] = []
         var visited = Set<NodeID>()
@@ -548,13 +579,60 @@ public final class RenderGraph: @unchecked Sendable {
         return order
     }
 
+    /// The nodes chain `sinks` renders: depth-first from the sources of those input buses, each once, after its
+    /// inputs, not going past a pulling unit (whose inputs are a chain of their own).
+    private func chainOrder(_ t: Topology, _ sinks: [Endpoint]) -> [NodeRecord] {
+        var order: [NodeRecord] = []
+        var visited = Set<NodeID>()
+        func visit(_ id: NodeID) {
+            guard id != output, !visited.contains(id), let record = t.nodes[id] else { return }
+            visited.insert(id)
+            if !record.unit.pullsInput {
+                for bus in 0..<record.unit.inputBusCount {
+                    if case .node(let from)? = t.sources[Endpoint(node: id, bus: bus)] { visit(from.node) }
+                }
+            }
+            order.append(record)
+        }
+        for sink in sinks {
+            if case .node(let from)? = t.sources[sink] { visit(from.node) }
+        }
+        return order
+    }
+
+    /// Why `t` cannot be rendered, when a node would belong to two chains (pulled by a converter and by another
+    /// part of the graph, which would render it twice a cycle, at two paces), or nil.
+    private func chainConflict(_ t: Topology) -> String? {
+        var owner: [NodeID: String] = [:]
+        var problem: String?
+        func walk(_ sinks: [Endpoint], _ chain: String) {
+            for record in chainOrder(t, sinks) {
+                if let other = owner[record.id], other != chain {
+                    problem =
+                        problem
+                        ?? "node '\(record.name)' would be pulled both by \(other) and by \(chain); a node feeds one side of a converter"
+                    continue
+                }
+                guard owner[record.id] == nil else { continue }
+                owner[record.id] = chain
+                if record.unit.pullsInput {
+                    walk((0..<record.unit.inputBusCount).map { Endpoint(node: record.id, bus: $0) }, "'\(record.name)'")
+                }
+            }
+        }
+        walk([Endpoint(node: output, bus: 0)], "the graph output")
+        return problem
+    }
+
     /// Builds the render schedule for an initialized graph (every node has its buffers).
     private func compile(_ t: Topology) -> RenderSchedule {
-        let order = pullOrder(t)
         var steps: [ScheduleStep] = []
+        var chains: [ScheduleChain] = [ScheduleChain(stepStart: 0, stepCount: 0, resultStart: 0, resultCount: 0)]
         var inputs: [BusSource] = []
         var outputs: [BusSource] = []
         var callbacks: [CallbackInput] = []
+        var everything: [NodeRecord] = []
+        var prefetchPlan: [(unit: RenderUnit, scale: Double, margin: Int)] = []
         let silent = BusSource(base: silence.storage, stride: 0, channels: 1)
 
         func resolve(_ key: Endpoint, channels: Int) -> BusSource {
@@ -574,25 +652,64 @@ public final class RenderGraph: @unchecked Sendable {
             }
         }
 
-        for record in order {
-            let unit = record.unit
-            // Callback steps for this node's inputs go first, then the node's own step.
-            let resolved = unit.inputFormats.indices.map {
-                resolve(Endpoint(node: record.id, bus: $0), channels: unit.inputFormats[$0].channelCount)
+        /// Compiles the chain that renders `sinks` (with their channel counts) and returns the range of `inputs`
+        /// where its result is read. Chains of pulling units inside it are compiled first, so that each chain's
+        /// steps are contiguous.
+        func compileChain(_ sinks: [(Endpoint, Int)], index: Int?, inChain: Bool) -> (start: Int, count: Int, chain: Int) {
+            let order = chainOrder(t, sinks.map(\.0))
+            var pulled: [NodeID: (start: Int, count: Int, chain: Int)] = [:]
+            for record in order where record.unit.pullsInput {
+                let unit = record.unit
+                pulled[record.id] = compileChain(
+                    unit.inputFormats.indices.map { (Endpoint(node: record.id, bus: $0), unit.inputFormats[$0].channelCount) },
+                    index: nil, inChain: true)
             }
-            let inputStart = inputs.count
+            let stepStart = steps.count
+            for record in order {
+                let unit = record.unit
+                everything.append(record)
+                if unit.prefetchesAhead {
+                    let scale = (unit.busSampleRate ?? format.sampleRate) / format.sampleRate
+                    prefetchPlan.append((unit, scale, inChain ? 2 * maximumFrames : 0))
+                }
+                let outputStart = outputs.count
+                outputs += record.outputBuffers.map { BusSource(base: $0.storage, stride: $0.channelStride, channels: $0.channelCount) }
+                if let chain = pulled[record.id] {
+                    var step = ScheduleStep(
+                        unit: unit, callback: nil, inputStart: chain.start, inputCount: chain.count, outputStart: outputStart,
+                        outputCount: record.outputBuffers.count)
+                    step.chain = chain.chain
+                    steps.append(step)
+                    continue
+                }
+                // Callback steps for this node's inputs go first, then the node's own step.
+                let resolved = unit.inputFormats.indices.map {
+                    resolve(Endpoint(node: record.id, bus: $0), channels: unit.inputFormats[$0].channelCount)
+                }
+                let inputStart = inputs.count
+                inputs += resolved
+                steps.append(
+                    ScheduleStep(
+                        unit: unit, callback: nil, inputStart: inputStart, inputCount: resolved.count, outputStart: outputStart,
+                        outputCount: record.outputBuffers.count))
+            }
+            // The result, read after the chain's steps (callback steps for the sinks themselves join the chain).
+            let resolved = sinks.map { resolve($0.0, channels: $0.1) }
+            let resultStart = inputs.count
             inputs += resolved
-            let outputStart = outputs.count
-            outputs += record.outputBuffers.map { BusSource(base: $0.storage, stride: $0.channelStride, channels: $0.channelCount) }
-            steps.append(
-                ScheduleStep(
-                    unit: unit, callback: nil, inputStart: inputStart, inputCount: resolved.count, outputStart: outputStart,
-                    outputCount: record.outputBuffers.count))
+            let chain = ScheduleChain(stepStart: stepStart, stepCount: steps.count - stepStart, resultStart: resultStart, resultCount: resolved.count)
+            if let index {
+                chains[index] = chain
+                return (resultStart, resolved.count, index)
+            }
+            chains.append(chain)
+            return (resultStart, resolved.count, chains.count - 1)
         }
-        let out = resolve(Endpoint(node: output, bus: 0), channels: format.channelCount)
+
+        let main = compileChain([(Endpoint(node: output, bus: 0), format.channelCount)], index: 0, inChain: false)
         return RenderSchedule(
-            nodes: order, callbacks: callbacks, steps: steps, inputs: inputs, outputs: outputs, output: out,
-            silence: silence)
+            nodes: everything, callbacks: callbacks, steps: steps, chains: chains, inputs: inputs, outputs: outputs,
+            output: inputs[main.start], silence: silence, prefetchPlan: prefetchPlan)
     }
 
     // MARK: Helpers (control thread, lock held)

@@ -21,6 +21,18 @@ struct ScheduleStep {
     let inputCount: Int
     let outputStart: Int
     let outputCount: Int
+    /// For a unit that pulls its input: the chain that renders its inputs (whose result is inputStart…); else −1.
+    var chain: Int = -1
+}
+
+/// A run of steps that render together for one frame count: chain 0 is the graph's own cycle; each unit that
+/// pulls its input has a chain of its own, the nodes upstream of it, rendered when it pulls, at their rate.
+struct ScheduleChain {
+    let stepStart: Int
+    let stepCount: Int
+    /// Where the chain's result is read: for a pulling unit's chain, its input buses.
+    let resultStart: Int
+    let resultCount: Int
 }
 
 /// A graph compiled for the render thread: a flat list of steps in dependency order (every node reachable from
@@ -32,6 +44,7 @@ final class RenderSchedule: @unchecked Sendable {
     private let retainedNodes: [NodeRecord]
     private let retainedCallbacks: [CallbackInput]
     let steps: UnsafeMutableBufferPointer<ScheduleStep>
+    let chains: UnsafeMutableBufferPointer<ScheduleChain>
     let inputSources: UnsafeMutableBufferPointer<BusSource>
     let outputSources: UnsafeMutableBufferPointer<BusSource>
     let inputViews: UnsafeMutableBufferPointer<BufferView>
@@ -39,15 +52,21 @@ final class RenderSchedule: @unchecked Sendable {
     let output: BusSource
     /// Units that read ahead (files), as unowned references: iterated by index, never allocating.
     let prefetchers: UnsafeMutableBufferPointer<Unmanaged<RenderUnit>>
+    /// For each: how many of its frames a graph frame takes (its rate over the graph's), and the frames a chain
+    /// may pull beyond that in one cycle (a converter filling its filter, pulling in whole chunks).
+    let prefetchScales: UnsafeMutableBufferPointer<(scale: Double, margin: Int)>
 
     init(
-        nodes: [NodeRecord], callbacks: [CallbackInput], steps: [ScheduleStep], inputs: [BusSource],
-        outputs: [BusSource], output: BusSource, silence: PCMBuffer
+        nodes: [NodeRecord], callbacks: [CallbackInput], steps: [ScheduleStep], chains: [ScheduleChain],
+        inputs: [BusSource], outputs: [BusSource], output: BusSource, silence: PCMBuffer,
+        prefetchPlan: [(unit: RenderUnit, scale: Double, margin: Int)]
     ) {
         retainedNodes = nodes
         retainedCallbacks = callbacks
         self.steps = .allocate(capacity: steps.count)
         _ = self.steps.initialize(from: steps)
+        self.chains = .allocate(capacity: chains.count)
+        _ = self.chains.initialize(from: chains)
         inputSources = .allocate(capacity: inputs.count)
         _ = inputSources.initialize(from: inputs)
         outputSources = .allocate(capacity: outputs.count)
@@ -58,50 +77,73 @@ final class RenderSchedule: @unchecked Sendable {
         outputViews = .allocate(capacity: outputs.count)
         outputViews.initialize(repeating: blank)
         self.output = output
-        let reading = nodes.filter(\.unit.prefetchesAhead).map { Unmanaged.passUnretained($0.unit) }
-        prefetchers = .allocate(capacity: reading.count)
-        _ = prefetchers.initialize(from: reading)
+        prefetchers = .allocate(capacity: prefetchPlan.count)
+        _ = prefetchers.initialize(from: prefetchPlan.map { Unmanaged.passUnretained($0.unit) })
+        prefetchScales = .allocate(capacity: prefetchPlan.count)
+        _ = prefetchScales.initialize(from: prefetchPlan.map { ($0.scale, $0.margin) })
     }
 
     deinit {
         steps.deallocate()
+        chains.deallocate()
         inputSources.deallocate()
         outputSources.deallocate()
         inputViews.deallocate()
         outputViews.deallocate()
         prefetchers.deallocate()
+        prefetchScales.deallocate()
     }
 
     /// Offline caller: lets every reading-ahead unit fetch `frames` frames.
     func prefetch(frames: Int) throws(AudioError) {
         for i in 0..<prefetchers.count {
-            try prefetchers[i].takeUnretainedValue().prefetch(frames: frames)
+            let (scale, margin) = prefetchScales[i]
+            try prefetchers[i].takeUnretainedValue().prefetch(frames: Int((Double(frames) * scale).rounded(.up)) + margin)
         }
     }
 
-    /// Runs every step for `frames` frames and returns the graph output. Render thread.
+    /// Runs the graph's own chain for `frames` frames and returns the graph output. Render thread.
     @inline(__always)
     func run(frames: Int, timeStamp: RenderTimeStamp) -> BufferView {
-        for s in 0..<steps.count {
+        _ = runChain(0, frames: frames, timeStamp: timeStamp)
+        return output.view(frames)
+    }
+
+    /// Runs chain `index` for `frames` frames and returns views of its result (a pulling unit's inputs; empty
+    /// for chain 0). Render thread; re-entered when a unit in a chain pulls from a chain of its own.
+    func runChain(_ index: Int, frames: Int, timeStamp: RenderTimeStamp) -> UnsafeBufferPointer<BufferView> {
+        let chain = chains[index]
+        for s in chain.stepStart..<(chain.stepStart + chain.stepCount) {
             let step = steps[s]
-            for i in step.inputStart..<(step.inputStart + step.inputCount) {
-                inputViews[i] = inputSources[i].view(frames)
-            }
-            for o in step.outputStart..<(step.outputStart + step.outputCount) {
-                outputViews[o] = outputSources[o].view(frames)
-            }
             if let callback = step.callback {
+                outputViews[step.outputStart] = outputSources[step.outputStart].view(frames)
                 callback.fill(outputViews[step.outputStart], timeStamp: timeStamp)
                 continue
             }
             let unit = step.unit.unsafelyUnwrapped
-            let context = RenderContext(
-                frameCount: frames, timeStamp: timeStamp,
-                inputs: UnsafeBufferPointer(rebasing: inputViews[step.inputStart..<(step.inputStart + step.inputCount)]),
-                outputs: UnsafeBufferPointer(
-                    rebasing: outputViews[step.outputStart..<(step.outputStart + step.outputCount)]))
+            for o in step.outputStart..<(step.outputStart + step.outputCount) {
+                outputViews[o] = outputSources[o].view(frames)
+            }
+            let outputs = UnsafeBufferPointer(rebasing: outputViews[step.outputStart..<(step.outputStart + step.outputCount)])
+            let context: RenderContext
+            if step.chain >= 0 {
+                context = RenderContext(
+                    frameCount: frames, timeStamp: timeStamp, inputs: UnsafeBufferPointer(start: nil, count: 0),
+                    outputs: outputs, puller: .init(schedule: self, chain: step.chain, unit: unit))
+            } else {
+                for i in step.inputStart..<(step.inputStart + step.inputCount) {
+                    inputViews[i] = inputSources[i].view(frames)
+                }
+                context = RenderContext(
+                    frameCount: frames, timeStamp: timeStamp,
+                    inputs: UnsafeBufferPointer(rebasing: inputViews[step.inputStart..<(step.inputStart + step.inputCount)]),
+                    outputs: outputs, puller: nil)
+            }
             unit.renderWithBypass(context)
         }
-        return output.view(frames)
+        for i in chain.resultStart..<(chain.resultStart + chain.resultCount) {
+            inputViews[i] = inputSources[i].view(frames)
+        }
+        return UnsafeBufferPointer(rebasing: inputViews[chain.resultStart..<(chain.resultStart + chain.resultCount)])
     }
 }

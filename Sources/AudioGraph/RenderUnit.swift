@@ -3,24 +3,54 @@ import Synchronization
 
 /// What one render call hands a unit: the frame count, the time stamp, and views of its input and output buses,
 /// each exactly `frameCount` frames long. Inputs are read-only by convention; an unconnected input is silence.
+///
+/// A unit that pulls its input (``RenderUnit/pullsInput``) gets no rendered inputs: `inputs` is empty, and it
+/// calls ``pull(frames:)`` for as many input frames as it needs, as often as it needs, at its inputs' own rate.
 public struct RenderContext {
     public let frameCount: Int
     public let timeStamp: RenderTimeStamp
     public let inputs: UnsafeBufferPointer<BufferView>
     public let outputs: UnsafeBufferPointer<BufferView>
+    /// The schedule and chain that render a pulling unit's inputs (nil for other units).
+    let puller: Puller?
+
+    struct Puller {
+        unowned(unsafe) let schedule: RenderSchedule
+        let chain: Int
+        unowned(unsafe) let unit: RenderUnit
+    }
 
     public init(
         frameCount: Int, timeStamp: RenderTimeStamp, inputs: UnsafeBufferPointer<BufferView>,
         outputs: UnsafeBufferPointer<BufferView>
     ) {
+        self.init(frameCount: frameCount, timeStamp: timeStamp, inputs: inputs, outputs: outputs, puller: nil)
+    }
+
+    init(
+        frameCount: Int, timeStamp: RenderTimeStamp, inputs: UnsafeBufferPointer<BufferView>,
+        outputs: UnsafeBufferPointer<BufferView>, puller: Puller?
+    ) {
         self.frameCount = frameCount
         self.timeStamp = timeStamp
         self.inputs = inputs
         self.outputs = outputs
+        self.puller = puller
     }
 
     @inlinable public func input(_ bus: Int) -> BufferView { inputs[bus] }
     @inlinable public func output(_ bus: Int) -> BufferView { outputs[bus] }
+
+    /// A pulling unit's inputs, rendered now for `frames` frames (1 … the graph's `maximumFrames`) at their own
+    /// rate: one view per input bus, valid until the next pull or the end of this render call. The inputs' sample
+    /// time counts the frames pulled since the unit was reset. Render thread; never allocates.
+    /// - Precondition: the unit pulls its input.
+    public func pull(frames: Int) -> UnsafeBufferPointer<BufferView> {
+        guard let puller else { preconditionFailure("pull(frames:) is for units whose pullsInput is true") }
+        let time = RenderTimeStamp(sampleTime: puller.unit.pulledFrames, hostTime: timeStamp.hostTime)
+        puller.unit.pulledFrames += Int64(frames)
+        return puller.schedule.runChain(puller.chain, frames: frames, timeStamp: time)
+    }
 }
 
 /// A property value, for the string-keyed property interface units share.
@@ -64,6 +94,8 @@ open class RenderUnit: @unchecked Sendable {
     /// Render thread: where the bypass crossfade stands, 0 (processing) … `bypassFadeFrames` (bypassed).
     private var bypassPosition = 0
     private var bypassFadeFrames = 480
+    /// Render thread: input frames a pulling unit has pulled since it was reset (its inputs' sample time).
+    var pulledFrames: Int64 = 0
 
     /// - Parameters:
     ///   - kind: the unit's type name (graph files, messages).
@@ -114,6 +146,17 @@ open class RenderUnit: @unchecked Sendable {
 
     /// Seconds by which the output lags the input (lookahead, filters with delay). 0 by default.
     open var latency: Double { 0 }
+
+    // MARK: Rates
+
+    /// True for units that consume another number of input frames than they produce — a sample-rate converter,
+    /// a time-stretcher: instead of rendered inputs, they pull their inputs themselves (``RenderContext/pull(frames:)``),
+    /// and their inputs may run at another rate than their outputs. The nodes upstream of such a unit render at
+    /// their own rate, when it pulls. Such units have no bypass crossfade (their input and output do not line up).
+    open var pullsInput: Bool { false }
+
+    /// The rate the unit runs at: its outputs' (or, with none, its inputs'), or nil for a unit with no buses.
+    public var busSampleRate: Double? { outputFormats.first?.sampleRate ?? inputFormats.first?.sampleRate }
     /// Seconds the output keeps sounding after the input falls silent (reverb, delay). 0 by default.
     open var tailTime: Double { 0 }
 
@@ -176,7 +219,8 @@ open class RenderUnit: @unchecked Sendable {
     ///   subclass throws.
     public final func prepare(_ spec: RenderSpec) throws(AudioError) {
         if self.spec == spec { return }
-        for f in inputFormats + outputFormats where f.sampleRate != spec.sampleRate {
+        // A pulling unit's inputs run at their own rate.
+        for f in (pullsInput ? [] : inputFormats) + outputFormats where f.sampleRate != spec.sampleRate {
             throw AudioError(
                 .unsupportedSampleRate,
                 "\(kind) runs at \(formatHz(f.sampleRate)) but the graph runs at \(formatHz(spec.sampleRate))")
@@ -192,6 +236,7 @@ open class RenderUnit: @unchecked Sendable {
         }
         bypassFadeFrames = max(1, Int((Self.bypassFadeTime * spec.sampleRate).rounded()))
         bypassPosition = isBypassed ? bypassFadeFrames : 0
+        pulledFrames = 0
         reset()
     }
 
@@ -213,6 +258,10 @@ open class RenderUnit: @unchecked Sendable {
     /// lines, envelopes, a lookahead) stays current and switching back is as seamless as switching away.
     /// Render thread; called by the graph's schedule.
     public final func renderWithBypass(_ context: RenderContext) {
+        if pullsInput {
+            render(context)
+            return
+        }
         let wanted = isBypassed ? bypassFadeFrames : 0
         render(context)
         if bypassPosition == wanted {

@@ -11,12 +11,17 @@ public struct NodeFields {
     let values: [String: JSONValue]
     private(set) var consumed: Set<String> = ["id", "type", "bypass"]
 
-    init(id: String, type: String, values: [String: JSONValue], format: StreamFormat, baseDirectory: String) {
+    /// True when the node names a rate of its own ("sampleRate"), which ``format`` then has.
+    public let hasOwnRate: Bool
+
+    init(id: String, type: String, values: [String: JSONValue], format: StreamFormat, baseDirectory: String, hasOwnRate: Bool = false) {
         self.id = id
         self.type = type
         self.values = values
         self.format = format
         self.baseDirectory = baseDirectory
+        self.hasOwnRate = hasOwnRate
+        if hasOwnRate { consumed.insert("sampleRate") }
     }
 
     /// An error about field `key` of this node.
@@ -70,13 +75,14 @@ public struct NodeFields {
     }
 
     /// An array of `count` numbers in `range`, or `count` copies of `defaultValue` when absent.
-    public mutating func numbers(_ key: String, count: Int, default defaultValue: Double, in range: ClosedRange<Double>)
-        throws(AudioError) -> [Double]
+    public mutating func numbers(
+        _ key: String, count: Int, default defaultValue: Double, in range: ClosedRange<Double>, each: String = "input"
+    ) throws(AudioError) -> [Double]
     {
         consumed.insert(key)
         guard let v = values[key] else { return Array(repeating: defaultValue, count: count) }
         guard case .array(let items) = v else { throw error(key, "must be an array of \(count) numbers, got \(v.kindName)") }
-        guard items.count == count else { throw error(key, "must have \(count) entries (one per input), got \(items.count)") }
+        guard items.count == count else { throw error(key, "must have \(count) entries (one per \(each)), got \(items.count)") }
         var result: [Double] = []
         for (i, item) in items.enumerated() {
             guard case .number(let d) = item, range.contains(d) else {
@@ -189,10 +195,40 @@ public struct UnitRegistry: Sendable {
         var r = UnitRegistry()
         r.register("file") { (f: inout NodeFields) throws(AudioError) in
             let path = try f.path("path")
+            // "resample": false keeps the file's own rate (a converter node takes it to the graph's).
+            let resample = try f.bool("resample", default: true)
+            let unit: FileSourceUnit
             do throws(AudioError) {
-                return try FileSourceUnit(path: path, sampleRate: f.format.sampleRate)
+                unit = try FileSourceUnit(path: path, sampleRate: resample ? f.format.sampleRate : nil)
             } catch {
                 throw f.error("path", "cannot be played: \(error.message)")
+            }
+            if !resample, f.hasOwnRate, let rate = unit.busSampleRate, rate != f.format.sampleRate {
+                throw f.error("sampleRate", "is \(NodeFields.show(f.format.sampleRate)) but the file runs at \(NodeFields.show(rate)) and \"resample\" is false")
+            }
+            return unit
+        }
+        r.register("converter") { (f: inout NodeFields) throws(AudioError) in
+            // The output runs at the node's rate (the graph's unless "sampleRate" says otherwise) and channel count;
+            // the input at "inputRate" and "inputChannels".
+            let channels = try f.integer("channels", default: f.format.channelCount, in: 1...64)
+            let inputRate = try f.number("inputRate", default: f.format.sampleRate, in: 8_000...192_000, unit: "Hz")
+            let inputChannels = try f.integer("inputChannels", default: channels, in: 1...64)
+            let qualityName = f.has("quality") ? try f.string("quality") : "high"
+            guard let quality = SampleRateConverter.Quality(rawValue: qualityName) else {
+                let names = SampleRateConverter.Quality.allCases.map(\.rawValue).joined(separator: ", ")
+                throw f.error("quality", "must be one of \(names), got '\(qualityName)'")
+            }
+            let map: [Int]? =
+                f.has("channelMap")
+                ? try f.numbers("channelMap", count: channels, default: 0, in: -1...Double(inputChannels - 1), each: "output channel").map { Int($0) } : nil
+            do throws(AudioError) {
+                return try ConverterUnit(
+                    inputFormat: StreamFormat.graph(sampleRate: inputRate, channelCount: inputChannels),
+                    outputFormat: StreamFormat.graph(sampleRate: f.format.sampleRate, channelCount: channels), quality: quality,
+                    channelMap: map)
+            } catch {
+                throw AudioError(.invalidGraphDescription, "node '\(f.id)' (converter): \(error.message)")
             }
         }
         r.register("player") { (f: inout NodeFields) throws(AudioError) in
@@ -367,7 +403,16 @@ public enum GraphFile {
             guard id != "output" else { throw fail("node id 'output' is reserved for the graph's output") }
             guard nodes[id] == nil else { throw fail("node id '\(id)' is used twice") }
             guard case .string(let type)? = values["type"] else { throw fail("node '\(id)' needs a 'type' string") }
-            var fields = NodeFields(id: id, type: type, values: values, format: format, baseDirectory: baseDirectory)
+            // A node may run at a rate of its own; it then reaches other rates through a converter node.
+            var nodeFormat = format
+            if let v = values["sampleRate"] {
+                guard case .number(let r) = v, r == r.rounded(), (1_000...768_000).contains(r) else {
+                    throw fail("node '\(id)' (\(type)): field 'sampleRate' must be a whole number of Hz between 1000 and 768000, got \(v)")
+                }
+                nodeFormat = try StreamFormat.graph(sampleRate: r, channelCount: channels)
+            }
+            var fields = NodeFields(
+                id: id, type: type, values: values, format: nodeFormat, baseDirectory: baseDirectory, hasOwnRate: values["sampleRate"] != nil)
             let unit = try registry.make(&fields)
             do throws(AudioError) {
                 nodes[id] = try graph.addNode(unit, name: id)

@@ -195,8 +195,9 @@ func render(_ unit: RenderUnit, inputs: [[[Float]]] = [], frames: Int, blockSize
         try writeWAV(dir.file("cd.wav"), channels: [[0, 0.1, 0.2]], sampleRate: 44_100)
         let graph = try RenderGraph(format: stereo)
         do {
-            _ = try graph.addNode(FileSourceUnit(path: dir.file("cd.wav")), name: "voice")
-            Issue.record("a 44.1 kHz file was accepted by a 48 kHz graph")
+            let voice = try graph.addNode(FileSourceUnit(path: dir.file("cd.wav")), name: "voice")
+            try graph.connect(voice, to: graph.output)
+            Issue.record("a 44.1 kHz file was connected to a 48 kHz graph's output")
         } catch {
             #expect(error.code == .unsupportedSampleRate)
             #expect(error.message.contains("'voice'") && error.message.contains("44.1 kHz") && error.message.contains("48 kHz"))

@@ -45,7 +45,7 @@ func renderCycles(directory: String) throws {
     try writeTestFile(filePath, seconds: 2, channels: 1)
     let format = try StreamFormat.graph(sampleRate: 48_000, channelCount: 2)
     let graph = try RenderGraph(format: format, maximumFrames: 512)
-    let mixer = try MixerUnit(format: format, inputs: 7)
+    let mixer = try MixerUnit(format: format, inputs: 8)
     let m = try graph.addNode(mixer, name: "mix")
     let file = try graph.addNode(FileSourceUnit(path: filePath), name: "file")
     let tone = try graph.addNode(ToneUnit(format: format, frequency: 440, amplitude: 0.2), name: "tone")
@@ -66,6 +66,12 @@ func renderCycles(directory: String) throws {
         let p = raw.base.assumingMemoryBound(to: Int16.self)
         for i in 0..<(raw.frameCount * 2) { p[i] = 100 }
     }
+    // A 44.1 kHz tone through a converter: a chain pulled at its own rate and pace.
+    let cd = try StreamFormat.graph(sampleRate: 44_100, channelCount: 2)
+    let cdTone = try graph.addNode(ToneUnit(format: cd, frequency: 330, amplitude: 0.1), name: "cdTone")
+    let converter = try graph.addNode(ConverterUnit(inputFormat: cd, outputFormat: format), name: "to48")
+    try graph.connect(cdTone, to: converter)
+    try graph.connect(converter, to: m, inputBus: 7)
     try graph.connect(m, to: gain)
     // Every effect, in series after the trim; the control thread moves their parameters and bypasses.
     let effects: [RenderUnit] = [
