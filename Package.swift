@@ -36,6 +36,8 @@ let package = Package(
         .target(name: "AudioCore", dependencies: ["CSystemCalls", "CSoxr"], swiftSettings: strict),
         // libsoxr (module map + shim header): sample-rate conversion.
         .systemLibrary(name: "CSoxr", pkgConfig: "soxr", providers: [.apt(["libsoxr-dev"])]),
+        // librubberband (module map + shim header): time-stretching and pitch-shifting (GPL-2+).
+        .systemLibrary(name: "CRubberBand", pkgConfig: "rubberband", providers: [.apt(["librubberband-dev"])]),
         // Container formats: WAV (read incrementally, written in a streaming way).
         .target(name: "MediaContainers", dependencies: ["AudioCore", "CSystemCalls"], swiftSettings: strict),
         // The unit model, graph topology, compiled render schedules and their exchange, offline output.
@@ -44,9 +46,9 @@ let package = Package(
         .target(name: "CFloatEnvironment"),
         // System calls Swift's Glibc module leaves out (C, header only).
         .target(name: "CSystemCalls"),
-        // The units: generators, mixer, gain, players.
+        // The units: generators, mixer, gain, players, effects, converter, time-pitch.
         .target(
-            name: "AudioUnits", dependencies: ["AudioCore", "AudioGraph", "MediaContainers", "AudioCodecs"],
+            name: "AudioUnits", dependencies: ["AudioCore", "AudioGraph", "MediaContainers", "AudioCodecs", "CRubberBand"],
             swiftSettings: strict),
         // libasound and libjack (module map + shim header each).
         .systemLibrary(name: "CALSA", pkgConfig: "alsa", providers: [.apt(["libasound2-dev"])]),

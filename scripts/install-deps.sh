@@ -9,9 +9,9 @@ have() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok ins
 
 # ffprobe/ffmpeg check what the renderer writes (tests) and make the demo's voice file.
 # libasound and libjack are linked by the device layer, FFmpeg's libraries by the codecs, libsoxr by the sample-rate
-# converter (build); pkg-config finds them.
+# converter, librubberband by the time-pitch unit (build); pkg-config finds them.
 pkgs=(ffmpeg pkg-config libasound2-dev libjack-jackd2-dev libavcodec-dev libavformat-dev libavutil-dev libswresample-dev
-  libsoxr-dev)
+  libsoxr-dev librubberband-dev)
 # The sound servers the device tests start themselves: PulseAudio (null sinks, reached through ALSA's pulse
 # plugin) and JACK (dummy driver). Never pipewire-pulse: it removes pulseaudio.
 servers=(pulseaudio pulseaudio-utils alsa-utils libasound2-plugins jackd2)
@@ -22,7 +22,7 @@ rtmp=(nginx libnginx-mod-rtmp libnginx-mod-stream openssl)
 # time its peak memory; python3 runs the misbehaving and quirky RTMP servers, and python3-venv holds pyrtmp.
 tools=(strace time python3 python3-venv)
 case "$profile" in
-  bench) pkgs+=(sox hyperfine "${servers[@]}" "${rtmp[@]}") ;;
+  bench) pkgs+=(sox rubberband-cli hyperfine "${servers[@]}" "${rtmp[@]}") ;;
   demo) pkgs+=(espeak-ng) ;;
   test) pkgs+=("${servers[@]}" "${rtmp[@]}" "${tools[@]}") ;;
   *) echo "install-deps: unknown profile '$profile' (use test, bench or demo)" >&2; exit 2 ;;

@@ -10,6 +10,8 @@ public enum ParameterUnit: String, Sendable, CaseIterable {
     case decibels = "dB"
     case linearGain = "linear gain"
     case hertz = "Hz"
+    /// Hundredths of a semitone (1200 to the octave).
+    case cents = "cents"
     case seconds = "s"
     case percent = "%"
     case pan = "pan"

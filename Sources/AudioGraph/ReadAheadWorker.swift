@@ -80,7 +80,9 @@ public final class ReadAheadWorker: @unchecked Sendable {
         func ready(frames: Int) -> Bool {
             var i = 0
             while i < checked.count {
-                if !checked[i].takeUnretainedValue().isReadyAhead(frames: frames) { return false }
+                let unit = checked[i].takeUnretainedValue()
+                // A unit read by a pulling unit must be full (or at its end): a cycle may take many times its frames.
+                if !unit.isReadyAhead(frames: unit.isReadInPulledChain ? Int.max : frames) { return false }
                 i += 1
             }
             return true

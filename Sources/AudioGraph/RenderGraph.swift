@@ -669,8 +669,11 @@ public final class RenderGraph: @unchecked Sendable {
                 let unit = record.unit
                 everything.append(record)
                 if unit.prefetchesAhead {
+                    // In a pulled chain, how much a cycle takes depends on the puller (a time-pitch's rate, its
+                    // look-ahead): offline, such a reader fills its whole buffer before each cycle.
                     let scale = (unit.busSampleRate ?? format.sampleRate) / format.sampleRate
-                    prefetchPlan.append((unit, scale, inChain ? 2 * maximumFrames : 0))
+                    prefetchPlan.append((unit, scale, inChain ? Int.max / 4 : 0))
+                    unit.pulledChainFlag.store(inChain, ordering: .relaxed)
                 }
                 let outputStart = outputs.count
                 outputs += record.outputBuffers.map { BusSource(base: $0.storage, stride: $0.channelStride, channels: $0.channelCount) }

@@ -53,7 +53,7 @@ final class RenderSchedule: @unchecked Sendable {
     /// Units that read ahead (files), as unowned references: iterated by index, never allocating.
     let prefetchers: UnsafeMutableBufferPointer<Unmanaged<RenderUnit>>
     /// For each: how many of its frames a graph frame takes (its rate over the graph's), and the frames a chain
-    /// may pull beyond that in one cycle (a converter filling its filter, pulling in whole chunks).
+    /// may pull beyond that in one cycle (for a reader in a pulled chain: as many as it holds).
     let prefetchScales: UnsafeMutableBufferPointer<(scale: Double, margin: Int)>
 
     init(

@@ -155,6 +155,14 @@ open class RenderUnit: @unchecked Sendable {
     /// their own rate, when it pulls. Such units have no bypass crossfade (their input and output do not line up).
     open var pullsInput: Bool { false }
 
+    /// Output frames per input frame: 1 for most units; for a unit that pulls its input, its rate ratio (output
+    /// rate over input rate), times what it does to time (a time-stretcher's speed, inverted). Control thread;
+    /// used to say how long a render of a file through the unit lasts.
+    open var outputFramesPerInputFrame: Double {
+        guard pullsInput, let input = inputFormats.first?.sampleRate, let output = outputFormats.first?.sampleRate else { return 1 }
+        return output / input
+    }
+
     /// The rate the unit runs at: its outputs' (or, with none, its inputs'), or nil for a unit with no buses.
     public var busSampleRate: Double? { outputFormats.first?.sampleRate ?? inputFormats.first?.sampleRate }
     /// Seconds the output keeps sounding after the input falls silent (reverb, delay). 0 by default.
@@ -316,6 +324,12 @@ open class RenderUnit: @unchecked Sendable {
     /// True when the next render call can take `frames` frames without running dry, or the data has ended.
     /// Render-side thread (the one that renders, or an offline renderer before its cycle); never blocks.
     open func isReadyAhead(frames: Int) -> Bool { true }
+
+    /// True when the unit feeds a pulling unit (a time-pitch, a converter), whose cycles take as many of its frames
+    /// as its rate and look-ahead ask: a reader then keeps it full rather than a cycle ahead. Set by the graph
+    /// when it compiles a schedule; any thread reads it.
+    public var isReadInPulledChain: Bool { pulledChainFlag.load(ordering: .relaxed) }
+    let pulledChainFlag = Atomic<Bool>(false)
 
     /// True when a reader has room to fetch a worthwhile amount (half its buffer or more) and data is left.
     /// Render-side thread; never blocks.

@@ -37,10 +37,14 @@ public struct FileRenderer {
         self.sampleFormat = sampleFormat
     }
 
-    /// The number of frames a render without an explicit duration produces: until every file source has ended.
+    /// The number of frames a render without an explicit duration produces: until every file source has ended,
+    /// at the output's rate (through the converters and time-pitches between a source and the output).
     /// - Throws: ``AudioError`` `.invalidGraphDescription` when nothing in the graph ends.
     public func framesUntilSourcesEnd() throws(AudioError) -> Int64 {
-        let ends = loaded.finiteSources.compactMap(\.source.totalFrames)
+        let ends = loaded.finiteSources.compactMap { (id, source) -> Int64? in
+            guard let frames = source.totalFrames else { return nil }
+            return Int64((Double(frames) * loaded.outputFramesPerFrame(of: id)).rounded())
+        }
         guard let longest = ends.max(), !ends.isEmpty else {
             throw AudioError(
                 .invalidGraphDescription,

@@ -190,7 +190,7 @@ public struct UnitRegistry: Sendable {
     }
 
     /// The units LiveAudio ships: sources `input` (the microphone), `file`, `player`, `tone`, `noise`; `mixer`, `gain`; effects `eq`,
-    /// `lowpass`, `highpass`, `bandpass`, `dynamics`, `reverb`, `delay`, `limiter`.
+    /// `lowpass`, `highpass`, `bandpass`, `dynamics`, `reverb`, `delay`, `limiter`; `converter` and `timePitch`.
     public static let standard: UnitRegistry = {
         var r = UnitRegistry()
         r.register("file") { (f: inout NodeFields) throws(AudioError) in
@@ -230,6 +230,17 @@ public struct UnitRegistry: Sendable {
             } catch {
                 throw AudioError(.invalidGraphDescription, "node '\(f.id)' (converter): \(error.message)")
             }
+        }
+        r.register("timePitch") { (f: inout NodeFields) throws(AudioError) in
+            // "rate" and "pitch" are parameters (the leftover-field rule sets them); "formant" a switch.
+            let qualityName = f.has("quality") ? try f.string("quality") : TimePitchUnit.Quality.finer.rawValue
+            guard let quality = TimePitchUnit.Quality(rawValue: qualityName) else {
+                let names = TimePitchUnit.Quality.allCases.map(\.rawValue).joined(separator: ", ")
+                throw f.error("quality", "must be one of \(names), got '\(qualityName)'")
+            }
+            let unit = try TimePitchUnit(format: f.format, quality: quality)
+            try unit.formant.set(try f.bool("formant", default: false) ? 1 : 0)
+            return unit
         }
         r.register("player") { (f: inout NodeFields) throws(AudioError) in
             let path = try f.path("path")
@@ -315,11 +326,36 @@ public final class LoadedGraph: @unchecked Sendable {
     public let nodes: [String: NodeID]
     public let units: [String: RenderUnit]
 
-    init(graph: RenderGraph, nodeIDs: [String], nodes: [String: NodeID], units: [String: RenderUnit]) {
+    /// The file's connections by node id (`to` may be `"output"`).
+    let edges: [(from: String, to: String)]
+
+    init(graph: RenderGraph, nodeIDs: [String], nodes: [String: NodeID], units: [String: RenderUnit], edges: [(from: String, to: String)] = []) {
         self.graph = graph
         self.nodeIDs = nodeIDs
         self.nodes = nodes
         self.units = units
+        self.edges = edges
+    }
+
+    /// Graph-output frames per frame of node `id`: the product of what the units between it and the output do to
+    /// time (a converter's rate ratio, a time-pitch's rate at its current setting), the largest over every path;
+    /// 1 for a node with no path to the output.
+    public func outputFramesPerFrame(of id: String) -> Double {
+        var best: Double?
+        var visiting: Set<String> = []
+        func walk(_ node: String, _ scale: Double) {
+            guard visiting.insert(node).inserted else { return }
+            defer { visiting.remove(node) }
+            for edge in edges where edge.from == node {
+                if edge.to == "output" {
+                    best = max(best ?? 0, scale)
+                } else if let unit = units[edge.to] {
+                    walk(edge.to, scale * unit.outputFramesPerInputFrame)
+                }
+            }
+        }
+        walk(id, 1)
+        return best ?? 1
     }
 
     /// The graph's microphone nodes (`input`), by node id.
@@ -429,6 +465,7 @@ public enum GraphFile {
         case .array(let a)?: connections = a
         case let other?: throw fail("field 'connections' must be an array, got \(other.kindName)")
         }
+        var edges: [(from: String, to: String)] = []
         for (index, item) in connections.enumerated() {
             let label = "connections[\(index)]"
             guard case .object(let c) = item else { throw fail("\(label) must be an object") }
@@ -455,7 +492,8 @@ public enum GraphFile {
             } catch {
                 throw AudioError(error.code, "\(label) ('\(from)' → '\(to)'): \(error.message)")
             }
+            edges.append((from, to))
         }
-        return LoadedGraph(graph: graph, nodeIDs: ids, nodes: nodes, units: units)
+        return LoadedGraph(graph: graph, nodeIDs: ids, nodes: nodes, units: units, edges: edges)
     }
 }

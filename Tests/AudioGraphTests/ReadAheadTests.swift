@@ -2,6 +2,9 @@ import AudioCore
 import AudioGraph
 import Synchronization
 import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Reads ahead like a file source: each fill makes 8192 frames ready; fill number `failingFill` fails.
 final class ScriptedReader: RenderUnit, @unchecked Sendable {
@@ -93,5 +96,59 @@ final class ScriptedReader: RenderUnit, @unchecked Sendable {
             }
         }
         #expect(failed?.code == .invalidState)
+    }
+}
+
+/// Reads ahead slowly (3 ms a fill) into a buffer of 8192 frames; counts renders that find too few frames.
+final class SlowReader: RenderUnit, @unchecked Sendable {
+    let ready = Atomic<Int>(0)
+    let underruns = Atomic<Int>(0)
+    init() { super.init(kind: "slow", inputs: [], outputs: [stereo]) }
+    override var prefetchesAhead: Bool { true }
+    override func prefetch(frames: Int) throws(AudioError) {
+        usleep(3_000)
+        ready.store(8192, ordering: .releasing)
+    }
+    override func isReadyAhead(frames: Int) -> Bool {
+        let n = ready.load(ordering: .acquiring)
+        return n >= frames || n == 8192
+    }
+    override var wantsReadAhead: Bool { ready.load(ordering: .relaxed) <= 4096 }
+    override func render(_ context: RenderContext) {
+        let n = ready.load(ordering: .acquiring)
+        if n < context.frameCount { underruns.add(1, ordering: .relaxed) }
+        ready.subtract(min(n, context.frameCount), ordering: .relaxed)
+        let out = context.output(0)
+        for c in 0..<out.channelCount { out[c].update(repeating: 0.5) }
+    }
+}
+
+/// Pulls six input frames for each output frame (as a time-pitch at rate 6 does), in pulls of a cycle’s size.
+final class SixfoldPuller: RenderUnit, @unchecked Sendable {
+    init() { super.init(kind: "sixfold", inputs: [stereo], outputs: [stereo]) }
+    override var pullsInput: Bool { true }
+    override func render(_ context: RenderContext) {
+        for _ in 0..<6 { _ = context.pull(frames: context.frameCount) }
+        context.output(0).clear()
+    }
+}
+
+@Suite struct PulledReadAheadTests {
+    /// A reader feeding a unit that takes six times a cycle's frames: the renderer waits until the worker has
+    /// filled it (not merely a cycle's worth), so no cycle finds it short.
+    @Test func aReaderInAPulledChainIsKeptFull() throws {
+        let graph = try RenderGraph(format: stereo, maximumFrames: 4096)
+        let reader = SlowReader()
+        let r = try graph.addNode(reader)
+        let p = try graph.addNode(SixfoldPuller())
+        try graph.connect(r, to: p)
+        try graph.connect(p, to: graph.output)
+        try graph.initialize()
+        #expect(reader.isReadInPulledChain)
+        let worker = try ReadAheadWorker(units: graph.readingAheadUnits)
+        let renderer = OfflineRenderer(graph: graph, readAhead: worker)
+        for _ in 0..<100 { _ = try renderer.render(frames: 1000) }
+        worker.stop()
+        #expect(reader.underruns.load(ordering: .relaxed) == 0)
     }
 }

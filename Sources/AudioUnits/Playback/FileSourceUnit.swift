@@ -110,7 +110,7 @@ public final class FileSourceUnit: RenderUnit, FiniteSource, @unchecked Sendable
     override public func isReadyAhead(frames: Int) -> Bool {
         // The end flag first: once it is seen, everything the reader wrote before it is counted too.
         let ended = readerAtEnd.load(ordering: .acquiring)
-        return ended || ring.availableToRead >= frames
+        return ended || ring.availableToRead >= frames || ring.availableToWrite == 0
     }
 
     override public var wantsReadAhead: Bool {

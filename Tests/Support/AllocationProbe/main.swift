@@ -69,9 +69,16 @@ func renderCycles(directory: String) throws {
     // A 44.1 kHz tone through a converter: a chain pulled at its own rate and pace.
     let cd = try StreamFormat.graph(sampleRate: 44_100, channelCount: 2)
     let cdTone = try graph.addNode(ToneUnit(format: cd, frequency: 330, amplitude: 0.1), name: "cdTone")
-    let converter = try graph.addNode(ConverterUnit(inputFormat: cd, outputFormat: format), name: "to48")
+    // Mono from here (the converter averages the channels): the time-pitch's default engine costs a fifth of a
+    // core per stereo channel pair in real time, and the probe renders minutes of audio.
+    let mono = try StreamFormat.graph(sampleRate: 48_000, channelCount: 1)
+    let converter = try graph.addNode(ConverterUnit(inputFormat: cd, outputFormat: mono), name: "to48")
     try graph.connect(cdTone, to: converter)
-    try graph.connect(converter, to: m, inputBus: 7)
+    // …and on through a time-pitch, which pulls the converter's chain in turn (rate and pitch move below).
+    let timePitchUnit = try TimePitchUnit(format: mono)
+    let timePitch = try graph.addNode(timePitchUnit, name: "timePitch")
+    try graph.connect(converter, to: timePitch)
+    try graph.connect(timePitch, to: m, inputBus: 7)
     try graph.connect(m, to: gain)
     // Every effect, in series after the trim; the control thread moves their parameters and bypasses.
     let effects: [RenderUnit] = [
@@ -84,6 +91,8 @@ func renderCycles(directory: String) throws {
         try DynamicsUnit(format: format), try ReverbUnit(format: format), try DelayUnit(format: format),
         try LimiterUnit(format: format),
     ]
+    // The units whose parameters move: the effects and the time-pitch.
+    let moving = effects + [timePitchUnit]
     var previous = gain
     for (i, unit) in effects.enumerated() {
         let node = try graph.addNode(unit, name: "effect\(i)")
@@ -99,9 +108,9 @@ func renderCycles(directory: String) throws {
     // metadata the first time a path runs (a one-time runtime cache entry, not a per-cycle allocation).
     for i in 0..<2000 {
         if i % 100 == 0 {
-            for (u, unit) in effects.enumerated() {
+            for (u, unit) in moving.enumerated() {
                 for (j, p) in unit.parameters.enumerated() {
-                    let r = p.spec.range
+                    let r = p === timePitchUnit.rate ? 0.5...2 : p.spec.range
                     try p.set(r.lowerBound + (r.upperBound - r.lowerBound) * Float((i / 100 + u + j) % 5) / 4)
                 }
                 unit.isBypassed = (i / 100 + u) % 3 == 0
@@ -131,9 +140,11 @@ func renderCycles(directory: String) throws {
                     try gainUnit.setParameter("gain", Float(k % 12) - 12)
                     try mixer.setPan(Float(k % 3) - 1, bus: 0)
                     // Every effect parameter somewhere new in its range; every so often a bypass flips.
-                    for (i, unit) in effects.enumerated() {
+                    for (i, unit) in moving.enumerated() {
                         for (j, p) in unit.parameters.enumerated() {
-                            let r = p.spec.range
+                            // The time-pitch's rate between 1/2 and 2 (its whole range, 1/32 … 32, would make
+                            // the chain render up to 32 times a cycle's frames: minutes in a debug build).
+                            let r = p === timePitchUnit.rate ? 0.5...2 : p.spec.range
                             let t = Float((k * 7 + i * 3 + j * 5) % 11) / 10
                             try p.set(r.lowerBound + (r.upperBound - r.lowerBound) * t)
                         }
@@ -157,13 +168,21 @@ func renderCycles(directory: String) throws {
     control.start()
     allocation_probe_watch_this_thread(1)
     var swapped = 0
-    while cycles < 24_000 || changes.load() < 1000 {
+    while true {
         _ = try renderer.render(frames: sizes[cycles % sizes.count])
         cycles += 1
-        if cycles > 5_000_000 { break }
+        if cycles >= 24_000 {
+            // `changes` is read under a lock: not while watched.
+            allocation_probe_watch_this_thread(0)
+            let enough = changes.load() >= 1000 || cycles > 5_000_000
+            allocation_probe_watch_this_thread(1)
+            if enough { break }
+        }
     }
     swapped = graph.scheduleGeneration - generationBefore
     allocation_probe_watch_this_thread(0)
+    let lockWaits = allocation_probe_lock_waits()
+    let frees = allocation_probe_frees()
     stop.store(true)
     while !control.isFinished { usleep(1000) }
     MallocInterposerSwift.unhook()
@@ -171,6 +190,7 @@ func renderCycles(directory: String) throws {
     emit([
         "cycles": cycles, "renderThreadAllocations": allocation_probe_count(),
         "renderThreadBytes": allocation_probe_bytes(), "schedulesPublished": swapped, "changes": changes.load(),
+        "renderThreadLockWaits": lockWaits, "renderThreadFrees": frees,
     ])
 }
 

@@ -3,6 +3,8 @@
 #define _GNU_SOURCE
 #include "sync_probe.h"
 #include <dlfcn.h>
+#include <execinfo.h>
+#include <stdlib.h>
 #include <linux/futex.h>
 #include <pthread.h>
 #include <semaphore.h>
@@ -28,8 +30,27 @@ void la_sync_probe_reset(void) {
 }
 
 static inline int counting(void) { return watched && !in_device; }
+
+// With LA_SYNC_PROBE_BACKTRACE set, each counted wait prints the stack that made it (to find a lock's owner); the
+// printing itself is not counted.
+static int want_backtrace = -1;
+static void print_backtrace(void) {
+    if (want_backtrace < 0) want_backtrace = getenv("LA_SYNC_PROBE_BACKTRACE") != NULL;
+    if (!want_backtrace) return;
+    watched = 0;
+    void *frames[32];
+    int n = backtrace(frames, 32);
+    static const char line[] = "--- counted lock wait:\n";
+    (void)!write(2, line, sizeof line - 1);
+    backtrace_symbols_fd(frames, n, 2);
+    watched = 1;
+}
+
 static inline void count_wait(void) {
-    if (counting()) atomic_fetch_add_explicit(&lock_waits, 1, memory_order_relaxed);
+    if (counting()) {
+        atomic_fetch_add_explicit(&lock_waits, 1, memory_order_relaxed);
+        print_backtrace();
+    }
 }
 
 #define NEXT(name) \

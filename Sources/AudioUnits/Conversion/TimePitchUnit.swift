@@ -1,0 +1,350 @@
+import AudioCore
+import AudioGraph
+import CRubberBand
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Changes speed and pitch independently: NewTimePitch's role (the key of an accompaniment, a slower tempo to
+/// practise), through librubberband 3 in its real-time mode.
+///
+/// - Parameters (all changeable while running): `rate` (playback speed, 1/32 … 32, default 1: 2 plays twice as fast,
+///   half the duration), `pitch` (cents, −2400 … +2400, default 0), `formant` (0/1, default 0: 1 keeps the
+///   voice's formants where they were, so a shifted voice does not sound smaller or bigger). Rate and pitch move
+///   to a new value over 50 ms, in steps of one render cycle, and the library crossfades inside each step.
+/// - ``Quality``: `.finer` (the R3 engine, default: the better sound, about three times the CPU) or `.faster` (R2:
+///   less CPU, a shorter look-ahead).
+/// - Timing: the output is aligned with the input as a file plays it — output frame n is the input at frame
+///   n × rate (with a constant rate since the last reset); the library's start pad and start delay are applied
+///   at reset. To do that the unit reads its input ahead of its output: ``latency`` is that look-ahead, what the
+///   unit adds when its input is live (a microphone): found at prepare for the current rate and pitch by running
+///   the engine on silence, and raised (never lowered until reset) if a later cycle needs more — a higher rate
+///   needs more. A live input cannot be played faster than it arrives: rates above 1 are for files.
+///
+/// Thread safety: as every unit. The library is called from the render thread only (and from prepare/reset on
+/// the control thread, never while rendering); in real-time mode it neither allocates nor locks inside its
+/// process call with the block sizes given here (the allocation probe checks this with the parameters moving).
+public final class TimePitchUnit: RenderUnit, @unchecked Sendable {
+    /// Which of librubberband's engines: the library's own quality choice (NewTimePitch's `overlap` role).
+    public enum Quality: String, Sendable, CaseIterable {
+        /// R2: lower CPU and look-ahead; phase-vocoder artefacts more audible on large shifts.
+        case faster
+        /// R3: the better sound (the default).
+        case finer
+    }
+
+    public static let rateSpec = ParameterSpec(
+        "rate", name: "Rate", range: 1.0 / 32...32, unit: .generic, default: 1, smoothingTime: 0.05)
+    public static let pitchSpec = ParameterSpec(
+        "pitch", name: "Pitch", range: -2400...2400, unit: .cents, default: 0, smoothingTime: 0.05)
+    public static let formantSpec = ParameterSpec(
+        "formant", name: "Formant preservation", range: 0...1, unit: .boolean, default: 0, smoothingTime: 0)
+
+    public let quality: Quality
+    public let rate: Parameter
+    public let pitch: Parameter
+    public let formant: Parameter
+
+    private var state: OpaquePointer?
+    private var inputPointers: UnsafeMutablePointer<UnsafePointer<Float>?>
+    private var outputPointers: UnsafeMutablePointer<UnsafeMutablePointer<Float>?>
+    private let channelCount: Int
+    /// Where discarded output (the start delay) and the prepare-time run's output go; silence for padding.
+    private var scratch = PCMBuffer(channelCount: 1, capacity: 0)
+    private var zeros = PCMBuffer(channelCount: 1, capacity: 0)
+    private var maximumChunk = 0
+    /// Input pulled ahead and not yet given to the engine: frames `fifoStart..<fifoEnd`.
+    private var fifo = PCMBuffer(channelCount: 1, capacity: 0)
+    private var fifoStart = 0
+    private var fifoEnd = 0
+    /// Frames the FIFO holds beyond the graph's largest cycle: the look-ahead of the highest rates.
+    public static let readAheadCapacity = 1 << 18
+
+    // Render-thread state.
+    private var rateLog = SmoothedValue(0, rampFrames: 0)
+    private var cents = SmoothedValue(0, rampFrames: 0)
+    private var appliedTimeRatio = 1.0
+    private var appliedPitchScale = 1.0
+    private var formantPreserved = false
+    private var discardLeft = 0
+    /// The input frame the output has reached (output frames × rate, summed cycle by cycle).
+    private var inputPosition = 0.0
+    private var pulled: Int64 = 0
+    /// The look-ahead at prepare (the floor after a reset), and the largest seen since.
+    private var preparedLookahead = 0
+    private let lookahead = Atomic<Int>(0)
+
+    /// - Throws: ``AudioError`` `.invalidFormat` for a format the graph cannot carry.
+    public init(format: StreamFormat, quality: Quality = .finer) throws(AudioError) {
+        let f = try StreamFormat.graph(sampleRate: format.sampleRate, channelCount: format.channelCount)
+        guard f.sampleRate >= 8_000, f.sampleRate <= 192_000 else {
+            throw AudioError(.unsupportedSampleRate, "timePitch: rates must be 8000 … 192000 Hz, got \(f.sampleRate)")
+        }
+        self.quality = quality
+        channelCount = f.channelCount
+        rate = Parameter(Self.rateSpec, owner: "timePitch")
+        pitch = Parameter(Self.pitchSpec, owner: "timePitch")
+        formant = Parameter(Self.formantSpec, owner: "timePitch")
+        inputPointers = .allocate(capacity: f.channelCount)
+        inputPointers.initialize(repeating: nil, count: f.channelCount)
+        outputPointers = .allocate(capacity: f.channelCount)
+        outputPointers.initialize(repeating: nil, count: f.channelCount)
+        super.init(kind: "timePitch", inputs: [f], outputs: [f], parameters: [rate, pitch, formant])
+    }
+
+    deinit {
+        if let state { rubberband_delete(state) }
+        inputPointers.deallocate()
+        outputPointers.deallocate()
+    }
+
+    override public var pullsInput: Bool { true }
+
+    /// Seconds the unit reads its input ahead of its output (see the type's documentation).
+    override public var latency: Double {
+        Double(lookahead.load(ordering: .relaxed)) / (outputFormats[0].sampleRate)
+    }
+
+    /// Output frames per input frame at the rate set now (1 / rate).
+    override public var outputFramesPerInputFrame: Double { 1 / Double(rate.value) }
+
+    /// Input frames pulled per output frame now: the rate the unit is playing at (render thread's view).
+    public var currentRate: Double { exp2(Double(rateLog.value)) }
+
+    override public func allocateRenderResources(_ spec: RenderSpec) throws(AudioError) {
+        if let state { rubberband_delete(state) }
+        state = nil
+        var options = RubberBandOptionProcessRealTime.rawValue | RubberBandOptionPitchHighConsistency.rawValue
+            | RubberBandOptionThreadingNever.rawValue
+        options |= quality == .finer ? RubberBandOptionEngineFiner.rawValue : RubberBandOptionEngineFaster.rawValue
+        if channelCount > 1 { options |= RubberBandOptionChannelsTogether.rawValue }
+        guard
+            let made = rubberband_new(
+                UInt32(spec.sampleRate), UInt32(channelCount), Int32(bitPattern: options), 1, 1)
+        else {
+            throw AudioError(.invalidState, "timePitch: librubberband could not create a stretcher")
+        }
+        maximumChunk = spec.maximumFrames
+        rubberband_set_max_process_size(made, UInt32(maximumChunk))
+        state = made
+        scratch = PCMBuffer(channelCount: channelCount, capacity: max(spec.maximumFrames, 1024))
+        zeros = PCMBuffer(channelCount: channelCount, capacity: spec.maximumFrames)
+        fifo = PCMBuffer(channelCount: channelCount, capacity: Self.readAheadCapacity + 2 * spec.maximumFrames)
+        rateLog = SmoothedValue(0, rampFrames: rampFrames(for: rate))
+        cents = SmoothedValue(0, rampFrames: rampFrames(for: pitch))
+        preparedLookahead = 0
+        alignment = 0
+        alignment = measureAlignment(spec)
+        // The look-ahead for the current rate and pitch: run the engine on silence for half a second at cycles of
+        // 1 frame up to the largest, and keep the largest excess of input taken over output position × rate.
+        var cycles = [1, 32, 128, 512, spec.maximumFrames].filter { $0 <= spec.maximumFrames }
+        if cycles.last != spec.maximumFrames { cycles.append(spec.maximumFrames) }
+        var largest = 0
+        for cycle in cycles {
+            restart()
+            var done = 0
+            while done < Int(spec.sampleRate / 2) {
+                produce(frames: cycle, into: nil) { n in zeros.view(frames: n) }
+                done += cycle
+            }
+            largest = max(largest, lookahead.load(ordering: .relaxed))
+        }
+        preparedLookahead = largest
+    }
+
+    override public func reset() { restart() }
+
+    /// Clears the engine, jumps to the parameters' values, feeds the start pad and arms the start-delay discard.
+    private func restart() {
+        guard let state else { return }
+        rubberband_reset(state)
+        rateLog.reset(to: log2(rate.value))
+        cents.reset(to: pitch.value)
+        appliedTimeRatio = 1 / Double(exp2(rateLog.value))
+        appliedPitchScale = exp2(Double(cents.value) / 1200)
+        rubberband_set_time_ratio(state, appliedTimeRatio)
+        rubberband_set_pitch_scale(state, appliedPitchScale)
+        formantPreserved = formant.value >= 0.5
+        rubberband_set_formant_option(state, Int32(bitPattern: formantOption))
+        var pad = Int(rubberband_get_preferred_start_pad(state))
+        discardLeft = max(0, Int(rubberband_get_start_delay(state)) + alignment)
+        while pad > 0 {
+            let n = min(pad, zeros.capacity)
+            feed(zeros.view(frames: n), frames: n)
+            pad -= n
+        }
+        inputPosition = 0
+        pulled = 0
+        fifoStart = 0
+        fifoEnd = 0
+        lookahead.store(preparedLookahead, ordering: .relaxed)
+    }
+
+    /// Frames added to the library's start delay so the output lines up with the input: 0 for R3; R2's start
+    /// delay misses its resampler's delay when the pitch is shifted (about 90 frames at +300 cents, 48 kHz).
+    private var alignment = 0
+
+    /// Plays a 100 ms Hann-windowed 1 kHz burst through the engine and returns how many frames late (or, below 0,
+    /// early) its energy centroid comes out after the start pad and delay.
+    private func measureAlignment(_ spec: RenderSpec) -> Int {
+        let length = Int(spec.sampleRate / 10)
+        let at = Int(spec.sampleRate / 5)
+        let total = at + length + Int(spec.sampleRate / 5)
+        let source = PCMBuffer(channelCount: channelCount, capacity: total)
+        let x = source.view(frames: total)
+        for i in 0..<length {
+            let w = 0.5 - 0.5 * cos(2 * Double.pi * Double(i) / Double(length))
+            let v = Float(w * sin(2 * Double.pi * 1_000 * Double(i) / spec.sampleRate))
+            for c in 0..<channelCount { x[c][at + i] = v }
+        }
+        let rateNow = Double(rate.value)
+        let outFrames = Int(Double(total) / rateNow)
+        let sink = PCMBuffer(channelCount: channelCount, capacity: outFrames)
+        restart()
+        var read = 0
+        var done = 0
+        while done < outFrames {
+            let n = min(256, outFrames - done)
+            produce(frames: n, into: sink.view(frames: outFrames).slice(from: done, frames: n)) { frames in
+                let start = min(read, total)
+                read += frames
+                if start + frames <= total { return x.slice(from: start, frames: frames) }
+                zeros.view(frames: frames).clear()
+                return zeros.view(frames: frames)
+            }
+            done += n
+        }
+        func centroid(_ v: BufferView, _ count: Int) -> Double {
+            var sum = 0.0
+            var weighted = 0.0
+            for i in 0..<count {
+                let e = Double(v[0][i] * v[0][i])
+                sum += e
+                weighted += e * Double(i)
+            }
+            return sum > 0 ? weighted / sum : 0
+        }
+        let input = centroid(x, total) / rateNow
+        let output = centroid(sink.view(frames: outFrames), outFrames)
+        guard output > 0 else { return 0 }
+        return Int((output - input).rounded())
+    }
+
+    private var formantOption: UInt32 {
+        formantPreserved ? RubberBandOptionFormantPreserved.rawValue : RubberBandOptionFormantShifted.rawValue
+    }
+
+    override public func render(_ context: RenderContext) {
+        let output = context.output(0)
+        produce(frames: context.frameCount, into: output) { n in context.pull(frames: n)[0] }
+    }
+
+    /// Renders `frames` frames into `output` (or discards them, at prepare), pulling input as the engine asks.
+    /// Render thread; the closure is not escaping, so nothing is allocated.
+    private func produce(frames: Int, into output: BufferView?, pull: (Int) -> BufferView) {
+        guard let state, frames > 0 else { return }
+        applyParameters(frames: frames, state: state)
+        var produced = 0
+        var rounds = 0
+        while produced < frames {
+            let available = Int(rubberband_available(state))
+            if available > 0 {
+                if discardLeft > 0 {
+                    let n = min(available, discardLeft, scratch.capacity)
+                    retrieve(state, into: scratch.view(frames: n), frames: n)
+                    discardLeft -= n
+                    continue
+                }
+                if let output {
+                    let n = min(available, frames - produced)
+                    retrieve(state, into: output.slice(from: produced, frames: n), frames: n)
+                    produced += n
+                } else {
+                    let n = min(available, frames - produced, scratch.capacity)
+                    retrieve(state, into: scratch.view(frames: n), frames: n)
+                    produced += n
+                }
+                continue
+            }
+            rounds += 1
+            // The engine always gives output for enough input; a bound all the same, so a render never spins.
+            if rounds > 1 << 16 { break }
+            let wanted = min(max(Int(rubberband_get_samples_required(state)), 1), maximumChunk)
+            if fifoStart == fifoEnd, !pullIntoFIFO(wanted, pull) { break }
+            let n = min(wanted, fifoEnd - fifoStart)
+            feed(fifo.view(frames: fifoEnd).slice(from: fifoStart, frames: n), frames: n)
+            fifoStart += n
+        }
+        if produced < frames, let output { output.slice(from: produced, frames: frames - produced).clear() }
+        inputPosition += Double(frames) * Double(exp2(rateLog.value))
+        // Keep the input pulled exactly the look-ahead past the output's position, so a live input is pulled at
+        // an even pace and delayed by exactly ``latency``.
+        let position = Int64(inputPosition.rounded(.up))
+        let ahead = Int(pulled - position)
+        if ahead > lookahead.load(ordering: .relaxed) { lookahead.store(ahead, ordering: .relaxed) }
+        var missing = Int(position + Int64(lookahead.load(ordering: .relaxed)) - pulled)
+        while missing > 0, pullIntoFIFO(min(missing, maximumChunk), pull) {
+            missing -= min(missing, maximumChunk)
+        }
+    }
+
+    /// Pulls `frames` input frames onto the FIFO's end; false when it has no room (rates near the top of the range
+    /// with a large look-ahead: the input is then pulled as the engine asks, less evenly).
+    private func pullIntoFIFO(_ frames: Int, _ pull: (Int) -> BufferView) -> Bool {
+        if fifoEnd + frames > fifo.capacity, fifoStart > 0 {
+            let count = fifoEnd - fifoStart
+            let all = fifo.view(frames: fifo.capacity)
+            for c in 0..<channelCount {
+                let base = all[c].baseAddress!
+                memmove(base, base + fifoStart, count * MemoryLayout<Float>.size)
+            }
+            fifoStart = 0
+            fifoEnd = count
+        }
+        guard fifoEnd + frames <= fifo.capacity else { return false }
+        let input = pull(frames)
+        let all = fifo.view(frames: fifo.capacity)
+        for c in 0..<channelCount {
+            let x = input[input.channelCount == 1 ? 0 : min(c, input.channelCount - 1)].baseAddress!
+            (all[c].baseAddress! + fifoEnd).update(from: x, count: frames)
+        }
+        fifoEnd += frames
+        pulled += Int64(frames)
+        return true
+    }
+
+    /// Moves rate and pitch one cycle along their ramps and hands changes to the engine.
+    private func applyParameters(frames: Int, state: OpaquePointer) {
+        rateLog.setTarget(log2(rate.value))
+        cents.setTarget(pitch.value)
+        let timeRatio = 1 / Double(exp2(rateLog.advance(by: frames)))
+        let pitchScale = exp2(Double(cents.advance(by: frames)) / 1200)
+        if timeRatio != appliedTimeRatio {
+            rubberband_set_time_ratio(state, timeRatio)
+            appliedTimeRatio = timeRatio
+        }
+        if pitchScale != appliedPitchScale {
+            rubberband_set_pitch_scale(state, pitchScale)
+            appliedPitchScale = pitchScale
+        }
+        let preserve = formant.value >= 0.5
+        if preserve != formantPreserved {
+            formantPreserved = preserve
+            rubberband_set_formant_option(state, Int32(bitPattern: formantOption))
+        }
+    }
+
+    private func feed(_ input: BufferView, frames: Int) {
+        for c in 0..<channelCount {
+            inputPointers[c] = UnsafePointer(input[input.channelCount == 1 ? 0 : min(c, input.channelCount - 1)].baseAddress!)
+        }
+        rubberband_process(state, inputPointers, UInt32(frames), 0)
+    }
+
+    private func retrieve(_ state: OpaquePointer, into output: BufferView, frames: Int) {
+        for c in 0..<channelCount { outputPointers[c] = output[c].baseAddress! }
+        _ = rubberband_retrieve(state, outputPointers, UInt32(frames))
+    }
+}
