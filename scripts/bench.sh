@@ -3,14 +3,14 @@
 # same input, and the monitor voice chain on the JACK dummy driver beside JACK's own clients, in the same run.
 # Results go to stdout; docs/benchmarks.md records them with this command. BENCH_DEVICE_SECONDS and
 # BENCH_DEVICE_PERIODS shorten the device part; BENCH_PARTS picks parts (default: engine render chain encode
-# devices rtmp). BENCH_RTMP_SECONDS, BENCH_RTMP_STREAMS and BENCH_RTMP_SESSIONS size the RTMP part.
+# rates devices rtmp). BENCH_RTMP_SECONDS, BENCH_RTMP_STREAMS and BENCH_RTMP_SESSIONS size the RTMP part.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH=/opt/swift/usr/bin:$PATH
 work=${BENCH_DIR:-$(mktemp -d)}
 mkdir -p "$work"
 
-parts=" ${BENCH_PARTS:-engine render chain encode devices rtmp} "
+parts=" ${BENCH_PARTS:-engine render chain encode rates devices rtmp} "
 want() { [[ "$parts" == *" $1 "* ]]; }
 
 # The tool as `make demo` builds it: release, Swift runtime linked statically.
@@ -76,6 +76,50 @@ scripts/interleaved_timing.py 15 \
 scripts/interleaved_timing.py 15 \
   "liveaudio encode mp3→m4a=.build/release/liveaudio encode $work/enc-in.mp3 -o $work/enc-la.m4a --bitrate 128k" \
   "ffmpeg -c:a aac mp3→m4a=ffmpeg -hide_banner -loglevel error -y -i $work/enc-in.mp3 -c:a aac -b:a 128k $work/enc-ff.m4a"
+fi
+
+if want rates; then
+echo "== converter 44.1 → 48 kHz vs sox rate, timePitch +200 cents vs the rubberband tool: 60 s stereo"
+# Music-like input: pink noise with a tremolo plus two tones, at 44.1 kHz (converter) and 48 kHz (timePitch).
+for rate in 44100 48000; do
+  ffmpeg -hide_banner -loglevel error -y -f lavfi -i "anoisesrc=color=pink:sample_rate=$rate:duration=60:amplitude=0.3:seed=5" \
+    -f lavfi -i "sine=frequency=262:sample_rate=$rate:duration=60" -f lavfi -i "sine=frequency=392:sample_rate=$rate:duration=60" \
+    -filter_complex "[0]tremolo=f=1.1:d=0.5[n];[1]volume=0.2[a];[2]volume=0.15[b];[n][a][b]amix=inputs=3:normalize=0" \
+    -ac 2 -c:a pcm_f32le "$work/rates-$rate.wav"
+done
+for q in high veryHigh; do
+cat > "$work/convert-$q.json" <<JSON
+{"sampleRate": 48000, "channels": 2,
+ "nodes": [{"id": "song", "type": "file", "path": "rates-44100.wav", "resample": false, "sampleRate": 44100},
+           {"id": "to48", "type": "converter", "inputRate": 44100, "quality": "$q"}],
+ "connections": [{"from": "song", "to": "to48"}, {"from": "to48", "to": "output"}]}
+JSON
+done
+# sox's -h and -v are libsoxr's high and very high qualities (sox links libsoxr): equal quality, pair by pair.
+hyperfine --warmup 2 --runs 10 --export-markdown "$work/convert.md" \
+  -n "liveaudio converter high" ".build/release/liveaudio render $work/convert-high.json -o $work/conv-la-h.wav" \
+  -n "sox rate -h" "sox $work/rates-44100.wav -e floating-point -b 32 $work/conv-sox-h.wav rate -h 48000" \
+  -n "liveaudio converter veryHigh" ".build/release/liveaudio render $work/convert-veryHigh.json -o $work/conv-la-v.wav" \
+  -n "sox rate -v" "sox $work/rates-44100.wav -e floating-point -b 32 $work/conv-sox-v.wav rate -v 48000"
+cat "$work/convert.md"
+for e in finer faster; do
+cat > "$work/pitch-$e.json" <<JSON
+{"sampleRate": 48000, "channels": 2,
+ "nodes": [{"id": "song", "type": "file", "path": "rates-48000.wav"},
+           {"id": "key", "type": "timePitch", "pitch": 200, "quality": "$e"}],
+ "connections": [{"from": "song", "to": "key"}, {"from": "key", "to": "output"}]}
+JSON
+done
+# The rubberband tool with the same engine (-3: R3, -2: R2), in its own offline mode and in real-time mode (-R),
+# which is what the unit runs.
+hyperfine --warmup 1 --runs 5 --export-markdown "$work/pitch.md" \
+  -n "liveaudio timePitch finer" ".build/release/liveaudio render $work/pitch-finer.json -o $work/pitch-la-3.wav" \
+  -n "rubberband -3 -p 2" "rubberband -q -3 -p 2 $work/rates-48000.wav $work/pitch-rb-3.wav" \
+  -n "rubberband -3 -R -p 2" "rubberband -q -3 -R -p 2 $work/rates-48000.wav $work/pitch-rb-3r.wav" \
+  -n "liveaudio timePitch faster" ".build/release/liveaudio render $work/pitch-faster.json -o $work/pitch-la-2.wav" \
+  -n "rubberband -2 -p 2" "rubberband -q -2 -p 2 $work/rates-48000.wav $work/pitch-rb-2.wav" \
+  -n "rubberband -2 -R -p 2" "rubberband -q -2 -R -p 2 $work/rates-48000.wav $work/pitch-rb-2r.wav"
+cat "$work/pitch.md"
 fi
 
 if want devices; then

@@ -14,6 +14,8 @@ final class ALSAPCM: @unchecked Sendable {
     private(set) var channels = 0
     private(set) var periodFrames = 0
     private(set) var bufferFrames = 0
+    /// The rate granted by ``configure(rate:channels:periodFrames:periodCount:acceptingOtherRates:)``.
+    private(set) var rate = 0.0
     private let closedFlag = Atomic<Bool>(false)
     var isClosed: Bool { closedFlag.load(ordering: .acquiring) }
 
@@ -53,7 +55,9 @@ final class ALSAPCM: @unchecked Sendable {
 
     /// Negotiates hardware and software parameters. The rate and channel count must be granted exactly; the
     /// period and period count are granted as near as the device allows and read back.
-    func configure(rate: Double, channels wanted: Int, periodFrames wantedPeriod: Int, periodCount: Int) throws(AudioError) {
+    func configure(
+        rate: Double, channels wanted: Int, periodFrames wantedPeriod: Int, periodCount: Int, acceptingOtherRates: Bool = false
+    ) throws(AudioError) {
         var params: OpaquePointer?
         guard snd_pcm_hw_params_malloc(&params) == 0, let params else {
             throw AudioError(.resourceUnavailable, "out of memory configuring \(what)")
@@ -83,14 +87,18 @@ final class ALSAPCM: @unchecked Sendable {
         }
         channels = wanted
 
+        self.rate = rate
         if snd_pcm_hw_params_set_rate(handle, params, UInt32(rate), 0) != 0 {
             var near = UInt32(rate)
             var direction: Int32 = 0
-            snd_pcm_hw_params_set_rate_near(handle, params, &near, &direction)
-            throw AudioError(
-                .unsupportedSampleRate,
-                "\(what) cannot run at \(formatHz(rate)); the nearest it offers is \(formatHz(Double(near)))"
-                    + (name.hasPrefix("hw:") ? " (plughw:… resamples)" : ""))
+            let nearOK = snd_pcm_hw_params_set_rate_near(handle, params, &near, &direction) == 0
+            guard acceptingOtherRates, nearOK, SampleRateConverter.rateRange.contains(Double(near)) else {
+                throw AudioError(
+                    .unsupportedSampleRate,
+                    "\(what) cannot run at \(formatHz(rate)); the nearest it offers is \(formatHz(Double(near)))"
+                        + (name.hasPrefix("hw:") ? " (plughw:… resamples)" : ""))
+            }
+            self.rate = Double(near)
         }
 
         var period = snd_pcm_uframes_t(wantedPeriod)
@@ -172,15 +180,17 @@ final class ALSADriver: AudioDriver, @unchecked Sendable {
             let c = try ALSAPCM(name: request.inputDevice ?? "default", capture: true)
             try c.configure(
                 rate: request.sampleRate, channels: request.inputChannels, periodFrames: request.periodFrames,
-                periodCount: request.periodCount)
+                periodCount: request.periodCount, acceptingOtherRates: request.acceptsOtherRates)
             cap = c
         }
         if request.outputChannels > 0 {
             let p = try ALSAPCM(name: request.outputDevice ?? "default", capture: false)
             // Playback follows the capture side's granted period so one cycle moves one period each way.
+            // …and its rate, when the capture granted another than asked: the two run on one clock.
             try p.configure(
-                rate: request.sampleRate, channels: request.outputChannels,
-                periodFrames: cap?.periodFrames ?? request.periodFrames, periodCount: request.periodCount)
+                rate: cap?.rate ?? request.sampleRate, channels: request.outputChannels,
+                periodFrames: cap?.periodFrames ?? request.periodFrames, periodCount: request.periodCount,
+                acceptingOtherRates: request.acceptsOtherRates && cap == nil)
             if let cap, cap.periodFrames != p.periodFrames {
                 throw AudioError(
                     .deviceUnavailable,
@@ -192,21 +202,22 @@ final class ALSADriver: AudioDriver, @unchecked Sendable {
         capture = cap
         playback = play
         let period = cap?.periodFrames ?? play!.periodFrames
+        let rate = cap?.rate ?? play!.rate
         let deviceType = cap?.sampleType ?? play!.sampleType
         let periodCount = max(cap.map { $0.bufferFrames / $0.periodFrames } ?? 0, play.map { $0.bufferFrames / $0.periodFrames } ?? 0)
         grant = DeviceGrant(
             backend: .alsa, inputDevice: cap?.name, outputDevice: play?.name, inputChannels: cap?.channels ?? 0,
-            outputChannels: play?.channels ?? 0, sampleRate: request.sampleRate, periodFrames: period,
+            outputChannels: play?.channels ?? 0, sampleRate: rate, periodFrames: period,
             periodCount: periodCount, deviceSampleType: deviceType,
             inputLatencyFrames: cap == nil ? 0 : period, outputLatencyFrames: play?.bufferFrames ?? 0)
         func interleaved(_ pcm: ALSAPCM) throws(AudioError) -> StreamFormat {
-            try StreamFormat(sampleRate: request.sampleRate, channelCount: pcm.channels, sampleType: pcm.sampleType, interleaved: true)
+            try StreamFormat(sampleRate: rate, channelCount: pcm.channels, sampleType: pcm.sampleType, interleaved: true)
         }
         inputRaw = try cap.map { (c) throws(AudioError) in RawPCMBuffer(format: try interleaved(c), capacity: period) }
         outputRaw = try play.map { (p) throws(AudioError) in RawPCMBuffer(format: try interleaved(p), capacity: period) }
         inputFloat = cap.map { PCMBuffer(channelCount: $0.channels, capacity: period) }
         outputFloat = play.map { PCMBuffer(channelCount: $0.channels, capacity: period) }
-        let bufferSeconds = Double(max(cap?.bufferFrames ?? 0, play?.bufferFrames ?? 0)) / request.sampleRate
+        let bufferSeconds = Double(max(cap?.bufferFrames ?? 0, play?.bufferFrames ?? 0)) / rate
         stallTimeout = max(1.0, 4 * bufferSeconds)
     }
 

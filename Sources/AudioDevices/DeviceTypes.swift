@@ -63,8 +63,12 @@ public struct DeviceRequest: Hashable, Sendable {
     public var inputChannels: Int
     /// Playback channels; 0 disables playback (bus 0).
     public var outputChannels: Int
-    /// The sample rate. A backend that runs at a fixed rate (JACK) refuses any other with a clear error.
+    /// The sample rate. A backend that runs at a fixed rate (JACK), or a device that cannot run at it (ALSA
+    /// `hw:`), refuses it with a clear error — unless ``acceptsOtherRates``.
     public var sampleRate: Double
+    /// When the device cannot run at ``sampleRate``, open it at the rate it offers (JACK: the server's; ALSA: the
+    /// nearest) and say so in the grant, for a caller that converts (the ``IOUnit`` does). Off by default.
+    public var acceptsOtherRates = false
     /// Frames per period: the block the real-time thread handles each cycle.
     public var periodFrames: Int
     /// Periods in the device buffer (ALSA), at least 2.

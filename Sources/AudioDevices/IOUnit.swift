@@ -43,6 +43,15 @@ public final class IOUnit: @unchecked Sendable {
         /// Seconds after a fault that reconnecting gives up: the device has stopped for good, and ``failure``
         /// says why (0 < seconds ≤ 86400; default 30).
         public var reconnectTimeout: Double = 30
+        /// When the device grants another rate than the client formats' (a JACK server at 44.1 kHz, an ALSA `hw:`
+        /// device), convert between the two (the default) instead of failing. The grant says the device's rate;
+        /// ``conversionLatency`` what the conversion adds (measured when the device opens).
+        public var convertsRates = true
+        /// libsoxr's quality for that conversion. `.low` (the default: 16-bit precision, flat to 80 % of the lower
+        /// Nyquist frequency) adds about 12 ms to a round trip; `.high` (20-bit, flat to 91 %) about 41 ms, since
+        /// libsoxr's longer filters work in larger blocks; `.quick` (cubic) about 1.5 ms. Live monitoring wants
+        /// `.low`; a recording at another rate than the device's, `.high`.
+        public var conversionQuality: SampleRateConverter.Quality = .low
         /// The JACK server's name (nil: `JACK_DEFAULT_SERVER` or the default).
         public var jackServer: String?
         public var virtual: VirtualDeviceOptions
@@ -78,10 +87,12 @@ public final class IOUnit: @unchecked Sendable {
                     "input and output run on one clock: their rates must agree (input \(formatHz(i.sampleRate)), "
                         + "output \(formatHz(o.sampleRate)))")
             }
-            return DeviceRequest(
+            var request = DeviceRequest(
                 inputDevice: inputDevice, outputDevice: outputDevice, inputChannels: inputFormat?.channelCount ?? 0,
                 outputChannels: outputFormat?.channelCount ?? 0, sampleRate: rate, periodFrames: periodFrames,
                 periodCount: periodCount)
+            request.acceptsOtherRates = convertsRates && backend != .virtual
+            return request
         }
     }
 
@@ -98,6 +109,13 @@ public final class IOUnit: @unchecked Sendable {
     private var captureBuffer: RawPCMBuffer?
     private var outputBuffer: RawPCMBuffer?
     private var input: InputUnit?
+    /// Converts between the device's rate and the client's when they differ (nil when they agree).
+    private var bridge: RateBridge?
+    /// Float scratch for a client render callback's output when bridging.
+    private var bridgeOutput: PCMBuffer?
+    /// Client frames rendered through the bridge since the last open, and the client sample time it started at.
+    private var clientFrames: Int64 = 0
+    private var clientTimeBase: Int64 = 0
     /// Reads the output graph's file sources ahead while running.
     private var readAhead: ReadAheadWorker?
     /// Added to the driver's sample time: the frames (and gaps) of earlier connections.
@@ -122,7 +140,8 @@ public final class IOUnit: @unchecked Sendable {
     private var xrunBase = 0
     private var reportedXruns = 0
     private var reportedInputEnd = false
-    private let stateLock = Mutex<(grant: DeviceGrant?, faults: Int, reconnects: Int, failure: AudioError?)>((nil, 0, 0, nil))
+    private let stateLock = Mutex<(grant: DeviceGrant?, faults: Int, reconnects: Int, failure: AudioError?, conversionLatency: Double)>(
+        (nil, 0, 0, nil, 0))
 
     public init(_ configuration: Configuration) throws(AudioError) {
         self.configuration = configuration
@@ -228,6 +247,17 @@ public final class IOUnit: @unchecked Sendable {
 
     /// What the device granted, while running.
     public var grant: DeviceGrant? { stateLock.withLock { $0.grant } }
+    /// Seconds the conversion between the device's rate and the client's adds (capture plus playback), while
+    /// running; 0 when the device runs at the client's rate.
+    public var conversionLatency: Double { stateLock.withLock { $0.conversionLatency } }
+    /// Cycles the rate conversion could not fill (silence instead) since the device opened: client cycles short
+    /// of capture, and device cycles short of playback. 0 in normal operation.
+    public var conversionShortfalls: Int {
+        condition.lock()
+        defer { condition.unlock() }
+        guard let bridge else { return 0 }
+        return bridge.shortfalls.load(ordering: .relaxed) + bridge.playShortfalls.load(ordering: .relaxed)
+    }
     /// Cycles run since the unit was created.
     public var cycleCount: Int { cycles.load(ordering: .relaxed) }
     /// Under- and overruns since the unit was created.
@@ -327,25 +357,50 @@ public final class IOUnit: @unchecked Sendable {
             }
         let grant = driver.grant
         do throws(AudioError) {
-            if let graph, grant.periodFrames > graph.maximumFrames {
-                throw AudioError(
-                    .formatMismatch,
-                    "the device runs \(grant.periodFrames)-frame cycles but the graph renders at most \(graph.maximumFrames)")
+            // Client cycles: the device's period, or — converting — as many client frames as one takes.
+            var clientPeriod = grant.periodFrames
+            var notes: [String] = []
+            if grant.sampleRate != request.sampleRate {
+                let ratio = request.sampleRate / grant.sampleRate
+                let maximum = graph?.maximumFrames ?? (Int((Double(grant.periodFrames) * ratio).rounded(.up)) + 64)
+                let made = try RateBridge(
+                    deviceRate: grant.sampleRate, clientRate: request.sampleRate, inputChannels: grant.inputChannels,
+                    outputChannels: grant.outputChannels, devicePeriod: grant.periodFrames, clientMaximum: maximum,
+                    quality: configuration.conversionQuality)
+                bridge = made
+                bridgeOutput = outputCallback == nil ? nil : PCMBuffer(channelCount: grant.outputChannels, capacity: maximum)
+                clientPeriod = maximum
+                clientFrames = 0
+                clientTimeBase = Int64((Double(sampleTimeOffset) * ratio).rounded())
+                let added = made.captureLatency + made.playLatency
+                stateLock.withLock { $0.conversionLatency = added }
+                notes.append(
+                    "the device runs at \(formatHz(grant.sampleRate)), not \(formatHz(request.sampleRate)): converting "
+                        + "between them (adds \(String(format2: added * 1000)) ms)")
+            } else {
+                bridge = nil
+                bridgeOutput = nil
+                stateLock.withLock { $0.conversionLatency = 0 }
+                if let graph, grant.periodFrames > graph.maximumFrames {
+                    throw AudioError(
+                        .formatMismatch,
+                        "the device runs \(grant.periodFrames)-frame cycles but the graph renders at most \(graph.maximumFrames)")
+                }
             }
             if let format = configuration.inputFormat {
-                if captureBuffer?.capacity ?? 0 < grant.periodFrames {
-                    captureBuffer = RawPCMBuffer(format: format, capacity: grant.periodFrames)
+                if captureBuffer?.capacity ?? 0 < clientPeriod {
+                    captureBuffer = RawPCMBuffer(format: format, capacity: clientPeriod)
                 }
             }
             if let format = configuration.outputFormat, outputCallback != nil {
-                if outputBuffer?.capacity ?? 0 < grant.periodFrames {
-                    outputBuffer = RawPCMBuffer(format: format, capacity: grant.periodFrames)
+                if outputBuffer?.capacity ?? 0 < clientPeriod {
+                    outputBuffer = RawPCMBuffer(format: format, capacity: clientPeriod)
                 }
             }
             let faultHandler: @Sendable (AudioError) -> Void = { [weak self] error in self?.noteFault(error) }
             let warnings = try driver.start(handler: self, onFault: faultHandler)
             stateLock.withLock { $0.grant = grant }
-            return (driver, warnings)
+            return (driver, notes + warnings)
         } catch {
             driver.stop()
             throw error
@@ -468,6 +523,14 @@ extension IOUnit: DeviceCycleHandler {
         let began = timing == nil ? 0 : monotonicNanoseconds()
         let sampleTime = time.sampleTime + sampleTimeOffset
         let frames = input?.frameCount ?? output?.frameCount ?? 0
+        if let bridge {
+            bridgedCycle(bridge, input: input, output: output, time: time)
+            self.input?.current = nil
+            cycles.add(1, ordering: .relaxed)
+            lastSampleEnd.store(sampleTime + Int64(frames), ordering: .releasing)
+            timing?.record(start: began, end: monotonicNanoseconds(), sampleTime: sampleTime, frames: frames)
+            return
+        }
         if let input {
             if let captureHandler, let captureBuffer {
                 let raw = captureBuffer.view(frames: input.frameCount)
@@ -494,6 +557,64 @@ extension IOUnit: DeviceCycleHandler {
         cycles.add(1, ordering: .relaxed)
         lastSampleEnd.store(sampleTime + Int64(frames), ordering: .releasing)
         timing?.record(start: began, end: monotonicNanoseconds(), sampleTime: sampleTime, frames: frames)
+    }
+}
+
+extension IOUnit {
+    /// A device cycle when the device runs at another rate than the client: the capture is converted to the
+    /// client's rate, the client runs as many cycles (of varying sizes) as the device's playback needs, and its
+    /// output is converted to the device's rate. With capture only, the client gets what the capture converted to.
+    fileprivate func bridgedCycle(_ bridge: RateBridge, input: BufferView?, output: BufferView?, time: DeviceCycleTime) {
+        if let input { bridge.capture(input) }
+        if let output {
+            var rounds = 0
+            while rounds < RateBridge.maximumClientCycles {
+                let k = bridge.framesToRender(deviceFrames: output.frameCount)
+                if k == 0 { break }
+                rounds += 1
+                clientCycle(bridge, frames: k, captured: input == nil ? nil : bridge.takeCapture(k), time: time, playing: true)
+            }
+            bridge.takePlayback(into: output)
+        } else if input != nil {
+            let k = bridge.captureReady
+            if k > 0 { clientCycle(bridge, frames: k, captured: bridge.takeCapture(k), time: time, playing: false) }
+        }
+    }
+
+    /// One client cycle of `frames` frames at the client's rate.
+    private func clientCycle(_ bridge: RateBridge, frames: Int, captured: BufferView?, time: DeviceCycleTime, playing: Bool) {
+        let sampleTime = clientTimeBase + clientFrames
+        clientFrames += Int64(frames)
+        if let captured {
+            if let captureHandler, let captureBuffer {
+                let raw = captureBuffer.view(frames: frames)
+                PCMConversion.encode(captured, into: raw)
+                captureHandler(raw, RenderTimeStamp(sampleTime: sampleTime, hostTime: time.inputHostTime))
+            }
+            self.input?.current = captured
+        }
+        guard playing else { return }
+        let stamp = RenderTimeStamp(sampleTime: sampleTime, hostTime: time.outputHostTime)
+        let channels = bridge.playChannels
+        if let graph {
+            let rendered = graph.renderCycle(frames: frames, timeStamp: stamp) { rendered in
+                bridge.play(rendered.upmixed(to: channels))
+            }
+            if !rendered {
+                graphFailures.add(1, ordering: .relaxed)
+                bridge.playSilence(frames: frames)
+            }
+            readAhead?.requestIfNeeded()
+        } else if let outputCallback, let outputBuffer, let bridgeOutput {
+            let raw = outputBuffer.view(frames: frames)
+            outputCallback(raw, stamp)
+            let scratch = bridgeOutput.view(frames: frames)
+            PCMConversion.decode(raw, into: scratch)
+            bridge.play(scratch)
+        } else {
+            bridge.playSilence(frames: frames)
+        }
+        self.input?.current = nil
     }
 }
 

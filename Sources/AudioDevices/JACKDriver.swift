@@ -11,7 +11,7 @@ import Synchronization
 /// ours to its input ports. With no device named, the physical ports are used. Two names are special: `self`
 /// connects our outputs to our inputs (a loopback through the JACK graph: a round trip of one period), `none`
 /// leaves the ports unconnected (for connecting them by hand). The rate and period are the server's: a request for
-/// another rate is an error, the period is reported in the grant. A server that shuts down (or a buffer-size
+/// another rate is an error unless the request accepts other rates (the I/O unit then converts), the period is reported in the grant. A server that shuts down (or a buffer-size
 /// change, which would need new buffers) is a fault reported off the real-time thread.
 final class JACKDriver: AudioDriver, @unchecked Sendable {
     private(set) var grant: DeviceGrant
@@ -49,7 +49,7 @@ final class JACKDriver: AudioDriver, @unchecked Sendable {
         let rate = Double(jack_get_sample_rate(client))
         let period = Int(jack_get_buffer_size(client))
         do throws(AudioError) {
-            guard rate == request.sampleRate else {
+            guard rate == request.sampleRate || (request.acceptsOtherRates && SampleRateConverter.rateRange.contains(rate)) else {
                 throw AudioError(
                     .unsupportedSampleRate,
                     "the JACK server runs at \(formatHz(rate)), not \(formatHz(request.sampleRate)); ask for "

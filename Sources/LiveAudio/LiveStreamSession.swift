@@ -423,6 +423,9 @@ public final class LiveStreamSession: @unchecked Sendable {
 
     /// Device events (start, xruns, faults, reconnects) for a device input; nil for a file.
     public var deviceEvents: AsyncStream<DeviceEvent>? { io?.events }
+    /// What the capture device granted (its rate may differ from the session's: then the I/O unit converts), while
+    /// a device session runs.
+    public var deviceGrant: DeviceGrant? { io?.grant }
 
     /// The figures now.
     public var statistics: Statistics {

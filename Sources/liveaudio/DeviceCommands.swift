@@ -490,15 +490,20 @@ struct Monitor: AsyncParsableCommand {
                 let events = printEvents(io.events)
                 let grant = try io.start()
                 let graphMilliseconds = renderGraph.latency * 1000
+                let conversionMilliseconds = io.conversionLatency * 1000
+                let total = grant.nominalRoundTripMilliseconds + graphMilliseconds + conversionMilliseconds
                 note(
                     "monitoring: \(grant); expected round trip "
-                        + "\(String(format: "%.2f", grant.nominalRoundTripMilliseconds + graphMilliseconds)) ms (device "
+                        + "\(String(format: "%.2f", total)) ms (device "
                         + "buffering \(String(format: "%.2f", grant.nominalRoundTripMilliseconds)) ms + graph "
-                        + "\(String(format: "%.2f", graphMilliseconds)) ms)")
+                        + "\(String(format: "%.2f", graphMilliseconds)) ms"
+                        + (conversionMilliseconds > 0
+                            ? " + rate conversion \(String(format: "%.2f", conversionMilliseconds)) ms)" : ")"))
                 return (io, events, grant)
             }
             var (io, events, grant) = try open(rung)
-            var limit = duration.map { Int64(($0 * inputFormat.sampleRate).rounded()) }
+            // The unit's sample time counts the device's frames (its rate may differ from the graph's).
+            var limit = duration.map { Int64(($0 * grant.sampleRate).rounded()) }
             if io.configuration.backend == .virtual, limit == nil, let input {
                 limit = try WAVFileReader.info(path: input).frameCount
             }
@@ -535,13 +540,13 @@ struct Monitor: AsyncParsableCommand {
             withExtendedLifetime(signals) {}
             events.cancel()
             print(
-                "monitored \(String(format: "%.3f", Double(earlier.frames + io.sampleTime) / inputFormat.sampleRate)) s: "
+                "monitored \(String(format: "%.3f", Double(earlier.frames + io.sampleTime) / grant.sampleRate)) s: "
                     + "\(earlier.cycles + io.cycleCount) cycles, xruns \(earlier.xruns + io.xrunCount), faults \(io.faultCount), "
                     + "reconnects \(io.reconnectCount); buffering \(grant.periodFrames) × \(grant.periodCount) frames")
             if timing {
                 let timings = io.cycleTimings
                 print(
-                    "cycle timing: \(CycleTimingSummary(timings, sampleRate: inputFormat.sampleRate))"
+                    "cycle timing: \(CycleTimingSummary(timings, sampleRate: grant.sampleRate))"
                         + (timings.count >= timingCapacity ? " (the first \(timingCapacity) cycles)" : ""))
             }
             if let gone = io.failure { throw gone }

@@ -95,6 +95,7 @@ struct Stream: AsyncParsableCommand {
             let signals = StopSignals { stop.set() }
             let events = session.deviceEvents.map { printEvents($0) }
             try await session.start()
+            if let grant = session.deviceGrant { note("device: \(grant)") }
             note("streaming \(configuration.input) → \(configuration.outputs.map(\.description).joined(separator: ", "))")
             let limit = duration.map { Int64(($0 * session.sampleRate).rounded()) }
             // A bound on the clock too: a device that went away delivers no input seconds to count.

@@ -235,6 +235,73 @@ final class StallOnce: @unchecked Sendable {
         }
     }
 
+    /// A 48 kHz client on a JACK server running at 44.1 kHz, its output looped back to its input: the unit opens
+    /// at the server's rate (the grant says 44.1 kHz, a warning says it converts), and what comes back at 48 kHz is
+    /// what was played — a 1 kHz tone at its level, clean to −70 dB — and a click comes back one JACK period plus
+    /// the reported conversion latency later, within 1 ms. No client cycle finds the capture short.
+    @Test func aClientAtAnotherRateIsConverted() async throws {
+        let jack = try await JACKServer.started(periodFrames: 512, sampleRate: 44_100)
+        defer { jack.stop() }
+        let format = try StreamFormat.graph(sampleRate: 48_000, channelCount: 1)
+        var signal = (0..<144_000).map { Float(0.25 * sin(2 * .pi * 1_000 * Double($0) / 48_000)) }
+        for i in 0..<48_000 { signal[i] = 0 }
+        signal[24_000] = 0.9  // the click, in silence
+        let graph = try RenderGraph(format: format, maximumFrames: 4096)
+        let player = try BufferPlayerUnit(buffer: PCMBuffer(channels: [signal]), sampleRate: 48_000, loop: false)
+        try graph.connect(try graph.addNode(player, name: "player"), to: graph.output)
+        let io = try IOUnit(
+            IOUnit.Configuration(
+                backend: .jack, inputFormat: format, outputFormat: format, inputDevice: "self", outputDevice: "self",
+                jackServer: jack.name))
+        try io.setOutputGraph(graph)
+        let tape = Tape(frames: 160_000, channels: 1)
+        try io.setCaptureHandler { raw, stamp in tape.store(raw, at: stamp.sampleTime) }
+        let grant = try io.start()
+        let latency = io.conversionLatency
+        try await Task.sleep(nanoseconds: 300_000_000)
+        let shortAtStart = io.conversionShortfalls
+        // Sample time counts the device's frames: 44.1 kHz.
+        while io.sampleTime < 144_000 * 441 / 480 + 4_410 { try await Task.sleep(nanoseconds: 10_000_000) }
+        let shortAtEnd = io.conversionShortfalls
+        io.stop()
+        var warnings: [String] = []
+        for await event in io.events {
+            if case .warning(let w) = event { warnings.append(w) }
+            if case .stopped = event { break }
+        }
+        #expect(grant.sampleRate == 44_100)
+        #expect(warnings.contains { $0.contains("44.1 kHz") && $0.contains("converting") }, "\(warnings)")
+        #expect(latency > 0 && latency < 0.03, "\(latency) s")
+        #expect(shortAtStart == 0 && shortAtEnd == 0, "client cycles that found the capture short: \(shortAtStart), \(shortAtEnd)")
+        let back = tape.channels[0]
+        // The click: where it comes back, against one period plus the conversion's latency.
+        let peak = (20_000..<40_000).max { abs(back[$0]) < abs(back[$1]) }!
+        let expected = 24_000 + Double(512) * 48_000 / 44_100 + latency * 48_000
+        #expect(abs(Double(peak) - expected) <= 48, "the click came back at \(peak), expected \(expected)")
+        // The tone: frequency, level, and what is left after the best-fitting sine.
+        let start = 80_000
+        let part = Array(back[start..<(start + 48_000)])
+        var s = 0.0
+        var c = 0.0
+        for (i, v) in part.enumerated() {
+            let phase = 2 * Double.pi * 1_000 * Double(i) / 48_000
+            s += Double(v) * sin(phase)
+            c += Double(v) * cos(phase)
+        }
+        let a = 2 * s / Double(part.count)
+        let b = 2 * c / Double(part.count)
+        let amplitude = (a * a + b * b).squareRoot()
+        var residual = 0.0
+        for (i, v) in part.enumerated() {
+            let phase = 2 * Double.pi * 1_000 * Double(i) / 48_000
+            let e = Double(v) - (a * sin(phase) + b * cos(phase))
+            residual += e * e
+        }
+        let rms = (residual / Double(part.count)).squareRoot()
+        #expect(abs(20 * log10(amplitude / 0.25)) < 0.05, "level \(amplitude)")
+        #expect(20 * log10(rms / (amplitude / 2.0.squareRoot())) < -70, "residual \(20 * log10(rms / (amplitude / 2.0.squareRoot()))) dB")
+    }
+
     /// The JACK server killed (SIGKILL, as a crash) while the unit plays a tone into its own input: a fault
     /// event, failed reconnect attempts while the server is away, then — once a server of the same name is back
     /// — the unit reconnects by itself, the tone comes back on the input, and sample time has moved on by the gap.
@@ -308,7 +375,9 @@ final class StallOnce: @unchecked Sendable {
         let jack = try await JACKServer.started(periodFrames: 1024)
         defer { jack.stop() }
         let other = try StreamFormat.graph(sampleRate: 44_100, channelCount: 1)
-        let wrongRate = try IOUnit(IOUnit.Configuration(backend: .jack, outputFormat: other, jackServer: jack.name))
+        var strict = IOUnit.Configuration(backend: .jack, outputFormat: other, jackServer: jack.name)
+        strict.convertsRates = false
+        let wrongRate = try IOUnit(strict)
         #expect {
             try wrongRate.start()
         } throws: { error in

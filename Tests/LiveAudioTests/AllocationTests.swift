@@ -82,14 +82,18 @@ func probe(_ arguments: [String], environment: [String: String] = [:]) async thr
     /// virtual device's thread with random 1–512-frame cycles as fast as it can go: the microphone in iOS capture code's
     /// Int16 to a MicrophoneSource ring (its consumer sleeping 150 ms of every 400, so it overflows), the voice chain of
     /// examples/voice-chain.json mixed with a read-ahead accompaniment, effect parameters, bypasses and
-    /// mute moving from a control thread. Not one allocation on the device thread once warmed up; a deliberate
+    /// mute moving from a control thread — on JACK at the graph's rate, on JACK at 44.1 kHz (through the rate
+    /// conversion), and on a virtual device. Not one allocation on the device thread once warmed up; a deliberate
     /// allocation on that thread is counted, so the zero means something.
     @Test func deviceThreadsNeverAllocate() async throws {
         let graph = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
             .appendingPathComponent("../../examples/voice-chain.json").standardized.path
         let jack = try await JACKServer.started(periodFrames: 128)
         defer { jack.stop() }
-        for (backend, minimumCycles) in [(["jack", jack.name], 1500), (["virtual"], 4000)] {
+        // A server at 44.1 kHz under the 48 kHz graph: the device thread runs the rate conversion too.
+        let jack44 = try await JACKServer.started(periodFrames: 128, sampleRate: 44_100)
+        defer { jack44.stop() }
+        for (backend, minimumCycles) in [(["jack", jack.name], 1500), (["jack", jack44.name], 1500), (["virtual"], 4000)] {
             let dir = try TemporaryDirectory()
             defer { dir.remove() }
             let report = try await probe(["device-cycles", dir.path, graph] + backend)
@@ -103,6 +107,8 @@ func probe(_ arguments: [String], environment: [String: String] = [:]) async thr
             #expect(report["canaryFrees"]! >= 1 && report["canaryLockWaits"]! >= 1, "\(backend): frees and locks are seen")
             #expect(report["deviceThreadAllocations"] == 0, "\(backend): \(report)")
             #expect(report["deviceThreadFrees"] == 0 && report["deviceThreadLockWaits"] == 0, "\(backend): \(report)")
+            #expect(report["conversionShortfalls"] == 0, "\(backend): \(report)")
+            if backend.last == jack44.name { #expect(report["deviceRate"] == 44_100, "the conversion ran: \(report)") }
         }
     }
 

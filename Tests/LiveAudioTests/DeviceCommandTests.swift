@@ -299,4 +299,28 @@ import TestSupport
         #expect(line?.contains("cycles of 512 frames (10.67 ms): render p50 ") == true, "\(timed.stdout)")
         #expect(line?.contains("callback jitter p50 ") == true && line?.contains("load p99 ") == true)
     }
+
+    /// A JACK server at 44.1 kHz under commands that run at 48 kHz: `monitor` and `play` run through the rate
+    /// conversion instead of failing, say the rate the server granted and that they convert, and `monitor`
+    /// counts the conversion in the round trip it expects; `monitor --duration 1` runs one second of the device's
+    /// clock.
+    @Test func commandsSayTheGrantedRateAndConvert() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let jack = try await JACKServer.started(periodFrames: 512, sampleRate: 44_100)
+        defer { jack.stop() }
+        let monitor = try await runTool(
+            liveaudio, ["monitor", "--backend", "jack", "--jack-server", jack.name, "--duration", "1"])
+        #expect(monitor.status == 0, "\(monitor.stderr)")
+        #expect(monitor.stderr.contains("44.1 kHz") && monitor.stderr.contains("converting"), "\(monitor.stderr)")
+        #expect(monitor.stderr.contains("+ rate conversion "), "\(monitor.stderr)")
+        let monitored = monitor.stdout.split(separator: "\n").first { $0.hasPrefix("monitored ") }.map(String.init) ?? ""
+        let seconds = Double(monitored.dropFirst("monitored ".count).prefix { $0 != " " }) ?? 0
+        #expect(abs(seconds - 1) < 0.03, "\(monitor.stdout)")
+        let tone = (0..<48_000).map { Float(0.2 * sin(2 * .pi * 440 * Double($0) / 48_000)) }
+        try writeWAV(dir.file("tone.wav"), channels: [tone, tone])
+        let play = try await runTool(liveaudio, ["play", dir.file("tone.wav"), "--backend", "jack", "--jack-server", jack.name])
+        #expect(play.status == 0, "\(play.stderr)")
+        #expect(play.stderr.contains("44.1 kHz") && play.stderr.contains("converting"), "\(play.stderr)")
+    }
 }

@@ -390,6 +390,8 @@ func deviceCycles(
     while !control.isFinished { usleep(1000) }
     let xruns = io.xrunCount
     let faults = io.faultCount
+    let deviceRate = Int(io.grant?.sampleRate ?? 0)
+    let conversionShortfalls = io.conversionShortfalls
     microphone.finish()
     MallocInterposerSwift.unhook()
     MallocInterposerSwift.setAllocationHook(nil)
@@ -406,7 +408,7 @@ func deviceCycles(
         "deviceThreadLockWaits": Int(lockWaits), "deviceThreadFrees": Int(frees), "canaryLockWaits": Int(lockCanary),
         "canaryFrees": Int(freeCanary), "measuredXruns": measuredXruns,
         "changes": measuredChanges, "overflows": overflows, "consumed": consumed.load(), "xruns": xruns,
-        "faults": faults,
+        "faults": faults, "deviceRate": deviceRate, "conversionShortfalls": conversionShortfalls,
     ])
 }
 

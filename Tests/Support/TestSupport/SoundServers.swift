@@ -448,8 +448,8 @@ extension PulseAudioServer {
 
 extension JACKServer {
     /// A started server, created off the cooperative pool.
-    public static func started(periodFrames: Int = 1024) async throws -> JACKServer {
-        try await offPool { try JACKServer(periodFrames: periodFrames) }
+    public static func started(periodFrames: Int = 1024, sampleRate: Int = 48_000) async throws -> JACKServer {
+        try await offPool { try JACKServer(periodFrames: periodFrames, sampleRate: sampleRate) }
     }
 }
 
