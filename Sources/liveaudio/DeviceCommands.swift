@@ -480,10 +480,12 @@ struct Monitor: AsyncParsableCommand {
             let ladder = adaptive ? DeviceOptions.monitorLadder : [DeviceOptions.monitorBuffering]
             var rung = 0
             func open(_ rung: Int) throws(AudioError) -> (IOUnit, Task<Void, Never>, DeviceGrant) {
-                let io = try IOUnit(
-                    try options.configuration(
-                        input: inputFormat, output: renderGraph.format, inputDevice: input, outputDevice: output,
-                        buffering: ladder[rung]))
+                var configuration = try options.configuration(
+                    input: inputFormat, output: renderGraph.format, inputDevice: input, outputDevice: output,
+                    buffering: ladder[rung])
+                // Ear monitoring: a device at another rate converts with libsoxr's low quality, for its latency.
+                configuration.conversionQuality = .low
+                let io = try IOUnit(configuration)
                 try io.setInputUnit(inputUnit)
                 try io.setOutputGraph(renderGraph)
                 if timing { try io.recordCycleTimings(capacity: timingCapacity) }

@@ -271,7 +271,7 @@ final class StallOnce: @unchecked Sendable {
         }
         #expect(grant.sampleRate == 44_100)
         #expect(warnings.contains { $0.contains("44.1 kHz") && $0.contains("converting") }, "\(warnings)")
-        #expect(latency > 0 && latency < 0.03, "\(latency) s")
+        #expect(latency > 0 && latency < 0.06, "\(latency) s")  // high quality: about 41 ms
         #expect(shortAtStart == 0 && shortAtEnd == 0, "client cycles that found the capture short: \(shortAtStart), \(shortAtEnd)")
         let back = tape.channels[0]
         // The click: where it comes back, against one period plus the conversion's latency.
