@@ -110,15 +110,19 @@ cat > "$work/pitch-$e.json" <<JSON
  "connections": [{"from": "song", "to": "key"}, {"from": "key", "to": "output"}]}
 JSON
 done
-# The rubberband tool with the same engine (-3: R3, -2: R2), in its own offline mode and in real-time mode (-R),
-# which is what the unit runs.
+# The rubberband tool with the same engine (-3: R3, -2: R2): in its own offline mode, in real-time mode (-R), and
+# with the unit's own options — real time, high-consistency pitch shifting (which a pitch map turns on; the map
+# here changes nothing) and channels together (--centre-focus).
+printf '0 0\n' > "$work/flat.pitchmap"
 hyperfine --warmup 1 --runs 5 --export-markdown "$work/pitch.md" \
   -n "liveaudio timePitch finer" ".build/release/liveaudio render $work/pitch-finer.json -o $work/pitch-la-3.wav" \
   -n "rubberband -3 -p 2" "rubberband -q -3 -p 2 $work/rates-48000.wav $work/pitch-rb-3.wav" \
   -n "rubberband -3 -R -p 2" "rubberband -q -3 -R -p 2 $work/rates-48000.wav $work/pitch-rb-3r.wav" \
+  -n "rubberband -3 (unit's options)" "rubberband -q -3 --centre-focus --pitchmap $work/flat.pitchmap -p 2 $work/rates-48000.wav $work/pitch-rb-3u.wav" \
   -n "liveaudio timePitch faster" ".build/release/liveaudio render $work/pitch-faster.json -o $work/pitch-la-2.wav" \
   -n "rubberband -2 -p 2" "rubberband -q -2 -p 2 $work/rates-48000.wav $work/pitch-rb-2.wav" \
-  -n "rubberband -2 -R -p 2" "rubberband -q -2 -R -p 2 $work/rates-48000.wav $work/pitch-rb-2r.wav"
+  -n "rubberband -2 -R -p 2" "rubberband -q -2 -R -p 2 $work/rates-48000.wav $work/pitch-rb-2r.wav" \
+  -n "rubberband -2 (unit's options)" "rubberband -q -2 --centre-focus --pitchmap $work/flat.pitchmap -p 2 $work/rates-48000.wav $work/pitch-rb-2u.wav"
 cat "$work/pitch.md"
 fi
 
