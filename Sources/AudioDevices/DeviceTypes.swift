@@ -141,8 +141,9 @@ public struct DeviceGrant: Hashable, Sendable, CustomStringConvertible {
     public init(
         backend: DeviceBackend, inputDevice: String?, outputDevice: String?, inputChannels: Int, outputChannels: Int,
         sampleRate: Double, periodFrames: Int, periodCount: Int, deviceSampleType: SampleType,
-        inputLatencyFrames: Int, outputLatencyFrames: Int
+        inputLatencyFrames: Int, outputLatencyFrames: Int, independentClocks: Bool = false
     ) {
+        self.independentClocks = independentClocks
         self.backend = backend
         self.inputDevice = inputDevice
         self.outputDevice = outputDevice
@@ -155,6 +156,10 @@ public struct DeviceGrant: Hashable, Sendable, CustomStringConvertible {
         self.inputLatencyFrames = inputLatencyFrames
         self.outputLatencyFrames = outputLatencyFrames
     }
+
+    /// True when capture and playback run on two clocks (two devices): a cycle's capture may hold more or fewer
+    /// frames than its playback, and the I/O unit bridges the drift between them.
+    public let independentClocks: Bool
 
     /// One period in milliseconds.
     public var periodMilliseconds: Double { Double(periodFrames) * 1000 / sampleRate }
@@ -170,6 +175,7 @@ public struct DeviceGrant: Hashable, Sendable, CustomStringConvertible {
         if let outputDevice { parts.append("out '\(outputDevice)' \(outputChannels) ch") }
         parts.append("\(periodFrames) frames × \(periodCount) periods (\(String(format2: periodMilliseconds)) ms each)")
         parts.append("device samples \(deviceSampleType)")
+        if independentClocks { parts.append("capture and playback on two clocks") }
         return parts.joined(separator: ", ")
     }
 }

@@ -111,6 +111,8 @@ public final class IOUnit: @unchecked Sendable {
     private var input: InputUnit?
     /// Converts between the device's rate and the client's when they differ (nil when they agree).
     private var bridge: RateBridge?
+    /// Bridges capture and playback on two clocks (nil on one clock).
+    private var driftBridge: DriftBridge?
     /// Float scratch for a client render callback's output when bridging.
     private var bridgeOutput: PCMBuffer?
     /// Client frames rendered through the bridge since the last open, and the client sample time it started at.
@@ -258,6 +260,27 @@ public final class IOUnit: @unchecked Sendable {
         guard let bridge else { return 0 }
         return bridge.shortfalls.load(ordering: .relaxed) + bridge.playShortfalls.load(ordering: .relaxed)
     }
+    /// With capture and playback on two clocks (``DeviceGrant/independentClocks``): the capture clock's rate
+    /// relative to the playback's as tracked (1.001: capture runs 0.1 % fast); nil on one clock.
+    public var clockRatio: Double? {
+        condition.lock()
+        defer { condition.unlock() }
+        return driftBridge?.correction
+    }
+    /// With two clocks: cycles that found no capture to give (silence instead) and captures dropped because the
+    /// bridge was full, since the device opened. 0 in normal operation.
+    public var clockShortfalls: Int {
+        condition.lock()
+        defer { condition.unlock() }
+        guard let driftBridge else { return 0 }
+        return driftBridge.underruns.load(ordering: .relaxed) + driftBridge.overflows.load(ordering: .relaxed)
+    }
+    /// With two clocks: frames of capture waiting in the bridge now (it holds them near a target of two periods).
+    public var clockBridgeLevel: Int? {
+        condition.lock()
+        defer { condition.unlock() }
+        return driftBridge?.level
+    }
     /// Cycles run since the unit was created.
     public var cycleCount: Int { cycles.load(ordering: .relaxed) }
     /// Under- and overruns since the unit was created.
@@ -360,6 +383,14 @@ public final class IOUnit: @unchecked Sendable {
             // Client cycles: the device's period, or — converting — as many client frames as one takes.
             var clientPeriod = grant.periodFrames
             var notes: [String] = []
+            if grant.independentClocks, grant.inputChannels > 0, grant.outputChannels > 0 {
+                driftBridge = try DriftBridge(
+                    sampleRate: grant.sampleRate, channelCount: grant.inputChannels, period: grant.periodFrames,
+                    maximumCycle: grant.periodFrames)
+                notes.append("capture and playback run on two clocks: resampling the capture to follow their drift")
+            } else {
+                driftBridge = nil
+            }
             if grant.sampleRate != request.sampleRate {
                 let ratio = request.sampleRate / grant.sampleRate
                 let maximum = graph?.maximumFrames ?? (Int((Double(grant.periodFrames) * ratio).rounded(.up)) + 64)
@@ -519,8 +550,14 @@ extension IOUnit: DeviceCycleHandler {
     }
 
     /// The real-time cycle: capture to the handler and the input unit, then the graph (or callback) to the output.
-    func deviceCycle(input: BufferView?, output: BufferView?, time: DeviceCycleTime) {
+    func deviceCycle(input captured: BufferView?, output: BufferView?, time: DeviceCycleTime) {
         let began = timing == nil ? 0 : monotonicNanoseconds()
+        // Two clocks: the capture, on its own clock, becomes the playback clock's frames.
+        var input = captured
+        if let driftBridge, let captured, let output {
+            driftBridge.push(captured)
+            input = driftBridge.pull(frames: output.frameCount)
+        }
         let sampleTime = time.sampleTime + sampleTimeOffset
         let frames = input?.frameCount ?? output?.frameCount ?? 0
         if let bridge {

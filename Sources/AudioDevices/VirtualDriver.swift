@@ -26,6 +26,10 @@ public struct VirtualDeviceOptions: Hashable, Sendable {
     public var callbackSizes: CallbackSizes
     /// The playback file's sample type.
     public var outputSampleType: SampleType
+    /// How fast the capture file's clock runs against the playback's (1.001: 0.1 % fast — a second device on a
+    /// clock of its own). Other than 1, each cycle captures that many times the playback's frames (rounded, the
+    /// remainder carried), and the grant says the clocks are independent. 0.9 … 1.1.
+    public var inputClockRatio: Double = 1
 
     public init(pacing: Pacing = .realTime, callbackSizes: CallbackSizes = .fixed, outputSampleType: SampleType = .float32) {
         self.pacing = pacing
@@ -84,6 +88,9 @@ final class VirtualDriver: AudioDriver, @unchecked Sendable {
                 throw AudioError(.invalidFormat, "virtual callback sizes must be 1…\(DeviceRequest.maximumPeriodFrames) frames, got \(range)")
             }
         }
+        guard (0.9...1.1).contains(options.inputClockRatio) else {
+            throw AudioError(.invalidParameter, "a virtual input clock ratio must be 0.9 … 1.1, got \(options.inputClockRatio)")
+        }
         if request.inputChannels > 0 {
             guard let path = request.inputDevice else {
                 throw AudioError(.unknownDevice, "the virtual device needs a WAV file to capture from (--device FILE.wav)")
@@ -102,8 +109,9 @@ final class VirtualDriver: AudioDriver, @unchecked Sendable {
                         + "(a mono file feeds any channel count)")
             }
             reader = r
-            fileFloat = PCMBuffer(channelCount: r.format.channelCount, capacity: cycle)
-            inputFloat = PCMBuffer(channelCount: request.inputChannels, capacity: cycle)
+            let inputCycle = Int((Double(cycle) * max(options.inputClockRatio, 1)).rounded(.up)) + 2
+            fileFloat = PCMBuffer(channelCount: r.format.channelCount, capacity: inputCycle)
+            inputFloat = PCMBuffer(channelCount: request.inputChannels, capacity: inputCycle)
         } else {
             reader = nil
             fileFloat = nil
@@ -128,7 +136,8 @@ final class VirtualDriver: AudioDriver, @unchecked Sendable {
             inputChannels: request.inputChannels, outputChannels: request.outputChannels,
             sampleRate: request.sampleRate, periodFrames: cycle, periodCount: 1,
             deviceSampleType: reader?.format.sampleType ?? options.outputSampleType, inputLatencyFrames: 0,
-            outputLatencyFrames: 0)
+            outputLatencyFrames: 0,
+            independentClocks: options.inputClockRatio != 1 && request.inputChannels > 0 && request.outputChannels > 0)
         nominalPeriod = request.periodFrames
     }
 
@@ -158,6 +167,9 @@ final class VirtualDriver: AudioDriver, @unchecked Sendable {
         if case .random(_, let seed) = options.callbackSizes { generator = SplitMix64(seed: seed) }
         var cycleIndex = 0
         var sampleTime: Int64 = 0
+        // The capture clock: frames due (fractional) and frames delivered.
+        var captureDue = 0.0
+        var captured: Int64 = 0
         let rate = grant.sampleRate
         let start = monotonicNanoseconds()
         while running.load(ordering: .acquiring) {
@@ -180,18 +192,21 @@ final class VirtualDriver: AudioDriver, @unchecked Sendable {
 
             var input: BufferView?
             if let reader, let fileFloat, let inputFloat {
-                let fileView = fileFloat.view(frames: frames)
+                captureDue += Double(frames) * options.inputClockRatio
+                let inputFrames = Int(Int64(captureDue.rounded(.down)) - captured)
+                captured += Int64(inputFrames)
+                let fileView = fileFloat.view(frames: inputFrames)
                 var got = 0
                 do throws(AudioError) {
                     got = try reader.read(into: fileView)
                 } catch {
                     return error
                 }
-                if got < frames {
-                    fileView.slice(from: got, frames: frames - got).clear()
+                if got < inputFrames {
+                    fileView.slice(from: got, frames: inputFrames - got).clear()
                     ended.store(true, ordering: .releasing)
                 }
-                let view = inputFloat.view(frames: frames)
+                let view = inputFloat.view(frames: inputFrames)
                 view.copy(from: fileView.upmixed(to: view.channelCount))
                 input = view
             }

@@ -75,6 +75,47 @@ func monitorThroughVirtualDevice(input: String, output: String, sizes: VirtualDe
 }
 
 @Suite struct VirtualDeviceTests {
+    /// Monitoring with the capture on a clock 0.1 % faster than the playback's (a virtual input told so): the I/O
+    /// unit sees two clocks, says so, and bridges them — over five minutes of device time, run as fast as
+    /// possible, no cycle runs dry and no capture is dropped, the tracked ratio settles on 1.001, and the bridge's
+    /// level ends near its target (two periods, at least 1024 frames). Without the bridge the capture would pile up by 288 frames a
+    /// minute.
+    @Test func twoClocksAreBridged() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let tone = (0..<96_000).map { Float(0.25 * sin(2 * Double.pi * 1_000 * Double($0) / 48_000)) }
+        try writeWAV(dir.file("in.wav"), channels: [tone])
+        let mono = try StreamFormat.graph(sampleRate: 48_000, channelCount: 1)
+        var options = VirtualDeviceOptions(pacing: .asFastAsPossible, outputSampleType: .int16)
+        options.inputClockRatio = 1.001
+        let io = try IOUnit(
+            IOUnit.Configuration(
+                backend: .virtual, inputFormat: mono, outputFormat: mono, inputDevice: dir.file("in.wav"),
+                outputDevice: dir.file("out.wav"), periodFrames: 256, reconnect: false, virtual: options))
+        let graph = try RenderGraph(format: mono, maximumFrames: 4096)
+        try graph.connect(try graph.addNode(try io.inputUnit()), to: graph.output)
+        try io.setOutputGraph(graph)
+        let grant = try io.start()
+        let minutes = 5.0
+        try await withTimeLimit(300, "five minutes of device time") {
+            while io.sampleTime < Int64(minutes * 60 * 48_000) { try await Task.sleep(nanoseconds: 20_000_000) }
+        }
+        let ratio = io.clockRatio
+        let level = io.clockBridgeLevel
+        let shortfalls = io.clockShortfalls
+        io.stop()
+        var warnings: [String] = []
+        for await event in io.events {
+            if case .warning(let w) = event { warnings.append(w) }
+            if case .stopped = event { break }
+        }
+        #expect(grant.independentClocks && grant.description.contains("two clocks"))
+        #expect(warnings.contains { $0.contains("two clocks") }, "\(warnings)")
+        #expect(shortfalls == 0)
+        #expect(abs((ratio ?? 0) - 1.001) < 2e-5, "tracked \(String(describing: ratio))")
+        #expect(abs((level ?? 0) - 1024) <= 256, "the bridge holds \(String(describing: level)) frames")
+    }
+
     /// A Float32 file captured through the virtual microphone arrives bit for bit, in order, with contiguous
     /// sample times; the stream ends with finish().
     @Test func capturesTheFileExactly() async throws {

@@ -83,7 +83,7 @@ func probe(_ arguments: [String], environment: [String: String] = [:]) async thr
     /// Int16 to a MicrophoneSource ring (its consumer sleeping 150 ms of every 400, so it overflows), the voice chain of
     /// examples/voice-chain.json mixed with a read-ahead accompaniment, effect parameters, bypasses and
     /// mute moving from a control thread — on JACK at the graph's rate, on JACK at 44.1 kHz (through the rate
-    /// conversion), and on a virtual device. Not one allocation on the device thread once warmed up; a deliberate
+    /// conversion), and on a virtual device whose capture clock runs 0.1 % fast (through the drift bridge). Not one allocation on the device thread once warmed up; a deliberate
     /// allocation on that thread is counted, so the zero means something.
     @Test func deviceThreadsNeverAllocate() async throws {
         let graph = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
@@ -109,6 +109,9 @@ func probe(_ arguments: [String], environment: [String: String] = [:]) async thr
             #expect(report["deviceThreadFrees"] == 0 && report["deviceThreadLockWaits"] == 0, "\(backend): \(report)")
             #expect(report["conversionShortfalls"] == 0, "\(backend): \(report)")
             if backend.last == jack44.name { #expect(report["deviceRate"] == 44_100, "the conversion ran: \(report)") }
+            if backend == ["virtual"] {
+                #expect(report["bridgedClocks"] == 1 && report["clockShortfalls"] == 0, "two clocks bridged: \(report)")
+            }
         }
     }
 

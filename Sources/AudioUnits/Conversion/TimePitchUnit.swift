@@ -134,6 +134,22 @@ public final class TimePitchUnit: RenderUnit, @unchecked Sendable {
         fifo = PCMBuffer(channelCount: channelCount, capacity: Self.readAheadCapacity + 2 * spec.maximumFrames)
         rateLog = SmoothedValue(0, rampFrames: rampFrames(for: rate))
         cents = SmoothedValue(0, rampFrames: rampFrames(for: pitch))
+        // The corners of the parameter range, a few hops each: librubberband sizes some buffers for the most
+        // extreme ratios it has met, so it meets them here rather than on the render thread.
+        for timeRatio in [1.0 / 32, 32.0] {
+            for pitchScale in [0.25, 4.0] {
+                rubberband_set_time_ratio(made, timeRatio)
+                rubberband_set_pitch_scale(made, pitchScale)
+                for _ in 0..<8 {
+                    let n = min(max(Int(rubberband_get_samples_required(made)), 1), maximumChunk)
+                    feed(zeros.view(frames: n), frames: n)
+                    while rubberband_available(made) > 0 {
+                        let got = min(Int(rubberband_available(made)), scratch.capacity)
+                        retrieve(made, into: scratch.view(frames: got), frames: got)
+                    }
+                }
+            }
+        }
         preparedLookahead = 0
         alignment = 0
         alignment = measureAlignment(spec)

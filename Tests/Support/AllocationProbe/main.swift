@@ -311,6 +311,8 @@ func deviceCycles(
         configuration.periodFrames = 256
         configuration.virtual = VirtualDeviceOptions(
             pacing: .asFastAsPossible, callbackSizes: .random(range: 1...512, seed: 11))
+        // The capture on a clock 0.1 % fast: the I/O unit bridges the two clocks on the device thread too.
+        configuration.virtual.inputClockRatio = 1.001
     }
     let io = try IOUnit(configuration)
     try io.setInputUnit(input)
@@ -380,6 +382,10 @@ func deviceCycles(
     let measuredXruns = io.xrunCount - xrunsFrom
     // The canary: one deliberate allocation, free and lock on the device thread must be counted.
     tapUnit.canary.store(true, ordering: .releasing)
+    // The tap takes the canary in its next render: a device cycle may render no client cycle when the device's
+    // rate is converted (libsoxr gives its output in blocks), so wait for the tap, not for device cycles.
+    let canaryDeadline = monotonicNanoseconds() + 30_000_000_000
+    while tapUnit.canary.load(ordering: .acquiring), monotonicNanoseconds() < canaryDeadline { usleep(2000) }
     waitFor(cycles: io.cycleCount + 2)
     let canary = allocation_probe_count() - allocations
     let lockCanary = allocation_probe_lock_waits() - lockWaits
@@ -391,6 +397,8 @@ func deviceCycles(
     let xruns = io.xrunCount
     let faults = io.faultCount
     let deviceRate = Int(io.grant?.sampleRate ?? 0)
+    let clockShortfalls = io.clockShortfalls
+    let bridgedClocks = io.clockRatio == nil ? 0 : 1
     let conversionShortfalls = io.conversionShortfalls
     microphone.finish()
     MallocInterposerSwift.unhook()
@@ -409,6 +417,7 @@ func deviceCycles(
         "canaryFrees": Int(freeCanary), "measuredXruns": measuredXruns,
         "changes": measuredChanges, "overflows": overflows, "consumed": consumed.load(), "xruns": xruns,
         "faults": faults, "deviceRate": deviceRate, "conversionShortfalls": conversionShortfalls,
+        "clockShortfalls": clockShortfalls, "bridgedClocks": bridgedClocks,
     ])
 }
 
