@@ -13,8 +13,11 @@ func probe(_ arguments: [String], environment: [String: String] = [:]) async thr
     #expect(FileManager.default.fileExists(atPath: syncProbe), "the sync probe is built with the tests")
     var env = environment
     env["LD_PRELOAD"] = syncProbe + ":" + library
+    // An allocation on a watched thread prints its stack (the first two) to standard error, shown below.
+    env["PROBE_TRACE"] = "1"
     let r = try await runTool(productsDirectory + "/AllocationProbe", arguments, environment: env)
     #expect(r.status == 0, "\(r.stderr)")
+    if r.stderr.contains("[0x") { print("allocation probe \(arguments.first ?? ""): stacks of counted allocations:\n\(r.stderr.prefix(6000))") }
     let object = try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [String: Int]
     return try #require(object, "probe printed: \(r.stdout)")
 }
