@@ -135,7 +135,8 @@ public final class TimePitchUnit: RenderUnit, @unchecked Sendable {
         rateLog = SmoothedValue(0, rampFrames: rampFrames(for: rate))
         cents = SmoothedValue(0, rampFrames: rampFrames(for: pitch))
         // The corners of the parameter range, a few hops each: librubberband sizes some buffers for the most
-        // extreme ratios it has met, so it meets them here rather than on the render thread.
+        // extreme ratios it has met, so it meets them here rather than on the render thread (pitch ratios are
+        // kept to simple fractions, see simpleRatio).
         for timeRatio in [1.0 / 32, 32.0] {
             for pitchScale in [0.25, 4.0] {
                 rubberband_set_time_ratio(made, timeRatio)
@@ -179,7 +180,7 @@ public final class TimePitchUnit: RenderUnit, @unchecked Sendable {
         rateLog.reset(to: log2(rate.value))
         cents.reset(to: pitch.value)
         appliedTimeRatio = 1 / Double(exp2(rateLog.value))
-        appliedPitchScale = exp2(Double(cents.value) / 1200)
+        appliedPitchScale = Self.simpleRatio(exp2(Double(cents.value) / 1200))
         rubberband_set_time_ratio(state, appliedTimeRatio)
         rubberband_set_pitch_scale(state, appliedPitchScale)
         formantPreserved = formant.value >= 0.5
@@ -336,7 +337,7 @@ public final class TimePitchUnit: RenderUnit, @unchecked Sendable {
         rateLog.setTarget(log2(rate.value))
         cents.setTarget(pitch.value)
         let timeRatio = 1 / Double(exp2(rateLog.advance(by: frames)))
-        let pitchScale = exp2(Double(cents.advance(by: frames)) / 1200)
+        let pitchScale = Self.simpleRatio(exp2(Double(cents.advance(by: frames)) / 1200))
         if timeRatio != appliedTimeRatio {
             rubberband_set_time_ratio(state, timeRatio)
             appliedTimeRatio = timeRatio
@@ -350,6 +351,37 @@ public final class TimePitchUnit: RenderUnit, @unchecked Sendable {
             formantPreserved = preserve
             rubberband_set_formant_option(state, Int32(bitPattern: formantOption))
         }
+    }
+
+    /// The largest denominator ``simpleRatio(_:)`` uses.
+    static let ratioDenominator = 4000.0
+
+    /// `x` as the nearest fraction with a denominator of at most 4000 (continued fractions, with the last
+    /// semiconvergent): within 0.2 cents of it over ±2400 cents. librubberband's pitch resampler works on
+    /// 1 / pitch as a fraction and sizes a table by its numerator — here the denominator, at most 4000, within what
+    /// it reserves when it is made (twice the sample rate). An arbitrary ratio has numerators in the tens of
+    /// thousands, and the resampler would allocate on the render thread the first time it met a larger one than
+    /// before: the allocation probe caught it doing so.
+    static func simpleRatio(_ x: Double) -> Double {
+        guard x > 0, x.isFinite else { return x }
+        var (p0, q0, p1, q1) = (0.0, 1.0, 1.0, 0.0)
+        var value = x
+        for _ in 0..<40 {
+            let a = value.rounded(.down)
+            let q2 = a * q1 + q0
+            if q2 > ratioDenominator {
+                // The best semiconvergent within the bound, against the last convergent.
+                let k = ((ratioDenominator - q0) / q1).rounded(.down)
+                let semi = (k * p1 + p0) / (k * q1 + q0)
+                let last = p1 / q1
+                return abs(semi - x) < abs(last - x) ? semi : last
+            }
+            (p0, q0, p1, q1) = (p1, q1, a * p1 + p0, q2)
+            let fraction = value - a
+            if fraction < 1e-12 { break }
+            value = 1 / fraction
+        }
+        return p1 / q1
     }
 
     private func feed(_ input: BufferView, frames: Int) {
