@@ -131,7 +131,7 @@ public final class PulseAudioServer: @unchecked Sendable {
         for sink in sinks { arguments += ["-L", "module-null-sink sink_name=\(sink) rate=48000 channels=2"] }
         arguments += ["-L", "module-always-sink"]
         // Two attempts: at the start of the real-time phase, with every suite starting servers at once, a
-        // pulseaudio has been seen to sit after its first log lines without ever listening (twice in ten runs);
+        // pulseaudio has been seen to sit after its first log lines without ever listening (in two of three runs
         // of `make test` on 2026-11-25); a fresh one then starts at once. A server that fails twice is a failure.
         var earlier = ""
         attempts: for attempt in 0..<2 {
