@@ -61,7 +61,6 @@ final class DriftBridge: @unchecked Sendable {
     var level: Int { levelBits.load(ordering: .relaxed) }
     private let levelBits = Atomic<Int>(0)
 
-    private var heldFrames: Double { Double(fifo.count) }
 
     /// Starts over: the FIFO holds its target in silence, the correction is 0. Control side.
     func reset() {
@@ -114,9 +113,8 @@ final class DriftBridge: @unchecked Sendable {
 
     /// One step of the control loop, after a cycle of `frames` output frames.
     private func steer(frames: Int) {
-        let held = heldFrames
-        levelBits.store(Int(held.rounded()), ordering: .relaxed)
-        let error = (held - Double(target)) / Double(period)
+        levelBits.store(fifo.count, ordering: .relaxed)
+        let error = Double(fifo.count - target) / Double(period)
         let alpha = min(1, 0.05 * Double(frames) / 256)
         filtered += alpha * (error - filtered)
         integral += Self.integralGainPerFrame * Double(frames) * filtered

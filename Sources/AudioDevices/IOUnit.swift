@@ -255,31 +255,30 @@ public final class IOUnit: @unchecked Sendable {
     /// Cycles the rate conversion could not fill (silence instead) since the device opened: client cycles short
     /// of capture, and device cycles short of playback. 0 in normal operation.
     public var conversionShortfalls: Int {
-        condition.lock()
-        defer { condition.unlock() }
-        guard let bridge else { return 0 }
-        return bridge.shortfalls.load(ordering: .relaxed) + bridge.playShortfalls.load(ordering: .relaxed)
+        withBridges { bridge, _ in
+            guard let bridge else { return 0 }
+            return bridge.shortfalls.load(ordering: .relaxed) + bridge.playShortfalls.load(ordering: .relaxed)
+        }
     }
     /// With capture and playback on two clocks (``DeviceGrant/independentClocks``): the capture clock's rate
     /// relative to the playback's as tracked (1.001: capture runs 0.1 % fast); nil on one clock.
-    public var clockRatio: Double? {
-        condition.lock()
-        defer { condition.unlock() }
-        return driftBridge?.correction
-    }
+    public var clockRatio: Double? { withBridges { $1?.correction } }
     /// With two clocks: cycles that found no capture to give (silence instead) and captures dropped because the
     /// bridge was full, since the device opened. 0 in normal operation.
     public var clockShortfalls: Int {
-        condition.lock()
-        defer { condition.unlock() }
-        guard let driftBridge else { return 0 }
-        return driftBridge.underruns.load(ordering: .relaxed) + driftBridge.overflows.load(ordering: .relaxed)
+        withBridges { _, drift in
+            guard let drift else { return 0 }
+            return drift.underruns.load(ordering: .relaxed) + drift.overflows.load(ordering: .relaxed)
+        }
     }
     /// With two clocks: frames of capture waiting in the bridge now (it holds them near a target of two periods).
-    public var clockBridgeLevel: Int? {
+    public var clockBridgeLevel: Int? { withBridges { $1?.level } }
+
+    /// Reads the bridges under the lock their replacement (at open and reconnect) takes.
+    private func withBridges<T>(_ body: (RateBridge?, DriftBridge?) -> T) -> T {
         condition.lock()
         defer { condition.unlock() }
-        return driftBridge?.level
+        return body(bridge, driftBridge)
     }
     /// Cycles run since the unit was created.
     public var cycleCount: Int { cycles.load(ordering: .relaxed) }

@@ -195,15 +195,22 @@ final class RateBridge: @unchecked Sendable {
     @discardableResult
     func capture(_ input: BufferView) -> Int {
         guard let captureConverter else { return 0 }
+        return Self.convert(input, with: captureConverter, into: &captured)
+    }
+
+    /// Runs `input` through `converter` onto the end of `fifo`; returns the frames it gave. Bounded: libsoxr always
+    /// takes or gives something, and a full FIFO ends it.
+    @discardableResult
+    private static func convert(_ input: BufferView, with converter: SampleRateConverter, into fifo: inout PlanarFIFO) -> Int {
         var given = 0
         var taken = 0
         var rounds = 0
         while taken < input.frameCount, rounds < 64 {
             rounds += 1
-            let space = min(4096, captured.capacity - captured.count)
-            guard space > 0, let room = captured.reserve(space) else { break }
-            let r = captureConverter.process(input: input.slice(from: taken, frames: input.frameCount - taken), output: room)
-            captured.commit(r.produced)
+            let space = min(4096, fifo.capacity - fifo.count)
+            guard space > 0, let room = fifo.reserve(space) else { break }
+            let r = converter.process(input: input.slice(from: taken, frames: input.frameCount - taken), output: room)
+            fifo.commit(r.produced)
             given += r.produced
             taken += r.consumed
             if r.consumed == 0 && r.produced == 0 { break }
@@ -246,17 +253,7 @@ final class RateBridge: @unchecked Sendable {
     /// Converts one client cycle's output to the device's rate.
     func play(_ output: BufferView) {
         guard let playConverter else { return }
-        var taken = 0
-        var rounds = 0
-        while taken < output.frameCount, rounds < 64 {
-            rounds += 1
-            let space = min(4096, played.capacity - played.count)
-            guard space > 0, let room = played.reserve(space) else { break }
-            let r = playConverter.process(input: output.slice(from: taken, frames: output.frameCount - taken), output: room)
-            played.commit(r.produced)
-            taken += r.consumed
-            if r.consumed == 0 && r.produced == 0 { break }
-        }
+        Self.convert(output, with: playConverter, into: &played)
     }
 
     /// Channels of the device's playback.
@@ -264,14 +261,9 @@ final class RateBridge: @unchecked Sendable {
 
     /// A client cycle that rendered nothing: `frames` frames of silence, converted like any other.
     func playSilence(frames: Int) {
-        let silence = clientInputSilence(frames)
+        let silence = silenceBuffer.view(frames: min(frames, silenceBuffer.capacity))
+        silence.clear()
         play(silence)
-    }
-
-    private func clientInputSilence(_ frames: Int) -> BufferView {
-        let v = silenceBuffer.view(frames: min(frames, silenceBuffer.capacity))
-        v.clear()
-        return v
     }
 
     /// Writes the device cycle's playback (silence for any not converted yet).

@@ -264,11 +264,7 @@ final class StallOnce: @unchecked Sendable {
         while io.sampleTime < 144_000 * 441 / 480 + 4_410 { try await Task.sleep(nanoseconds: 10_000_000) }
         let shortAtEnd = io.conversionShortfalls
         io.stop()
-        var warnings: [String] = []
-        for await event in io.events {
-            if case .warning(let w) = event { warnings.append(w) }
-            if case .stopped = event { break }
-        }
+        let warnings = await warningsUntilStopped(io)
         #expect(grant.sampleRate == 44_100)
         #expect(warnings.contains { $0.contains("44.1 kHz") && $0.contains("converting") }, "\(warnings)")
         #expect(latency > 0 && latency < 0.06, "\(latency) s")  // high quality: about 41 ms

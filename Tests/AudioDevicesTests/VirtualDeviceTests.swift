@@ -27,6 +27,16 @@ func drain(_ mic: MicrophoneSource) async throws -> [CapturedBuffer] {
     }
 }
 
+/// The warnings a stopped I/O unit reported, read from its events up to the `.stopped` that `stop()` sends.
+func warningsUntilStopped(_ io: IOUnit) async -> [String] {
+    var warnings: [String] = []
+    for await event in io.events {
+        if case .warning(let w) = event { warnings.append(w) }
+        if case .stopped = event { break }
+    }
+    return warnings
+}
+
 /// Concatenates captured buffers' channels.
 func channels(of buffers: [CapturedBuffer]) -> [[Float]] {
     guard let first = buffers.first else { return [] }
@@ -104,11 +114,7 @@ func monitorThroughVirtualDevice(input: String, output: String, sizes: VirtualDe
         let level = io.clockBridgeLevel
         let shortfalls = io.clockShortfalls
         io.stop()
-        var warnings: [String] = []
-        for await event in io.events {
-            if case .warning(let w) = event { warnings.append(w) }
-            if case .stopped = event { break }
-        }
+        let warnings = await warningsUntilStopped(io)
         #expect(grant.independentClocks && grant.description.contains("two clocks"))
         #expect(warnings.contains { $0.contains("two clocks") }, "\(warnings)")
         #expect(shortfalls == 0)
