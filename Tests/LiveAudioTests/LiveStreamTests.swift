@@ -116,7 +116,7 @@ struct LiveStreamTests {
         #expect(info["channels"] == "2" && info["sample_rate"] == "48000", "\(info)")
         // A device captures until it is stopped: at least the input's 2 s, and exactly what the session took in.
         let frames = Int(info["duration_ts"] ?? "") ?? 0
-        #expect(frames >= 96_000 && frames == Int(summary.statistics.seconds * 48_000), "\(info) \(summary.statistics)")
+        #expect(frames >= 96_000 && frames == Int((summary.statistics.seconds * 48_000).rounded()), "\(info) \(summary.statistics)")
         let decoded = try FFmpeg.decode(dir.file("out.m4a"), channels: 2)
         // The chain (eq, compressor with makeup gain, reverb, delay, limiter) keeps the 300 Hz tone, below -1 dBFS.
         let tone = SignalCheck.toneAmplitude(decoded[0][24_000..<72_000], frequency: 300)

@@ -5,8 +5,8 @@ timeouts, in bounded memory.
 
     python3 misbehaving-rtmp-server.py --port PORT --mode MODE
 
-Listens on 127.0.0.1 only, prints "listening 127.0.0.1:PORT" once ready, serves every connection in MODE until
-killed. Modes:
+Listens on 127.0.0.1 only, prints "listening 127.0.0.1:PORT" once ready and "connection at T" (T the wall-clock
+time in seconds since the epoch) for each connection it accepts, serves every connection in MODE until killed. Modes:
   garbage          answers C0+C1 with random bytes, as fast as the socket takes them
   flood            completes the handshake, then sends Acknowledgement messages as fast as it can
   huge-chunks      handshake, Set Chunk Size 0x7FFFFFFF, then a 16 MiB command message that never ends
@@ -171,6 +171,7 @@ def main():
     print(f"listening 127.0.0.1:{args.port}", flush=True)
     while True:
         conn, _ = listener.accept()
+        print(f"connection at {time.time():.3f}", flush=True)
         threading.Thread(target=handle, args=(conn, args.mode), daemon=True).start()
 
 
