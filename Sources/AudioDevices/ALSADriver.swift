@@ -16,6 +16,9 @@ final class ALSAPCM: @unchecked Sendable {
     private(set) var bufferFrames = 0
     /// The rate granted by ``configure(rate:channels:periodFrames:periodCount:acceptingOtherRates:)``.
     private(set) var rate = 0.0
+    /// The sound card the PCM is on (`snd_pcm_info`), or -1: a plugin with no card of its own (a sound server's
+    /// PCM). Tells whether two PCMs share a clock.
+    let card: Int
     private let closedFlag = Atomic<Bool>(false)
     var isClosed: Bool { closedFlag.load(ordering: .acquiring) }
 
@@ -41,6 +44,13 @@ final class ALSAPCM: @unchecked Sendable {
         handle = pcm
         self.name = name
         isCapture = capture
+        var info: OpaquePointer?
+        var card = -1
+        if snd_pcm_info_malloc(&info) == 0, let info {
+            if snd_pcm_info(pcm, info) == 0 { card = Int(snd_pcm_info_get_card(info)) }
+            snd_pcm_info_free(info)
+        }
+        self.card = card
     }
 
     deinit { close() }
@@ -160,6 +170,8 @@ final class ALSADriver: AudioDriver, @unchecked Sendable {
     private let inputFloat: PCMBuffer?
     private let outputFloat: PCMBuffer?
     private var linked = false
+    /// Capture and playback on two clocks: the loop follows playback and reads capture as it arrives.
+    private let independentClocks: Bool
     /// The real-time priority the thread asks for (SCHED_FIFO).
     static let realtimePriority: Int32 = 70
 
@@ -171,6 +183,8 @@ final class ALSADriver: AudioDriver, @unchecked Sendable {
     static let startupGrace = 4.0
     /// The limit in force: longer until the first period has arrived. Driver thread only.
     private var stallLimit = 0.0
+    /// On two clocks, the same for capture, which the loop does not wait on.
+    private var captureStallLimit = 0.0
 
     init(request: DeviceRequest) throws(AudioError) {
         try request.validate()
@@ -183,15 +197,19 @@ final class ALSADriver: AudioDriver, @unchecked Sendable {
                 periodCount: request.periodCount, acceptingOtherRates: request.acceptsOtherRates)
             cap = c
         }
+        var twoClocks = false
         if request.outputChannels > 0 {
             let p = try ALSAPCM(name: request.outputDevice ?? "default", capture: false)
+            if let cap { twoClocks = request.clocks.independent(inputCard: cap.card, outputCard: p.card) }
             // Playback follows the capture side's granted period so one cycle moves one period each way.
-            // …and its rate, when the capture granted another than asked: the two run on one clock.
+            // …and its rate, when the capture granted another than asked (on two clocks too: the drift bridge
+            // works at one nominal rate).
             try p.configure(
                 rate: cap?.rate ?? request.sampleRate, channels: request.outputChannels,
                 periodFrames: cap?.periodFrames ?? request.periodFrames, periodCount: request.periodCount,
                 acceptingOtherRates: request.acceptsOtherRates && cap == nil)
-            if let cap, cap.periodFrames != p.periodFrames {
+            // On two clocks the cycles follow playback and capture is read as it comes: periods may differ.
+            if let cap, cap.periodFrames != p.periodFrames, !twoClocks {
                 throw AudioError(
                     .deviceUnavailable,
                     "capture '\(cap.name)' granted \(cap.periodFrames)-frame periods but playback '\(p.name)' "
@@ -201,7 +219,8 @@ final class ALSADriver: AudioDriver, @unchecked Sendable {
         }
         capture = cap
         playback = play
-        let period = cap?.periodFrames ?? play!.periodFrames
+        independentClocks = twoClocks
+        let period = twoClocks ? play!.periodFrames : cap?.periodFrames ?? play!.periodFrames
         let rate = cap?.rate ?? play!.rate
         let deviceType = cap?.sampleType ?? play!.sampleType
         let periodCount = max(cap.map { $0.bufferFrames / $0.periodFrames } ?? 0, play.map { $0.bufferFrames / $0.periodFrames } ?? 0)
@@ -209,13 +228,16 @@ final class ALSADriver: AudioDriver, @unchecked Sendable {
             backend: .alsa, inputDevice: cap?.name, outputDevice: play?.name, inputChannels: cap?.channels ?? 0,
             outputChannels: play?.channels ?? 0, sampleRate: rate, periodFrames: period,
             periodCount: periodCount, deviceSampleType: deviceType,
-            inputLatencyFrames: cap == nil ? 0 : period, outputLatencyFrames: play?.bufferFrames ?? 0)
+            inputLatencyFrames: cap?.periodFrames ?? 0, outputLatencyFrames: play?.bufferFrames ?? 0,
+            independentClocks: twoClocks)
         func interleaved(_ pcm: ALSAPCM) throws(AudioError) -> StreamFormat {
             try StreamFormat(sampleRate: rate, channelCount: pcm.channels, sampleType: pcm.sampleType, interleaved: true)
         }
-        inputRaw = try cap.map { (c) throws(AudioError) in RawPCMBuffer(format: try interleaved(c), capacity: period) }
+        // On two clocks a cycle reads whatever capture holds: up to its whole buffer.
+        let captureRead = twoClocks ? max(cap?.bufferFrames ?? 0, period) : period
+        inputRaw = try cap.map { (c) throws(AudioError) in RawPCMBuffer(format: try interleaved(c), capacity: captureRead) }
         outputRaw = try play.map { (p) throws(AudioError) in RawPCMBuffer(format: try interleaved(p), capacity: period) }
-        inputFloat = cap.map { PCMBuffer(channelCount: $0.channels, capacity: period) }
+        inputFloat = cap.map { PCMBuffer(channelCount: $0.channels, capacity: captureRead) }
         outputFloat = play.map { PCMBuffer(channelCount: $0.channels, capacity: period) }
         let bufferSeconds = Double(max(cap?.bufferFrames ?? 0, play?.bufferFrames ?? 0)) / rate
         stallTimeout = max(1.0, 4 * bufferSeconds)
@@ -303,27 +325,12 @@ final class ALSADriver: AudioDriver, @unchecked Sendable {
 
     /// ``startStreams()`` without allocating: also what xrun recovery runs on the real-time thread.
     private func restartStreams() -> LoopFailure? {
-        if let capture, let playback, !linked {
+        if let capture, let playback, !linked, !independentClocks {
             linked = snd_pcm_link(capture.handle, playback.handle) == 0
         }
         // One at a time, not through an array: an array literal allocates.
-        func prepare(_ pcm: ALSAPCM?) -> LoopFailure? {
-            guard let pcm, snd_pcm_state(pcm.handle) != SND_PCM_STATE_PREPARED else { return nil }
-            let r = snd_pcm_prepare(pcm.handle)
-            return r < 0 ? .call(code: r, pcm: pcm, doing: "prepare") : nil
-        }
         if let failure = prepare(capture) ?? prepare(playback) { return failure }
-        if let playback, let outputRaw {
-            // Prime the whole buffer, so the first cycle's output lands a buffer ahead of capture.
-            memset(outputRaw.storage, 0, outputRaw.capacity * outputRaw.format.bytesPerFrame)
-            var queued = 0
-            while queued < playback.bufferFrames {
-                let frames = min(outputRaw.capacity, playback.bufferFrames - queued)
-                let r = snd_pcm_writei(playback.handle, outputRaw.storage, snd_pcm_uframes_t(frames))
-                if r <= 0 { break }
-                queued += r
-            }
-        }
+        primePlayback()
         if let capture {
             let r = snd_pcm_start(capture.handle)
             if r < 0 { return .call(code: r, pcm: capture, doing: "start") }
@@ -335,9 +342,40 @@ final class ALSADriver: AudioDriver, @unchecked Sendable {
         return nil
     }
 
+    private func prepare(_ pcm: ALSAPCM?) -> LoopFailure? {
+        guard let pcm, snd_pcm_state(pcm.handle) != SND_PCM_STATE_PREPARED else { return nil }
+        let r = snd_pcm_prepare(pcm.handle)
+        return r < 0 ? .call(code: r, pcm: pcm, doing: "prepare") : nil
+    }
+
+    /// Fills the whole playback buffer with silence, so the first cycle's output lands a buffer ahead of capture.
+    private func primePlayback() {
+        guard let playback, let outputRaw else { return }
+        memset(outputRaw.storage, 0, outputRaw.capacity * outputRaw.format.bytesPerFrame)
+        var queued = 0
+        while queued < playback.bufferFrames {
+            let frames = min(outputRaw.capacity, playback.bufferFrames - queued)
+            let r = snd_pcm_writei(playback.handle, outputRaw.storage, snd_pcm_uframes_t(frames))
+            if r <= 0 { break }
+            queued += r
+        }
+    }
+
+    /// On two clocks, an xrun restarts only the stream that had it: the other runs on.
+    private func restartAlone(_ pcm: ALSAPCM) -> LoopFailure? {
+        snd_pcm_drop(pcm.handle)
+        if let failure = prepare(pcm) { return failure }
+        if !pcm.isCapture { primePlayback() }
+        let r = snd_pcm_start(pcm.handle)
+        return r < 0 ? .call(code: r, pcm: pcm, doing: "start") : nil
+    }
+
     /// Runs cycles until stopped (returns nil) or the device fails (returns why). Allocates nothing, in xrun
     /// recovery and failures too.
     private func runLoop(_ handler: DeviceCycleHandler) -> LoopFailure? {
+        if independentClocks, let capture, let playback {
+            return runTwoClockLoop(handler, capture: capture, playback: playback)
+        }
         var sampleTime: Int64 = 0
         let rate = grant.sampleRate
         let period = grant.periodFrames
@@ -421,29 +459,135 @@ final class ALSADriver: AudioDriver, @unchecked Sendable {
             sampleTime += Int64(period)
 
             // 4. Playback.
-            if let playback, let outputRaw, let output {
-                PCMConversion.encode(output, into: outputRaw.view(frames: period))
-                var put = 0
-                while put < period {
-                    let r = snd_pcm_writei(
-                        playback.handle, outputRaw.storage + put * outputRaw.format.bytesPerFrame,
-                        snd_pcm_uframes_t(period - put))
-                    if r > 0 {
-                        put += r
-                        continue
-                    }
-                    if !running.load(ordering: .acquiring) { return nil }
-                    if r == -Int(EAGAIN) || r == 0 {
-                        if let failure = wait(playback, since: lastCycleHost) { return failure }
-                        continue
-                    }
-                    switch recover(Int32(r), playback) {
-                    case .failed(let e): return e
-                    case .recovered:
-                        // The restart primed the buffer with silence; this period is dropped.
-                        put = period
-                    }
+            if let playback, let output {
+                switch play(output, to: playback, since: lastCycleHost) {
+                case .next: break
+                case .stop: return nil
+                case .fail(let failure): return failure
                 }
+            }
+        }
+        return nil
+    }
+
+    private enum Step {
+        case next
+        case stop
+        case fail(LoopFailure)
+    }
+
+    /// Writes a cycle's output to playback, waiting for room as needed.
+    private func play(_ output: BufferView, to playback: ALSAPCM, since lastCycleHost: UInt64) -> Step {
+        guard let outputRaw else { return .next }
+        let period = output.frameCount
+        PCMConversion.encode(output, into: outputRaw.view(frames: period))
+        var put = 0
+        while put < period {
+            let r = snd_pcm_writei(
+                playback.handle, outputRaw.storage + put * outputRaw.format.bytesPerFrame, snd_pcm_uframes_t(period - put))
+            if r > 0 {
+                put += r
+                continue
+            }
+            if !running.load(ordering: .acquiring) { return .stop }
+            if r == -Int(EAGAIN) || r == 0 {
+                if let failure = wait(playback, since: lastCycleHost) { return .fail(failure) }
+                continue
+            }
+            switch recover(Int32(r), playback) {
+            case .failed(let e): return .fail(e)
+            case .recovered:
+                // The restart primed the buffer with silence; this period is dropped.
+                put = period
+            }
+        }
+        return .next
+    }
+
+    /// The loop for capture and playback on two clocks: playback paces the cycles (a period each), and each
+    /// cycle takes whatever capture has delivered since the last, without waiting for it — more or fewer frames
+    /// than a period as the clocks drift; the I/O unit's drift bridge turns them into the playback's frames. An
+    /// xrun on one side restarts that side alone. Allocates nothing.
+    private func runTwoClockLoop(_ handler: DeviceCycleHandler, capture: ALSAPCM, playback: ALSAPCM) -> LoopFailure? {
+        guard let inputRaw, let inputFloat, let outputFloat else { return nil }
+        var sampleTime: Int64 = 0
+        let period = grant.periodFrames
+        let nsPerFrame = 1e9 / grant.sampleRate
+        var lastCycleHost = monotonicNanoseconds()
+        var lastCaptureHost = lastCycleHost
+        stallLimit = stallTimeout + Self.startupGrace
+        captureStallLimit = stallTimeout + Self.startupGrace
+        while running.load(ordering: .acquiring) {
+            // 1. Room for one period of playback: the playback clock paces the loop.
+            while true {
+                let avail = snd_pcm_avail_update(playback.handle)
+                if avail >= period { break }
+                if !running.load(ordering: .acquiring) { return nil }
+                if avail < 0 {
+                    switch recover(Int32(avail), playback) {
+                    case .failed(let e): return e
+                    case .recovered: sampleTime += gap(since: lastCycleHost, nsPerFrame: nsPerFrame, period: period)
+                    }
+                    continue
+                }
+                if let failure = wait(playback, since: lastCycleHost) { return failure }
+            }
+            let now = monotonicNanoseconds()
+            lastCycleHost = now
+            stallLimit = stallTimeout
+
+            // 2. Whatever capture holds, without waiting.
+            var got = 0
+            while got < inputRaw.capacity {
+                let avail = snd_pcm_avail_update(capture.handle)
+                if avail < 0 {
+                    if case .failed(let e) = recover(Int32(avail), capture) { return e }
+                    break
+                }
+                if avail == 0 { break }
+                let r = snd_pcm_readi(
+                    capture.handle, inputRaw.storage + got * inputRaw.format.bytesPerFrame,
+                    snd_pcm_uframes_t(min(avail, inputRaw.capacity - got)))
+                if r > 0 {
+                    got += r
+                    continue
+                }
+                if r == -Int(EAGAIN) || r == 0 { break }
+                if case .failed(let e) = recover(Int32(r), capture) { return e }
+                break
+            }
+            if got > 0 {
+                lastCaptureHost = now
+                captureStallLimit = stallTimeout
+            } else {
+                let waited = Double(now &- lastCaptureHost) / 1e9
+                if waited > captureStallLimit { return .stalled(pcm: capture, seconds: waited) }
+            }
+
+            // 3. Times, as in the one-clock loop: capture's from what it still holds, playback's from its queue.
+            var inputDelay: snd_pcm_sframes_t = 0
+            if snd_pcm_delay(capture.handle, &inputDelay) < 0 { inputDelay = 0 }
+            let back = UInt64(Double(max(0, inputDelay) + got) * nsPerFrame)
+            var outputDelay: snd_pcm_sframes_t = 0
+            if snd_pcm_delay(playback.handle, &outputDelay) < 0 { outputDelay = 0 }
+            let outputHost = now + UInt64(Double(max(0, outputDelay)) * nsPerFrame)
+
+            // 4. The handler: `got` frames of capture, a period of playback.
+            let input = inputFloat.view(frames: got)
+            PCMConversion.decode(inputRaw.view(frames: got), into: input)
+            let output = outputFloat.view(frames: period)
+            output.clear()
+            handler.deviceCycle(
+                input: input, output: output,
+                time: DeviceCycleTime(sampleTime: sampleTime, inputHostTime: now > back ? now - back : 0, outputHostTime: outputHost))
+            counters.cycles.add(1, ordering: .relaxed)
+            sampleTime += Int64(period)
+
+            // 5. Playback.
+            switch play(output, to: playback, since: lastCycleHost) {
+            case .next: break
+            case .stop: return nil
+            case .fail(let failure): return failure
             }
         }
         return nil
@@ -471,6 +615,15 @@ final class ALSADriver: AudioDriver, @unchecked Sendable {
         guard error == -EPIPE || error == -ESTRPIPE else { return .failed(.call(code: error, pcm: pcm, doing: "")) }
         counters.xruns.add(1, ordering: .relaxed)
         if error == -ESTRPIPE, snd_pcm_resume(pcm.handle) == 0 { return .recovered }
+        if independentClocks {
+            if pcm.isCapture {
+                captureStallLimit = stallTimeout + Self.startupGrace
+            } else {
+                stallLimit = stallTimeout + Self.startupGrace
+            }
+            if let failure = restartAlone(pcm) { return .failed(failure) }
+            return .recovered
+        }
         if let capture { snd_pcm_drop(capture.handle) }
         if let playback { snd_pcm_drop(playback.handle) }
         // A restarted stream may take as long as a new one to get going.

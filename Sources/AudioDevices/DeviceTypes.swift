@@ -53,6 +53,32 @@ public struct AudioDeviceInfo: Hashable, Sendable {
     }
 }
 
+/// Whether a device's capture and playback run on one clock or on two (``DeviceRequest/clocks``).
+public enum DeviceClocks: String, Sendable, Hashable, CaseIterable, CustomStringConvertible {
+    /// Decided from the devices. ALSA: two clocks when capture and playback are on two different sound cards (a
+    /// USB microphone and a headset); one when they share a card, or when either is a sound server's PCM
+    /// (`default`, `pulse`, `pipewire`), whose clocks ALSA cannot see — say ``two`` for a server that drives two
+    /// cards without bridging them. JACK: always one (the server's). Virtual: two when the input runs at another
+    /// clock ratio (``VirtualDeviceOptions/inputClockRatio``), even if ``one`` is asked.
+    case automatic = "auto"
+    /// One clock: each cycle captures and plays one period (the lowest latency).
+    case one
+    /// Two clocks: playback paces the cycles, capture is read as it arrives, and the I/O unit resamples it to
+    /// follow the drift (adds the bridge's latency, about two periods and at least 1024 frames). Ignored by JACK.
+    case two
+
+    public var description: String { rawValue }
+
+    /// The decision for two ALSA PCMs, from the sound cards they are on (-1: not on a card, e.g. a server's PCM).
+    public func independent(inputCard: Int, outputCard: Int) -> Bool {
+        switch self {
+        case .one: false
+        case .two: true
+        case .automatic: inputCard >= 0 && outputCard >= 0 && inputCard != outputCard
+        }
+    }
+}
+
 /// What a caller asks of a device when opening it. Every field is a wish; ``DeviceGrant`` says what was granted.
 public struct DeviceRequest: Hashable, Sendable {
     /// The capture device (nil: the backend's default). Ignored when ``inputChannels`` is 0.
@@ -73,6 +99,8 @@ public struct DeviceRequest: Hashable, Sendable {
     public var periodFrames: Int
     /// Periods in the device buffer (ALSA), at least 2.
     public var periodCount: Int
+    /// Whether capture and playback run on one clock or two (default: decided from the devices).
+    public var clocks: DeviceClocks = .automatic
 
     public init(
         inputDevice: String? = nil, outputDevice: String? = nil, inputChannels: Int = 0, outputChannels: Int = 2,

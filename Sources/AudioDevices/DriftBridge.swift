@@ -28,6 +28,8 @@ final class DriftBridge: @unchecked Sendable {
     private var integral = 0.0
     /// Input frames consumed per output frame, minus 1: what the capture clock runs fast by, as estimated.
     private var drift = 0.0
+    /// False until the capture's first frames arrive.
+    private var captureStarted = false
     private let driftBits = Atomic<UInt64>(0)
     /// Cycles that found the FIFO dry (silence given), and capture dropped because the FIFO was full.
     let underruns = Atomic<Int>(0)
@@ -40,8 +42,11 @@ final class DriftBridge: @unchecked Sendable {
     static let integralGainPerFrame = 2e-6 / 256
     static let maximumCorrection = 0.02
 
+    let sampleRate: Double
+
     init(sampleRate: Double, channelCount: Int, period: Int, maximumCycle: Int) throws(AudioError) {
         self.period = period
+        self.sampleRate = sampleRate
         converter = try SampleRateConverter(
             inputRate: sampleRate, outputRate: sampleRate, channelCount: channelCount, quality: .high, variableRate: true)
         target = max(2 * period, 1024)
@@ -52,6 +57,29 @@ final class DriftBridge: @unchecked Sendable {
         let sink = PCMBuffer(channelCount: channelCount, capacity: 4096)
         for _ in 0..<8 { converter.process(input: probe.view(frames: 1024), output: sink.view(frames: 4096)) }
         reset()
+        latencyFrames = measureLatency()
+        reset()
+    }
+
+    /// Frames from a capture frame entering the bridge to its leaving, at a steady ratio of 1: the FIFO's target
+    /// plus the converter's delay. Measured when the bridge is made, by sending a click through it a period at a
+    /// time.
+    private(set) var latencyFrames = 0
+
+    private func measureLatency() -> Int {
+        let click = PCMBuffer(channelCount: output.channelCount, capacity: period)
+        let sentAt = period
+        for cycle in 0..<(target / period + 64) {
+            let view = click.view(frames: period)
+            view.clear()
+            if cycle == 1 { view[0][0] = 1 }
+            push(view)
+            let out = pull(frames: period)[0]
+            if let peak = out.indices.max(by: { abs(out[$0]) < abs(out[$1]) }), abs(out[peak]) > 0.3 {
+                return cycle * period + peak - sentAt
+            }
+        }
+        return target
     }
 
     /// The capture clock's rate relative to the playback clock's, as tracked (1.001: capture 0.1 % fast).
@@ -62,15 +90,24 @@ final class DriftBridge: @unchecked Sendable {
     private let levelBits = Atomic<Int>(0)
 
 
-    /// Starts over: the FIFO holds its target in silence, the correction is 0. Control side.
+    /// Starts over: the FIFO holds its target in silence, the converter is primed with silence up to its delay
+    /// (so it holds its steady-state share from the start, and the level does not sag by that much when capture
+    /// begins), the correction is 0. Control side.
     func reset() {
         converter.reset()
+        let zeros = PCMBuffer(channelCount: output.channelCount, capacity: Self.feedChunk)
+        zeros.view(frames: Self.feedChunk).clear()
+        for _ in 0..<4096 {
+            let r = converter.process(input: zeros.view(frames: Self.feedChunk), output: output.view(frames: min(Self.feedChunk, output.capacity)))
+            if r.produced > 0 { break }
+        }
         fifo.clear()
         if let room = fifo.reserve(target) {
             room.clear()
             fifo.commit(target)
         }
         filtered = 0
+        captureStarted = false
         integral = 0
         drift = 0
         driftBits.store(0.0.bitPattern, ordering: .relaxed)
@@ -78,6 +115,7 @@ final class DriftBridge: @unchecked Sendable {
 
     /// Takes a capture cycle (any number of frames).
     func push(_ input: BufferView) {
+        if input.frameCount > 0 { captureStarted = true }
         guard let room = fifo.reserve(input.frameCount) else {
             overflows.add(1, ordering: .relaxed)
             return
@@ -89,6 +127,12 @@ final class DriftBridge: @unchecked Sendable {
     /// The next `frames` frames of capture on the playback clock; valid until the next call.
     func pull(frames: Int) -> BufferView {
         let out = output.view(frames: frames)
+        // A capture stream may take a while to deliver its first frames (a sound server's: up to a second):
+        // silence until then, neither counted as a shortfall nor steered on.
+        guard captureStarted else {
+            out.clear()
+            return out
+        }
         var produced = 0
         var rounds = 0
         while produced < frames, rounds < 1024 {

@@ -52,6 +52,9 @@ public final class IOUnit: @unchecked Sendable {
         /// long filters work in large blocks; `.low` (16-bit; at 44.1 kHz flat to 15 kHz, −3 dB at 18 kHz) about
         /// 12 ms — what `liveaudio monitor` uses; `.quick` (cubic interpolation) about 1.5 ms.
         public var conversionQuality: SampleRateConverter.Quality = .high
+        /// Whether capture and playback run on one clock or two (``DeviceClocks``; default: decided from the
+        /// devices). On two, the unit bridges their drift; ``clockBridgeLatency`` says what that adds.
+        public var clocks: DeviceClocks = .automatic
         /// The JACK server's name (nil: `JACK_DEFAULT_SERVER` or the default).
         public var jackServer: String?
         public var virtual: VirtualDeviceOptions
@@ -92,6 +95,7 @@ public final class IOUnit: @unchecked Sendable {
                 outputChannels: outputFormat?.channelCount ?? 0, sampleRate: rate, periodFrames: periodFrames,
                 periodCount: periodCount)
             request.acceptsOtherRates = convertsRates && backend != .virtual
+            request.clocks = clocks
             return request
         }
     }
@@ -263,6 +267,11 @@ public final class IOUnit: @unchecked Sendable {
     /// With capture and playback on two clocks (``DeviceGrant/independentClocks``): the capture clock's rate
     /// relative to the playback's as tracked (1.001: capture runs 0.1 % fast); nil on one clock.
     public var clockRatio: Double? { withBridges { $1?.correction } }
+    /// With capture and playback on two clocks: seconds the drift bridge adds to the capture path (its FIFO's
+    /// target and its converter's delay, measured when the device opened); 0 on one clock.
+    public var clockBridgeLatency: Double {
+        withBridges { _, drift in drift.map { Double($0.latencyFrames) / $0.sampleRate } ?? 0 }
+    }
     /// With two clocks: cycles that found no capture to give (silence instead) and captures dropped because the
     /// bridge was full, since the device opened. 0 in normal operation.
     public var clockShortfalls: Int {
@@ -386,7 +395,10 @@ public final class IOUnit: @unchecked Sendable {
                 driftBridge = try DriftBridge(
                     sampleRate: grant.sampleRate, channelCount: grant.inputChannels, period: grant.periodFrames,
                     maximumCycle: grant.periodFrames)
-                notes.append("capture and playback run on two clocks: resampling the capture to follow their drift")
+                let added = Double(driftBridge!.latencyFrames) / grant.sampleRate
+                notes.append(
+                    "capture and playback run on two clocks: resampling the capture to follow their drift (adds "
+                        + "\(String(format2: added * 1000)) ms)")
             } else {
                 driftBridge = nil
             }

@@ -14,7 +14,9 @@ public struct LatencyMeasurement: Sendable, CustomStringConvertible {
     /// How clearly each click stood out (normalized cross-correlation peak, 0…1).
     public let confidences: [Double]
 
-    public var sampleRate: Double { grant.sampleRate }
+    /// The rate the round trip was measured at (the client's): the frames below are its frames. A device that
+    /// granted another rate (``grant``'s) was converted to and from it, and the conversion is part of the trip.
+    public let sampleRate: Double
     /// The median round trip in frames.
     public var medianFrames: Int {
         let sorted = roundTripFrames.sorted()
@@ -23,13 +25,24 @@ public struct LatencyMeasurement: Sendable, CustomStringConvertible {
     public var milliseconds: Double { Double(medianFrames) * 1000 / sampleRate }
     public var minimumMilliseconds: Double { Double(roundTripFrames.min() ?? 0) * 1000 / sampleRate }
     public var maximumMilliseconds: Double { Double(roundTripFrames.max() ?? 0) * 1000 / sampleRate }
-    /// The round trip in periods of the granted size.
-    public var periods: Double { Double(medianFrames) / Double(grant.periodFrames) }
+    /// The round trip in periods of the granted size (the device's period, in time).
+    public var periods: Double { milliseconds / grant.periodMilliseconds }
+
+    public init(grant: DeviceGrant, sampleRate: Double, roundTripFrames: [Int], clicksPlayed: Int, confidences: [Double]) {
+        self.grant = grant
+        self.sampleRate = sampleRate
+        self.roundTripFrames = roundTripFrames
+        self.clicksPlayed = clicksPlayed
+        self.confidences = confidences
+    }
 
     public var description: String {
-        "round trip \(String(format2: milliseconds)) ms (\(medianFrames) frames, \(String(format2: periods)) periods of "
-            + "\(grant.periodFrames)); \(roundTripFrames.count) of \(clicksPlayed) clicks found, "
-            + "range \(String(format2: minimumMilliseconds))…\(String(format2: maximumMilliseconds)) ms"
+        let converted = sampleRate != grant.sampleRate
+            ? ", the device at \(formatHz(grant.sampleRate)) converted to and from \(formatHz(sampleRate))" : ""
+        return "round trip \(String(format2: milliseconds)) ms (\(medianFrames) frames at \(formatHz(sampleRate)), "
+            + "\(String(format2: periods)) periods of \(grant.periodFrames)\(converted)); \(roundTripFrames.count) of "
+            + "\(clicksPlayed) clicks found, range \(String(format2: minimumMilliseconds))…"
+            + "\(String(format2: maximumMilliseconds)) ms"
     }
 }
 
@@ -152,7 +165,8 @@ public enum LatencyMeter {
                 "none of the \(clicks) clicks came back within \(interval) frames: the output does not reach the "
                     + "input (connect them: a JACK loopback with --device self, a PulseAudio monitor source, or a cable)")
         }
-        return LatencyMeasurement(grant: grant, roundTripFrames: found, clicksPlayed: clicks, confidences: confidences)
+        return LatencyMeasurement(
+            grant: grant, sampleRate: sampleRate, roundTripFrames: found, clicksPlayed: clicks, confidences: confidences)
     }
 
     /// Captured mono samples indexed by sample time, written by the real-time thread, read after it stops.

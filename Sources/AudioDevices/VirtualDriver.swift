@@ -137,7 +137,7 @@ final class VirtualDriver: AudioDriver, @unchecked Sendable {
             sampleRate: request.sampleRate, periodFrames: cycle, periodCount: 1,
             deviceSampleType: reader?.format.sampleType ?? options.outputSampleType, inputLatencyFrames: 0,
             outputLatencyFrames: 0,
-            independentClocks: options.inputClockRatio != 1 && request.inputChannels > 0 && request.outputChannels > 0)
+            independentClocks: (options.inputClockRatio != 1 || request.clocks == .two) && request.inputChannels > 0 && request.outputChannels > 0)
         nominalPeriod = request.periodFrames
     }
 

@@ -28,6 +28,14 @@ struct DeviceOptions: ParsableArguments {
     var reconnect: Bool = true
 
     @Option(
+        help: """
+            Capture and playback on one clock or two: auto (two when --input and --output are on different ALSA \
+            sound cards), one, or two (playback paces, the capture is resampled to follow the drift; for a sound \
+            server that drives two cards without bridging them).
+            """)
+    var clocks: String = "auto"
+
+    @Option(
         name: .customLong("reconnect-timeout"),
         help: "Seconds to keep reopening a device that went away before giving up with an error.")
     var reconnectTimeout: Double = 30
@@ -86,6 +94,10 @@ struct DeviceOptions: ParsableArguments {
             reconnect: reconnect,
             jackServer: jackServer, virtual: try virtualOptions())
         c.reconnectTimeout = try validReconnectTimeout(reconnectTimeout)
+        guard let clocks = DeviceClocks(rawValue: clocks) else {
+            throw AudioError(.invalidParameter, "--clocks must be auto, one or two, got '\(clocks)'")
+        }
+        c.clocks = clocks
         return c
     }
 }
@@ -493,14 +505,17 @@ struct Monitor: AsyncParsableCommand {
                 let grant = try io.start()
                 let graphMilliseconds = renderGraph.latency * 1000
                 let conversionMilliseconds = io.conversionLatency * 1000
-                let total = grant.nominalRoundTripMilliseconds + graphMilliseconds + conversionMilliseconds
+                let bridgeMilliseconds = io.clockBridgeLatency * 1000
+                let total = grant.nominalRoundTripMilliseconds + graphMilliseconds + conversionMilliseconds + bridgeMilliseconds
                 note(
                     "monitoring: \(grant); expected round trip "
                         + "\(String(format: "%.2f", total)) ms (device "
                         + "buffering \(String(format: "%.2f", grant.nominalRoundTripMilliseconds)) ms + graph "
                         + "\(String(format: "%.2f", graphMilliseconds)) ms"
                         + (conversionMilliseconds > 0
-                            ? " + rate conversion \(String(format: "%.2f", conversionMilliseconds)) ms)" : ")"))
+                            ? " + rate conversion \(String(format: "%.2f", conversionMilliseconds)) ms" : "")
+                        + (bridgeMilliseconds > 0 ? " + clock bridge \(String(format: "%.2f", bridgeMilliseconds)) ms" : "")
+                        + ")")
                 return (io, events, grant)
             }
             var (io, events, grant) = try open(rung)

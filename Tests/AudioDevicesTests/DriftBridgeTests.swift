@@ -54,4 +54,45 @@ import Testing
         for i in 2..<out.count { step = max(step, abs(out[i] - 2 * out[i - 1] + out[i - 2])) }
         #expect(step < 0.006, "a glitch: second difference \(step) (a clean 0.25 tone at 1 kHz: 0.0043)")
     }
+
+    /// The latency the bridge reports is the delay a signal sees: with both clocks equal, a 300 Hz … 3 kHz chirp
+    /// pushed and pulled a period at a time (capture starts at once) correlates best with the input
+    /// `latencyFrames` earlier, to the nearest frame (the peak, interpolated between its neighbours, is within half
+    /// a frame: libsoxr's delay is fractional). The FIFO's target (two periods, at least 1024 frames) is its floor.
+    @Test(arguments: [256, 960]) func reportedLatencyIsTheDelay(period: Int) throws {
+        let bridge = try DriftBridge(sampleRate: 48_000, channelCount: 1, period: period, maximumCycle: period)
+        let latency = bridge.latencyFrames
+        #expect(latency >= bridge.target && latency < bridge.target + 480, "\(latency) frames")
+        let n = 48_000
+        let chirp = (0..<n).map { i -> Float in
+            let t = Double(i) / 48_000
+            return Float(0.5 * sin(2 * Double.pi * (300 + 1_350 * t) * t))
+        }
+        let buffer = PCMBuffer(channelCount: 1, capacity: period)
+        var out: [Float] = []
+        for start in stride(from: 0, to: n - period, by: period) {
+            let view = buffer.view(frames: period)
+            for i in 0..<period { view[0][i] = chirp[start + i] }
+            bridge.push(view)
+            out.append(contentsOf: bridge.pull(frames: period)[0])
+        }
+        func correlation(_ lag: Int) -> Double {
+            var sum = 0.0
+            for i in (lag + 2_400)..<(out.count - 2_400) { sum += Double(out[i]) * Double(chirp[i - lag]) }
+            return sum
+        }
+        let (before, at, after) = (correlation(latency - 1), correlation(latency), correlation(latency + 1))
+        let offset = 0.5 * (before - after) / (before - 2 * at + after)
+        #expect(at > before && at > after && abs(offset) <= 0.5, "peak at \(latency) + \(offset)")
+    }
+
+    /// Two clocks or one: asked for, or decided from the ALSA cards the PCMs are on (-1: no card, a server's PCM).
+    @Test func clocksAreDecidedFromTheCards() {
+        #expect(DeviceClocks.automatic.independent(inputCard: 1, outputCard: 0))
+        #expect(!DeviceClocks.automatic.independent(inputCard: 0, outputCard: 0))
+        #expect(!DeviceClocks.automatic.independent(inputCard: -1, outputCard: -1))
+        #expect(!DeviceClocks.automatic.independent(inputCard: -1, outputCard: 0))
+        #expect(DeviceClocks.two.independent(inputCard: -1, outputCard: -1))
+        #expect(!DeviceClocks.one.independent(inputCard: 1, outputCard: 0))
+    }
 }

@@ -1,6 +1,6 @@
 import AudioCore
 import AudioGraph
-import AudioUnits
+@testable import AudioUnits
 import Foundation
 import LiveAudio
 import Testing
@@ -318,5 +318,21 @@ struct TimePitchTests {
                 #expect(error.message.contains("'key'") && error.message.contains(field), "\(error)")
             }
         }
+    }
+
+    /// Pitch ratios reach the engine as fractions with denominators of at most 4000 (so its resampler never
+    /// needs a table larger than it reserved), within 0.2 cents of the ratio asked for, over the whole ±2400-cent
+    /// range — checked against the definition: the smallest q with q·r a whole number, searched directly.
+    @Test func pitchRatiosAreSimpleFractions() {
+        var worstCents = 0.0
+        for cents in stride(from: -2400.0, through: 2400.0, by: 7.31) + [-2400, 0, 1, 100, 2400] {
+            let exact = exp2(cents / 1200)
+            let r = TimePitchUnit.simpleRatio(exact)
+            worstCents = max(worstCents, abs(1200 * log2(r / exact)))
+            let q = (1...4000).first { abs(Double($0) * r - (Double($0) * r).rounded()) < 1e-9 * Double($0) }
+            #expect(q != nil, "\(cents) cents: \(r) is not p/q with q ≤ 4000")
+        }
+        #expect(worstCents < 0.2, "worst \(worstCents) cents")
+        #expect(TimePitchUnit.simpleRatio(1) == 1 && TimePitchUnit.simpleRatio(2) == 2 && TimePitchUnit.simpleRatio(0.25) == 0.25)
     }
 }

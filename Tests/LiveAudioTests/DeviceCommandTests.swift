@@ -35,6 +35,23 @@ import TestSupport
         #expect(!FileManager.default.fileExists(atPath: dir.file("x.wav")))
     }
 
+    /// `--clocks` takes auto, one or two; anything else is refused before a device opens. `monitor --clocks two`
+    /// says the clocks are two and puts the bridge's latency in the round trip it expects.
+    @Test func monitorOnTwoClocks() async throws {
+        let r = try await runTool(liveaudio, ["monitor", "--clocks", "three", "--duration", "1"])
+        #expect(r.status == 1)
+        #expect(r.stderr.contains("--clocks must be auto, one or two, got 'three'"), "\(r.stderr)")
+        let pulse = try await PulseAudioServer.started(sinks: ["mic", "spk"])
+        defer { pulse.stop() }
+        try pulse.keepMonitorAlive("mic")
+        let two = try await runTool(
+            liveaudio,
+            ["monitor", "--input", "pulse:mic.monitor", "--output", "pulse:spk", "--clocks", "two", "--duration", "2"],
+            environment: pulse.environment)
+        #expect(two.status == 0, "\(two.stderr)")
+        #expect(two.stderr.contains("two clocks") && two.stderr.contains("+ clock bridge"), "\(two.stderr)")
+    }
+
     /// The sound server is killed while `record` runs: an error event, a WAV that is valid up to that point (read
     /// while the server is down), and when the server is back the recording resumes — with silence for the time
     /// it was away, so the file stays aligned to the clock.
@@ -250,6 +267,8 @@ import TestSupport
             player.stop(signal: SIGTERM)
             recorder.stop(signal: SIGINT)
             #expect(status == 0, "\(monitor.output)")
+            // Two PCMs of one sound server are one clock unless asked.
+            #expect(!monitor.output.contains("two clocks"), "\(monitor.output)")
             let out = try FFmpeg.decode(dir.file("out-\(name).wav"), channels: 2)[0]
             // The loudest second of what came out (the monitor passes the tone for its three seconds).
             var best = 0.0
