@@ -11,9 +11,12 @@ import Glibc
 /// devices run — the approach of zita-ajbridge and PipeWire's adapters.
 ///
 /// The control loop: after each cycle the FIFO's level (frames of capture not yet converted) is compared with its
-/// target; the error, in periods, is low-pass filtered (time constant about 20 cycles) and drives a
+/// target; the error, in periods, is low-pass filtered (time constant 1 s, whatever the period) and drives a
 /// proportional-integral correction of the converter's ratio, at most ±2 %. At 256-frame cycles it settles on a
-/// 0.1 % drift within about 30 s and then holds the level within a frame or two of the target.
+/// 0.1 % drift within about 30 s and then holds the level within a frame or two of the target. The filter's second
+/// is what keeps a sound server's bursts of capture (a period or two at a time, at shifting moments) out of the
+/// ratio: through PulseAudio at 960-frame periods, once settled (about a minute), the ratio stays within about
+/// ±2·10⁻⁴ of 1 (a tenth of a second let it swing ±10⁻³).
 ///
 /// Thread safety: made and reset on the control side; ``push(_:)`` and ``pull(frames:)`` on the device thread
 /// (neither allocates nor locks); the counters and ``correction`` from any thread.
@@ -41,6 +44,8 @@ final class DriftBridge: @unchecked Sendable {
     /// Per frame of output (2e-6 per 256-frame cycle).
     static let integralGainPerFrame = 2e-6 / 256
     static let maximumCorrection = 0.02
+    /// The level filter's time constant.
+    static let filterSeconds = 1.0
 
     let sampleRate: Double
 
@@ -159,7 +164,7 @@ final class DriftBridge: @unchecked Sendable {
     private func steer(frames: Int) {
         levelBits.store(fifo.count, ordering: .relaxed)
         let error = Double(fifo.count - target) / Double(period)
-        let alpha = min(1, 0.05 * Double(frames) / 256)
+        let alpha = min(1, Double(frames) / (Self.filterSeconds * sampleRate))
         filtered += alpha * (error - filtered)
         integral += Self.integralGainPerFrame * Double(frames) * filtered
         integral = min(max(integral, -Self.maximumCorrection), Self.maximumCorrection)

@@ -208,6 +208,7 @@ import TestSupport
             recorder.stop(signal: SIGINT)
             return seen
         }
+        print("two clocks through PulseAudio: tracked ratio \(ratios.min() ?? 0) … \(ratios.max() ?? 0)")
         let shortfalls = io.clockShortfalls
         let latency = io.clockBridgeLatency
         let xruns = io.xrunCount
