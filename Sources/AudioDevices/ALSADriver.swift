@@ -418,6 +418,9 @@ final class ALSADriver: AudioDriver, @unchecked Sendable {
                         case .failed(let e): return e
                         case .recovered: sampleTime += gap(since: lastCycleHost, nsPerFrame: nsPerFrame, period: period)
                         }
+                        // Wait before looking again: a stream that is back in an xrun at once must not spin this
+                        // real-time thread; the stall limit ends it.
+                        if let failure = wait(playback, since: lastCycleHost) { return failure }
                         continue
                     }
                     if let failure = wait(playback, since: lastCycleHost) { return failure }
@@ -528,6 +531,7 @@ final class ALSADriver: AudioDriver, @unchecked Sendable {
                     case .failed(let e): return e
                     case .recovered: sampleTime += gap(since: lastCycleHost, nsPerFrame: nsPerFrame, period: period)
                     }
+                    if let failure = wait(playback, since: lastCycleHost) { return failure }
                     continue
                 }
                 if let failure = wait(playback, since: lastCycleHost) { return failure }

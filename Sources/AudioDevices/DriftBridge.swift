@@ -63,6 +63,7 @@ final class DriftBridge: @unchecked Sendable {
         for _ in 0..<8 { converter.process(input: probe.view(frames: 1024), output: sink.view(frames: 4096)) }
         reset()
         latencyFrames = measureLatency()
+        latencyNanoseconds = UInt64(Double(latencyFrames) * 1e9 / sampleRate)
         reset()
     }
 
@@ -70,6 +71,8 @@ final class DriftBridge: @unchecked Sendable {
     /// plus the converter's delay. Measured when the bridge is made, by sending a click through it a period at a
     /// time.
     private(set) var latencyFrames = 0
+    /// ``latencyFrames`` in nanoseconds, for the device thread's time stamps.
+    private(set) var latencyNanoseconds: UInt64 = 0
 
     private func measureLatency() -> Int {
         let click = PCMBuffer(channelCount: output.channelCount, capacity: period)

@@ -392,8 +392,11 @@ public final class IOUnit: @unchecked Sendable {
             var clientPeriod = grant.periodFrames
             var notes: [String] = []
             if grant.independentClocks, grant.inputChannels > 0, grant.outputChannels > 0 {
+                // The FIFO's target covers the larger of the two periods: capture may arrive a period of its own
+                // at a time (ALSA reports its period as the input latency).
                 driftBridge = try DriftBridge(
-                    sampleRate: grant.sampleRate, channelCount: grant.inputChannels, period: grant.periodFrames,
+                    sampleRate: grant.sampleRate, channelCount: grant.inputChannels,
+                    period: max(grant.periodFrames, grant.inputLatencyFrames),
                     maximumCycle: grant.periodFrames)
                 let added = Double(driftBridge!.latencyFrames) / grant.sampleRate
                 notes.append(
@@ -565,9 +568,12 @@ extension IOUnit: DeviceCycleHandler {
         let began = timing == nil ? 0 : monotonicNanoseconds()
         // Two clocks: the capture, on its own clock, becomes the playback clock's frames.
         var input = captured
+        var time = time
         if let driftBridge, let captured, let output {
             driftBridge.push(captured)
             input = driftBridge.pull(frames: output.frameCount)
+            // What comes out of the bridge was captured its latency earlier than what went in.
+            time.inputHostTime -= min(time.inputHostTime, driftBridge.latencyNanoseconds)
         }
         let sampleTime = time.sampleTime + sampleTimeOffset
         let frames = input?.frameCount ?? output?.frameCount ?? 0
