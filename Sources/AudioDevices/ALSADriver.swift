@@ -465,6 +465,7 @@ final class ALSADriver: AudioDriver, @unchecked Sendable {
             if let playback, let output {
                 switch play(output, to: playback, since: lastCycleHost) {
                 case .next: break
+                case .restarted: sampleTime += gap(since: lastCycleHost, nsPerFrame: nsPerFrame, period: period)
                 case .stop: return nil
                 case .fail(let failure): return failure
                 }
@@ -475,6 +476,9 @@ final class ALSADriver: AudioDriver, @unchecked Sendable {
 
     private enum Step {
         case next
+        /// Playback had run dry (an underrun found by the write) and was restarted: the period was dropped and the
+        /// time since the last cycle, beyond a period, is a gap in the stream.
+        case restarted
         case stop
         case fail(LoopFailure)
     }
@@ -501,7 +505,7 @@ final class ALSADriver: AudioDriver, @unchecked Sendable {
             case .failed(let e): return .fail(e)
             case .recovered:
                 // The restart primed the buffer with silence; this period is dropped.
-                put = period
+                return .restarted
             }
         }
         return .next
@@ -590,6 +594,7 @@ final class ALSADriver: AudioDriver, @unchecked Sendable {
             // 5. Playback.
             switch play(output, to: playback, since: lastCycleHost) {
             case .next: break
+            case .restarted: sampleTime += gap(since: lastCycleHost, nsPerFrame: nsPerFrame, period: period)
             case .stop: return nil
             case .fail(let failure): return failure
             }

@@ -24,6 +24,8 @@ final class DriftBridge: @unchecked Sendable {
     let period: Int
     /// Frames of capture the FIFO aims to hold.
     let target: Int
+    /// Above this level the bridge drops the oldest capture down to its target (see ``recentres``).
+    let highest: Int
     private let converter: SampleRateConverter
     private var fifo: PlanarFIFO
     private let output: PCMBuffer
@@ -34,9 +36,16 @@ final class DriftBridge: @unchecked Sendable {
     /// False until the capture's first frames arrive.
     private var captureStarted = false
     private let driftBits = Atomic<UInt64>(0)
-    /// Cycles that found the FIFO dry (silence given), and capture dropped because the FIFO was full.
+    /// Cycles that found the FIFO dry (silence given; one for each stop of the capture, whose silence is then
+    /// waited through uncounted), and captures dropped because the FIFO was full.
     let underruns = Atomic<Int>(0)
     let overflows = Atomic<Int>(0)
+    /// Times the level was put back on its target at once, after one side stopped for a while (an xrun restart,
+    /// a stall): the FIFO ran dry (the bridge then waits for capture as at the start, its target in silence), or
+    /// the playback restarted after a gap or the level rose past ``highest`` (the excess dropped, or it would stay
+    /// as latency). Either way the loop's filtered error starts over and its integral, the drift it has learnt, is
+    /// kept, so the correction does not wind up on an error no drift caused.
+    let recentres = Atomic<Int>(0)
 
     /// Frames handed to the converter at a time.
     static let feedChunk = 16
@@ -55,6 +64,7 @@ final class DriftBridge: @unchecked Sendable {
         converter = try SampleRateConverter(
             inputRate: sampleRate, outputRate: sampleRate, channelCount: channelCount, quality: .high, variableRate: true)
         target = max(2 * period, 1024)
+        highest = target + max(2 * target, 4 * period)
         fifo = PlanarFIFO(channelCount: channelCount, capacity: 8 * target + 4 * maximumCycle + 8192)
         output = PCMBuffer(channelCount: channelCount, capacity: maximumCycle)
         // Prime libsoxr's working memory here rather than on the device thread.
@@ -132,14 +142,24 @@ final class DriftBridge: @unchecked Sendable {
         fifo.commit(input.frameCount)
     }
 
-    /// The next `frames` frames of capture on the playback clock; valid until the next call.
-    func pull(frames: Int) -> BufferView {
+    /// The next `frames` frames of capture on the playback clock; valid until the next call. `resync`: the playback
+    /// has just restarted after a gap, so capture beyond the target piled up while it was stopped (dropped, oldest
+    /// first, as above ``highest``).
+    func pull(frames: Int, resync: Bool = false) -> BufferView {
         let out = output.view(frames: frames)
         // A capture stream may take a while to deliver its first frames (a sound server's: up to a second):
         // silence until then, neither counted as a shortfall nor steered on.
         guard captureStarted else {
             out.clear()
             return out
+        }
+        if resync || fifo.count > highest + frames {
+            // The playback stopped for a while (an xrun, a stall) and capture piled up: drop the oldest of it down
+            // to the target after this cycle — what would otherwise stay as latency, and take the loop many seconds
+            // to drain.
+            if fifo.count > target + frames { fifo.drop(fifo.count - target - frames) }
+            filtered = 0
+            recentres.add(1, ordering: .relaxed)
         }
         var produced = 0
         var rounds = 0
@@ -158,6 +178,19 @@ final class DriftBridge: @unchecked Sendable {
         if produced < frames {
             out.slice(from: produced, frames: frames - produced).clear()
             underruns.add(1, ordering: .relaxed)
+            // Dry: the capture stopped (an xrun and restart) or fell far behind. Wait for it as at the start —
+            // silence, not steered on, the target in silence ahead of what comes — so what follows is neither
+            // played early nor drained again, and the loop does not wind up on the gap.
+            fifo.clear()
+            if let room = fifo.reserve(target) {
+                room.clear()
+                fifo.commit(target)
+            }
+            captureStarted = false
+            filtered = 0
+            recentres.add(1, ordering: .relaxed)
+            levelBits.store(fifo.count, ordering: .relaxed)
+            return out
         }
         steer(frames: frames)
         return out

@@ -117,6 +117,8 @@ public final class IOUnit: @unchecked Sendable {
     private var bridge: RateBridge?
     /// Bridges capture and playback on two clocks (nil on one clock).
     private var driftBridge: DriftBridge?
+    /// The driver's sample time the next cycle should have if none is lost (device thread; 0 at each open).
+    private var nextDeviceSampleTime: Int64 = 0
     /// Float scratch for a client render callback's output when bridging.
     private var bridgeOutput: PCMBuffer?
     /// Client frames rendered through the bridge since the last open, and the client sample time it started at.
@@ -280,6 +282,9 @@ public final class IOUnit: @unchecked Sendable {
             return drift.underruns.load(ordering: .relaxed) + drift.overflows.load(ordering: .relaxed)
         }
     }
+    /// With two clocks: times the bridge put its level back on its target at once because one side had stopped
+    /// for a while (an xrun, a stall): capture dropped, or silence waited through. 0 in normal operation.
+    public var clockResyncs: Int { withBridges { $1?.recentres.load(ordering: .relaxed) ?? 0 } }
     /// With two clocks: frames of capture waiting in the bridge now (it holds them near a target of two periods).
     public var clockBridgeLevel: Int? { withBridges { $1?.level } }
 
@@ -405,6 +410,7 @@ public final class IOUnit: @unchecked Sendable {
             } else {
                 driftBridge = nil
             }
+            nextDeviceSampleTime = 0
             if grant.sampleRate != request.sampleRate {
                 let ratio = request.sampleRate / grant.sampleRate
                 let maximum = graph?.maximumFrames ?? (Int((Double(grant.periodFrames) * ratio).rounded(.up)) + 64)
@@ -570,8 +576,12 @@ extension IOUnit: DeviceCycleHandler {
         var input = captured
         var time = time
         if let driftBridge, let captured, let output {
+            // A gap in the playback's sample time: it stopped and restarted (an xrun), and the capture that piled up
+            // meanwhile arrives in this cycle; the bridge drops what would otherwise stay as latency.
+            let resync = time.sampleTime > nextDeviceSampleTime
+            nextDeviceSampleTime = time.sampleTime + Int64(output.frameCount)
             driftBridge.push(captured)
-            input = driftBridge.pull(frames: output.frameCount)
+            input = driftBridge.pull(frames: output.frameCount, resync: resync)
             // What comes out of the bridge was captured its latency earlier than what went in.
             time.inputHostTime -= min(time.inputHostTime, driftBridge.latencyNanoseconds)
         }

@@ -30,6 +30,22 @@ public struct VirtualDeviceOptions: Hashable, Sendable {
     /// clock of its own). Other than 1, each cycle captures that many times the playback's frames (rounded, the
     /// remainder carried), and the grant says the clocks are independent. 0.9 … 1.1.
     public var inputClockRatio: Double = 1
+    /// A playback stall, as an ALSA playback xrun and its restart make one: at `at` seconds of device time (and
+    /// again every `every` seconds, if given) the device runs no cycles for `seconds` — silence goes to the
+    /// playback file and the sample time jumps by the gap — while the capture, on its own clock, piles up and
+    /// arrives with the next cycle. 0 … 1 s, `every` longer than the stall; nil: none.
+    public var playbackStall: PlaybackStall?
+
+    public struct PlaybackStall: Sendable, Hashable {
+        public var at: Double
+        public var seconds: Double
+        public var every: Double?
+        public init(at: Double, seconds: Double, every: Double? = nil) {
+            self.at = at
+            self.seconds = seconds
+            self.every = every
+        }
+    }
 
     public init(pacing: Pacing = .realTime, callbackSizes: CallbackSizes = .fixed, outputSampleType: SampleType = .float32) {
         self.pacing = pacing
@@ -91,6 +107,12 @@ final class VirtualDriver: AudioDriver, @unchecked Sendable {
         guard (0.9...1.1).contains(options.inputClockRatio) else {
             throw AudioError(.invalidParameter, "a virtual input clock ratio must be 0.9 … 1.1, got \(options.inputClockRatio)")
         }
+        if let stall = options.playbackStall {
+            guard stall.at >= 0, (0...1).contains(stall.seconds), (stall.every ?? .infinity) > stall.seconds else {
+                throw AudioError(
+                    .invalidParameter, "a virtual playback stall must start at 0 s or later, last 0 … 1 s and recur (every) after longer than it lasts, got \(stall)")
+            }
+        }
         if request.inputChannels > 0 {
             guard let path = request.inputDevice else {
                 throw AudioError(.unknownDevice, "the virtual device needs a WAV file to capture from (--device FILE.wav)")
@@ -109,7 +131,8 @@ final class VirtualDriver: AudioDriver, @unchecked Sendable {
                         + "(a mono file feeds any channel count)")
             }
             reader = r
-            let inputCycle = Int((Double(cycle) * max(options.inputClockRatio, 1)).rounded(.up)) + 2
+            let stallFrames = (options.playbackStall?.seconds ?? 0) * request.sampleRate
+            let inputCycle = Int(((Double(cycle) + stallFrames) * max(options.inputClockRatio, 1)).rounded(.up)) + 2
             fileFloat = PCMBuffer(channelCount: r.format.channelCount, capacity: inputCycle)
             inputFloat = PCMBuffer(channelCount: request.inputChannels, capacity: inputCycle)
         } else {
@@ -172,7 +195,28 @@ final class VirtualDriver: AudioDriver, @unchecked Sendable {
         var captured: Int64 = 0
         let rate = grant.sampleRate
         let start = monotonicNanoseconds()
+        var nextStall = options.playbackStall.map { $0.at * rate } ?? .infinity
         while running.load(ordering: .acquiring) {
+            if let stall = options.playbackStall, Double(sampleTime) >= nextStall {
+                nextStall = stall.every.map { nextStall + $0 * rate } ?? .infinity
+                let gap = Int64((stall.seconds * rate).rounded())
+                if let writer, let outputFloat {
+                    var left = Int(gap)
+                    while left > 0 {
+                        let n = min(left, outputFloat.capacity)
+                        let silence = outputFloat.view(frames: n)
+                        silence.clear()
+                        do throws(AudioError) {
+                            try writer.write(silence)
+                        } catch {
+                            return error
+                        }
+                        left -= n
+                    }
+                }
+                captureDue += Double(gap) * options.inputClockRatio
+                sampleTime += gap
+            }
             let frames: Int =
                 switch options.callbackSizes {
                 case .fixed: nominalPeriod

@@ -86,6 +86,72 @@ import Testing
         #expect(at > before && at > after && abs(offset) <= 0.5, "peak at \(latency) + \(offset)")
     }
 
+    /// Runs 256-frame playback cycles with the capture clock `ratio` times as fast for 60 s (the loop settles),
+    /// then one side stops for `gap` seconds, then 20 s more. `captureStops`: the capture delivers nothing for the
+    /// gap (a capture xrun and restart: its frames are lost) while playback goes on; otherwise playback stops (no
+    /// cycles) and the capture that piled up arrives in one push at the next cycle, as the two-clock loop reads it,
+    /// with the bridge told of the gap (`told`, as the I/O unit does from the sample time) or not.
+    /// Returns the level and the correction after the gap, cycle by cycle.
+    static func interrupted(ratio: Double, gap: Double, captureStops: Bool, told: Bool = true) throws
+        -> (bridge: DriftBridge, levels: [Int], corrections: [Double])
+    {
+        let period = 256
+        let bridge = try DriftBridge(sampleRate: 48_000, channelCount: 1, period: period, maximumCycle: period)
+        let capture = PCMBuffer(channelCount: 1, capacity: Int(gap * 48_000 * ratio) + 2 * period)
+        var due = 0.0
+        var captured = 0
+        var piled = 0
+        var levels: [Int] = []
+        var corrections: [Double] = []
+        let before = 60 * 48_000 / period
+        let gapCycles = Int(gap * 48_000) / period
+        for k in 0..<(before + gapCycles + 20 * 48_000 / period) {
+            due += Double(period) * ratio
+            let n = Int(due) - captured
+            captured += n
+            let stopped = k >= before && k < before + gapCycles
+            if stopped && !captureStops {
+                piled += n
+                continue
+            }
+            let frames = stopped ? 0 : n + piled
+            piled = 0
+            let view = capture.view(frames: frames)
+            view.clear()
+            bridge.push(view)
+            _ = bridge.pull(frames: period, resync: told && !captureStops && k == before + gapCycles)
+            if k >= before + gapCycles {
+                levels.append(bridge.level)
+                corrections.append(bridge.correction)
+            }
+        }
+        return (bridge, levels, corrections)
+    }
+
+    /// After either side stops for a while, the bridge puts its level back on the target at once and its
+    /// correction stays on the drift it had learnt. Without that, a capture restart leaves the FIFO near empty —
+    /// four periods under the target, which the loop's proportional term alone answers with a 0.8 % correction,
+    /// winding up its integral while the level refills — and a playback stall leaves the capture that piled up as
+    /// latency for as long as the loop takes to drain it at a fraction of a percent.
+    @Test(
+        "A capture restart (0.3 s lost) and a playback stall (0.2 s, the bridge told of the gap or not) on two clocks: the level is back on its target at once and the correction stays on the drift",
+        arguments: ["capture", "playback", "playback, untold"])
+    func recentresAfterOneSideStops(side: String) throws {
+        let ratio = 1.001
+        let captureStops = side == "capture"
+        let (bridge, levels, corrections) = try Self.interrupted(
+            ratio: ratio, gap: captureStops ? 0.3 : 0.2, captureStops: captureStops, told: side == "playback")
+        #expect(bridge.recentres.load(ordering: .relaxed) >= 1)
+        #expect(bridge.overflows.load(ordering: .relaxed) == 0)
+        // From the first cycle after the gap, the level stays within a period of the target…
+        let worst = levels.map { abs($0 - bridge.target) }.max() ?? 0
+        #expect(worst <= bridge.period, "the level strayed \(worst) frames from \(bridge.target) after the gap")
+        // …and the correction within 1e-4 of the drift (0.1 %); an integral wound up by the gap would be off by
+        // several times that for seconds.
+        let off = corrections.map { abs($0 - ratio) }.max() ?? 1
+        #expect(off < 1e-4, "the correction moved \(off) off the drift after the gap")
+    }
+
     /// Two clocks or one: asked for, or decided from the ALSA cards the PCMs are on (-1: no card, a server's PCM).
     @Test func clocksAreDecidedFromTheCards() {
         #expect(DeviceClocks.automatic.independent(inputCard: 1, outputCard: 0))

@@ -112,9 +112,9 @@ import TestSupport
         let io = try IOUnit(
             IOUnit.Configuration(backend: .alsa, outputFormat: format, outputDevice: "pulse:spk", periodFrames: 960, periodCount: 4))
         let stall = StallOnce(atCycle: 20, microseconds: 400_000)
-        try io.setOutputCallback { raw, _ in
+        try io.setOutputCallback { raw, stamp in
             memset(raw.base, 0, raw.byteCountPerPlane * raw.format.bufferCount)
-            stall.tick()  // a deliberately misbehaving render callback
+            stall.tick(sampleTime: stamp.sampleTime, frames: raw.frameCount)  // a deliberately misbehaving render callback
         }
         try io.start()
         let events = io.events
@@ -135,6 +135,10 @@ import TestSupport
         #expect(sawEvent)
         #expect(io.xrunCount >= 1)
         #expect(io.faultCount == 0, "an xrun is recovered, not a fault")
+        // The time lost is a gap in the sample times: the cycle took 400 ms where a period is 20 ms, and the
+        // buffer (80 ms) ran dry for most of it.
+        let gap = Double(stall.largestGap) / 48_000
+        #expect(gap > 0.25 && gap < 1, "the sample times jumped \(gap) s")
     }
 
     /// An unknown device name is an error that lists the devices there are.
@@ -210,6 +214,7 @@ import TestSupport
         }
         print("two clocks through PulseAudio: tracked ratio \(ratios.min() ?? 0) … \(ratios.max() ?? 0)")
         let shortfalls = io.clockShortfalls
+        let resyncs = io.clockResyncs
         let latency = io.clockBridgeLatency
         let xruns = io.xrunCount
         io.stop()
@@ -217,6 +222,7 @@ import TestSupport
         #expect(grant.independentClocks && grant.description.contains("two clocks"))
         #expect(warnings.contains { $0.contains("two clocks") }, "\(warnings)")
         #expect(shortfalls == 0)
+        #expect(resyncs == 0, "the sound server's bursts are not taken for a stopped side")
         #expect(xruns == 0)
         #expect(ratios.allSatisfy { abs($0 - 1) < 2e-3 }, "tracked \(ratios.min() ?? 0) … \(ratios.max() ?? 0)")
         // The bridge's FIFO aims at two periods; its converter adds about 5 ms.
@@ -270,8 +276,13 @@ final class StallOnce: @unchecked Sendable {
         self.atCycle = atCycle
         self.microseconds = microseconds
     }
-    func tick() {
+    /// The largest jump in sample time between consecutive cycles beyond their frames.
+    private(set) var largestGap: Int64 = 0
+    private var next: Int64?
+    func tick(sampleTime: Int64 = 0, frames: Int = 0) {
         calls += 1
+        if let next { largestGap = max(largestGap, sampleTime - next) }
+        next = sampleTime + Int64(frames)
         if calls == atCycle { usleep(microseconds) }
     }
 }

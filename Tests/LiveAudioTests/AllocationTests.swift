@@ -86,8 +86,9 @@ func probe(_ arguments: [String], environment: [String: String] = [:]) async thr
     /// Int16 to a MicrophoneSource ring (its consumer sleeping 150 ms of every 400, so it overflows), the voice chain of
     /// examples/voice-chain.json mixed with a read-ahead accompaniment, effect parameters, bypasses and
     /// mute moving from a control thread — on JACK at the graph's rate, on JACK at 44.1 kHz (through the rate
-    /// conversion), and on a virtual device whose capture clock runs 0.1 % fast (through the drift bridge). Not one allocation on the device thread once warmed up; a deliberate
-    /// allocation on that thread is counted, so the zero means something.
+    /// conversion), and on a virtual device whose capture clock runs 0.1 % fast (through the drift bridge) and whose
+    /// playback stalls for 40 ms every 4 s (the bridge's resync). Not one allocation on the device thread once
+    /// warmed up; a deliberate allocation on that thread is counted, so the zero means something.
     @Test func deviceThreadsNeverAllocate() async throws {
         let graph = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
             .appendingPathComponent("../../examples/voice-chain.json").standardized.path
@@ -114,6 +115,7 @@ func probe(_ arguments: [String], environment: [String: String] = [:]) async thr
             if backend.last == jack44.name { #expect(report["deviceRate"] == 44_100, "the conversion ran: \(report)") }
             if backend == ["virtual"] {
                 #expect(report["bridgedClocks"] == 1 && report["clockShortfalls"] == 0, "two clocks bridged: \(report)")
+                #expect(report["measuredResyncs"]! >= 1, "the bridge resynced after a playback stall: \(report)")
             }
         }
     }

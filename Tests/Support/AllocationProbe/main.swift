@@ -313,6 +313,8 @@ func deviceCycles(
             pacing: .asFastAsPossible, callbackSizes: .random(range: 1...512, seed: 11))
         // The capture on a clock 0.1 % fast: the I/O unit bridges the two clocks on the device thread too.
         configuration.virtual.inputClockRatio = 1.001
+        // …and its playback stalls for 40 ms every 4 s of device time, so the bridge's resync runs too.
+        configuration.virtual.playbackStall = .init(at: 2, seconds: 0.04, every: 4)
     }
     let io = try IOUnit(configuration)
     try io.setInputUnit(input)
@@ -371,6 +373,7 @@ func deviceCycles(
     let changesFrom = changes.load()
     let overflowsFrom = microphone.overflowCount
     let xrunsFrom = io.xrunCount
+    let resyncsFrom = io.clockResyncs
     waitFor(cycles: measuredFrom + (realTime ? 1500 : 4000), changes: changesFrom + 100)
     let allocations = allocation_probe_count()
     let bytes = allocation_probe_bytes()
@@ -380,6 +383,7 @@ func deviceCycles(
     let measuredChanges = changes.load() - changesFrom
     let overflows = microphone.overflowCount - overflowsFrom
     let measuredXruns = io.xrunCount - xrunsFrom
+    let measuredResyncs = io.clockResyncs - resyncsFrom
     // The canary: one deliberate allocation, free and lock on the device thread must be counted.
     tapUnit.canary.store(true, ordering: .releasing)
     // The tap takes the canary in its next render: a device cycle may render no client cycle when the device's
@@ -417,7 +421,7 @@ func deviceCycles(
         "canaryFrees": Int(freeCanary), "measuredXruns": measuredXruns,
         "changes": measuredChanges, "overflows": overflows, "consumed": consumed.load(), "xruns": xruns,
         "faults": faults, "deviceRate": deviceRate, "conversionShortfalls": conversionShortfalls,
-        "clockShortfalls": clockShortfalls, "bridgedClocks": bridgedClocks,
+        "clockShortfalls": clockShortfalls, "bridgedClocks": bridgedClocks, "measuredResyncs": measuredResyncs,
     ])
 }
 
