@@ -38,6 +38,14 @@ let package = Package(
         .systemLibrary(name: "CSoxr", pkgConfig: "soxr", providers: [.apt(["libsoxr-dev"])]),
         // librubberband (module map + shim header): time-stretching and pitch-shifting (GPL-2+).
         .systemLibrary(name: "CRubberBand", pkgConfig: "rubberband", providers: [.apt(["librubberband-dev"])]),
+        // A small extern "C" API (C++) over WebRTC's audio processing module (BSD-3, Debian
+        // libwebrtc-audio-processing-dev, installed by scripts/install-deps.sh): what the voiceProcessing unit calls.
+        // The module's include path is given directly rather than through its pkg-config file, whose -D flags SwiftPM
+        // would drop with a warning on every build (the shim defines them itself).
+        .target(
+            name: "CVoiceProcessing",
+            cxxSettings: [.unsafeFlags(["-I/usr/include/webrtc_audio_processing"])],
+            linkerSettings: [.linkedLibrary("webrtc_audio_processing")]),
         // Container formats: WAV (read incrementally, written in a streaming way).
         .target(name: "MediaContainers", dependencies: ["AudioCore", "CSystemCalls"], swiftSettings: strict),
         // The unit model, graph topology, compiled render schedules and their exchange, offline output.
@@ -46,9 +54,10 @@ let package = Package(
         .target(name: "CFloatEnvironment"),
         // System calls Swift's Glibc module leaves out (C, header only).
         .target(name: "CSystemCalls"),
-        // The units: generators, mixer, gain, players, effects, converter, time-pitch.
+        // The units: generators, mixer, gain, players, effects, converter, time-pitch, voice processing.
         .target(
-            name: "AudioUnits", dependencies: ["AudioCore", "AudioGraph", "MediaContainers", "AudioCodecs", "CRubberBand"],
+            name: "AudioUnits",
+            dependencies: ["AudioCore", "AudioGraph", "MediaContainers", "AudioCodecs", "CRubberBand", "CVoiceProcessing"],
             swiftSettings: strict),
         // libasound and libjack (module map + shim header each).
         .systemLibrary(name: "CALSA", pkgConfig: "alsa", providers: [.apt(["libasound2-dev"])]),

@@ -13,6 +13,7 @@ public enum ParameterUnit: String, Sendable, CaseIterable {
     /// Hundredths of a semitone (1200 to the octave).
     case cents = "cents"
     case seconds = "s"
+    case milliseconds = "ms"
     case percent = "%"
     case pan = "pan"
     case boolean = "on/off"

@@ -110,6 +110,9 @@ public struct NodeFields {
     }
 
     /// Fields not read by the factory.
+    /// Counts `key` as read (a factory that reads ``values`` itself).
+    public mutating func markConsumed(_ key: String) { consumed.insert(key) }
+
     var unconsumed: [String] { values.keys.filter { !consumed.contains($0) }.sorted() }
 
     static func show(_ d: Double) -> String { d == d.rounded() && abs(d) < 1e15 ? "\(Int(d))" : "\(d)" }
@@ -190,7 +193,8 @@ public struct UnitRegistry: Sendable {
     }
 
     /// The units LiveAudio ships: sources `input` (the microphone), `file`, `player`, `tone`, `noise`; `mixer`, `gain`; effects `eq`,
-    /// `lowpass`, `highpass`, `bandpass`, `dynamics`, `reverb`, `delay`, `limiter`; `converter` and `timePitch`.
+    /// `lowpass`, `highpass`, `bandpass`, `dynamics`, `reverb`, `delay`, `limiter`; `converter` and `timePitch`;
+    /// `voiceProcessing`.
     public static let standard: UnitRegistry = {
         var r = UnitRegistry()
         r.register("file") { (f: inout NodeFields) throws(AudioError) in
@@ -240,6 +244,44 @@ public struct UnitRegistry: Sendable {
             }
             let unit = try TimePitchUnit(format: f.format, quality: quality)
             try unit.formant.set(try f.bool("formant", default: false) ? 1 : 0)
+            return unit
+        }
+        r.register("voiceProcessing") { (f: inout NodeFields) throws(AudioError) in
+            // Bus 0 the microphone, bus 1 the reference ("referenceChannels", default the graph's). Parameters are
+            // fields: numbers, true/false for the switches, names for the enumerated ones ("noiseSuppression":
+            // "high"), or their numbers.
+            let referenceChannels = try f.integer("referenceChannels", default: min(f.format.channelCount, 2), in: 1...2)
+            let unit: VoiceProcessingUnit
+            do throws(AudioError) {
+                unit = try VoiceProcessingUnit(format: f.format, referenceChannelCount: referenceChannels)
+            } catch {
+                throw AudioError(error.code, "node '\(f.id)' (voiceProcessing): \(error.message)")
+            }
+            for p in unit.parameters {
+                guard let v = f.values[p.identifier] else { continue }
+                switch v {
+                case .bool(let b) where p.spec.unit == .boolean:
+                    try p.set(b ? 1 : 0)
+                case .string(let name):
+                    guard let names = VoiceProcessingUnit.choices[p.identifier], let i = names.firstIndex(of: name) else {
+                        let known = VoiceProcessingUnit.choices[p.identifier].map { "one of \($0.joined(separator: ", "))" }
+                        throw f.error(p.identifier, "must be \(known ?? "a number in \(p.spec.rangeDescription)"), got '\(name)'")
+                    }
+                    try p.set(Float(i))
+                case .number(let d):
+                    guard d == d.rounded() || VoiceProcessingUnit.choices[p.identifier] == nil else {
+                        throw f.error(p.identifier, "must be a whole number or a name, got \(NodeFields.show(d))")
+                    }
+                    do throws(AudioError) {
+                        try p.set(Float(d))
+                    } catch {
+                        throw f.error(p.identifier, "must be in \(p.spec.rangeDescription), got \(NodeFields.show(d))")
+                    }
+                default:
+                    throw f.error(p.identifier, "must be a number\(p.spec.unit == .boolean ? ", true or false" : VoiceProcessingUnit.choices[p.identifier] != nil ? " or a name" : ""), got \(v.kindName)")
+                }
+                f.markConsumed(p.identifier)
+            }
             return unit
         }
         r.register("player") { (f: inout NodeFields) throws(AudioError) in

@@ -1,0 +1,492 @@
+import AudioCore
+import AudioGraph
+import CVoiceProcessing
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Echo cancellation, noise suppression and gain control for a voice: VoiceProcessingIO's role, through WebRTC's
+/// audio processing module, referenced to exactly what is played rather than to a device loopback.
+///
+/// - Buses: input 0 the microphone (near end), input 1 the reference (far end: whatever reaches the speaker,
+///   typically the accompaniment bus); output 0 the processed microphone, with the microphone's channels.
+/// - Rates: 8, 16, 32 or 48 kHz (a `converter` takes other graph rates there); 1 or 2 channels.
+/// - Parameters, each changeable while running (see ``VoiceProcessingUnit/choices`` for the named ones):
+///   `echoCancellation` (on/off, on), `suppressionLevel` (the echo suppressor's aggressiveness: 0 low, 1 moderate,
+///   2 high; moderate), `noiseSuppression` (0 off, 1 low, 2 moderate, 3 high, 4 veryHigh; moderate),
+///   `gainControl` (0 off, 1 adaptiveDigital, 2 fixedDigital; adaptiveDigital), `targetLevel` (the level gain
+///   control aims for, −31 … 0 dBFS; −3), `compressionGain` (the most gain it adds, 0 … 90 dB; 9), `limiter`
+///   (on/off, on), `highPassFilter` (on/off, on: removes rumble below about 80 Hz), `referenceDelay` (a hint of the
+///   echo's delay, 0 … 500 ms; 0, automatic — the canceller runs delay-agnostic and finds it itself).
+///   Switching a mode fades the output out over one 10 ms frame and in over the next, so no switch clicks;
+///   `targetLevel`, `compressionGain` and `referenceDelay` move 1 dB or 1 ms a frame toward a new value.
+/// - Read-outs (properties): `voiceActivity` (the last frame held voice), `estimatedDelay` (the echo delay the
+///   canceller finds, ms), `echoReturnLossEnhancement` (dB: how much weaker the output is than the microphone
+///   while only the far end plays, measured by this unit over about a second).
+/// - Timing: the library works in 10 ms frames; at any cycle size (1 … the graph's largest, varying) the unit
+///   collects them through fixed FIFOs, so its output lags its input by one frame less a sample — ``latency``, 479
+///   frames at 48 kHz — and is the same whatever the cycle sizes. Unlike iOS it never ducks other audio.
+///
+/// Thread safety: as every unit. The library is called only from the render thread (its setters too, so its
+/// lock is never contended), and from prepare and reset on the control thread, never while rendering.
+public final class VoiceProcessingUnit: RenderUnit, @unchecked Sendable {
+    public static let echoCancellationSpec = ParameterSpec(
+        "echoCancellation", name: "Echo cancellation", range: 0...1, unit: .boolean, default: 1, smoothingTime: 0)
+    public static let suppressionLevelSpec = ParameterSpec(
+        "suppressionLevel", name: "Echo suppression level", range: 0...2, unit: .generic, default: 1, smoothingTime: 0)
+    public static let noiseSuppressionSpec = ParameterSpec(
+        "noiseSuppression", name: "Noise suppression", range: 0...4, unit: .generic, default: 2, smoothingTime: 0)
+    public static let gainControlSpec = ParameterSpec(
+        "gainControl", name: "Gain control", range: 0...2, unit: .generic, default: 1, smoothingTime: 0)
+    public static let targetLevelSpec = ParameterSpec(
+        "targetLevel", name: "Target level", range: -31...0, unit: .decibels, default: -3, smoothingTime: 0)
+    public static let compressionGainSpec = ParameterSpec(
+        "compressionGain", name: "Compression gain", range: 0...90, unit: .decibels, default: 9, smoothingTime: 0)
+    public static let limiterSpec = ParameterSpec(
+        "limiter", name: "Limiter", range: 0...1, unit: .boolean, default: 1, smoothingTime: 0)
+    public static let highPassFilterSpec = ParameterSpec(
+        "highPassFilter", name: "High-pass filter", range: 0...1, unit: .boolean, default: 1, smoothingTime: 0)
+    public static let referenceDelaySpec = ParameterSpec(
+        "referenceDelay", name: "Reference delay", range: 0...500, unit: .milliseconds, default: 0, smoothingTime: 0)
+
+    /// The names of the values of the enumerated parameters, by parameter: index = value.
+    public static let choices: [String: [String]] = [
+        "suppressionLevel": ["low", "moderate", "high"],
+        "noiseSuppression": ["off", "low", "moderate", "high", "veryHigh"],
+        "gainControl": ["off", "adaptiveDigital", "fixedDigital"],
+    ]
+
+    /// The rates the library runs at.
+    public static let sampleRates: [Double] = [8_000, 16_000, 32_000, 48_000]
+
+    public let echoCancellation: Parameter
+    public let suppressionLevel: Parameter
+    public let noiseSuppression: Parameter
+    public let gainControl: Parameter
+    public let targetLevel: Parameter
+    public let compressionGain: Parameter
+    public let limiter: Parameter
+    public let highPassFilter: Parameter
+    public let referenceDelay: Parameter
+
+    private let channelCount: Int
+    private let referenceChannelCount: Int
+    /// Frames in one of the library's 10 ms frames.
+    public let frameLength: Int
+    private var processor: OpaquePointer?
+
+    // Render-thread state.
+    private var micFrame = PCMBuffer(channelCount: 1, capacity: 0)
+    private var referenceFrame = PCMBuffer(channelCount: 1, capacity: 0)
+    private var micPointers: UnsafeMutablePointer<UnsafeMutablePointer<Float>?>
+    private var referencePointers: UnsafeMutablePointer<UnsafePointer<Float>?>
+    private var filled = 0
+    /// Processed frames waiting to be output: a ring.
+    private var ring = PCMBuffer(channelCount: 1, capacity: 0)
+    private var ringRead = 0
+    private var ringCount = 0
+    private var settings = la_voice_settings()
+    /// A mode switch in progress: 0 none; 1 this frame fades out under the old settings; 2 the next fades in.
+    private var fade = 0
+    private var estimatesSeen = 0
+    private var echoInPower = 0.0
+    private var echoOutPower = 0.0
+    /// The reference as it arrives, one frame; it goes through `delayLine` to `referenceFrame`.
+    private var incomingReference = PCMBuffer(channelCount: 1, capacity: 0)
+    private var delayLine = PCMBuffer(channelCount: 1, capacity: 0)
+    private var delayWrite = 0
+    /// Frames the reference is held back before the canceller sees it (see ``estimatedDelay``).
+    private var preDelay = 0
+    private var estimator: EchoDelayEstimator?
+    /// The echo delay in force (frames; 0 until known), the hint it was seeded from, and a candidate waiting to be
+    /// confirmed by the next estimate.
+    private var delayFrames = 0
+    private var seededHint: Float = 0
+    private var candidate = -1
+
+    // Render thread → control side.
+    private let voice = Atomic<Bool>(false)
+    private let delayMilliseconds = Atomic<Int>(0)
+    private let erleBits = Atomic<UInt64>(Double.nan.bitPattern)
+
+    /// - Throws: ``AudioError`` `.unsupportedSampleRate` off 8/16/32/48 kHz, `.invalidFormat` for more than two
+    ///   channels.
+    public init(format: StreamFormat, referenceChannelCount: Int? = nil) throws(AudioError) {
+        let f = try StreamFormat.graph(sampleRate: format.sampleRate, channelCount: format.channelCount)
+        guard Self.sampleRates.contains(f.sampleRate) else {
+            throw AudioError(
+                .unsupportedSampleRate,
+                "voiceProcessing runs at 8000, 16000, 32000 or 48000 Hz, not \(formatHz(f.sampleRate)): put a "
+                    + "converter in front of it (and after it) to reach one")
+        }
+        let referenceChannels = referenceChannelCount ?? f.channelCount
+        guard (1...2).contains(f.channelCount), (1...2).contains(referenceChannels) else {
+            throw AudioError(
+                .invalidFormat,
+                "voiceProcessing takes a microphone and a reference of 1 or 2 channels, got \(f.channelCount) and "
+                    + "\(referenceChannels)")
+        }
+        channelCount = f.channelCount
+        self.referenceChannelCount = referenceChannels
+        let referenceFormat = try f.with(channelCount: referenceChannels)
+        frameLength = Int(f.sampleRate) / 100
+        let owner = "voiceProcessing"
+        echoCancellation = Parameter(Self.echoCancellationSpec, owner: owner)
+        suppressionLevel = Parameter(Self.suppressionLevelSpec, owner: owner)
+        noiseSuppression = Parameter(Self.noiseSuppressionSpec, owner: owner)
+        gainControl = Parameter(Self.gainControlSpec, owner: owner)
+        targetLevel = Parameter(Self.targetLevelSpec, owner: owner)
+        compressionGain = Parameter(Self.compressionGainSpec, owner: owner)
+        limiter = Parameter(Self.limiterSpec, owner: owner)
+        highPassFilter = Parameter(Self.highPassFilterSpec, owner: owner)
+        referenceDelay = Parameter(Self.referenceDelaySpec, owner: owner)
+        micPointers = .allocate(capacity: f.channelCount)
+        micPointers.initialize(repeating: nil, count: f.channelCount)
+        referencePointers = .allocate(capacity: referenceChannels)
+        referencePointers.initialize(repeating: nil, count: referenceChannels)
+        super.init(
+            kind: "voiceProcessing", inputs: [f, referenceFormat], outputs: [f],
+            parameters: [
+                echoCancellation, suppressionLevel, noiseSuppression, gainControl, targetLevel, compressionGain,
+                limiter, highPassFilter, referenceDelay,
+            ])
+    }
+
+    deinit {
+        if let processor { la_voice_destroy(processor) }
+        micPointers.deallocate()
+        referencePointers.deallocate()
+    }
+
+    /// Seconds the output lags the microphone: one 10 ms frame less a sample.
+    override public var latency: Double { Double(frameLength - 1) / outputFormats[0].sampleRate }
+
+    override public var propertyNames: [String] {
+        super.propertyNames + ["voiceActivity", "estimatedDelay", "echoReturnLossEnhancement"]
+    }
+
+    override public func property(_ name: String) throws(AudioError) -> PropertyValue {
+        switch name {
+        case "voiceActivity": return .bool(voiceActivity)
+        case "estimatedDelay": return .double(estimatedDelay)
+        case "echoReturnLossEnhancement": return .double(echoReturnLossEnhancement ?? .nan)
+        default: return try super.property(name)
+        }
+    }
+
+    /// True when the last 10 ms frame held voice (the library's voice activity detector, after the processing).
+    public var voiceActivity: Bool { voice.load(ordering: .relaxed) }
+    /// Seconds of echo delay the canceller has found (its median over the last second); 0 until it knows.
+    public var estimatedDelay: Double { Double(delayMilliseconds.load(ordering: .relaxed)) / 1000 }
+    /// Decibels by which the output is weaker than the microphone while the far end plays and no voice is
+    /// detected, averaged over about a second; nil before the far end has played.
+    public var echoReturnLossEnhancement: Double? {
+        let v = Double(bitPattern: erleBits.load(ordering: .relaxed))
+        return v.isNaN ? nil : v
+    }
+
+    override public func allocateRenderResources(_ spec: RenderSpec) throws(AudioError) {
+        micFrame = PCMBuffer(channelCount: channelCount, capacity: frameLength)
+        referenceFrame = PCMBuffer(channelCount: referenceChannelCount, capacity: frameLength)
+        incomingReference = PCMBuffer(channelCount: referenceChannelCount, capacity: frameLength)
+        delayLine = PCMBuffer(channelCount: referenceChannelCount, capacity: maximumPreDelay(spec.sampleRate) + 2 * frameLength)
+        ring = PCMBuffer(channelCount: channelCount, capacity: spec.maximumFrames + 2 * frameLength)
+        estimator = EchoDelayEstimator(
+            sampleRate: spec.sampleRate, maximumDelay: Double(Self.referenceDelaySpec.range.upperBound) / 1000)
+        try makeProcessor(spec.sampleRate)
+    }
+
+    /// The most the reference is held back: the largest delay less the margin.
+    private func maximumPreDelay(_ rate: Double) -> Int {
+        Int((Double(Self.referenceDelaySpec.range.upperBound) / 1000 - Self.delayMargin) * rate)
+    }
+
+    /// The canceller is given the reference this much before its echo is expected: it cancels echoes from about
+    /// 10 to 100 ms after the reference best (measured: 35–40 dB of ERLE there, 13 dB at 150 ms, 20 dB under
+    /// 5 ms).
+    static let delayMargin = 0.04
+
+    /// A new processor with every component enabled once (what each makes when first enabled is made here, not on
+    /// the render thread), then run on half a second of silence: the canceller sets itself up over its first
+    /// frames, and far-end sound in that time leaves it 20 dB short.
+    private func makeProcessor(_ rate: Double) throws(AudioError) {
+        if let processor { la_voice_destroy(processor) }
+        processor = nil
+        var message = [CChar](repeating: 0, count: 256)
+        guard
+            let made = la_voice_create(
+                Int32(rate), Int32(channelCount), Int32(referenceChannelCount), &message, Int32(message.count))
+        else {
+            let text = String(decoding: message.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            throw AudioError(.invalidState, "voiceProcessing: \(text)")
+        }
+        processor = made
+        var all = desiredSettings()
+        all.echo_cancellation = 1
+        all.noise_suppression = 1
+        all.gain_control = 0
+        all.high_pass_filter = 1
+        all.limiter = 1
+        _ = la_voice_apply(made, &all)
+        for _ in 0..<4 { silentFrame(made) }
+        all.gain_control = 1
+        _ = la_voice_apply(made, &all)
+        for _ in 0..<4 { silentFrame(made) }
+        settings = desiredSettings()
+        _ = la_voice_apply(made, &settings)
+        for _ in 0..<50 { silentFrame(made) }
+    }
+
+    private func silentFrame(_ made: OpaquePointer) {
+        micFrame.view(frames: frameLength).clear()
+        referenceFrame.view(frames: frameLength).clear()
+        pointFrames()
+        _ = la_voice_process_reverse(made, referencePointers)
+        _ = la_voice_process(made, micPointers)
+    }
+
+    /// Starts over: a new processor (the canceller forgets the room), the FIFOs and the delay estimate cleared.
+    override public func reset() {
+        guard let spec, processor != nil else { return }
+        try? makeProcessor(spec.sampleRate)
+        fade = 0
+        filled = 0
+        // One frame less a sample of silence ahead of the first processed frame: enough that every cycle finds its
+        // frames whatever the cycle sizes.
+        ring.view(frames: ring.capacity).clear()
+        ringRead = 0
+        ringCount = frameLength - 1
+        delayLine.view(frames: delayLine.capacity).clear()
+        delayWrite = 0
+        estimator?.reset()
+        estimatesSeen = 0
+        candidate = -1
+        seededHint = -1
+        delayFrames = 0
+        preDelay = 0
+        seedDelay()
+        echoInPower = 0
+        echoOutPower = 0
+        voice.store(false, ordering: .relaxed)
+        erleBits.store(Double.nan.bitPattern, ordering: .relaxed)
+    }
+
+    /// Takes `referenceDelay`, when set and changed, as the echo delay until the estimate says otherwise.
+    private func seedDelay() {
+        let hint = referenceDelay.value
+        guard hint != seededHint, let spec else { return }
+        seededHint = hint
+        if hint > 0 { setDelay(Int(Double(hint) / 1000 * spec.sampleRate)) }
+    }
+
+    private func setDelay(_ frames: Int) {
+        guard let spec else { return }
+        delayFrames = frames
+        preDelay = min(max(0, frames - Int(Self.delayMargin * spec.sampleRate)), maximumPreDelay(spec.sampleRate))
+        delayMilliseconds.store(Int((Double(frames) * 1000 / spec.sampleRate).rounded()), ordering: .relaxed)
+    }
+
+    /// The settings the parameters ask for now.
+    private func desiredSettings() -> la_voice_settings {
+        var s = la_voice_settings()
+        s.echo_cancellation = echoCancellation.value >= 0.5 ? 1 : 0
+        s.suppression_level = Int32(suppressionLevel.value.rounded())
+        s.noise_suppression = Int32(noiseSuppression.value.rounded()) - 1
+        s.gain_control = Int32(gainControl.value.rounded()) - 1
+        s.target_level_dbfs = Int32(-targetLevel.value.rounded())
+        s.compression_gain_db = Int32(compressionGain.value.rounded())
+        s.limiter = limiter.value >= 0.5 ? 1 : 0
+        s.high_pass_filter = highPassFilter.value >= 0.5 ? 1 : 0
+        s.stream_delay_ms = 0
+        return s
+    }
+
+    override public func render(_ context: RenderContext) {
+        let frames = context.frameCount
+        let output = context.output(0)
+        guard let processor, frames > 0 else {
+            output.clear()
+            return
+        }
+        let mic = context.input(0)
+        let reference = context.input(1)
+        var done = 0
+        while done < frames {
+            let take = min(frames - done, frameLength - filled)
+            micFrame.view(frames: frameLength).slice(from: filled, frames: take).copy(from: mic.slice(from: done, frames: take))
+            incomingReference.view(frames: frameLength).slice(from: filled, frames: take)
+                .copy(from: reference.slice(from: done, frames: take))
+            filled += take
+            done += take
+            if filled == frameLength {
+                processFrame(processor)
+                filled = 0
+            }
+        }
+        // The cycle's frames from the ring.
+        let all = ring.view(frames: ring.capacity)
+        var out = 0
+        while out < frames {
+            let n = min(frames - out, ring.capacity - ringRead)
+            output.slice(from: out, frames: n).copy(from: all.slice(from: ringRead, frames: n))
+            ringRead = (ringRead + n) % ring.capacity
+            out += n
+        }
+        ringCount -= frames
+    }
+
+    private func pointFrames() {
+        let m = micFrame.view(frames: frameLength)
+        for c in 0..<channelCount { micPointers[c] = m[c].baseAddress! }
+        let r = referenceFrame.view(frames: frameLength)
+        for c in 0..<referenceChannelCount { referencePointers[c] = UnsafePointer(r[c].baseAddress!) }
+    }
+
+    /// One 10 ms frame: settings, the delay estimate, the reference through its delay line, the microphone, the
+    /// read-outs, onto the ring.
+    private func processFrame(_ processor: OpaquePointer) {
+        applySettings(processor)
+        seedDelay()
+        let m = micFrame.view(frames: frameLength)
+        let incoming = incomingReference.view(frames: frameLength)
+        // The delay estimate, from the reference as it arrives and the microphone before processing.
+        if let estimator {
+            estimator.process(reference: incoming, microphone: m, frames: frameLength)
+            if estimator.estimates != estimatesSeen {
+                estimatesSeen = estimator.estimates
+                updateDelay(estimator)
+            }
+        }
+        // The reference, held back `preDelay` frames.
+        let line = delayLine.view(frames: delayLine.capacity)
+        let capacity = delayLine.capacity
+        for c in 0..<referenceChannelCount {
+            let x = incoming[c]
+            let d = line[c]
+            let out = referenceFrame.view(frames: frameLength)[c]
+            var w = delayWrite
+            var r = (delayWrite - preDelay + capacity) % capacity
+            for i in 0..<frameLength {
+                d[w] = x[i]
+                out[i] = d[r]
+                w = w + 1 == capacity ? 0 : w + 1
+                r = r + 1 == capacity ? 0 : r + 1
+            }
+        }
+        delayWrite = (delayWrite + frameLength) % capacity
+        pointFrames()
+        let r = referenceFrame.view(frames: frameLength)
+        let referencePower = Self.power(r, frames: frameLength)
+        let inPower = Self.power(m, frames: frameLength)
+        _ = la_voice_process_reverse(processor, referencePointers)
+        _ = la_voice_process(processor, micPointers)
+        let hasVoice = la_voice_has_voice(processor) != 0
+        voice.store(hasVoice, ordering: .relaxed)
+        let outPower = Self.power(m, frames: frameLength)
+        // ERLE: while the far end plays (above −60 dBFS) and no voice is heard, over about a second (100 frames).
+        if referencePower > 1e-6, !hasVoice {
+            echoInPower += 0.01 * (inPower - echoInPower)
+            echoOutPower += 0.01 * (outPower - echoOutPower)
+            if echoInPower > 0 {
+                let erle = 10 * log10(echoInPower / max(echoOutPower, 1e-20))
+                erleBits.store(erle.bitPattern, ordering: .relaxed)
+            }
+        }
+        // A mode switch: this frame fades out (old settings), the next fades in (new ones).
+        if fade == 1 || fade == 2 {
+            let fadingIn = fade == 2
+            for c in 0..<channelCount {
+                let x = m[c]
+                for i in 0..<frameLength {
+                    let t = Float(i) / Float(frameLength)
+                    let w = 0.5 - 0.5 * cos(Float.pi * t)
+                    x[i] *= fadingIn ? w : 1 - w
+                }
+            }
+            fade = fadingIn ? 0 : 2
+        }
+        // Onto the ring.
+        let all = ring.view(frames: ring.capacity)
+        var write = (ringRead + ringCount) % ring.capacity
+        var put = 0
+        while put < frameLength {
+            let n = min(frameLength - put, ring.capacity - write)
+            all.slice(from: write, frames: n).copy(from: m.slice(from: put, frames: n))
+            write = (write + n) % ring.capacity
+            put += n
+        }
+        ringCount += frameLength
+    }
+
+    /// Takes a clear estimate (its peak at least ``clarity`` times the mean) that differs from the delay in force
+    /// by more than 20 ms once the next agrees with it (within 10 ms), so one odd window does not move the
+    /// reference.
+    private func updateDelay(_ estimator: EchoDelayEstimator) {
+        guard let spec, let found = estimator.result, found.clarity >= Self.clarity else {
+            candidate = -1
+            return
+        }
+        let tolerance = Int(0.02 * spec.sampleRate)
+        let known = delayMilliseconds.load(ordering: .relaxed) > 0
+        if !known || abs(found.frames - delayFrames) > tolerance {
+            if candidate >= 0, abs(found.frames - candidate) <= tolerance / 2 {
+                setDelay(found.frames)
+                candidate = -1
+            } else {
+                candidate = found.frames
+            }
+        } else {
+            candidate = -1
+        }
+    }
+
+    /// How far above the mean the correlation's peak must stand for an estimate to count.
+    static let clarity = 6.0
+
+    /// Moves the library's settings toward the parameters: modes switch through a fade (out on this frame under the
+    /// old ones, in on the next under the new), levels and the delay hint step 1 a frame.
+    private func applySettings(_ processor: OpaquePointer) {
+        let want = desiredSettings()
+        var next = settings
+        func step(_ from: Int32, _ to: Int32) -> Int32 { from < to ? from + 1 : from > to ? from - 1 : from }
+        next.target_level_dbfs = step(settings.target_level_dbfs, want.target_level_dbfs)
+        next.compression_gain_db = step(settings.compression_gain_db, want.compression_gain_db)
+        let modesDiffer =
+            want.echo_cancellation != settings.echo_cancellation || want.suppression_level != settings.suppression_level
+            || want.noise_suppression != settings.noise_suppression || want.gain_control != settings.gain_control
+            || want.limiter != settings.limiter || want.high_pass_filter != settings.high_pass_filter
+        if modesDiffer {
+            if fade == 0 {
+                // Fade out under the old modes first.
+                fade = 1
+            } else if fade == 2 {
+                next.echo_cancellation = want.echo_cancellation
+                next.suppression_level = want.suppression_level
+                next.noise_suppression = want.noise_suppression
+                next.gain_control = want.gain_control
+                next.limiter = want.limiter
+                next.high_pass_filter = want.high_pass_filter
+            }
+        }
+        if next.echo_cancellation != settings.echo_cancellation || next.suppression_level != settings.suppression_level
+            || next.noise_suppression != settings.noise_suppression || next.gain_control != settings.gain_control
+            || next.target_level_dbfs != settings.target_level_dbfs
+            || next.compression_gain_db != settings.compression_gain_db || next.limiter != settings.limiter
+            || next.high_pass_filter != settings.high_pass_filter
+        {
+            settings = next
+            _ = la_voice_apply(processor, &settings)
+        }
+    }
+
+    private static func power(_ v: BufferView, frames: Int) -> Double {
+        var sum = 0.0
+        for c in 0..<v.channelCount {
+            let x = v[c]
+            for i in 0..<frames { sum += Double(x[i] * x[i]) }
+        }
+        return sum / Double(frames * v.channelCount)
+    }
+}
