@@ -9,7 +9,8 @@ have() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok ins
 
 # ffprobe/ffmpeg check what the renderer writes (tests) and make the demo's voice file.
 # libasound and libjack are linked by the device layer, FFmpeg's libraries by the codecs, libsoxr by the sample-rate
-# converter, librubberband by the time-pitch unit (build); pkg-config finds them.
+# converter, librubberband by the time-pitch unit, WebRTC's audio processing module by the voice-processing unit
+# (build); pkg-config finds them.
 pkgs=(ffmpeg pkg-config libasound2-dev libjack-jackd2-dev libavcodec-dev libavformat-dev libavutil-dev libswresample-dev
   libsoxr-dev librubberband-dev libwebrtc-audio-processing-dev)
 # The sound servers the device tests start themselves: PulseAudio (null sinks, reached through ALSA's pulse
@@ -20,7 +21,8 @@ servers=(pulseaudio pulseaudio-utils alsa-utils libasound2-plugins jackd2)
 rtmp=(nginx libnginx-mod-rtmp libnginx-mod-stream openssl)
 # strace shows the tests the system calls a command makes (fsync before rename) as an outsider sees them; GNU
 # time its peak memory; python3 runs the misbehaving and quirky RTMP servers, and python3-venv holds pyrtmp.
-tools=(strace time python3 python3-venv)
+# espeak-ng speaks the voice-processing tests' near and far ends.
+tools=(strace time python3 python3-venv espeak-ng)
 case "$profile" in
   bench) pkgs+=(sox rubberband-cli hyperfine "${servers[@]}" "${rtmp[@]}") ;;
   demo) pkgs+=(espeak-ng) ;;

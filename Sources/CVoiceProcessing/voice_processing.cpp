@@ -59,6 +59,9 @@ extern "C" la_voice_processor *la_voice_create(
     // hint does not break the canceller.
     config.Set<webrtc::ExtendedFilter>(new webrtc::ExtendedFilter(true));
     config.Set<webrtc::DelayAgnostic>(new webrtc::DelayAgnostic(true));
+    // The library's experimental gain controller is on by default and takes over from the one the settings
+    // configure (mode, target level, compression gain would do nothing): off.
+    config.Set<webrtc::ExperimentalAgc>(new webrtc::ExperimentalAgc(false));
     webrtc::AudioProcessing *apm = webrtc::AudioProcessing::Create(config);
     if (!apm) {
         fail(error, error_size, "could not create the audio processing module", 0);
@@ -82,7 +85,6 @@ extern "C" la_voice_processor *la_voice_create(
         fail(error, error_size, "could not initialise the audio processing module", r);
         return nullptr;
     }
-    apm->echo_cancellation()->enable_delay_logging(true);
     apm->voice_detection()->Enable(true);
     return p;
 }

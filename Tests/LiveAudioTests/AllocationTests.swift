@@ -39,6 +39,23 @@ func probe(_ arguments: [String], environment: [String: String] = [:]) async thr
         #expect(report["renderThreadLockWaits"] == 0, "the sync probe counts lock waits (-1: not loaded)")
     }
 
+    /// A voiceProcessing unit over 10,000 offline cycles of 1 … 4096 frames with its modes switching and levels
+    /// moving from a control thread: nothing allocated or freed on the render thread. WebRTC's module locks a
+    /// mutex of its own in every call, its setters included (never contended: only the render thread calls it,
+    /// but a lock all the same, and the probe counts each): moving the library onto a worker with fixed FIFOs is
+    /// the step that remains, recorded as a known issue until it is done.
+    @Test func voiceProcessingRenderThread() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let report = try await probe(["voice-cycles", dir.path])
+        #expect(report["cycles"] == 10_000)
+        #expect(report["changes"]! >= 10, "the modes switched while rendering")
+        #expect(report["renderThreadAllocations"] == 0 && report["renderThreadFrees"] == 0, "\(report)")
+        withKnownIssue("WebRTC's module locks its own mutex on the render thread (uncontended)") {
+            #expect(report["renderThreadLockWaits"] == 0, "\(report)")
+        }
+    }
+
     /// Handing PCM to the AAC encoder from a real-time thread: 12,000 pushes of 1–2048 frames, Int16 interleaved
     /// and Float32 planar, into encoding workers whose consumers are now fast, now slow — so pushes both land and
     /// overflow — without one allocation on the pushing thread. A deliberate allocation there is counted.

@@ -20,7 +20,8 @@ import Glibc
 ///   control aims for, −31 … 0 dBFS; −3), `compressionGain` (the most gain it adds, 0 … 90 dB; 9), `limiter`
 ///   (on/off, on), `highPassFilter` (on/off, on: removes rumble below about 80 Hz), `referenceDelay` (a hint of the
 ///   echo's delay, 0 … 500 ms; 0, automatic — the canceller runs delay-agnostic and finds it itself).
-///   Switching a mode fades the output out over one 10 ms frame and in over the next, so no switch clicks;
+///   Switching a mode fades the output out over one 10 ms frame, holds it silent while the library's delays settle
+///   (30 ms at 48 kHz) and fades it in over the next frame, so no switch clicks;
 ///   `targetLevel`, `compressionGain` and `referenceDelay` move 1 dB or 1 ms a frame toward a new value.
 /// - Read-outs (properties): `voiceActivity` (the last frame held voice), `estimatedDelay` (the echo delay the
 ///   canceller finds, ms), `echoReturnLossEnhancement` (dB: how much weaker the output is than the microphone
@@ -35,7 +36,7 @@ public final class VoiceProcessingUnit: RenderUnit, @unchecked Sendable {
     public static let echoCancellationSpec = ParameterSpec(
         "echoCancellation", name: "Echo cancellation", range: 0...1, unit: .boolean, default: 1, smoothingTime: 0)
     public static let suppressionLevelSpec = ParameterSpec(
-        "suppressionLevel", name: "Echo suppression level", range: 0...2, unit: .generic, default: 1, smoothingTime: 0)
+        "suppressionLevel", name: "Echo suppression level", range: 0...2, unit: .generic, default: 0, smoothingTime: 0)
     public static let noiseSuppressionSpec = ParameterSpec(
         "noiseSuppression", name: "Noise suppression", range: 0...4, unit: .generic, default: 2, smoothingTime: 0)
     public static let gainControlSpec = ParameterSpec(
@@ -87,9 +88,20 @@ public final class VoiceProcessingUnit: RenderUnit, @unchecked Sendable {
     private var ring = PCMBuffer(channelCount: 1, capacity: 0)
     private var ringRead = 0
     private var ringCount = 0
+    /// The library's own delay (frames) with only gain control or the high-pass filter on (at 32 and 48 kHz the
+    /// library then splits the signal into bands and joins them again), with the echo canceller on, the noise
+    /// suppressor on, and both: measured at prepare. The output is held back by what the current modes lack of the largest, so switching them does
+    /// not move it in time.
+    private var libraryDelays = (split: 0, echo: 0, noise: 0, both: 0)
+    private var largestLibraryDelay = 0
+    private var compensation = PCMBuffer(channelCount: 1, capacity: 0)
+    private var compensationWrite = 0
+    private let latencyFrames = Atomic<Int>(0)
     private var settings = la_voice_settings()
-    /// A mode switch in progress: 0 none; 1 this frame fades out under the old settings; 2 the next fades in.
+    /// A mode switch in progress: 0 none; 1 this frame fades out under the old modes; 2 the new modes are applied
+    /// at the next frame; 3 muted for `mutedLeft` frames; 4 this frame fades in.
     private var fade = 0
+    private var mutedLeft = 0
     private var estimatesSeen = 0
     private var echoInPower = 0.0
     private var echoOutPower = 0.0
@@ -161,7 +173,7 @@ public final class VoiceProcessingUnit: RenderUnit, @unchecked Sendable {
     }
 
     /// Seconds the output lags the microphone: one 10 ms frame less a sample.
-    override public var latency: Double { Double(frameLength - 1) / outputFormats[0].sampleRate }
+    override public var latency: Double { Double(latencyFrames.load(ordering: .relaxed)) / outputFormats[0].sampleRate }
 
     override public var propertyNames: [String] {
         super.propertyNames + ["voiceActivity", "estimatedDelay", "echoReturnLossEnhancement"]
@@ -196,6 +208,99 @@ public final class VoiceProcessingUnit: RenderUnit, @unchecked Sendable {
         estimator = EchoDelayEstimator(
             sampleRate: spec.sampleRate, maximumDelay: Double(Self.referenceDelaySpec.range.upperBound) / 1000)
         try makeProcessor(spec.sampleRate)
+        libraryDelays = (
+            try measureLibraryDelay(spec.sampleRate, echo: false, noise: false),
+            try measureLibraryDelay(spec.sampleRate, echo: true, noise: false),
+            try measureLibraryDelay(spec.sampleRate, echo: false, noise: true),
+            try measureLibraryDelay(spec.sampleRate, echo: true, noise: true)
+        )
+        let largest = max(max(libraryDelays.split, libraryDelays.echo), max(libraryDelays.noise, libraryDelays.both))
+        largestLibraryDelay = largest
+        compensation = PCMBuffer(channelCount: channelCount, capacity: largest + frameLength)
+        latencyFrames.store(frameLength - 1 + largest, ordering: .relaxed)
+    }
+
+    /// The library's delay for the modes given, with fixed digital gain control at 0 dB (no gain, no limiter) on as
+    /// well, so the bands are split whatever the modes (gain control adds no delay of its own): a 100 ms
+    /// Hann-windowed 300 Hz … 3 kHz chirp through a processor of its own; the delay is where the output correlates
+    /// best with the chirp (within 60 ms), to the frame.
+    private func measureLibraryDelay(_ rate: Double, echo: Bool, noise: Bool) throws(AudioError) -> Int {
+        var message = [CChar](repeating: 0, count: 256)
+        guard let p = la_voice_create(Int32(rate), 1, 1, &message, Int32(message.count)) else {
+            let text = String(decoding: message.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            throw AudioError(.invalidState, "voiceProcessing: \(text)")
+        }
+        defer { la_voice_destroy(p) }
+        var s = la_voice_settings(
+            echo_cancellation: echo ? 1 : 0, suppression_level: 0, noise_suppression: noise ? 1 : -1, gain_control: 1,
+            target_level_dbfs: 3, compression_gain_db: 0, limiter: 0, high_pass_filter: 0, stream_delay_ms: 0)
+        _ = la_voice_apply(p, &s)
+        let n = frameLength
+        let chirpFrames = Int(rate / 10)
+        let maximumLag = Int(rate * 0.06)
+        var size = 1
+        while size < chirpFrames + maximumLag + chirpFrames { size *= 2 }
+        let fft = FFT(size: size)
+        let re = UnsafeMutablePointer<Double>.allocate(capacity: size)
+        let im = UnsafeMutablePointer<Double>.allocate(capacity: size)
+        defer {
+            re.deallocate()
+            im.deallocate()
+        }
+        re.initialize(repeating: 0, count: size)
+        im.initialize(repeating: 0, count: size)
+        let mic = PCMBuffer(channelCount: 1, capacity: n)
+        let reference = PCMBuffer(channelCount: 1, capacity: n)
+        reference.view(frames: n).clear()
+        var micPointer: UnsafeMutablePointer<Float>? = mic.view(frames: n)[0].baseAddress!
+        var referencePointer: UnsafePointer<Float>? = UnsafePointer(reference.view(frames: n)[0].baseAddress!)
+        // Half a second of silence first (the canceller sets itself up), then the chirp; the chirp into `re`, the
+        // output from its start into `im`.
+        let start = 50 * n
+        let total = start + chirpFrames + maximumLag + n
+        var f = 0
+        while f * n < total {
+            let x = mic.view(frames: n)[0]
+            for i in 0..<n {
+                let t = f * n + i - start
+                var v = 0.0
+                if t >= 0, t < chirpFrames {
+                    let time = Double(t) / rate
+                    let w = 0.5 - 0.5 * cos(2 * Double.pi * Double(t) / Double(chirpFrames))
+                    v = 0.3 * w * sin(2 * Double.pi * (300 * time + 13_500 * time * time))
+                    re[t] = v
+                }
+                x[i] = Float(v)
+            }
+            _ = la_voice_process_reverse(p, &referencePointer)
+            _ = la_voice_process(p, &micPointer)
+            for i in 0..<n {
+                let t = f * n + i - start
+                if t >= 0, t < size { im[t] = Double(x[i]) }
+            }
+            f += 1
+        }
+        // One transform carries both; output · conj(chirp), back to lags.
+        fft.forward(re, im)
+        var crossRe = [Double](repeating: 0, count: size)
+        var crossIm = [Double](repeating: 0, count: size)
+        for k in 0..<size {
+            let nk = k == 0 ? 0 : size - k
+            let xr = 0.5 * (re[k] + re[nk])
+            let xi = 0.5 * (im[k] - im[nk])
+            let yr = 0.5 * (im[k] + im[nk])
+            let yi = -0.5 * (re[k] - re[nk])
+            crossRe[k] = yr * xr + yi * xi
+            crossIm[k] = yi * xr - yr * xi
+        }
+        for k in 0..<size {
+            re[k] = crossRe[k]
+            im[k] = crossIm[k]
+        }
+        fft.inverse(re, im)
+        var best = 0
+        for k in 0...maximumLag where re[k] > re[best] { best = k }
+        return best
     }
 
     /// The most the reference is held back: the largest delay less the margin.
@@ -252,12 +357,15 @@ public final class VoiceProcessingUnit: RenderUnit, @unchecked Sendable {
         guard let spec, processor != nil else { return }
         try? makeProcessor(spec.sampleRate)
         fade = 0
+        mutedLeft = 0
         filled = 0
         // One frame less a sample of silence ahead of the first processed frame: enough that every cycle finds its
         // frames whatever the cycle sizes.
         ring.view(frames: ring.capacity).clear()
         ringRead = 0
         ringCount = frameLength - 1
+        compensation.view(frames: compensation.capacity).clear()
+        compensationWrite = 0
         delayLine.view(frames: delayLine.capacity).clear()
         delayWrite = 0
         estimator?.reset()
@@ -394,18 +502,47 @@ public final class VoiceProcessingUnit: RenderUnit, @unchecked Sendable {
                 erleBits.store(erle.bitPattern, ordering: .relaxed)
             }
         }
-        // A mode switch: this frame fades out (old settings), the next fades in (new ones).
-        if fade == 1 || fade == 2 {
-            let fadingIn = fade == 2
+        // Held back by what the current modes' delay lacks of the largest.
+        let echoOn = settings.echo_cancellation != 0
+        let noiseOn = settings.noise_suppression >= 0
+        let split = settings.gain_control >= 0 || settings.high_pass_filter != 0
+        let current =
+            echoOn && noiseOn
+            ? libraryDelays.both : echoOn ? libraryDelays.echo : noiseOn ? libraryDelays.noise : split ? libraryDelays.split : 0
+        let hold = compensation.capacity - frameLength - current
+        let held = compensation.view(frames: compensation.capacity)
+        let lineCapacity = compensation.capacity
+        for c in 0..<channelCount {
+            let x = m[c]
+            let d = held[c]
+            var w = compensationWrite
+            var r = (compensationWrite - hold + lineCapacity) % lineCapacity
+            for i in 0..<frameLength {
+                d[w] = x[i]
+                x[i] = d[r]
+                w = w + 1 == lineCapacity ? 0 : w + 1
+                r = r + 1 == lineCapacity ? 0 : r + 1
+            }
+        }
+        compensationWrite = (compensationWrite + frameLength) % lineCapacity
+        // A mode switch: the last frame under the old modes fades out, silence covers the frames the library's and
+        // the compensation's delays carry across the switch, then a frame fades in.
+        switch fade {
+        case 1, 4:
+            let fadingIn = fade == 4
             for c in 0..<channelCount {
                 let x = m[c]
                 for i in 0..<frameLength {
-                    let t = Float(i) / Float(frameLength)
-                    let w = 0.5 - 0.5 * cos(Float.pi * t)
+                    let w = 0.5 - 0.5 * cos(Float.pi * Float(i) / Float(frameLength))
                     x[i] *= fadingIn ? w : 1 - w
                 }
             }
             fade = fadingIn ? 0 : 2
+        case 3:
+            m.clear()
+            mutedLeft -= 1
+            if mutedLeft <= 0 { fade = 4 }
+        default: break
         }
         // Onto the ring.
         let all = ring.view(frames: ring.capacity)
@@ -458,10 +595,13 @@ public final class VoiceProcessingUnit: RenderUnit, @unchecked Sendable {
             || want.noise_suppression != settings.noise_suppression || want.gain_control != settings.gain_control
             || want.limiter != settings.limiter || want.high_pass_filter != settings.high_pass_filter
         if modesDiffer {
-            if fade == 0 {
+            if fade == 0 || fade == 4 {
                 // Fade out under the old modes first.
                 fade = 1
-            } else if fade == 2 {
+            } else if fade == 2 || fade == 3 {
+                // Silence while the library's delay and the compensation's settle: the largest delay, and a frame.
+                mutedLeft = (largestLibraryDelay + frameLength - 1) / frameLength + 1
+                fade = 3
                 next.echo_cancellation = want.echo_cancellation
                 next.suppression_level = want.suppression_level
                 next.noise_suppression = want.noise_suppression
@@ -469,6 +609,10 @@ public final class VoiceProcessingUnit: RenderUnit, @unchecked Sendable {
                 next.limiter = want.limiter
                 next.high_pass_filter = want.high_pass_filter
             }
+        }
+        if !modesDiffer, fade == 2 {
+            // Switched back before the switch took place: fade in again.
+            fade = 4
         }
         if next.echo_cancellation != settings.echo_cancellation || next.suppression_level != settings.suppression_level
             || next.noise_suppression != settings.noise_suppression || next.gain_control != settings.gain_control

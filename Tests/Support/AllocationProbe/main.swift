@@ -194,6 +194,62 @@ func renderCycles(directory: String) throws {
     ])
 }
 
+/// A voiceProcessing unit rendered offline for 10,000 cycles of 1 … 4096 frames: a noise as the microphone, music-like
+/// tones as the reference; a control thread switches its modes and moves its levels. Reports what the render thread
+/// allocated, freed and locked; the library's own calls are counted too (nothing on that thread is excused).
+func voiceCycles() throws {
+    let mono = try StreamFormat.graph(sampleRate: 48_000, channelCount: 1)
+    let graph = try RenderGraph(format: mono, maximumFrames: 4096)
+    let unit = try VoiceProcessingUnit(format: mono)
+    let voice = try graph.addNode(unit, name: "voice")
+    try graph.connect(try graph.addNode(NoiseUnit(format: mono, amplitude: 0.05, seed: 5), name: "mic"), to: voice, inputBus: 0)
+    try graph.connect(try graph.addNode(ToneUnit(format: mono, frequency: 500, amplitude: 0.1), name: "reference"), to: voice, inputBus: 1)
+    try graph.connect(voice, to: graph.output)
+    try graph.initialize()
+    try graph.start()
+    let renderer = OfflineRenderer(graph: graph)
+    let sizes = [1, 480, 17, 4096, 128, 333, 960, 0, 2048]
+    @Sendable func move(_ k: Int) throws {
+        for (j, p) in unit.parameters.enumerated() {
+            let r = p.spec.range
+            try p.set((r.lowerBound + (r.upperBound - r.lowerBound) * Float((k * 7 + j * 3) % 11) / 10).rounded())
+        }
+    }
+    // Warm-up: every mode once (a debug build instantiates generic metadata the first time a path runs).
+    for i in 0..<600 {
+        if i % 20 == 0 { try move(i / 20) }
+        _ = try renderer.render(frames: sizes[i % sizes.count])
+    }
+    MallocInterposerSwift.setAllocationHook(allocation_probe_hook)
+    allocation_probe_reset()
+    MallocInterposerSwift.hook()
+    let stop = Locked(false)
+    let changes = Locked(0)
+    let control = Thread {
+        var k = 0
+        while !stop.load() {
+            try? move(k)
+            k += 1
+            changes.add(1)
+            usleep(30_000)
+        }
+    }
+    control.start()
+    allocation_probe_watch_this_thread(1)
+    for cycle in 0..<10_000 { _ = try renderer.render(frames: sizes[cycle % sizes.count]) }
+    allocation_probe_watch_this_thread(0)
+    let lockWaits = allocation_probe_lock_waits()
+    let frees = allocation_probe_frees()
+    stop.store(true)
+    while !control.isFinished { usleep(1000) }
+    MallocInterposerSwift.unhook()
+    MallocInterposerSwift.setAllocationHook(nil)
+    emit([
+        "cycles": 10_000, "renderThreadAllocations": allocation_probe_count(), "renderThreadBytes": allocation_probe_bytes(),
+        "renderThreadLockWaits": lockWaits, "renderThreadFrees": frees, "changes": changes.load(),
+    ])
+}
+
 /// Renders a graph with a file source of `seconds` to a WAV file; reports allocations and peak memory.
 func renderFile(directory: String, seconds: Double) throws {
     let input = directory + "/long-\(Int(seconds)).wav"
@@ -611,6 +667,7 @@ let args = CommandLine.arguments
 do {
     switch args.count > 2 ? args[1] : "" {
     case "render-cycles": try renderCycles(directory: args[2])
+    case "voice-cycles": try voiceCycles()  // DIR unused
     case "encoder-pushes": try encoderPushes()
     case "stream-session": try streamSession(directory: args[2])
     case "render-file" where args.count > 3: try renderFile(directory: args[2], seconds: Double(args[3])!)
@@ -621,7 +678,7 @@ do {
     case "device-cycles" where args.count > 4 && args[4] == "virtual":
         try deviceCycles(directory: args[2], graphPath: args[3], backend: .virtual, jackServer: nil)
     default:
-        FileHandle.standardError.write(Data("usage: AllocationProbe render-cycles DIR | render-file DIR SECONDS | device-cycles DIR GRAPH (jack SERVER | alsa INPUT OUTPUT | virtual) | encoder-pushes DIR | stream-session DIR\n".utf8))
+        FileHandle.standardError.write(Data("usage: AllocationProbe render-cycles DIR | voice-cycles DIR | render-file DIR SECONDS | device-cycles DIR GRAPH (jack SERVER | alsa INPUT OUTPUT | virtual) | encoder-pushes DIR | stream-session DIR\n".utf8))
         exit(2)
     }
 } catch {
