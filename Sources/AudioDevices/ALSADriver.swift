@@ -465,7 +465,10 @@ final class ALSADriver: AudioDriver, @unchecked Sendable {
             if let playback, let output {
                 switch play(output, to: playback, since: lastCycleHost) {
                 case .next: break
-                case .restarted: sampleTime += gap(since: lastCycleHost, nsPerFrame: nsPerFrame, period: period)
+                case .restarted:
+                    sampleTime += gap(since: lastCycleHost, nsPerFrame: nsPerFrame, period: period)
+                    // Counted: a recovery found by the next wait measures from here, not again from the last cycle.
+                    lastCycleHost = monotonicNanoseconds()
                 case .stop: return nil
                 case .fail(let failure): return failure
                 }
@@ -594,7 +597,10 @@ final class ALSADriver: AudioDriver, @unchecked Sendable {
             // 5. Playback.
             switch play(output, to: playback, since: lastCycleHost) {
             case .next: break
-            case .restarted: sampleTime += gap(since: lastCycleHost, nsPerFrame: nsPerFrame, period: period)
+            case .restarted:
+                sampleTime += gap(since: lastCycleHost, nsPerFrame: nsPerFrame, period: period)
+                // Counted: a recovery found by the next wait measures from here, not again from the last cycle.
+                lastCycleHost = monotonicNanoseconds()
             case .stop: return nil
             case .fail(let failure): return failure
             }

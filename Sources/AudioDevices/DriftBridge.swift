@@ -33,8 +33,10 @@ final class DriftBridge: @unchecked Sendable {
     private var integral = 0.0
     /// Input frames consumed per output frame, minus 1: what the capture clock runs fast by, as estimated.
     private var drift = 0.0
-    /// False until the capture's first frames arrive.
+    /// False until the capture's first frames arrive (again, after running dry).
     private var captureStarted = false
+    /// The FIFO ran dry and the bridge waits for capture.
+    private var ranDry = false
     private let driftBits = Atomic<UInt64>(0)
     /// Cycles that found the FIFO dry (silence given; one for each stop of the capture, whose silence is then
     /// waited through uncounted), and captures dropped because the FIFO was full.
@@ -64,7 +66,7 @@ final class DriftBridge: @unchecked Sendable {
         converter = try SampleRateConverter(
             inputRate: sampleRate, outputRate: sampleRate, channelCount: channelCount, quality: .high, variableRate: true)
         target = max(2 * period, 1024)
-        highest = target + max(2 * target, 4 * period)
+        highest = 3 * target
         fifo = PlanarFIFO(channelCount: channelCount, capacity: 8 * target + 4 * maximumCycle + 8192)
         output = PCMBuffer(channelCount: channelCount, capacity: maximumCycle)
         // Prime libsoxr's working memory here rather than on the device thread.
@@ -126,6 +128,7 @@ final class DriftBridge: @unchecked Sendable {
         }
         filtered = 0
         captureStarted = false
+        ranDry = false
         integral = 0
         drift = 0
         driftBits.store(0.0.bitPattern, ordering: .relaxed)
@@ -133,6 +136,7 @@ final class DriftBridge: @unchecked Sendable {
 
     /// Takes a capture cycle (any number of frames).
     func push(_ input: BufferView) {
+        let resuming = !captureStarted && input.frameCount > 0 && ranDry
         if input.frameCount > 0 { captureStarted = true }
         guard let room = fifo.reserve(input.frameCount) else {
             overflows.add(1, ordering: .relaxed)
@@ -140,6 +144,12 @@ final class DriftBridge: @unchecked Sendable {
         }
         room.copy(from: input)
         fifo.commit(input.frameCount)
+        if resuming {
+            // Back after running dry: capture that was only late arrives on top of the silence the wait put ahead
+            // of it; what exceeds the target and a period goes, oldest (that silence) first.
+            ranDry = false
+            if fifo.count > target + period { fifo.drop(fifo.count - target - period) }
+        }
     }
 
     /// The next `frames` frames of capture on the playback clock; valid until the next call. `resync`: the playback
@@ -153,11 +163,11 @@ final class DriftBridge: @unchecked Sendable {
             out.clear()
             return out
         }
-        if resync || fifo.count > highest + frames {
+        if (resync || fifo.count > highest + frames), fifo.count > target + frames {
             // The playback stopped for a while (an xrun, a stall) and capture piled up: drop the oldest of it down
             // to the target after this cycle — what would otherwise stay as latency, and take the loop many seconds
             // to drain.
-            if fifo.count > target + frames { fifo.drop(fifo.count - target - frames) }
+            fifo.drop(fifo.count - target - frames)
             filtered = 0
             recentres.add(1, ordering: .relaxed)
         }
@@ -187,6 +197,7 @@ final class DriftBridge: @unchecked Sendable {
                 fifo.commit(target)
             }
             captureStarted = false
+            ranDry = true
             filtered = 0
             recentres.add(1, ordering: .relaxed)
             levelBits.store(fifo.count, ordering: .relaxed)

@@ -109,10 +109,10 @@ public struct NodeFields {
         return result
     }
 
-    /// Fields not read by the factory.
     /// Counts `key` as read (a factory that reads ``values`` itself).
     public mutating func markConsumed(_ key: String) { consumed.insert(key) }
 
+    /// Fields not read by the factory.
     var unconsumed: [String] { values.keys.filter { !consumed.contains($0) }.sorted() }
 
     static func show(_ d: Double) -> String { d == d.rounded() && abs(d) < 1e15 ? "\(Int(d))" : "\(d)" }

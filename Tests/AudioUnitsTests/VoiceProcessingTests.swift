@@ -289,11 +289,12 @@ enum VoiceMaterial {
             let w = 0.5 - 0.5 * cos(2 * Double.pi * Double(t) / 4_800)
             x[24_000 + t] = Float(0.3 * w * sin(2 * Double.pi * (300 * time + 13_500 * time * time)))
         }
-        for (echo, noise, gain) in [(1, 2, 1), (0, 0, 0), (1, 0, 0), (0, 3, 2)] {
+        for (echo, noise, gain, highPass) in [(1, 2, 1, 1), (0, 0, 0, 1), (0, 0, 0, 0), (1, 0, 0, 0), (0, 3, 2, 1)] {
             let (out, _) = try Self.process(mic: x, reference: [Float](repeating: 0, count: n)) { unit in
                 try unit.echoCancellation.set(Float(echo))
                 try unit.noiseSuppression.set(Float(noise))
                 try unit.gainControl.set(Float(gain))
+                try unit.highPassFilter.set(Float(highPass))
                 try unit.compressionGain.set(0)
             }
             // The output (latency already taken off) correlates best with the input at lag 0.
@@ -303,7 +304,7 @@ enum VoiceMaterial {
                 return s
             }
             let best = (-200...200).max { correlation($0) < correlation($1) }!
-            #expect(best == 0, "echo \(echo), noise \(noise), gain \(gain): the output lines up \(best) frames off")
+            #expect(best == 0, "echo \(echo), noise \(noise), gain \(gain), high-pass \(highPass): the output lines up \(best) frames off")
         }
     }
 
@@ -318,9 +319,13 @@ enum VoiceMaterial {
         }
     }
 
-    @Test("Switching every mode while running does not click: no sample-to-sample step above the signal's own")
+    /// A 440 Hz tone at 0.3 through the unit while every mode switches, half a second apart and then two at a time
+    /// 30 ms apart (a switch arriving while the last is still muted). A click is a step in the waveform: the second
+    /// difference of a sine of amplitude A is at most A·ω² (0.0025 for A = 0.3 at 440 Hz, ten times that at the
+    /// fixed-digital gain's 20 dB, which the limiter keeps under 1: 0.0084), where a step of s adds about s.
+    @Test("Switching every mode while running does not click: no second difference above the signal's own")
     func switchingDoesNotClick() throws {
-        let n = 8 * 48_000
+        let n = 9 * 48_000
         let tone = (0..<n).map { Float(0.3 * sin(2 * Double.pi * 440 * Double($0) / Self.rate)) }
         let format = try StreamFormat.graph(sampleRate: Self.rate, channelCount: 1)
         let graph = try RenderGraph(format: format, maximumFrames: 4096)
@@ -334,29 +339,34 @@ enum VoiceMaterial {
         try graph.initialize()
         let renderer = OfflineRenderer(graph: graph)
         var out: [Float] = []
-        let changes: [(Parameter, Float)] = [
+        // (when, parameter, value): every mode, then pairs 30 ms apart.
+        var changes: [(Int, Parameter, Float)] = []
+        let singles: [(Parameter, Float)] = [
             (unit.echoCancellation, 0), (unit.noiseSuppression, 4), (unit.gainControl, 2), (unit.highPassFilter, 0),
             (unit.limiter, 0), (unit.compressionGain, 20), (unit.targetLevel, -10), (unit.suppressionLevel, 2),
-            (unit.gainControl, 0), (unit.noiseSuppression, 0), (unit.echoCancellation, 1), (unit.gainControl, 1),
+            (unit.limiter, 1), (unit.gainControl, 0), (unit.noiseSuppression, 0), (unit.echoCancellation, 1),
         ]
+        for (i, change) in singles.enumerated() { changes.append((48_000 + i * 24_000, change.0, change.1)) }
+        changes.append((7 * 48_000, unit.noiseSuppression, 2))
+        changes.append((7 * 48_000 + 1_440, unit.highPassFilter, 1))
+        changes.append((7 * 48_000 + 24_000, unit.gainControl, 1))
+        changes.append((7 * 48_000 + 24_000 + 1_440, unit.echoCancellation, 0))
         var k = 0
         while out.count < n {
-            if out.count >= 48_000, out.count % 24_000 < 512, k < changes.count {
-                try changes[k].0.set(changes[k].1)
+            while k < changes.count, changes[k].0 <= out.count {
+                try changes[k].1.set(changes[k].2)
                 k += 1
             }
-            out += try renderer.render(frames: 512)[0]
+            out += try renderer.render(frames: 480)[0]
         }
         #expect(k == changes.count)
-        // A 0.3 sine at 440 Hz steps at most 0.3 × 2π × 440 / 48000 = 0.017 a sample; at the fixed-digital gain's
-        // 20 dB, ten times that.
         var worst: Float = 0
         var at = 0
-        for i in 1..<out.count where abs(out[i] - out[i - 1]) > worst {
-            worst = abs(out[i] - out[i - 1])
+        for i in 2..<out.count where abs(out[i] - 2 * out[i - 1] + out[i - 2]) > worst {
+            worst = abs(out[i] - 2 * out[i - 1] + out[i - 2])
             at = i
         }
-        #expect(worst <= 0.19, "a step of \(worst) at \(Double(at) / Self.rate) s")
+        #expect(worst <= 0.02, "a step: second difference \(worst) at \(Double(at) / Self.rate) s")
     }
 
     @Test("Rates other than 8, 16, 32 and 48 kHz, more than two channels and unknown names are errors that say what to do")
@@ -367,7 +377,12 @@ enum VoiceMaterial {
         } catch {
             #expect(error.code == .unsupportedSampleRate && error.message.contains("converter"), "\(error.message)")
         }
-        #expect(throws: AudioError.self) { try VoiceProcessingUnit(format: try StreamFormat.graph(sampleRate: 48_000, channelCount: 3)) }
+        do {
+            _ = try VoiceProcessingUnit(format: try StreamFormat.graph(sampleRate: 48_000, channelCount: 3))
+            Issue.record("three channels were taken")
+        } catch {
+            #expect(error.code == .invalidFormat && error.message.contains("1 or 2 channels"), "\(error.message)")
+        }
         let json = """
             {"sampleRate": 48000, "channels": 1,
              "nodes": [{"id": "vp", "type": "voiceProcessing", "noiseSuppression": "loud"}],
@@ -389,6 +404,45 @@ enum VoiceMaterial {
         let unit = try #require(named.units["vp"] as? VoiceProcessingUnit)
         #expect(unit.noiseSuppression.value == 4 && unit.gainControl.value == 2 && unit.echoCancellation.value == 0)
         #expect(unit.targetLevel.value == -9 && unit.referenceDelay.value == 120)
+    }
+
+    /// A stereo microphone and a stereo accompaniment, the echo 150 ms late: centred (both channels the same) and
+    /// panned hard right (its left channel silent). The delay is found from the channels' mean either way, and the
+    /// echo is 25 dB down in both output channels — for the centred one. The library averages a stereo reference to
+    /// mono and judges the far end's activity by absolute levels, so a hard-panned accompaniment reaches it 6 dB
+    /// down and is cancelled less: 24 dB, as a mono reference at half level is (measured); recorded as a known issue
+    /// until the unit builds the canceller's reference itself.
+    @Test("Stereo: a stereo microphone against a centred and a hard-panned stereo reference, the echo 150 ms late", arguments: [false, true])
+    func stereo(hardPanned: Bool) throws {
+        let far = VoiceMaterial.farEnd
+        let (mic, _) = VoiceMaterial.microphone(far: far, room: VoiceMaterial.room(delay: 0.15, tail: 0.2, seed: 15))
+        let stereo = try StreamFormat.graph(sampleRate: Self.rate, channelCount: 2)
+        let graph = try RenderGraph(format: stereo, maximumFrames: 4096)
+        let unit = try VoiceProcessingUnit(format: stereo, referenceChannelCount: 2)
+        let micNode = try graph.addNode(try BufferPlayerUnit(buffer: PCMBuffer(channels: [mic, mic.map { $0 * 0.8 }]), sampleRate: Self.rate))
+        let left = hardPanned ? [Float](repeating: 0, count: far.count) : far
+        let referenceNode = try graph.addNode(try BufferPlayerUnit(buffer: PCMBuffer(channels: [left, far]), sampleRate: Self.rate))
+        let node = try graph.addNode(unit)
+        try graph.connect(micNode, to: node, inputBus: 0)
+        try graph.connect(referenceNode, to: node, inputBus: 1)
+        try graph.connect(node, to: graph.output)
+        try graph.initialize()
+        let latency = Int((unit.latency * Self.rate).rounded())
+        let out = try renderOffline(graph, frames: far.count + latency, blockSizes: [512])
+        #expect(unit.estimatedDelay >= 0.148 && unit.estimatedDelay <= 0.170, "found \(unit.estimatedDelay) s")
+        for c in 0..<2 {
+            let channel = Array(out[c][latency...])
+            let input = c == 0 ? mic : mic.map { $0 * 0.8 }
+            let erle = Self.erle(mic: input, out: channel, 2 * 48_000..<far.count)
+            print("voiceProcessing stereo, \(hardPanned ? "hard-panned" : "centred") reference, channel \(c): ERLE \(erle) dB")
+            if hardPanned {
+                withKnownIssue("the library averages the stereo reference: a hard-panned one reaches it 6 dB down") {
+                    #expect(erle >= 25, "channel \(c): ERLE \(erle) dB")
+                }
+            } else {
+                #expect(erle >= 25, "channel \(c): ERLE \(erle) dB")
+            }
+        }
     }
 
     /// examples/clean-take.json, as a user runs it with `liveaudio render`: a take recorded with the accompaniment

@@ -97,17 +97,21 @@ final class EchoDelayEstimator {
         estimates = 0
     }
 
-    /// Takes a block of both signals (their first channels), and does one step of a pending estimate.
+    /// Takes a block of both signals (each the mean of its channels), and does one step of a pending estimate.
     func process(reference: BufferView, microphone: BufferView, frames: Int) {
-        let r = reference[0]
-        let m = microphone[0]
         let c = lowPass
+        let referenceScale = 1 / Double(reference.channelCount)
+        let microphoneScale = 1 / Double(microphone.channelCount)
         for i in 0..<frames {
+            var xm = 0.0
+            for ch in 0..<microphone.channelCount { xm += Double(microphone[ch][i]) }
+            xm *= microphoneScale
+            var xr = 0.0
+            for ch in 0..<reference.channelCount { xr += Double(reference[ch][i]) }
+            xr *= referenceScale
             // Transposed direct form II.
-            let xm = Double(m[i])
             let ym = c.b0 * xm + microphoneFilter.0
             microphoneFilter = (c.b1 * xm - c.a1 * ym + microphoneFilter.1, c.b2 * xm - c.a2 * ym)
-            let xr = Double(r[i])
             let yr = c.b0 * xr + referenceFilter.0
             referenceFilter = (c.b1 * xr - c.a1 * yr + referenceFilter.1, c.b2 * xr - c.a2 * yr)
             microphoneSum += ym
@@ -130,8 +134,7 @@ final class EchoDelayEstimator {
         }
         switch stage {
         case 1:
-            forward()
-            stage = 2
+            stage = forward() ? 2 : 0
         case 2:
             inverse()
             stage = 0
@@ -140,8 +143,8 @@ final class EchoDelayEstimator {
     }
 
     /// The window's two signals through one FFT (microphone real, reference imaginary), their cross-spectrum into
-    /// the running average — when both carried sound.
-    private func forward() {
+    /// the running average — when both carried sound (true); otherwise nothing, and the last result is dropped.
+    private func forward() -> Bool {
         var energyM = 0.0
         var energyR = 0.0
         var j = ringWrite
@@ -159,8 +162,8 @@ final class EchoDelayEstimator {
         // Below −70 dBFS (mean square) on either side, nothing to learn from.
         let floor = 1e-7 * Double(Self.window)
         guard energyM > floor, energyR > floor else {
-            stage = 0
-            return
+            result = nil
+            return false
         }
         fft.forward(re, im)
         let n = Self.fftSize
@@ -179,6 +182,7 @@ final class EchoDelayEstimator {
             crossIm[k] += weight * (ci - crossIm[k])
         }
         averaged += 1
+        return true
     }
 
     /// The whitened average back to lags; the peak over 0 … the maximum lag.

@@ -15,20 +15,24 @@ import Glibc
 /// - Rates: 8, 16, 32 or 48 kHz (a `converter` takes other graph rates there); 1 or 2 channels.
 /// - Parameters, each changeable while running (see ``VoiceProcessingUnit/choices`` for the named ones):
 ///   `echoCancellation` (on/off, on), `suppressionLevel` (the echo suppressor's aggressiveness: 0 low, 1 moderate,
-///   2 high; moderate), `noiseSuppression` (0 off, 1 low, 2 moderate, 3 high, 4 veryHigh; moderate),
-///   `gainControl` (0 off, 1 adaptiveDigital, 2 fixedDigital; adaptiveDigital), `targetLevel` (the level gain
-///   control aims for, −31 … 0 dBFS; −3), `compressionGain` (the most gain it adds, 0 … 90 dB; 9), `limiter`
-///   (on/off, on), `highPassFilter` (on/off, on: removes rumble below about 80 Hz), `referenceDelay` (a hint of the
-///   echo's delay, 0 … 500 ms; 0, automatic — the canceller runs delay-agnostic and finds it itself).
+///   2 high; low, which keeps the most of a voice sounding over the music), `noiseSuppression` (0 off, 1 low,
+///   2 moderate, 3 high, 4 veryHigh; moderate), `gainControl` (0 off, 1 adaptiveDigital, 2 fixedDigital;
+///   adaptiveDigital), `targetLevel` (the peak level gain control aims for, −31 … 0 dBFS; −3), `compressionGain`
+///   (the most gain it adds, 0 … 90 dB; 9), `limiter` (on/off, on), `highPassFilter` (on/off, on: removes rumble
+///   below about 80 Hz), `referenceDelay` (a hint of the echo's delay, 0 … 500 ms; 0: the unit finds it — a hint
+///   is taken at once as the delay until the unit's estimate says otherwise).
 ///   Switching a mode fades the output out over one 10 ms frame, holds it silent while the library's delays settle
-///   (30 ms at 48 kHz) and fades it in over the next frame, so no switch clicks;
-///   `targetLevel`, `compressionGain` and `referenceDelay` move 1 dB or 1 ms a frame toward a new value.
-/// - Read-outs (properties): `voiceActivity` (the last frame held voice), `estimatedDelay` (the echo delay the
-///   canceller finds, ms), `echoReturnLossEnhancement` (dB: how much weaker the output is than the microphone
-///   while only the far end plays, measured by this unit over about a second).
+///   (30 ms at 48 kHz) and fades it in over the next frame, so no switch clicks; `targetLevel` and
+///   `compressionGain` move 1 dB a frame toward a new value.
+/// - Read-outs (properties): `voiceActivity` (the last frame held voice), `estimatedDelay` (the echo's delay as
+///   the unit found it), `echoReturnLossEnhancement` (dB: how much weaker the output is than the microphone while
+///   only the far end plays, measured by this unit over about a second).
+/// - The echo's delay: estimated by GCC-PHAT (``EchoDelayEstimator``) every quarter second; the reference is held
+///   back so that it reaches the canceller 40 ms before its echo, where the canceller does best.
 /// - Timing: the library works in 10 ms frames; at any cycle size (1 … the graph's largest, varying) the unit
-///   collects them through fixed FIFOs, so its output lags its input by one frame less a sample — ``latency``, 479
-///   frames at 48 kHz — and is the same whatever the cycle sizes. Unlike iOS it never ducks other audio.
+///   collects them through fixed FIFOs, and the library's own delay, which depends on the modes, is made up to its
+///   largest: ``latency`` is one frame less a sample plus that, whatever the modes (1,150 frames at 48 kHz), and
+///   the output is the same whatever the cycle sizes. Unlike iOS it never ducks other audio.
 ///
 /// Thread safety: as every unit. The library is called only from the render thread (its setters too, so its
 /// lock is never contended), and from prepare and reset on the control thread, never while rendering.
@@ -172,7 +176,7 @@ public final class VoiceProcessingUnit: RenderUnit, @unchecked Sendable {
         referencePointers.deallocate()
     }
 
-    /// Seconds the output lags the microphone: one 10 ms frame less a sample.
+    /// Seconds the output lags the microphone: one 10 ms frame less a sample, plus the library's largest delay.
     override public var latency: Double { Double(latencyFrames.load(ordering: .relaxed)) / outputFormats[0].sampleRate }
 
     override public var propertyNames: [String] {
@@ -190,7 +194,7 @@ public final class VoiceProcessingUnit: RenderUnit, @unchecked Sendable {
 
     /// True when the last 10 ms frame held voice (the library's voice activity detector, after the processing).
     public var voiceActivity: Bool { voice.load(ordering: .relaxed) }
-    /// Seconds of echo delay the canceller has found (its median over the last second); 0 until it knows.
+    /// Seconds of echo delay the unit has found (or was told by `referenceDelay`); 0 until it knows.
     public var estimatedDelay: Double { Double(delayMilliseconds.load(ordering: .relaxed)) / 1000 }
     /// Decibels by which the output is weaker than the microphone while the far end plays and no voice is
     /// detected, averaged over about a second; nil before the far end has played.
@@ -316,9 +320,8 @@ public final class VoiceProcessingUnit: RenderUnit, @unchecked Sendable {
     /// A new processor with every component enabled once (what each makes when first enabled is made here, not on
     /// the render thread), then run on half a second of silence: the canceller sets itself up over its first
     /// frames, and far-end sound in that time leaves it 20 dB short.
+    /// On failure the processor in place (if any) stays.
     private func makeProcessor(_ rate: Double) throws(AudioError) {
-        if let processor { la_voice_destroy(processor) }
-        processor = nil
         var message = [CChar](repeating: 0, count: 256)
         guard
             let made = la_voice_create(
@@ -327,6 +330,7 @@ public final class VoiceProcessingUnit: RenderUnit, @unchecked Sendable {
             let text = String(decoding: message.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
             throw AudioError(.invalidState, "voiceProcessing: \(text)")
         }
+        if let processor { la_voice_destroy(processor) }
         processor = made
         var all = desiredSettings()
         all.echo_cancellation = 1
@@ -595,10 +599,11 @@ public final class VoiceProcessingUnit: RenderUnit, @unchecked Sendable {
             || want.noise_suppression != settings.noise_suppression || want.gain_control != settings.gain_control
             || want.limiter != settings.limiter || want.high_pass_filter != settings.high_pass_filter
         if modesDiffer {
-            if fade == 0 || fade == 4 {
+            if fade == 0 {
                 // Fade out under the old modes first.
                 fade = 1
-            } else if fade == 2 || fade == 3 {
+            } else if fade >= 2 {
+                // The output is silent (faded out, muted, or about to fade in): switch now and mute afresh.
                 // Silence while the library's delay and the compensation's settle: the largest delay, and a frame.
                 mutedLeft = (largestLibraryDelay + frameLength - 1) / frameLength + 1
                 fade = 3
