@@ -38,7 +38,6 @@ la_voice_settings nothing_applied() {
     s.compression_gain_db = -99;
     s.limiter = -99;
     s.high_pass_filter = -99;
-    s.stream_delay_ms = -99;
     return s;
 }
 
@@ -148,7 +147,6 @@ extern "C" int la_voice_apply(la_voice_processor *p, const la_voice_settings *s)
         check(apm->high_pass_filter()->Enable(s->high_pass_filter != 0));
         a.high_pass_filter = s->high_pass_filter;
     }
-    a.stream_delay_ms = s->stream_delay_ms;
     return first;
 }
 
@@ -159,7 +157,8 @@ extern "C" int la_voice_process_reverse(la_voice_processor *p, const float *cons
 }
 
 extern "C" int la_voice_process(la_voice_processor *p, float *const *capture) {
-    if (p->apm->echo_cancellation()->is_enabled()) p->apm->set_stream_delay_ms(p->applied.stream_delay_ms);
+    // Required before every frame while the canceller is on; the unit aligns the reference itself, so 0.
+    if (p->apm->echo_cancellation()->is_enabled()) p->apm->set_stream_delay_ms(0);
     return p->apm->ProcessStream(capture, p->capture, p->capture, capture);
 }
 

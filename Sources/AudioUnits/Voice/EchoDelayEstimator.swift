@@ -16,7 +16,6 @@ import Glibc
 ///
 /// Render thread: ``process(reference:microphone:)`` neither allocates nor locks; made on the control side.
 final class EchoDelayEstimator {
-    let sampleRate: Double
     static let analysisRate = 2_000.0
     static let window = 2_048
     static let fftSize = 4_096
@@ -54,7 +53,6 @@ final class EchoDelayEstimator {
     private(set) var estimates = 0
 
     init(sampleRate: Double, maximumDelay: Double) {
-        self.sampleRate = sampleRate
         decimation = max(1, Int((sampleRate / Self.analysisRate).rounded()))
         maximumLag = min(Int((maximumDelay * Self.analysisRate).rounded(.up)), Self.window - 256)
         microphoneRing = .allocate(capacity: Self.window)
@@ -169,15 +167,7 @@ final class EchoDelayEstimator {
         let n = Self.fftSize
         let weight = averaged == 0 ? 1 : 0.3
         for k in 0..<n {
-            let nk = k == 0 ? 0 : n - k
-            // M[k] = (Z[k] + conj Z[N−k]) / 2, R[k] = (Z[k] − conj Z[N−k]) / 2i.
-            let mr = 0.5 * (re[k] + re[nk])
-            let mi = 0.5 * (im[k] - im[nk])
-            let rr = 0.5 * (im[k] + im[nk])
-            let ri = -0.5 * (re[k] - re[nk])
-            // M · conj R.
-            let cr = mr * rr + mi * ri
-            let ci = mi * rr - mr * ri
+            let (cr, ci) = fft.crossSpectrum(re, im, at: k)
             crossRe[k] += weight * (cr - crossRe[k])
             crossIm[k] += weight * (ci - crossIm[k])
         }

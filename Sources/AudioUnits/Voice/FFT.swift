@@ -49,6 +49,17 @@ final class FFT {
         }
     }
 
+    /// After ``forward(_:_:)`` of a + i·b (two real signals, `a` in `re`, `b` in `im`): A[k]·conj(B[k]), their
+    /// cross-spectrum at bin k, from A[k] = (Z[k] + conj Z[N−k]) / 2 and B[k] = (Z[k] − conj Z[N−k]) / 2i.
+    func crossSpectrum(_ re: UnsafeMutablePointer<Double>, _ im: UnsafeMutablePointer<Double>, at k: Int) -> (re: Double, im: Double) {
+        let nk = k == 0 ? 0 : size - k
+        let ar = 0.5 * (re[k] + re[nk])
+        let ai = 0.5 * (im[k] - im[nk])
+        let br = 0.5 * (im[k] + im[nk])
+        let bi = -0.5 * (re[k] - re[nk])
+        return (ar * br + ai * bi, ai * br - ar * bi)
+    }
+
     private func transform(_ re: UnsafeMutablePointer<Double>, _ im: UnsafeMutablePointer<Double>, sign: Double) {
         for i in 0..<size {
             let j = reversed[i]

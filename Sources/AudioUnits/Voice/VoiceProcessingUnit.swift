@@ -98,8 +98,7 @@ public final class VoiceProcessingUnit: RenderUnit, @unchecked Sendable {
     /// not move it in time.
     private var libraryDelays = (split: 0, echo: 0, noise: 0, both: 0)
     private var largestLibraryDelay = 0
-    private var compensation = PCMBuffer(channelCount: 1, capacity: 0)
-    private var compensationWrite = 0
+    private var compensation = DelayLine(channelCount: 1, capacity: 0)
     private let latencyFrames = Atomic<Int>(0)
     private var settings = la_voice_settings()
     /// A mode switch in progress: 0 none; 1 this frame fades out under the old modes; 2 the new modes are applied
@@ -109,10 +108,9 @@ public final class VoiceProcessingUnit: RenderUnit, @unchecked Sendable {
     private var estimatesSeen = 0
     private var echoInPower = 0.0
     private var echoOutPower = 0.0
-    /// The reference as it arrives, one frame; it goes through `delayLine` to `referenceFrame`.
+    /// The reference as it arrives, one frame; it goes through `referenceLine` to `referenceFrame`.
     private var incomingReference = PCMBuffer(channelCount: 1, capacity: 0)
-    private var delayLine = PCMBuffer(channelCount: 1, capacity: 0)
-    private var delayWrite = 0
+    private var referenceLine = DelayLine(channelCount: 1, capacity: 0)
     /// Frames the reference is held back before the canceller sees it (see ``estimatedDelay``).
     private var preDelay = 0
     private var estimator: EchoDelayEstimator?
@@ -207,7 +205,7 @@ public final class VoiceProcessingUnit: RenderUnit, @unchecked Sendable {
         micFrame = PCMBuffer(channelCount: channelCount, capacity: frameLength)
         referenceFrame = PCMBuffer(channelCount: referenceChannelCount, capacity: frameLength)
         incomingReference = PCMBuffer(channelCount: referenceChannelCount, capacity: frameLength)
-        delayLine = PCMBuffer(channelCount: referenceChannelCount, capacity: maximumPreDelay(spec.sampleRate) + 2 * frameLength)
+        referenceLine = DelayLine(channelCount: referenceChannelCount, capacity: maximumPreDelay(spec.sampleRate) + 2 * frameLength)
         ring = PCMBuffer(channelCount: channelCount, capacity: spec.maximumFrames + 2 * frameLength)
         estimator = EchoDelayEstimator(
             sampleRate: spec.sampleRate, maximumDelay: Double(Self.referenceDelaySpec.range.upperBound) / 1000)
@@ -220,7 +218,7 @@ public final class VoiceProcessingUnit: RenderUnit, @unchecked Sendable {
         )
         let largest = max(max(libraryDelays.split, libraryDelays.echo), max(libraryDelays.noise, libraryDelays.both))
         largestLibraryDelay = largest
-        compensation = PCMBuffer(channelCount: channelCount, capacity: largest + frameLength)
+        compensation = DelayLine(channelCount: channelCount, capacity: largest + frameLength)
         latencyFrames.store(frameLength - 1 + largest, ordering: .relaxed)
     }
 
@@ -237,7 +235,7 @@ public final class VoiceProcessingUnit: RenderUnit, @unchecked Sendable {
         defer { la_voice_destroy(p) }
         var s = la_voice_settings(
             echo_cancellation: echo ? 1 : 0, suppression_level: 0, noise_suppression: noise ? 1 : -1, gain_control: 1,
-            target_level_dbfs: 3, compression_gain_db: 0, limiter: 0, high_pass_filter: 0, stream_delay_ms: 0)
+            target_level_dbfs: 3, compression_gain_db: 0, limiter: 0, high_pass_filter: 0)
         _ = la_voice_apply(p, &s)
         let n = frameLength
         let chirpFrames = Int(rate / 10)
@@ -258,8 +256,8 @@ public final class VoiceProcessingUnit: RenderUnit, @unchecked Sendable {
         reference.view(frames: n).clear()
         var micPointer: UnsafeMutablePointer<Float>? = mic.view(frames: n)[0].baseAddress!
         var referencePointer: UnsafePointer<Float>? = UnsafePointer(reference.view(frames: n)[0].baseAddress!)
-        // Half a second of silence first (the canceller sets itself up), then the chirp; the chirp into `re`, the
-        // output from its start into `im`.
+        // Half a second of silence first (the canceller sets itself up), then the chirp; the output from the chirp's
+        // start into `re`, the chirp into `im`.
         let start = 50 * n
         let total = start + chirpFrames + maximumLag + n
         var f = 0
@@ -272,7 +270,7 @@ public final class VoiceProcessingUnit: RenderUnit, @unchecked Sendable {
                     let time = Double(t) / rate
                     let w = 0.5 - 0.5 * cos(2 * Double.pi * Double(t) / Double(chirpFrames))
                     v = 0.3 * w * sin(2 * Double.pi * (300 * time + 13_500 * time * time))
-                    re[t] = v
+                    im[t] = v
                 }
                 x[i] = Float(v)
             }
@@ -280,26 +278,16 @@ public final class VoiceProcessingUnit: RenderUnit, @unchecked Sendable {
             _ = la_voice_process(p, &micPointer)
             for i in 0..<n {
                 let t = f * n + i - start
-                if t >= 0, t < size { im[t] = Double(x[i]) }
+                if t >= 0, t < size { re[t] = Double(x[i]) }
             }
             f += 1
         }
         // One transform carries both; output · conj(chirp), back to lags.
         fft.forward(re, im)
-        var crossRe = [Double](repeating: 0, count: size)
-        var crossIm = [Double](repeating: 0, count: size)
+        let cross = (0..<size).map { fft.crossSpectrum(re, im, at: $0) }
         for k in 0..<size {
-            let nk = k == 0 ? 0 : size - k
-            let xr = 0.5 * (re[k] + re[nk])
-            let xi = 0.5 * (im[k] - im[nk])
-            let yr = 0.5 * (im[k] + im[nk])
-            let yi = -0.5 * (re[k] - re[nk])
-            crossRe[k] = yr * xr + yi * xi
-            crossIm[k] = yi * xr - yr * xi
-        }
-        for k in 0..<size {
-            re[k] = crossRe[k]
-            im[k] = crossIm[k]
+            re[k] = cross[k].re
+            im[k] = cross[k].im
         }
         fft.inverse(re, im)
         var best = 0
@@ -368,10 +356,8 @@ public final class VoiceProcessingUnit: RenderUnit, @unchecked Sendable {
         ring.view(frames: ring.capacity).clear()
         ringRead = 0
         ringCount = frameLength - 1
-        compensation.view(frames: compensation.capacity).clear()
-        compensationWrite = 0
-        delayLine.view(frames: delayLine.capacity).clear()
-        delayWrite = 0
+        compensation.clear()
+        referenceLine.clear()
         estimator?.reset()
         estimatesSeen = 0
         candidate = -1
@@ -411,7 +397,6 @@ public final class VoiceProcessingUnit: RenderUnit, @unchecked Sendable {
         s.compression_gain_db = Int32(compressionGain.value.rounded())
         s.limiter = limiter.value >= 0.5 ? 1 : 0
         s.high_pass_filter = highPassFilter.value >= 0.5 ? 1 : 0
-        s.stream_delay_ms = 0
         return s
     }
 
@@ -472,22 +457,7 @@ public final class VoiceProcessingUnit: RenderUnit, @unchecked Sendable {
             }
         }
         // The reference, held back `preDelay` frames.
-        let line = delayLine.view(frames: delayLine.capacity)
-        let capacity = delayLine.capacity
-        for c in 0..<referenceChannelCount {
-            let x = incoming[c]
-            let d = line[c]
-            let out = referenceFrame.view(frames: frameLength)[c]
-            var w = delayWrite
-            var r = (delayWrite - preDelay + capacity) % capacity
-            for i in 0..<frameLength {
-                d[w] = x[i]
-                out[i] = d[r]
-                w = w + 1 == capacity ? 0 : w + 1
-                r = r + 1 == capacity ? 0 : r + 1
-            }
-        }
-        delayWrite = (delayWrite + frameLength) % capacity
+        referenceLine.pass(incoming, into: referenceFrame.view(frames: frameLength), delay: preDelay)
         pointFrames()
         let r = referenceFrame.view(frames: frameLength)
         let referencePower = Self.power(r, frames: frameLength)
@@ -513,22 +483,7 @@ public final class VoiceProcessingUnit: RenderUnit, @unchecked Sendable {
         let current =
             echoOn && noiseOn
             ? libraryDelays.both : echoOn ? libraryDelays.echo : noiseOn ? libraryDelays.noise : split ? libraryDelays.split : 0
-        let hold = compensation.capacity - frameLength - current
-        let held = compensation.view(frames: compensation.capacity)
-        let lineCapacity = compensation.capacity
-        for c in 0..<channelCount {
-            let x = m[c]
-            let d = held[c]
-            var w = compensationWrite
-            var r = (compensationWrite - hold + lineCapacity) % lineCapacity
-            for i in 0..<frameLength {
-                d[w] = x[i]
-                x[i] = d[r]
-                w = w + 1 == lineCapacity ? 0 : w + 1
-                r = r + 1 == lineCapacity ? 0 : r + 1
-            }
-        }
-        compensationWrite = (compensationWrite + frameLength) % lineCapacity
+        compensation.pass(m, into: m, delay: largestLibraryDelay - current)
         // A mode switch: the last frame under the old modes fades out, silence covers the frames the library's and
         // the compensation's delays carry across the switch, then a frame fades in.
         switch fade {
@@ -637,5 +592,41 @@ public final class VoiceProcessingUnit: RenderUnit, @unchecked Sendable {
             for i in 0..<frames { sum += Double(x[i] * x[i]) }
         }
         return sum / Double(frames * v.channelCount)
+    }
+}
+
+/// Frames delayed by a whole number of frames up to the line's capacity less a block: each block is written in,
+/// then the block that many frames older is read out (in place when the input is the output). Render thread;
+/// allocates only when made.
+struct DelayLine {
+    private let storage: PCMBuffer
+    private var write = 0
+
+    init(channelCount: Int, capacity: Int) { storage = PCMBuffer(channelCount: channelCount, capacity: capacity) }
+
+    mutating func clear() {
+        storage.view(frames: storage.capacity).clear()
+        write = 0
+    }
+
+    /// `input` in, `output` (as many frames) out `delay` frames later; `delay` ≤ capacity − the block's frames.
+    mutating func pass(_ input: BufferView, into output: BufferView, delay: Int) {
+        let capacity = storage.capacity
+        let frames = input.frameCount
+        let line = storage.view(frames: capacity)
+        for c in 0..<storage.channelCount {
+            let x = input[c]
+            let y = output[c]
+            let d = line[c]
+            var w = write
+            var r = (write - delay + capacity) % capacity
+            for i in 0..<frames {
+                d[w] = x[i]
+                y[i] = d[r]
+                w = w + 1 == capacity ? 0 : w + 1
+                r = r + 1 == capacity ? 0 : r + 1
+            }
+        }
+        write = (write + frames) % capacity
     }
 }

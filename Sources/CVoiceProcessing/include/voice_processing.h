@@ -21,7 +21,6 @@ typedef struct la_voice_settings {
     int compression_gain_db; // 0 … 90
     int limiter;             // 0 off, 1 on
     int high_pass_filter;    // 0 off, 1 on
-    int stream_delay_ms;     // the echo path's delay hint, 0 … 500 (delay-agnostic mode refines it)
 } la_voice_settings;
 
 /// Makes a processor for `sample_rate` (8000, 16000, 32000 or 48000) with `channels` capture channels (1 or 2) and
