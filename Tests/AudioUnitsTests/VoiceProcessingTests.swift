@@ -408,10 +408,9 @@ enum VoiceMaterial {
 
     /// A stereo microphone and a stereo accompaniment, the echo 150 ms late: centred (both channels the same) and
     /// panned hard right (its left channel silent). The delay is found from the channels' mean either way, and the
-    /// echo is 25 dB down in both output channels — for the centred one. The library averages a stereo reference to
-    /// mono and judges the far end's activity by absolute levels, so a hard-panned accompaniment reaches it 6 dB
-    /// down and is cancelled less: 24 dB, as a mono reference at half level is (measured); recorded as a known issue
-    /// until the unit builds the canceller's reference itself.
+    /// echo is 25 dB down in both output channels for both. The library's far-end detection goes by absolute level:
+    /// had the unit averaged the channels (as the library does with a stereo reference), the hard-panned one would
+    /// reach it 6 dB down and be cancelled to 24 dB only; the unit sums them.
     @Test("Stereo: a stereo microphone against a centred and a hard-panned stereo reference, the echo 150 ms late", arguments: [false, true])
     func stereo(hardPanned: Bool) throws {
         let far = VoiceMaterial.farEnd
@@ -435,13 +434,7 @@ enum VoiceMaterial {
             let input = c == 0 ? mic : mic.map { $0 * 0.8 }
             let erle = Self.erle(mic: input, out: channel, 2 * 48_000..<far.count)
             print("voiceProcessing stereo, \(hardPanned ? "hard-panned" : "centred") reference, channel \(c): ERLE \(erle) dB")
-            if hardPanned {
-                withKnownIssue("the library averages the stereo reference: a hard-panned one reaches it 6 dB down") {
-                    #expect(erle >= 25, "channel \(c): ERLE \(erle) dB")
-                }
-            } else {
-                #expect(erle >= 25, "channel \(c): ERLE \(erle) dB")
-            }
+            #expect(erle >= 25, "channel \(c): ERLE \(erle) dB")
         }
     }
 
