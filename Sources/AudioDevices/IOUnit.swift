@@ -113,6 +113,8 @@ public final class IOUnit: @unchecked Sendable {
     private var captureBuffer: RawPCMBuffer?
     private var outputBuffer: RawPCMBuffer?
     private var input: InputUnit?
+    /// A unit on the capture bus (the VoiceProcessingIO role), nil without one.
+    private var captureProcessing: CaptureProcessing?
     /// Converts between the device's rate and the client's when they differ (nil when they agree).
     private var bridge: RateBridge?
     /// Bridges capture and playback on two clocks (nil on one clock).
@@ -230,6 +232,38 @@ public final class IOUnit: @unchecked Sendable {
         input = unit
     }
 
+    /// Puts `unit` on the capture bus — the VoiceProcessingIO role: every capture goes through it before the capture
+    /// handler and the input unit see it, on the device's thread. Its input bus 0 gets the capture; its input bus 1,
+    /// when it has one, `reference` — by default what the output bus plays, so an echo canceller is referenced to
+    /// exactly what goes to the speaker when nothing better is given. Its output bus 0 replaces the capture, so
+    /// both buses 0 must have bus 1's rate and channel count. It adds ``captureProcessingLatency`` to the capture
+    /// path. nil takes it off.
+    ///
+    /// `LiveAudio`'s `enableVoiceProcessing()` puts a `voiceProcessing` unit there.
+    /// - Throws: ``AudioError`` `.invalidBus` when capture is disabled or the unit's buses do not fit,
+    ///   `.formatMismatch` for another rate or channel count, `.invalidState` while running.
+    public func setCaptureProcessor(_ unit: RenderUnit?, reference: CaptureReference = .outputBus) throws(AudioError) {
+        try requireStopped("set the capture processor")
+        guard let unit else {
+            captureProcessing = nil
+            return
+        }
+        guard let format = configuration.inputFormat else {
+            throw AudioError(.invalidBus, "bus 1 (input) is disabled: give the configuration an inputFormat")
+        }
+        captureProcessing = try CaptureProcessing(
+            unit: unit, captureFormat: format, maximumFrames: DeviceRequest.maximumPeriodFrames,
+            reference: configuration.outputFormat == nil ? .none : reference)
+    }
+
+    /// The unit on the capture bus, if any (see ``setCaptureProcessor(_:reference:)``).
+    public var captureProcessor: RenderUnit? { captureProcessing?.unit }
+    /// Seconds the unit on the capture bus delays the capture; 0 without one.
+    public var captureProcessingLatency: Double { captureProcessing?.latency ?? 0 }
+    /// Frames of reference the capture processor found missing once playback had begun (silence instead): 0 in
+    /// normal operation on one clock.
+    public var captureReferenceShortfalls: Int { captureProcessing?.referenceShortfalls.load(ordering: .relaxed) ?? 0 }
+
     /// Records when each of the next `capacity` cycles started and how long it took (see ``cycleTimings``), from
     /// the next ``start()`` on, across stops and reconnects, until full; 0 stops recording. The storage is
     /// allocated here, so the real-time thread only writes into it.
@@ -333,6 +367,7 @@ public final class IOUnit: @unchecked Sendable {
                 readAhead = worker
             }
         }
+        try captureProcessing?.start()
         stopping = false
         pendingFault.withLock { $0 = nil }
         stateLock.withLock { $0.failure = nil }
@@ -595,19 +630,23 @@ extension IOUnit: DeviceCycleHandler {
             timing?.record(start: began, end: monotonicNanoseconds(), sampleTime: sampleTime, frames: frames)
             return
         }
-        if let input {
+        if var input {
+            let captureStamp = RenderTimeStamp(sampleTime: sampleTime, hostTime: time.inputHostTime)
+            if let captureProcessing { input = captureProcessing.process(input, timeStamp: captureStamp) }
             if let captureHandler, let captureBuffer {
                 let raw = captureBuffer.view(frames: input.frameCount)
                 PCMConversion.encode(input, into: raw)
-                captureHandler(raw, RenderTimeStamp(sampleTime: sampleTime, hostTime: time.inputHostTime))
+                captureHandler(raw, captureStamp)
             }
             self.input?.current = input
         }
         if let output {
             let stamp = RenderTimeStamp(sampleTime: sampleTime, hostTime: time.outputHostTime)
+            let processing = captureProcessing
             if let graph {
                 let rendered = graph.renderCycle(frames: output.frameCount, timeStamp: stamp) { rendered in
                     output.copy(from: rendered.upmixed(to: output.channelCount))
+                    processing?.played(rendered)
                 }
                 if !rendered { graphFailures.add(1, ordering: .relaxed) }
                 readAhead?.requestIfNeeded()
@@ -615,6 +654,7 @@ extension IOUnit: DeviceCycleHandler {
                 let raw = outputBuffer.view(frames: output.frameCount)
                 outputCallback(raw, stamp)
                 PCMConversion.decode(raw, into: output)
+                processing?.played(output)
             }
         }
         self.input?.current = nil
@@ -649,20 +689,24 @@ extension IOUnit {
     private func clientCycle(_ bridge: RateBridge, frames: Int, captured: BufferView?, time: DeviceCycleTime, playing: Bool) {
         let sampleTime = clientTimeBase + clientFrames
         clientFrames += Int64(frames)
-        if let captured {
+        if var captured {
+            let captureStamp = RenderTimeStamp(sampleTime: sampleTime, hostTime: time.inputHostTime)
+            if let captureProcessing { captured = captureProcessing.process(captured, timeStamp: captureStamp) }
             if let captureHandler, let captureBuffer {
                 let raw = captureBuffer.view(frames: frames)
                 PCMConversion.encode(captured, into: raw)
-                captureHandler(raw, RenderTimeStamp(sampleTime: sampleTime, hostTime: time.inputHostTime))
+                captureHandler(raw, captureStamp)
             }
             self.input?.current = captured
         }
         guard playing else { return }
         let stamp = RenderTimeStamp(sampleTime: sampleTime, hostTime: time.outputHostTime)
         let channels = bridge.playChannels
+        let processing = captureProcessing
         if let graph {
             let rendered = graph.renderCycle(frames: frames, timeStamp: stamp) { rendered in
                 bridge.play(rendered.upmixed(to: channels))
+                processing?.played(rendered)
             }
             if !rendered {
                 graphFailures.add(1, ordering: .relaxed)
@@ -675,6 +719,7 @@ extension IOUnit {
             let scratch = bridgeOutput.view(frames: frames)
             PCMConversion.decode(raw, into: scratch)
             bridge.play(scratch)
+            processing?.played(scratch)
         } else {
             bridge.playSilence(frames: frames)
         }

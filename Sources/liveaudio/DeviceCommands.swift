@@ -458,9 +458,48 @@ struct Monitor: AsyncParsableCommand {
     @Flag(help: "Time every cycle; print render time, callback jitter and load (p50/p99/p99.99/max) at the end.")
     var timing = false
 
+    @Flag(
+        name: .customLong("voice-processing"),
+        help: """
+            Echo cancellation, noise suppression and gain control on the microphone (iOS's VoiceProcessingIO), \
+            referenced to what the output plays; adds 24 ms. Headphones need none of it.
+            """)
+    var voiceProcessing = false
+
+    @Option(
+        name: .customLong("noise-suppression"),
+        help: "With --voice-processing: off, low, moderate, high or veryHigh (default: moderate).")
+    var noiseSuppression: String?
+
+    @Option(
+        name: .customLong("gain-control"),
+        help: "With --voice-processing: off, adaptiveDigital or fixedDigital (default: adaptiveDigital).")
+    var gainControl: String?
+
+    /// The voice-processing parameters the options ask for, by name (values as the unit's parameters take them).
+    func voiceSettings() throws(AudioError) -> [(String, Float)] {
+        var settings: [(String, Float)] = []
+        for (flag, name, value) in [
+            ("--noise-suppression", "noiseSuppression", noiseSuppression), ("--gain-control", "gainControl", gainControl),
+        ] {
+            guard let value else { continue }
+            guard voiceProcessing else {
+                throw AudioError(.invalidParameter, "\(flag) sets up voice processing: add --voice-processing")
+            }
+            let names = VoiceProcessingUnit.choices[name] ?? []
+            guard let index = names.firstIndex(where: { $0.lowercased() == value.lowercased() }) else {
+                throw AudioError(
+                    .invalidParameter, "\(flag) takes \(names.joined(separator: ", ")), not '\(value)'")
+            }
+            settings.append((name, Float(index)))
+        }
+        return settings
+    }
+
     func run() async throws {
         do throws(AudioError) {
             try validateDuration(duration)
+            let voiceSettings = try voiceSettings()
             let renderGraph: RenderGraph
             let inputUnit: InputUnit
             if let graph {
@@ -481,6 +520,13 @@ struct Monitor: AsyncParsableCommand {
                 try renderGraph.connect(node, to: renderGraph.output)
             }
             let inputFormat = inputUnit.outputFormats[0]
+            if voiceProcessing, !VoiceProcessingUnit.sampleRates.contains(inputFormat.sampleRate) {
+                throw AudioError(
+                    .unsupportedSampleRate,
+                    "--voice-processing runs at 8000, 16000, 32000 or 48000 Hz, not \(formatHz(inputFormat.sampleRate)): "
+                        + (graph == nil ? "give --rate one of those" : "run the graph's input node at one of those")
+                        + " (a device at another rate is converted)")
+            }
             // Room for every cycle of the run at 16-frame periods (a run without --duration: its first million).
             let timingCapacity = duration.map { Int($0 * inputFormat.sampleRate / 16) + 4096 } ?? 1_000_000
             let stop = StopFlag()
@@ -491,6 +537,7 @@ struct Monitor: AsyncParsableCommand {
             let adaptive = options.period == nil && options.periods == nil && backend == .alsa
             let ladder = adaptive ? DeviceOptions.monitorLadder : [DeviceOptions.monitorBuffering]
             var rung = 0
+            var voiceUnit: VoiceProcessingUnit?
             func open(_ rung: Int) throws(AudioError) -> (IOUnit, Task<Void, Never>, DeviceGrant) {
                 var configuration = try options.configuration(
                     input: inputFormat, output: renderGraph.format, inputDevice: input, outputDevice: output,
@@ -500,10 +547,15 @@ struct Monitor: AsyncParsableCommand {
                 let io = try IOUnit(configuration)
                 try io.setInputUnit(inputUnit)
                 try io.setOutputGraph(renderGraph)
+                if voiceProcessing {
+                    let unit = try io.enableVoiceProcessing()
+                    for (name, value) in voiceSettings { try unit.parameter(name).set(value) }
+                    voiceUnit = unit
+                }
                 if timing { try io.recordCycleTimings(capacity: timingCapacity) }
                 let events = printEvents(io.events)
                 let grant = try io.start()
-                let graphMilliseconds = renderGraph.latency * 1000
+                let graphMilliseconds = (renderGraph.latency + io.captureProcessingLatency) * 1000
                 let conversionMilliseconds = io.conversionLatency * 1000
                 let bridgeMilliseconds = io.clockBridgeLatency * 1000
                 let total = grant.nominalRoundTripMilliseconds + graphMilliseconds + conversionMilliseconds + bridgeMilliseconds
@@ -511,7 +563,9 @@ struct Monitor: AsyncParsableCommand {
                     "monitoring: \(grant); expected round trip "
                         + "\(String(format: "%.2f", total)) ms (device "
                         + "buffering \(String(format: "%.2f", grant.nominalRoundTripMilliseconds)) ms + graph "
-                        + "\(String(format: "%.2f", graphMilliseconds)) ms"
+                        + "\(String(format: "%.2f", renderGraph.latency * 1000)) ms"
+                        + (voiceProcessing
+                            ? " + voice processing \(String(format: "%.2f", io.captureProcessingLatency * 1000)) ms" : "")
                         + (conversionMilliseconds > 0
                             ? " + rate conversion \(String(format: "%.2f", conversionMilliseconds)) ms" : "")
                         + (bridgeMilliseconds > 0 ? " + clock bridge \(String(format: "%.2f", bridgeMilliseconds)) ms" : "")
@@ -560,6 +614,13 @@ struct Monitor: AsyncParsableCommand {
                 "monitored \(String(format: "%.3f", Double(earlier.frames + io.sampleTime) / grant.sampleRate)) s: "
                     + "\(earlier.cycles + io.cycleCount) cycles, xruns \(earlier.xruns + io.xrunCount), faults \(io.faultCount), "
                     + "reconnects \(io.reconnectCount); buffering \(grant.periodFrames) × \(grant.periodCount) frames")
+            if let voiceUnit {
+                print(
+                    "voice processing: echo return loss enhancement "
+                        + (voiceUnit.echoReturnLossEnhancement.map { String(format: "%.1f dB", $0) } ?? "- (nothing played)")
+                        + ", echo delay "
+                        + (voiceUnit.estimatedDelay > 0 ? String(format: "%.0f ms", voiceUnit.estimatedDelay * 1000) : "not found"))
+            }
             if timing {
                 let timings = io.cycleTimings
                 print(

@@ -234,6 +234,41 @@ import TestSupport
         #expect(r.stdout.contains("buffering 256 × ") || r.stdout.contains("buffering 512 × "), "\(r.stdout)")
     }
 
+    /// `monitor --voice-processing` puts the voiceProcessing unit on the microphone: the round trip it expects
+    /// counts the unit's 23.96 ms, and at the end it says what the unit measured. `--noise-suppression` and
+    /// `--gain-control` take the unit's names (any case) and need `--voice-processing`; a wrong one is refused
+    /// before a device opens.
+    @Test func monitorWithVoiceProcessing() async throws {
+        let alone = try await runTool(liveaudio, ["monitor", "--noise-suppression", "high", "--duration", "1"])
+        #expect(alone.status == 1)
+        #expect(alone.stderr.contains("--noise-suppression sets up voice processing: add --voice-processing"), "\(alone.stderr)")
+        let wrong = try await runTool(liveaudio, ["monitor", "--voice-processing", "--gain-control", "loud", "--duration", "1"])
+        #expect(wrong.status == 1)
+        #expect(wrong.stderr.contains("--gain-control takes off, adaptiveDigital, fixedDigital, not 'loud'"), "\(wrong.stderr)")
+        let rate = try await runTool(liveaudio, ["monitor", "--voice-processing", "--rate", "44100", "--duration", "1"])
+        #expect(rate.status == 1)
+        #expect(rate.stderr.contains("--voice-processing runs at 8000, 16000, 32000 or 48000 Hz, not 44.1 kHz: give --rate one of those"), "\(rate.stderr)")
+
+        let pulse = try await PulseAudioServer.started(sinks: ["mic", "spk"])
+        defer { pulse.stop() }
+        try pulse.keepMonitorAlive("mic")
+        let r = try await runTool(
+            liveaudio,
+            ["monitor", "--input", "pulse:mic.monitor", "--output", "pulse:spk", "--voice-processing",
+             "--noise-suppression", "veryhigh", "--gain-control", "fixedDigital", "--duration", "3"],
+            environment: pulse.environment)
+        #expect(r.status == 0, "\(r.stderr)")
+        let line = try #require(r.stderr.split(separator: "\n").first { $0.contains("expected round trip") }, "\(r.stderr)")
+        #expect(line.contains("+ voice processing 23.96 ms)"), "\(line)")
+        let figures = line.split(separator: " ").compactMap { Double($0) }
+        try #require(figures.count >= 4, "\(line)")
+        let (total, device, graph, voice) = (
+            figures[figures.count - 4], figures[figures.count - 3], figures[figures.count - 2], figures[figures.count - 1]
+        )
+        #expect(abs(total - device - graph - voice) < 0.011, "\(line)")
+        #expect(r.stdout.contains("voice processing: echo return loss enhancement"), "\(r.stdout)")
+    }
+
     /// `monitor` with a graph: microphone → −6 dB gain → low-pass at 1 kHz → speaker, through PulseAudio.
     /// A 300 Hz tone (passband) comes out at half its amplitude (−6.02 dB, within 0.1 dB of the analytic
     /// Butterworth response, −0.04 dB at 300 Hz); a 6 kHz tone (stopband: −31.1 dB from the second-order

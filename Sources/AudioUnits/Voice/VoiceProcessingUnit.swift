@@ -26,7 +26,7 @@ import Glibc
 ///   `compressionGain` move 1 dB a frame toward a new value.
 /// - Read-outs (properties): `voiceActivity` (the last frame held voice), `estimatedDelay` (the echo's delay as
 ///   the unit found it), `echoReturnLossEnhancement` (dB: how much weaker the output is than the microphone while
-///   only the far end plays, measured by this unit over about a second).
+///   the far end plays, measured by this unit over about a second; meaningful while only the far end sounds).
 /// - The echo's delay: estimated by GCC-PHAT (``EchoDelayEstimator``) every quarter second; the reference is held
 ///   back so that it reaches the canceller 40 ms before its echo, where the canceller does best.
 /// - Timing: the library works in 10 ms frames; at any cycle size (1 … the graph's largest, varying) the unit
@@ -111,8 +111,12 @@ public final class VoiceProcessingUnit: RenderUnit, @unchecked Sendable {
     private var fade = 0
     private var mutedLeft = 0
     private var estimatesSeen = 0
-    private var echoInPower = 0.0
-    private var echoOutPower = 0.0
+    /// The microphone's and the output's power in the last ``erleFrames`` frames during which the far end played.
+    private let erleInput = UnsafeMutablePointer<Double>.allocate(capacity: erleFrames)
+    private let erleOutput = UnsafeMutablePointer<Double>.allocate(capacity: erleFrames)
+    private var erleNext = 0
+    private var erleFilled = 0
+    static let erleFrames = 100
     /// The reference as it arrives, one frame; it goes through `referenceLine` to `referenceFrame`.
     private var incomingReference = PCMBuffer(channelCount: 1, capacity: 0)
     private var referenceLine = DelayLine(channelCount: 1, capacity: 0)
@@ -177,6 +181,8 @@ public final class VoiceProcessingUnit: RenderUnit, @unchecked Sendable {
         if let processor { la_voice_destroy(processor) }
         micPointers.deallocate()
         referencePointers.deallocate()
+        erleInput.deallocate()
+        erleOutput.deallocate()
     }
 
     /// Seconds the output lags the microphone: one 10 ms frame less a sample, plus the library's largest delay.
@@ -199,8 +205,9 @@ public final class VoiceProcessingUnit: RenderUnit, @unchecked Sendable {
     public var voiceActivity: Bool { voice.load(ordering: .relaxed) }
     /// Seconds of echo delay the unit has found (or was told by `referenceDelay`); 0 until it knows.
     public var estimatedDelay: Double { Double(delayMilliseconds.load(ordering: .relaxed)) / 1000 }
-    /// Decibels by which the output is weaker than the microphone while the far end plays and no voice is
-    /// detected, averaged over about a second; nil before the far end has played.
+    /// Decibels by which the output is weaker than the microphone while the far end plays, averaged over about a
+    /// second: the echo return loss enhancement while only the far end sounds (a voice at the microphone lowers
+    /// it: it is not echo); nil before the far end has played.
     public var echoReturnLossEnhancement: Double? {
         let v = Double(bitPattern: erleBits.load(ordering: .relaxed))
         return v.isNaN ? nil : v
@@ -372,8 +379,8 @@ public final class VoiceProcessingUnit: RenderUnit, @unchecked Sendable {
         delayFrames = 0
         preDelay = 0
         seedDelay()
-        echoInPower = 0
-        echoOutPower = 0
+        erleNext = 0
+        erleFilled = 0
         voice.store(false, ordering: .relaxed)
         erleBits.store(Double.nan.bitPattern, ordering: .relaxed)
     }
@@ -482,12 +489,22 @@ public final class VoiceProcessingUnit: RenderUnit, @unchecked Sendable {
         let hasVoice = la_voice_has_voice(processor) != 0
         voice.store(hasVoice, ordering: .relaxed)
         let outPower = Self.power(m, frames: frameLength)
-        // ERLE: while the far end plays (above −60 dBFS) and no voice is heard, over about a second (100 frames).
-        if referencePower > 1e-6, !hasVoice {
-            echoInPower += 0.01 * (inPower - echoInPower)
-            echoOutPower += 0.01 * (outPower - echoOutPower)
-            if echoInPower > 0 {
-                let erle = 10 * log10(echoInPower / max(echoOutPower, 1e-20))
+        // ERLE: while the far end plays (above −60 dBFS), over the last second of it (100 frames). Not gated on the
+        // voice detector: it runs on the output and takes leftover echo for voice, so gating on it hid the frames
+        // that cancel worst (it read 20 dB high on music through a sound server).
+        if referencePower > 1e-6 {
+            erleInput[erleNext] = inPower
+            erleOutput[erleNext] = outPower
+            erleNext = (erleNext + 1) % Self.erleFrames
+            erleFilled = min(erleFilled + 1, Self.erleFrames)
+            var input = 0.0
+            var output = 0.0
+            for k in 0..<erleFilled {
+                input += erleInput[k]
+                output += erleOutput[k]
+            }
+            if input > 0 {
+                let erle = 10 * log10(input / max(output, 1e-20))
                 erleBits.store(erle.bitPattern, ordering: .relaxed)
             }
         }

@@ -324,7 +324,8 @@ final class ThreadTap: RenderUnit, @unchecked Sendable {
 /// the microphone — pausing now and then so the ring overflows. Cycle timing is on. Counts the allocations on the
 /// device thread.
 func deviceCycles(
-    directory: String, graphPath: String, backend: DeviceBackend, jackServer: String?, alsaDevices: (String, String)? = nil
+    directory: String, graphPath: String, backend: DeviceBackend, jackServer: String?, alsaDevices: (String, String)? = nil,
+    voiceProcessing: Bool = false
 ) throws {
     let accompaniment = directory + "/accompaniment.wav"
     try writeTestFile(accompaniment, seconds: 20, channels: 2)
@@ -375,6 +376,8 @@ func deviceCycles(
     let io = try IOUnit(configuration)
     try io.setInputUnit(input)
     try io.setOutputGraph(graph)
+    // The VoiceProcessingIO role: the unit on the capture, referenced to the output; its modes switch with the rest.
+    let voiceUnit = voiceProcessing ? try io.enableVoiceProcessing() : nil
     try io.recordCycleTimings(capacity: 100_000)  // timing, as `monitor --timing` and the benchmarks use it
     let microphone = try MicrophoneSource(io: io, bufferedSeconds: 0.1)
 
@@ -386,7 +389,7 @@ func deviceCycles(
             while consumerPaused.load() { try? await Task.sleep(nanoseconds: 1_000_000) }
         }
     }
-    let effects = loaded.nodeIDs.compactMap { loaded.units[$0] }.filter { !$0.parameters.isEmpty }
+    let effects = loaded.nodeIDs.compactMap { loaded.units[$0] }.filter { !$0.parameters.isEmpty } + (voiceUnit.map { [$0] } ?? [])
     let stop = Locked(false)
     let changes = Locked(0)
     let control = Thread {
@@ -460,6 +463,7 @@ func deviceCycles(
     let clockShortfalls = io.clockShortfalls
     let bridgedClocks = io.clockRatio == nil ? 0 : 1
     let conversionShortfalls = io.conversionShortfalls
+    let referenceShortfalls = io.captureReferenceShortfalls
     microphone.finish()
     MallocInterposerSwift.unhook()
     MallocInterposerSwift.setAllocationHook(nil)
@@ -478,6 +482,7 @@ func deviceCycles(
         "changes": measuredChanges, "overflows": overflows, "consumed": consumed.load(), "xruns": xruns,
         "faults": faults, "deviceRate": deviceRate, "conversionShortfalls": conversionShortfalls,
         "clockShortfalls": clockShortfalls, "bridgedClocks": bridgedClocks, "measuredResyncs": measuredResyncs,
+        "voiceProcessing": voiceUnit == nil ? 0 : 1, "referenceShortfalls": referenceShortfalls,
     ])
 }
 
@@ -672,13 +677,15 @@ do {
     case "stream-session": try streamSession(directory: args[2])
     case "render-file" where args.count > 3: try renderFile(directory: args[2], seconds: Double(args[3])!)
     case "device-cycles" where args.count > 5 && args[4] == "jack":
-        try deviceCycles(directory: args[2], graphPath: args[3], backend: .jack, jackServer: args[5])
+        try deviceCycles(
+            directory: args[2], graphPath: args[3], backend: .jack, jackServer: args[5],
+            voiceProcessing: args.count > 6 && args[6] == "voice")
     case "device-cycles" where args.count > 6 && args[4] == "alsa":
         try deviceCycles(directory: args[2], graphPath: args[3], backend: .alsa, jackServer: nil, alsaDevices: (args[5], args[6]))
     case "device-cycles" where args.count > 4 && args[4] == "virtual":
         try deviceCycles(directory: args[2], graphPath: args[3], backend: .virtual, jackServer: nil)
     default:
-        FileHandle.standardError.write(Data("usage: AllocationProbe render-cycles DIR | voice-cycles DIR | render-file DIR SECONDS | device-cycles DIR GRAPH (jack SERVER | alsa INPUT OUTPUT | virtual) | encoder-pushes DIR | stream-session DIR\n".utf8))
+        FileHandle.standardError.write(Data("usage: AllocationProbe render-cycles DIR | voice-cycles DIR | render-file DIR SECONDS | device-cycles DIR GRAPH (jack SERVER [voice] | alsa INPUT OUTPUT | virtual) | encoder-pushes DIR | stream-session DIR\n".utf8))
         exit(2)
     }
 } catch {

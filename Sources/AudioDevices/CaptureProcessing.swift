@@ -1,0 +1,157 @@
+import AudioCore
+import AudioGraph
+import Synchronization
+
+/// What a unit on the capture bus (``IOUnit/setCaptureProcessor(_:reference:)``) is given on its input bus 1.
+public enum CaptureReference: Sendable, Equatable {
+    /// What the output bus plays: the graph's (or the client callback's) output, at the client's rate, as it goes to
+    /// the device. Each cycle's capture is processed against the output rendered up to the cycle before, which
+    /// leaves the device later still; a voice-processing unit finds the rest of the delay itself.
+    case outputBus
+    /// Silence: a unit used for its noise suppression or gain control only, or a unit that takes no reference.
+    case none
+}
+
+/// A unit between the capture and everything that consumes it (the capture handler, the input unit of the output
+/// graph): the VoiceProcessingIO role. The unit runs in a graph of its own, its bus 0 fed with the capture and its
+/// bus 1 (when it has one) with the reference, on the device's thread, before the output graph renders.
+///
+/// Thread safety: made and started on the control thread while the I/O unit is stopped; ``process(_:timeStamp:)``
+/// and ``played(_:)`` on the device thread only.
+final class CaptureProcessing: @unchecked Sendable {
+    let unit: RenderUnit
+    let reference: CaptureReference
+    private let graph: RenderGraph
+    private let microphone: InputUnit
+    private let referenceFeed: InputUnit?
+    /// What the output bus played, not yet given to the unit (reference channels).
+    private let fifo: FrameRingBuffer?
+    private let referenceScratch: PCMBuffer
+    private let playedScratch: PCMBuffer
+    private let processed: PCMBuffer
+    /// Frames of reference missing when a capture needed them once playback had begun (silence instead), and played
+    /// frames dropped because the capture took none for a while. Device thread writes, anyone reads.
+    let referenceShortfalls = Atomic<Int>(0)
+    let referenceDrops = Atomic<Int>(0)
+    /// Something has been played since ``start()`` (device thread).
+    private var primed = false
+
+    /// - Throws: ``AudioError`` `.formatMismatch` when the unit's input bus 0 or output bus 0 is not the capture's
+    ///   rate and channel count, `.invalidBus` when it has no input or more than two.
+    init(unit: RenderUnit, captureFormat: StreamFormat, maximumFrames: Int, reference: CaptureReference)
+        throws(AudioError)
+    {
+        guard (1...2).contains(unit.inputFormats.count), unit.outputFormats.count >= 1 else {
+            throw AudioError(
+                .invalidBus,
+                "a capture processor takes the capture on input bus 0 and, optionally, a reference on input bus 1; "
+                    + "'\(unit.kind)' has \(unit.inputFormats.count) inputs and \(unit.outputFormats.count) outputs")
+        }
+        for (what, f) in [("input bus 0", unit.inputFormats[0]), ("output bus 0", unit.outputFormats[0])] {
+            guard f.sampleRate == captureFormat.sampleRate, f.channelCount == captureFormat.channelCount else {
+                throw AudioError(
+                    .formatMismatch,
+                    "the capture processor's \(what) is \(f.channelCount) ch at \(formatHz(f.sampleRate)) but the capture "
+                        + "is \(captureFormat.channelCount) ch at \(formatHz(captureFormat.sampleRate))")
+            }
+        }
+        self.unit = unit
+        self.reference = reference
+        graph = try RenderGraph(format: unit.outputFormats[0], maximumFrames: maximumFrames)
+        microphone = try InputUnit(sampleRate: captureFormat.sampleRate, channelCount: captureFormat.channelCount)
+        let node = try graph.addNode(unit, name: "captureProcessor")
+        try graph.connect(try graph.addNode(microphone, name: "capture"), to: node, inputBus: 0)
+        let referenceChannels = unit.inputFormats.count > 1 ? unit.inputFormats[1].channelCount : 1
+        if unit.inputFormats.count > 1 {
+            let feed = try InputUnit(sampleRate: captureFormat.sampleRate, channelCount: referenceChannels)
+            try graph.connect(try graph.addNode(feed, name: "reference"), to: node, inputBus: 1)
+            referenceFeed = feed
+            fifo = reference == .outputBus ? FrameRingBuffer(channelCount: referenceChannels, capacity: 4 * maximumFrames) : nil
+        } else {
+            referenceFeed = nil
+            fifo = nil
+        }
+        try graph.connect(node, to: graph.output)
+        referenceScratch = PCMBuffer(channelCount: referenceChannels, capacity: maximumFrames)
+        playedScratch = PCMBuffer(channelCount: referenceChannels, capacity: maximumFrames)
+        processed = PCMBuffer(channelCount: captureFormat.channelCount, capacity: maximumFrames)
+    }
+
+    /// Seconds the unit delays the capture.
+    var latency: Double { graph.latency }
+
+    /// Prepares the graph (its first time: the unit's resources) and empties the reference. Control thread, while
+    /// the device is stopped.
+    func start() throws(AudioError) {
+        if graph.state == .uninitialized { try graph.initialize() }
+        if graph.state == .initialized { try graph.start() }
+        fifo?.reset()
+        primed = false
+    }
+
+    /// The capture through the unit; the view is valid until the next call. Device thread.
+    func process(_ captured: BufferView, timeStamp: RenderTimeStamp) -> BufferView {
+        let frames = captured.frameCount
+        let out = processed.view(frames: frames)
+        let referenceView = referenceScratch.view(frames: frames)
+        if let fifo {
+            let got = fifo.read(into: referenceView)
+            if got < frames {
+                referenceView.slice(from: got, frames: frames - got).clear()
+                if primed { referenceShortfalls.add(frames - got, ordering: .relaxed) }
+            }
+        } else {
+            referenceView.clear()
+        }
+        let graph = graph
+        let referenceFeed = referenceFeed
+        let rendered =
+            (try? microphone.feeding(captured) { () throws(AudioError) -> Bool in
+                guard let referenceFeed else {
+                    return graph.renderCycle(frames: frames, timeStamp: timeStamp) { out.copy(from: $0) }
+                }
+                return try referenceFeed.feeding(referenceView) { () throws(AudioError) -> Bool in
+                    graph.renderCycle(frames: frames, timeStamp: timeStamp) { out.copy(from: $0) }
+                }
+            }) ?? false
+        if !rendered { out.clear() }
+        return out
+    }
+
+    /// What the output bus played this cycle, as the reference of the captures to come. Device thread.
+    func played(_ output: BufferView) {
+        guard let fifo else { return }
+        primed = true
+        let frames = output.frameCount
+        let mixed = playedScratch.view(frames: frames)
+        if output.channelCount == mixed.channelCount {
+            mixed.copy(from: output)
+        } else if mixed.channelCount == 1 {
+            // Each speaker puts its own channel into the room.
+            let m = mixed[0]
+            m.update(repeating: 0)
+            for c in 0..<output.channelCount {
+                let x = output[c]
+                for i in 0..<frames { m[i] += x[i] }
+            }
+        } else {
+            for c in 0..<mixed.channelCount {
+                mixed[c].baseAddress!.update(from: output[c % output.channelCount].baseAddress!, count: frames)
+            }
+        }
+        // The capture took nothing for a while (capture-less cycles): the oldest goes, the newest is kept.
+        let room = fifo.availableToWrite
+        if room < frames {
+            let excess = frames - room
+            var dropped = 0
+            while dropped < excess {
+                let n = min(excess - dropped, referenceScratch.capacity)
+                let got = fifo.read(into: referenceScratch.view(frames: n))
+                if got == 0 { break }
+                dropped += got
+            }
+            referenceDrops.add(dropped, ordering: .relaxed)
+        }
+        fifo.write(mixed)
+    }
+}
