@@ -24,7 +24,7 @@ rtmp=(nginx libnginx-mod-rtmp libnginx-mod-stream openssl)
 # espeak-ng speaks the voice-processing tests' near and far ends.
 tools=(strace time python3 python3-venv espeak-ng)
 case "$profile" in
-  bench) pkgs+=(sox rubberband-cli hyperfine "${servers[@]}" "${rtmp[@]}") ;;
+  bench) pkgs+=(sox rubberband-cli hyperfine espeak-ng libspeexdsp-dev "${servers[@]}" "${rtmp[@]}") ;;
   demo) pkgs+=(espeak-ng) ;;
   test) pkgs+=("${servers[@]}" "${rtmp[@]}" "${tools[@]}") ;;
   *) echo "install-deps: unknown profile '$profile' (use test, bench or demo)" >&2; exit 2 ;;
