@@ -165,3 +165,8 @@ extern "C" int la_voice_process(la_voice_processor *p, float *const *capture) {
 extern "C" int la_voice_has_voice(const la_voice_processor *p) {
     return p->apm->voice_detection()->stream_has_voice() ? 1 : 0;
 }
+
+extern "C" int la_voice_has_echo(const la_voice_processor *p) {
+    const webrtc::EchoCancellation *aec = p->apm->echo_cancellation();
+    return aec->is_enabled() && aec->stream_has_echo() ? 1 : 0;
+}

@@ -279,6 +279,50 @@ enum VoiceMaterial {
         #expect(abs(change) < 2, "speech level changed by \(change) dB")
     }
 
+    /// The level the gain control aims at, as the library defines `targetLevel`: the level its louder peaks reach —
+    /// the 95th percentile of the 10 ms frames' peaks, over the frames that hold sound (peak above −60 dBFS).
+    static func peakLevel(_ x: ArraySlice<Float>) -> Double {
+        var peaks: [Double] = []
+        var i = x.startIndex
+        while i + 480 <= x.endIndex {
+            let p = x[i..<(i + 480)].reduce(Float(0)) { max($0, abs($1)) }
+            if p > 1e-3 { peaks.append(20 * log10(Double(p))) }
+            i += 480
+        }
+        guard !peaks.isEmpty else { return -200 }
+        peaks.sort()
+        return peaks[Int(Double(peaks.count - 1) * 0.95)]
+    }
+
+    @Test(
+        "Gain control (adaptiveDigital): speech at −40 dBFS comes out within 3 dB of the target after 3 s, and back at it within 3 s of jumping 20 dB louder",
+        arguments: [-3.0, -9.0])
+    func gainControl(target: Double) throws {
+        let one = VoiceMaterial.nearSpeech
+        let quiet = Float(pow(10, (-40 - VoiceMaterial.activeLevel(one)) / 20))
+        var x: [Float] = []
+        while x.count < 6 * 48_000 { x += one.map { $0 * quiet } }
+        x = Array(x[0..<(6 * 48_000)])
+        // At 6 s the singer comes 20 dB closer.
+        var loud: [Float] = []
+        while loud.count < 6 * 48_000 { loud += one.map { $0 * quiet * 10 } }
+        x += loud[0..<(6 * 48_000)]
+        let silence = [Float](repeating: 0, count: x.count)
+        let (out, _) = try Self.process(mic: x, reference: silence) { unit in
+            try unit.gainControl.set(1)
+            try unit.targetLevel.set(Float(target))
+        }
+        let levels = (0..<12).map { s in Self.peakLevel(out[(s * 48_000)..<((s + 1) * 48_000)]) }
+        print("voiceProcessing gain control, target \(target) dBFS: peaks by second \(levels.map { (($0 * 10).rounded() / 10) })")
+        for s in [3, 4, 5, 9, 10, 11] {
+            #expect(abs(levels[s] - target) <= 3, "second \(s): \(levels[s]) dBFS against \(target)")
+        }
+        // The input's own peaks were 22 dB under the target (and 2 dB under after the jump): the gain did that.
+        #expect(Self.peakLevel(x[(3 * 48_000)..<(6 * 48_000)]) < target - 15)
+        // The jump does not overshoot: the library's limiter holds the target while the gain comes down.
+        for s in 6..<12 { #expect(levels[s] <= target + 3, "second \(s): \(levels[s]) dBFS") }
+    }
+
     @Test("The reported latency is where the output lines up with the input, for every mode")
     func latencyIsMeasured() throws {
         // A 100 ms chirp at 0.5 s in 1.5 s of silence.

@@ -17,10 +17,12 @@ import Glibc
 ///   `echoCancellation` (on/off, on), `suppressionLevel` (the echo suppressor's aggressiveness: 0 low, 1 moderate,
 ///   2 high; low, which keeps the most of a voice sounding over the music), `noiseSuppression` (0 off, 1 low,
 ///   2 moderate, 3 high, 4 veryHigh; moderate), `gainControl` (0 off, 1 adaptiveDigital, 2 fixedDigital;
-///   adaptiveDigital), `targetLevel` (the peak level gain control aims for, −31 … 0 dBFS; −3), `compressionGain`
-///   (the most gain it adds, 0 … 90 dB; 9), `limiter` (on/off, on), `highPassFilter` (on/off, on: removes rumble
-///   below about 80 Hz), `referenceDelay` (a hint of the echo's delay, 0 … 500 ms; 0: the unit finds it — a hint
-///   is taken at once as the delay until the unit's estimate says otherwise).
+///   adaptiveDigital: the library's fixed-digital compressor and limiter with a gain this unit adapts to the
+///   voice's peaks), `targetLevel` (where the voice's louder peaks land, −31 … 0 dBFS; −3), `compressionGain`
+///   (fixedDigital's gain, 0 … 90 dB; 9; adaptiveDigital starts from 0 dB), `limiter` (on/off, on),
+///   `highPassFilter` (on/off, on: removes rumble below about 80 Hz), `referenceDelay` (a hint of the echo's
+///   delay, 0 … 500 ms; 0: the unit finds it — a hint is taken at once as the delay until the unit's estimate says
+///   otherwise).
 ///   Switching a mode fades the output out over one 10 ms frame, holds it silent while the library's delays settle
 ///   (30 ms at 48 kHz) and fades it in over the next frame, so no switch clicks; `targetLevel` and
 ///   `compressionGain` move 1 dB a frame toward a new value.
@@ -111,6 +113,16 @@ public final class VoiceProcessingUnit: RenderUnit, @unchecked Sendable {
     private var fade = 0
     private var mutedLeft = 0
     private var estimatesSeen = 0
+    /// adaptiveDigital: the peak level of the voice at the microphone (dBFS; nil until a voiced frame), and the gain
+    /// that brings it to `targetLevel`, which the library's fixed-digital stage applies.
+    private var voicePeak: Float?
+    private var adaptiveGain: Float = 0
+    /// The reference's power over the last ``recentFrames`` frames (the echo's delay margin and a room's tail), and
+    /// the echo's power against the loudest of them while the far end plays alone (1 until measured).
+    private let recentReference = UnsafeMutablePointer<Double>.allocate(capacity: recentFrames)
+    private var recentNext = 0
+    private var echoReturn = 1.0
+    static let recentFrames = 48
     /// The microphone's and the output's power in the last ``erleFrames`` frames during which the far end played.
     private let erleInput = UnsafeMutablePointer<Double>.allocate(capacity: erleFrames)
     private let erleOutput = UnsafeMutablePointer<Double>.allocate(capacity: erleFrames)
@@ -183,6 +195,7 @@ public final class VoiceProcessingUnit: RenderUnit, @unchecked Sendable {
         referencePointers.deallocate()
         erleInput.deallocate()
         erleOutput.deallocate()
+        recentReference.deallocate()
     }
 
     /// Seconds the output lags the microphone: one 10 ms frame less a sample, plus the library's largest delay.
@@ -374,6 +387,11 @@ public final class VoiceProcessingUnit: RenderUnit, @unchecked Sendable {
         referenceLine.clear()
         estimator?.reset()
         estimatesSeen = 0
+        voicePeak = nil
+        adaptiveGain = 0
+        recentReference.update(repeating: 0, count: Self.recentFrames)
+        recentNext = 0
+        echoReturn = 1
         candidate = -1
         seededHint = -1
         delayFrames = 0
@@ -406,9 +424,12 @@ public final class VoiceProcessingUnit: RenderUnit, @unchecked Sendable {
         s.echo_cancellation = echoCancellation.value >= 0.5 ? 1 : 0
         s.suppression_level = Int32(suppressionLevel.value.rounded())
         s.noise_suppression = Int32(noiseSuppression.value.rounded()) - 1
-        s.gain_control = Int32(gainControl.value.rounded()) - 1
+        let gain = Int32(gainControl.value.rounded()) - 1
+        // adaptiveDigital is the library's fixed-digital stage (its compressor and limiter at the target) with a
+        // gain this unit adapts to the voice; the library's own adaptive mode took 6–9 s to lift a quiet voice.
+        s.gain_control = gain < 0 ? -1 : 1
         s.target_level_dbfs = Int32(-targetLevel.value.rounded())
-        s.compression_gain_db = Int32(compressionGain.value.rounded())
+        s.compression_gain_db = Int32((gain == 0 ? adaptiveGain : compressionGain.value).rounded())
         s.limiter = limiter.value >= 0.5 ? 1 : 0
         s.high_pass_filter = highPassFilter.value >= 0.5 ? 1 : 0
         return s
@@ -484,11 +505,30 @@ public final class VoiceProcessingUnit: RenderUnit, @unchecked Sendable {
         pointFrames()
         let referencePower = Self.power(r, frames: frameLength)
         let inPower = Self.power(m, frames: frameLength)
+        let inPeak = Self.peak(m, frames: frameLength)
         _ = la_voice_process_reverse(processor, referencePointers)
         _ = la_voice_process(processor, micPointers)
         let hasVoice = la_voice_has_voice(processor) != 0
         voice.store(hasVoice, ordering: .relaxed)
         let outPower = Self.power(m, frames: frameLength)
+        // The voice as the gain control should hear it: voiced, not mostly removed by the canceller (what passed, the
+        // gain taken off, within 10 dB of what came in), and louder than the echo could be — leftover echo, which
+        // the voice detector takes for voice, is none of these. (The canceller's own echo flag is no gate: a
+        // singer over the music, karaoke's normal case, carries it.)
+        let hasEcho = la_voice_has_echo(processor) != 0
+        recentReference[recentNext] = referencePower
+        recentNext = (recentNext + 1) % Self.recentFrames
+        var loudestReference = 0.0
+        for k in 0..<Self.recentFrames { loudestReference = max(loudestReference, recentReference[k]) }
+        if loudestReference > 1e-6, hasEcho, !hasVoice {
+            // Far end alone: how loud its echo gets against the reference, followed up quickly, down slowly.
+            let ratio = inPower / loudestReference
+            echoReturn += (ratio > echoReturn ? 0.1 : 0.005) * (ratio - echoReturn)
+        }
+        let applied = pow(10, Double(settings.compression_gain_db) / 10)
+        let passed = outPower / applied > 0.1 * inPower
+        let overEcho = loudestReference <= 1e-6 || inPower > 2 * echoReturn * loudestReference
+        adaptGain(voiced: hasVoice && passed, overEcho: overEcho, peak: inPeak)
         // ERLE: while the far end plays (above −60 dBFS), over the last second of it (100 frames). Not gated on the
         // voice detector: it runs on the output and takes leftover echo for voice, so gating on it hid the frames
         // that cancel worst (it read 20 dB high on music through a sound server).
@@ -615,6 +655,42 @@ public final class VoiceProcessingUnit: RenderUnit, @unchecked Sendable {
             settings = next
             _ = la_voice_apply(processor, &settings)
         }
+    }
+
+    /// adaptiveDigital: on each voiced frame, the voice's peak level follows the frame's peak at the microphone —
+    /// quickly up (a tenth of the way a frame), slowly down (a fiftieth), so it settles near the upper peaks, where
+    /// the library's target sits — and the gain becomes what brings it to `targetLevel` (0 … 90 dB; the library
+    /// steps toward it 1 dB a frame). Frames without voice, and frames whose sound the canceller mostly removed,
+    /// leave both alone, so pauses, noise and the far end's echo are not lifted; a voiced frame no louder than the
+    /// echo could be only brings the level down, so that the loud frames that stand over the echo in double talk
+    /// do not alone set it.
+    private func adaptGain(voiced: Bool, overEcho: Bool, peak: Float) {
+        guard gainControl.value.rounded() == 1 else {
+            // Not adapting: start from 0 dB when adaptation is switched on.
+            adaptiveGain = 0
+            voicePeak = nil
+            return
+        }
+        guard voiced, peak > 1e-5 else { return }
+        let level = 20 * log10f(peak)
+        if let known = voicePeak {
+            // A voice under the echo's level may be echo: it may only bring the level down (more gain), never up.
+            guard overEcho || level < known else { return }
+            voicePeak = known + (level > known ? 0.1 : 0.02) * (level - known)
+        } else {
+            guard overEcho else { return }
+            voicePeak = level
+        }
+        adaptiveGain = min(max(targetLevel.value - voicePeak!, 0), 90)
+    }
+
+    private static func peak(_ v: BufferView, frames: Int) -> Float {
+        var p: Float = 0
+        for c in 0..<v.channelCount {
+            let x = v[c]
+            for i in 0..<frames { p = max(p, abs(x[i])) }
+        }
+        return p
     }
 
     private static func power(_ v: BufferView, frames: Int) -> Double {

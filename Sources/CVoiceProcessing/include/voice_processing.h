@@ -44,6 +44,9 @@ int la_voice_process(la_voice_processor *p, float *const *capture);
 /// After la_voice_process: 1 when the frame holds voice.
 int la_voice_has_voice(const la_voice_processor *p);
 
+/// 1 when the canceller judged the last captured frame to hold echo (only while echo cancellation is on).
+int la_voice_has_echo(const la_voice_processor *p);
+
 #ifdef __cplusplus
 }
 #endif
