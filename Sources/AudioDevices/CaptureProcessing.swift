@@ -89,6 +89,10 @@ final class CaptureProcessing: @unchecked Sendable {
         primed = false
     }
 
+    /// Tells the unit what the cycles will be (see ``RenderGraph/willRender(cycleFrames:)``). Control thread, while
+    /// the device is stopped.
+    func willRender(cycleFrames: Int?) { graph.willRender(cycleFrames: cycleFrames) }
+
     /// The capture through the unit; the view is valid until the next call. Device thread.
     func process(_ captured: BufferView, timeStamp: RenderTimeStamp) -> BufferView {
         let frames = captured.frameCount

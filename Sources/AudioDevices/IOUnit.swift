@@ -483,6 +483,21 @@ public final class IOUnit: @unchecked Sendable {
                     outputBuffer = RawPCMBuffer(format: format, capacity: clientPeriod)
                 }
             }
+            // What the cycles will be: units that work on threads of their own (voiceProcessing) size their lead to
+            // them, or wait for their threads when nothing has a deadline.
+            let realTimeCycle: Int? =
+                if configuration.backend == .virtual, configuration.virtual.pacing == .asFastAsPossible {
+                    nil
+                } else if bridge != nil {
+                    // Every client cycle of one device cycle runs back to back.
+                    Int((Double(grant.periodFrames) * request.sampleRate / grant.sampleRate).rounded(.up)) + 2 * RateBridge.minimumClientCycle
+                } else if configuration.backend == .virtual {
+                    configuration.virtual.maximumCycle(period: grant.periodFrames)
+                } else {
+                    grant.periodFrames
+                }
+            graph?.willRender(cycleFrames: realTimeCycle)
+            captureProcessing?.willRender(cycleFrames: realTimeCycle)
             let faultHandler: @Sendable (AudioError) -> Void = { [weak self] error in self?.noteFault(error) }
             let warnings = try driver.start(handler: self, onFault: faultHandler)
             stateLock.withLock { $0.grant = grant }

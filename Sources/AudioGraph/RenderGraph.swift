@@ -122,6 +122,9 @@ public final class RenderGraph: @unchecked Sendable {
         var insertionOrder: [NodeID] = []
         var sources: [Endpoint: Source] = [:]
         var state: State = .uninitialized
+        /// What ``willRender(cycleFrames:)`` last said (told to nodes added later too); nothing said yet: false.
+        var cycleAnnounced = false
+        var announcedCycle: Int?
     }
 
     private let control: Mutex<Topology>
@@ -197,6 +200,7 @@ public final class RenderGraph: @unchecked Sendable {
                 let id = NodeID(graph: identity, raw: t.nextID)
                 t.nextID += 1
                 let record = NodeRecord(id: id, name: name ?? "\(unit.kind)#\(id.raw)", unit: unit)
+                if t.cycleAnnounced { unit.willRender(cycleFrames: t.announcedCycle) }
                 if t.state != .uninitialized {
                     try unit.prepare(spec(for: unit))
                     record.allocateBuffers(maximumFrames: maximumFrames)
@@ -243,6 +247,18 @@ public final class RenderGraph: @unchecked Sendable {
 
     /// Every node, in the order added.
     public var nodes: [NodeID] { control.withLock { $0.insertionOrder } }
+
+    /// Tells every unit what the cycles to come are (``RenderUnit/willRender(cycleFrames:)``): nil for no deadline,
+    /// or the most frames a real-time cycle will ask for. Control thread, while not rendering.
+    /// Nodes added later are told as they are added.
+    public func willRender(cycleFrames: Int?) {
+        let units = control.withLock { t in
+            t.cycleAnnounced = true
+            t.announcedCycle = cycleFrames
+            return t.insertionOrder.compactMap { t.nodes[$0]?.unit }
+        }
+        for unit in units { unit.willRender(cycleFrames: cycleFrames) }
+    }
 
     /// The units that read ahead of the render (file sources), in the order added: what a ``ReadAheadWorker``
     /// serves.

@@ -255,6 +255,13 @@ open class RenderUnit: @unchecked Sendable {
     /// Control thread, never while rendering.
     open func reset() {}
 
+    /// What the host promises about the cycles to come, before they begin (control thread, never while rendering):
+    /// `cycleFrames` nil — no deadline (offline rendering, a virtual device run as fast as it goes), so a unit that
+    /// hands work to a thread of its own may wait for it; a number — real-time cycles of at most that many frames,
+    /// which must never wait. A unit whose latency depends on that says so in ``latency`` afterwards. Units that
+    /// have never been told assume no deadline. ``RenderGraph/willRender(cycleFrames:)`` tells every unit.
+    open func willRender(cycleFrames: Int?) {}
+
     /// Renders `context.frameCount` frames (0 … spec.maximumFrames) into the output views.
     /// Render thread only: no allocation, lock, logging or I/O.
     open func render(_ context: RenderContext) {

@@ -6,7 +6,8 @@ extension IOUnit {
     /// iOS's VoiceProcessingIO: a ``VoiceProcessingUnit`` on the capture bus (echo cancellation, noise suppression,
     /// gain control), referenced to what the output bus plays unless `reference` says otherwise. Everything that
     /// consumes the capture — the capture handler, the output graph's input unit — then gets the processed
-    /// microphone, ``IOUnit/captureProcessingLatency`` (24 ms at 48 kHz) later. The unit's parameters can be changed
+    /// microphone, ``IOUnit/captureProcessingLatency`` later (at 48 kHz: 24 ms, and the device's period and 5 ms
+    /// for the unit's worker thread). The unit's parameters can be changed
     /// while running; its read-outs (`echoReturnLossEnhancement`, `estimatedDelay`) say how it is doing.
     ///
     /// The reference is the output bus in one or two channels (a stereo output is summed to mono inside the unit).

@@ -462,7 +462,7 @@ struct Monitor: AsyncParsableCommand {
         name: .customLong("voice-processing"),
         help: """
             Echo cancellation, noise suppression and gain control on the microphone (iOS's VoiceProcessingIO), \
-            referenced to what the output plays; adds 24 ms. Headphones need none of it.
+            referenced to what the output plays; adds 24 ms, a period and 5 ms. Headphones need none of it.
             """)
     var voiceProcessing = false
 

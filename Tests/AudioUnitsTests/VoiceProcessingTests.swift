@@ -539,3 +539,48 @@ enum VoiceMaterial {
         #expect(back < 1e-14, "round trip off by \(back)")
     }
 }
+
+/// The unit on a real-time schedule: paced like a device, so it runs with the serialized real-time suites.
+@Suite(.serialized) struct VoiceProcessingRealTimeTests {
+    @Test("In real time the library runs on the unit's worker and the render thread never waits: the output is the offline output, a cycle and half a 10 ms frame later, with nothing late")
+    func realTimeWorker() throws {
+        let far = Array(VoiceMaterial.farEnd[0..<(3 * 48_000)])
+        let (mic, _) = VoiceMaterial.microphone(far: far, room: VoiceMaterial.room(delay: 0.03, tail: 0.1, seed: 4))
+        let (offline, _) = try VoiceProcessingTests.process(mic: mic, reference: far)
+        // The same through a graph told it renders 1024-frame real-time cycles, rendered a cycle per 21.3 ms as a
+        // device would (the worker gets no more time than that).
+        let format = try StreamFormat.graph(sampleRate: VoiceMaterial.rate, channelCount: 1)
+        let graph = try RenderGraph(format: format, maximumFrames: 4096)
+        graph.willRender(cycleFrames: 1024)
+        // Added after the graph was told: told as it is added.
+        let unit = try VoiceProcessingUnit(format: format)
+        let micNode = try graph.addNode(try BufferPlayerUnit(buffer: PCMBuffer(channels: [mic]), sampleRate: VoiceMaterial.rate))
+        let referenceNode = try graph.addNode(try BufferPlayerUnit(buffer: PCMBuffer(channels: [far]), sampleRate: VoiceMaterial.rate))
+        let node = try graph.addNode(unit)
+        try graph.connect(micNode, to: node, inputBus: 0)
+        try graph.connect(referenceNode, to: node, inputBus: 1)
+        try graph.connect(node, to: graph.output)
+        try graph.initialize()
+        let latency = Int((unit.latency * VoiceMaterial.rate).rounded())
+        #expect(latency == 1150 + 1024 + 240, "\(latency) frames")
+        let renderer = OfflineRenderer(graph: graph)
+        var out: [Float] = []
+        var longest: UInt64 = 0
+        let start = monotonicNanoseconds()
+        var cycle: UInt64 = 0
+        while out.count < mic.count + latency {
+            let began = monotonicNanoseconds()
+            out += try renderer.render(frames: 1024)[0]
+            longest = max(longest, monotonicNanoseconds() - began)
+            cycle += 1
+            let next = start + cycle * 21_333_333
+            let now = monotonicNanoseconds()
+            if next > now { usleep(UInt32((next - now) / 1000)) }
+        }
+        #expect(unit.workerShortfalls == 0, "\(unit.workerShortfalls) frames late")
+        let aligned = Array(out[latency..<(latency + mic.count)])
+        #expect(aligned == offline, "the real-time output differs from the offline one")
+        print("voiceProcessing in real time: longest cycle \(Double(longest) / 1e6) ms for 21.3 ms of audio")
+    }
+
+}

@@ -40,10 +40,9 @@ func probe(_ arguments: [String], environment: [String: String] = [:]) async thr
     }
 
     /// A voiceProcessing unit over 10,000 offline cycles of 1 … 4096 frames with its modes switching and levels
-    /// moving from a control thread: nothing allocated or freed on the render thread. WebRTC's module locks a
-    /// mutex of its own in every call, its setters included (never contended: only the render thread calls it,
-    /// but a lock all the same, and the probe counts each): moving the library onto a worker with fixed FIFOs is
-    /// the step that remains, recorded as a known issue until it is done.
+    /// moving from a control thread: nothing allocated or freed, and no lock taken, on the render thread. WebRTC's
+    /// module locks a mutex of its own in every call, its setters included: it runs on the unit's worker thread,
+    /// which the render thread feeds through fixed FIFOs (offline it sleeps while it waits for it, never locks).
     @Test func voiceProcessingRenderThread() async throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
@@ -51,9 +50,7 @@ func probe(_ arguments: [String], environment: [String: String] = [:]) async thr
         #expect(report["cycles"] == 10_000)
         #expect(report["changes"]! >= 10, "the modes switched while rendering")
         #expect(report["renderThreadAllocations"] == 0 && report["renderThreadFrees"] == 0, "\(report)")
-        withKnownIssue("WebRTC's module locks its own mutex on the render thread (uncontended)") {
-            #expect(report["renderThreadLockWaits"] == 0, "\(report)")
-        }
+        #expect(report["renderThreadLockWaits"] == 0, "\(report)")
     }
 
     /// Handing PCM to the AAC encoder from a real-time thread: 12,000 pushes of 1–2048 frames, Int16 interleaved
@@ -139,9 +136,8 @@ func probe(_ arguments: [String], environment: [String: String] = [:]) async thr
 
     /// The VoiceProcessingIO role on the JACK dummy driver's process thread at 128 frames: the same monitoring run
     /// as above with a voiceProcessing unit on the capture, referenced to the output, its modes switching and levels
-    /// moving from the control thread with the effects'. Not one allocation or free on the device thread; the
-    /// library's own mutex (uncontended: only this thread calls it) is counted as lock waits and recorded as a
-    /// known issue, as offline.
+    /// moving from the control thread with the effects'. Not one allocation, free or lock on the device thread:
+    /// the library (and its mutex) runs on the unit's worker thread, and the device thread never waits for it.
     @Test func jackThreadWithVoiceProcessing() async throws {
         let graph = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
             .appendingPathComponent("../../examples/voice-chain.json").standardized.path
@@ -156,9 +152,7 @@ func probe(_ arguments: [String], environment: [String: String] = [:]) async thr
         #expect(report["canaryAllocations"]! >= 1 && report["canaryFrees"]! >= 1, "\(report)")
         #expect(report["deviceThreadAllocations"] == 0 && report["deviceThreadFrees"] == 0, "\(report)")
         #expect(report["referenceShortfalls"] == 0, "\(report)")
-        withKnownIssue("WebRTC's module locks its own mutex on the device thread (uncontended)") {
-            #expect(report["deviceThreadLockWaits"] == 0, "\(report)")
-        }
+        #expect(report["deviceThreadLockWaits"] == 0, "\(report)")
     }
 
     /// The ALSA driver's own thread, through PulseAudio (the pulse plugin), with an xrun forced every 150 cycles

@@ -259,13 +259,16 @@ import TestSupport
             environment: pulse.environment)
         #expect(r.status == 0, "\(r.stderr)")
         let line = try #require(r.stderr.split(separator: "\n").first { $0.contains("expected round trip") }, "\(r.stderr)")
-        #expect(line.contains("+ voice processing 23.96 ms)"), "\(line)")
+        #expect(line.contains("+ voice processing "), "\(line)")
         let figures = line.split(separator: " ").compactMap { Double($0) }
         try #require(figures.count >= 4, "\(line)")
         let (total, device, graph, voice) = (
             figures[figures.count - 4], figures[figures.count - 3], figures[figures.count - 2], figures[figures.count - 1]
         )
         #expect(abs(total - device - graph - voice) < 0.011, "\(line)")
+        // The unit's 23.96 ms, and in real time a period and 5 ms more for its worker (the period is in the line).
+        let period = try #require(line.split(separator: " ").firstIndex(of: "frames").map { Double(line.split(separator: " ")[$0 - 1])! })
+        #expect(abs(voice - (23.96 + (period + 240) / 48)) < 0.011, "\(line)")
         #expect(r.stdout.contains("voice processing: echo return loss enhancement"), "\(r.stdout)")
     }
 

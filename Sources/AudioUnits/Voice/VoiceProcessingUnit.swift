@@ -35,9 +35,16 @@ import Glibc
 ///   collects them through fixed FIFOs, and the library's own delay, which depends on the modes, is made up to its
 ///   largest: ``latency`` is one frame less a sample plus that, whatever the modes (1,150 frames at 48 kHz), and
 ///   the output is the same whatever the cycle sizes. Unlike iOS it never ducks other audio.
+/// - Threads: the library (which locks a mutex of its own in every call) runs on a worker thread of the unit's
+///   own (`la-voice`); the render thread only hands it whole 10 ms frames and takes processed ones back, through
+///   fixed single-producer, single-consumer FIFOs — no lock, no allocation. Without a deadline (offline, and until
+///   a host says otherwise through ``RenderUnit/willRender(cycleFrames:)``) the render thread waits for the worker
+///   each cycle, so the output is exactly the same as if it ran the library itself. In real time it never waits:
+///   the output is held back by the largest cycle and half a 10 ms frame more, so the worker has a cycle to
+///   process each frame, and ``latency`` counts it (at 256-frame cycles: 1,150 + 496 frames). A frame the worker
+///   has not finished in time is given as silence and counted in ``workerShortfalls``.
 ///
-/// Thread safety: as every unit. The library is called only from the render thread (its setters too, so its
-/// lock is never contended), and from prepare and reset on the control thread, never while rendering.
+/// Thread safety: as every unit; the worker is the unit's own and stops with it.
 public final class VoiceProcessingUnit: RenderUnit, @unchecked Sendable {
     public static let echoCancellationSpec = ParameterSpec(
         "echoCancellation", name: "Echo cancellation", range: 0...1, unit: .boolean, default: 1, smoothingTime: 0)
@@ -94,11 +101,33 @@ public final class VoiceProcessingUnit: RenderUnit, @unchecked Sendable {
     private var cancellerReference = PCMBuffer(channelCount: 1, capacity: 0)
     private var micPointers: UnsafeMutablePointer<UnsafeMutablePointer<Float>?>
     private var referencePointers: UnsafeMutablePointer<UnsafePointer<Float>?>
+    // The render thread hands whole 10 ms frames to the worker through `inbox` and takes processed ones from
+    // `outbox`: single-producer, single-consumer, fixed, lock-free.
+    /// `inboxSlots` frames of the microphone's channels then the reference's; slot i is frames i·F ..< (i+1)·F.
+    private var inbox = PCMBuffer(channelCount: 1, capacity: 0)
+    private var inboxSlots = 0
+    private let slotsWritten = Atomic<Int>(0)
+    private let slotsTaken = Atomic<Int>(0)
+    /// Slots the worker has processed (and put on the outbox).
+    private let slotsDone = Atomic<Int>(0)
+    private var outbox = FrameRingBuffer(channelCount: 1, capacity: 1)
+    /// Render thread: frames of the slot being filled; whether the frame is being dropped (the inbox was full);
+    /// output frames given as silence because the worker was late, still to be skipped when they come.
     private var filled = 0
-    /// Processed frames waiting to be output: a ring.
-    private var ring = PCMBuffer(channelCount: 1, capacity: 0)
-    private var ringRead = 0
-    private var ringCount = 0
+    private var droppingFrame = false
+    private var owed = 0
+    private var discard = PCMBuffer(channelCount: 1, capacity: 0)
+    /// nil: no deadline, the render thread waits for the worker; a number: real-time cycles of at most that many
+    /// frames, and the output is held back `lead` frames more so the worker has a cycle to process each frame.
+    private var realTimeCycle: Int?
+    private var lead = 0
+    private let lateFrames = Atomic<Int>(0)
+    private let droppedFrames = Atomic<Int>(0)
+    private var worker: WorkerThread?
+    /// `worker != nil`, for the render thread (no reference counting there).
+    private var working = false
+    private let wake = WakeSignal()
+    private let stopping = Atomic<Bool>(false)
     /// The library's own delay (frames) with only gain control or the high-pass filter on (at 32 and 48 kHz the
     /// library then splits the signal into bands and joins them again), with the echo canceller on, the noise
     /// suppressor on, and both: measured at prepare. The output is held back by what the current modes lack of the largest, so switching them does
@@ -190,6 +219,7 @@ public final class VoiceProcessingUnit: RenderUnit, @unchecked Sendable {
     }
 
     deinit {
+        stopWorker()
         if let processor { la_voice_destroy(processor) }
         micPointers.deallocate()
         referencePointers.deallocate()
@@ -232,7 +262,11 @@ public final class VoiceProcessingUnit: RenderUnit, @unchecked Sendable {
         cancellerReference = PCMBuffer(channelCount: 1, capacity: frameLength)
         incomingReference = PCMBuffer(channelCount: referenceChannelCount, capacity: frameLength)
         referenceLine = DelayLine(channelCount: referenceChannelCount, capacity: maximumPreDelay(spec.sampleRate) + 2 * frameLength)
-        ring = PCMBuffer(channelCount: channelCount, capacity: spec.maximumFrames + 2 * frameLength)
+        stopWorker()
+        // Room for two of the largest cycles' frames in flight, and a few more.
+        inboxSlots = 2 * ((spec.maximumFrames + frameLength - 1) / frameLength) + 4
+        inbox = PCMBuffer(channelCount: channelCount + referenceChannelCount, capacity: inboxSlots * frameLength)
+        discard = PCMBuffer(channelCount: channelCount, capacity: spec.maximumFrames)
         estimator = EchoDelayEstimator(
             sampleRate: spec.sampleRate, maximumDelay: Double(Self.referenceDelaySpec.range.upperBound) / 1000)
         try makeProcessor(spec.sampleRate)
@@ -245,7 +279,7 @@ public final class VoiceProcessingUnit: RenderUnit, @unchecked Sendable {
         let largest = max(max(libraryDelays.split, libraryDelays.echo), max(libraryDelays.noise, libraryDelays.both))
         largestLibraryDelay = largest
         compensation = DelayLine(channelCount: channelCount, capacity: largest + frameLength)
-        latencyFrames.store(frameLength - 1 + largest, ordering: .relaxed)
+        latencyFrames.store(frameLength - 1 + largest + lead, ordering: .relaxed)
     }
 
     /// The library's delay for the modes given, with fixed digital gain control at 0 dB (no gain, no limiter) on as
@@ -374,15 +408,25 @@ public final class VoiceProcessingUnit: RenderUnit, @unchecked Sendable {
     /// Starts over: a new processor (the canceller forgets the room), the FIFOs and the delay estimate cleared.
     override public func reset() {
         guard let spec, processor != nil else { return }
+        stopWorker()
         try? makeProcessor(spec.sampleRate)
         fade = 0
         mutedLeft = 0
         filled = 0
-        // One frame less a sample of silence ahead of the first processed frame: enough that every cycle finds its
-        // frames whatever the cycle sizes.
-        ring.view(frames: ring.capacity).clear()
-        ringRead = 0
-        ringCount = frameLength - 1
+        droppingFrame = false
+        owed = 0
+        slotsWritten.store(0, ordering: .relaxed)
+        slotsTaken.store(0, ordering: .relaxed)
+        slotsDone.store(0, ordering: .relaxed)
+        // One frame less a sample of silence ahead of the first processed frame — enough that every cycle finds its
+        // frames whatever the cycle sizes, once the worker has processed what the cycle completed — and in real
+        // time the lead, so that it has processed them a cycle earlier.
+        let prefill = frameLength - 1 + lead
+        outbox = FrameRingBuffer(
+            channelCount: channelCount, capacity: prefill + inboxSlots * frameLength + spec.maximumFrames + frameLength)
+        let silence = PCMBuffer(channelCount: channelCount, capacity: prefill)
+        silence.view(frames: prefill).clear()
+        outbox.write(silence.view(frames: prefill))
         compensation.clear()
         referenceLine.clear()
         estimator?.reset()
@@ -401,6 +445,58 @@ public final class VoiceProcessingUnit: RenderUnit, @unchecked Sendable {
         erleFilled = 0
         voice.store(false, ordering: .relaxed)
         erleBits.store(Double.nan.bitPattern, ordering: .relaxed)
+        startWorker()
+    }
+
+    override public func willRender(cycleFrames: Int?) {
+        guard cycleFrames != realTimeCycle else { return }
+        realTimeCycle = cycleFrames
+        // A cycle's frames, and half a 10 ms frame of slack for the worker's scheduling.
+        lead = cycleFrames.map { $0 + frameLength / 2 } ?? 0
+        latencyFrames.store(frameLength - 1 + largestLibraryDelay + lead, ordering: .relaxed)
+        reset()
+    }
+
+    /// Output frames given as silence because the worker had not processed them in time (real time only; 0 in
+    /// normal operation), and input frames dropped because the worker had stopped taking them.
+    public var workerShortfalls: Int { lateFrames.load(ordering: .relaxed) + droppedFrames.load(ordering: .relaxed) }
+
+    private func startWorker() {
+        guard worker == nil, processor != nil else { return }
+        stopping.store(false, ordering: .releasing)
+        let unit = Unmanaged.passUnretained(self)
+        worker = try? WorkerThread(name: "la-voice") { unit.takeUnretainedValue().work() }
+        working = worker != nil
+    }
+
+    private func stopWorker() {
+        guard let worker else { return }
+        stopping.store(true, ordering: .releasing)
+        wake.signal()
+        worker.join()
+        self.worker = nil
+        working = false
+    }
+
+    /// The worker: each frame the render thread handed over, through the library, onto the outbox.
+    private func work() {
+        while !stopping.load(ordering: .acquiring) {
+            let taken = slotsTaken.load(ordering: .relaxed)
+            guard taken < slotsWritten.load(ordering: .acquiring), let processor else {
+                wake.wait(timeout: 0.005)
+                continue
+            }
+            let slot = inbox.view(frames: inbox.capacity).slice(from: (taken % inboxSlots) * frameLength, frames: frameLength)
+            let m = micFrame.view(frames: frameLength)
+            let r = incomingReference.view(frames: frameLength)
+            for c in 0..<channelCount { m[c].baseAddress!.update(from: slot[c].baseAddress!, count: frameLength) }
+            for c in 0..<referenceChannelCount {
+                r[c].baseAddress!.update(from: slot[channelCount + c].baseAddress!, count: frameLength)
+            }
+            slotsTaken.store(taken + 1, ordering: .releasing)
+            processFrame(processor)
+            slotsDone.store(taken + 1, ordering: .releasing)
+        }
     }
 
     /// Takes `referenceDelay`, when set and changed, as the echo delay until the estimate says otherwise.
@@ -438,35 +534,67 @@ public final class VoiceProcessingUnit: RenderUnit, @unchecked Sendable {
     override public func render(_ context: RenderContext) {
         let frames = context.frameCount
         let output = context.output(0)
-        guard let processor, frames > 0 else {
+        guard working, frames > 0 else {
             output.clear()
             return
         }
         let mic = context.input(0)
         let reference = context.input(1)
+        let slots = inbox.view(frames: inbox.capacity)
         var done = 0
         while done < frames {
+            if filled == 0 {
+                // A new frame: drop it if the worker has stopped taking them (its slots are all in use).
+                droppingFrame = slotsWritten.load(ordering: .relaxed) - slotsTaken.load(ordering: .acquiring) >= inboxSlots
+            }
             let take = min(frames - done, frameLength - filled)
-            micFrame.view(frames: frameLength).slice(from: filled, frames: take).copy(from: mic.slice(from: done, frames: take))
-            incomingReference.view(frames: frameLength).slice(from: filled, frames: take)
-                .copy(from: reference.slice(from: done, frames: take))
+            if !droppingFrame {
+                let slot = slots.slice(from: (slotsWritten.load(ordering: .relaxed) % inboxSlots) * frameLength + filled, frames: take)
+                for c in 0..<channelCount { slot[c].baseAddress!.update(from: mic[c].baseAddress! + done, count: take) }
+                for c in 0..<referenceChannelCount {
+                    slot[channelCount + c].baseAddress!.update(from: reference[c].baseAddress! + done, count: take)
+                }
+            }
             filled += take
             done += take
             if filled == frameLength {
-                processFrame(processor)
                 filled = 0
+                if droppingFrame {
+                    droppedFrames.add(frameLength, ordering: .relaxed)
+                    owed -= frameLength  // its output will never come: give silence for it instead of skipping
+                } else {
+                    slotsWritten.add(1, ordering: .releasing)
+                    wake.signal()
+                }
             }
         }
-        // The cycle's frames from the ring.
-        let all = ring.view(frames: ring.capacity)
-        var out = 0
-        while out < frames {
-            let n = min(frames - out, ring.capacity - ringRead)
-            output.slice(from: out, frames: n).copy(from: all.slice(from: ringRead, frames: n))
-            ringRead = (ringRead + n) % ring.capacity
-            out += n
+        if realTimeCycle == nil {
+            // No deadline: wait (sleeping, no lock) until the worker has processed every frame handed over, so the
+            // output does not depend on how fast it was.
+            let written = slotsWritten.load(ordering: .relaxed)
+            while slotsDone.load(ordering: .acquiring) < written { usleep(20) }
         }
-        ringCount -= frames
+        // Frames given as silence earlier, now come: skip them.
+        while owed > 0 {
+            let n = min(owed, discard.capacity, outbox.availableToRead)
+            if n == 0 { break }
+            owed -= outbox.read(into: discard.view(frames: n))
+        }
+        var got = 0
+        if owed >= 0 {
+            got = outbox.read(into: output)
+        } else {
+            // Dropped input frames: silence in their place first.
+            let silent = min(-owed, frames)
+            output.prefix(silent).clear()
+            owed += silent
+            got = silent + (silent < frames ? outbox.read(into: output.slice(from: silent, frames: frames - silent)) : 0)
+        }
+        if got < frames {
+            output.slice(from: got, frames: frames - got).clear()
+            owed += frames - got
+            lateFrames.add(frames - got, ordering: .relaxed)
+        }
     }
 
     private func pointFrames() {
@@ -575,17 +703,8 @@ public final class VoiceProcessingUnit: RenderUnit, @unchecked Sendable {
             if mutedLeft <= 0 { fade = 4 }
         default: break
         }
-        // Onto the ring.
-        let all = ring.view(frames: ring.capacity)
-        var write = (ringRead + ringCount) % ring.capacity
-        var put = 0
-        while put < frameLength {
-            let n = min(frameLength - put, ring.capacity - write)
-            all.slice(from: write, frames: n).copy(from: m.slice(from: put, frames: n))
-            write = (write + n) % ring.capacity
-            put += n
-        }
-        ringCount += frameLength
+        // Onto the outbox (room for it is kept: see reset()).
+        outbox.write(m)
     }
 
     /// Takes a clear estimate (its peak at least ``clarity`` times the mean) that differs from the delay in force
