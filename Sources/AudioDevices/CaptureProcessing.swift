@@ -29,12 +29,14 @@ final class CaptureProcessing: @unchecked Sendable {
     private let referenceScratch: PCMBuffer
     private let playedScratch: PCMBuffer
     private let processed: PCMBuffer
-    /// Frames of reference missing when a capture needed them once playback had begun (silence instead), and played
-    /// frames dropped because the capture took none for a while. Device thread writes, anyone reads.
+    /// Frames of reference missing when a capture needed them (silence instead), and played frames dropped because
+    /// the capture took none for a while. Device thread writes, anyone reads.
     let referenceShortfalls = Atomic<Int>(0)
     let referenceDrops = Atomic<Int>(0)
-    /// Something has been played since ``start()`` (device thread).
-    private var primed = false
+    /// The most frames one cycle may bring.
+    let maximumFrames: Int
+    /// The unit's latency in nanoseconds, as of the last ``willRender(cycleFrames:largestCycle:)``.
+    private(set) var latencyNanoseconds: UInt64 = 0
 
     /// - Throws: ``AudioError`` `.formatMismatch` when the unit's input bus 0 or output bus 0 is not the capture's
     ///   rate and channel count, `.invalidBus` when it has no input or more than two.
@@ -75,6 +77,7 @@ final class CaptureProcessing: @unchecked Sendable {
         referenceScratch = PCMBuffer(channelCount: referenceChannels, capacity: maximumFrames)
         playedScratch = PCMBuffer(channelCount: referenceChannels, capacity: maximumFrames)
         processed = PCMBuffer(channelCount: captureFormat.channelCount, capacity: maximumFrames)
+        self.maximumFrames = maximumFrames
     }
 
     /// Seconds the unit delays the capture.
@@ -86,12 +89,21 @@ final class CaptureProcessing: @unchecked Sendable {
         if graph.state == .uninitialized { try graph.initialize() }
         if graph.state == .initialized { try graph.start() }
         fifo?.reset()
-        primed = false
     }
 
-    /// Tells the unit what the cycles will be (see ``RenderGraph/willRender(cycleFrames:)``). Control thread, while
+    /// Tells the unit what the cycles will be (see ``RenderGraph/willRender(cycleFrames:)``), and puts the largest
+    /// cycle's worth of silence in the reference: each cycle takes its capture's frames before its playback's go in,
+    /// so the reference then never runs short whatever the cycles' sizes, and keeps one lag. Control thread, while
     /// the device is stopped.
-    func willRender(cycleFrames: Int?) { graph.willRender(cycleFrames: cycleFrames) }
+    func willRender(cycleFrames: Int?, largestCycle: Int) {
+        graph.willRender(cycleFrames: cycleFrames)
+        latencyNanoseconds = UInt64(latency * 1e9)
+        guard let fifo else { return }
+        fifo.reset()
+        let silence = referenceScratch.view(frames: min(largestCycle, referenceScratch.capacity))
+        silence.clear()
+        fifo.write(silence)
+    }
 
     /// The capture through the unit; the view is valid until the next call. Device thread.
     func process(_ captured: BufferView, timeStamp: RenderTimeStamp) -> BufferView {
@@ -102,7 +114,7 @@ final class CaptureProcessing: @unchecked Sendable {
             let got = fifo.read(into: referenceView)
             if got < frames {
                 referenceView.slice(from: got, frames: frames - got).clear()
-                if primed { referenceShortfalls.add(frames - got, ordering: .relaxed) }
+                referenceShortfalls.add(frames - got, ordering: .relaxed)
             }
         } else {
             referenceView.clear()
@@ -125,7 +137,6 @@ final class CaptureProcessing: @unchecked Sendable {
     /// What the output bus played this cycle, as the reference of the captures to come. Device thread.
     func played(_ output: BufferView) {
         guard let fifo else { return }
-        primed = true
         let frames = output.frameCount
         let mixed = playedScratch.view(frames: frames)
         if output.channelCount == mixed.channelCount {
@@ -157,5 +168,12 @@ final class CaptureProcessing: @unchecked Sendable {
             referenceDrops.add(dropped, ordering: .relaxed)
         }
         fifo.write(mixed)
+    }
+
+    /// The output bus played silence this cycle (its graph failed to render): the reference keeps its lag.
+    func playedSilence(frames: Int) {
+        let silence = playedScratch.view(frames: frames)
+        silence.clear()
+        played(silence)
     }
 }

@@ -115,6 +115,8 @@ public final class IOUnit: @unchecked Sendable {
     private var input: InputUnit?
     /// A unit on the capture bus (the VoiceProcessingIO role), nil without one.
     private var captureProcessing: CaptureProcessing?
+    /// Graphs rendered in the capture handler, told the cycles as the output graph is.
+    private var handlerGraphs: [RenderGraph] = []
     /// Converts between the device's rate and the client's when they differ (nil when they agree).
     private var bridge: RateBridge?
     /// Bridges capture and playback on two clocks (nil on one clock).
@@ -256,12 +258,21 @@ public final class IOUnit: @unchecked Sendable {
             reference: configuration.outputFormat == nil ? .none : reference)
     }
 
+    /// Tells `graph` — one the capture handler renders — what the device's cycles are before each start, as the
+    /// output graph is told (``RenderGraph/willRender(cycleFrames:)``): units that work on threads of their own
+    /// (voiceProcessing) then never wait on the device's thread.
+    public func announceCycles(to graph: RenderGraph) throws(AudioError) {
+        try requireStopped("add a graph to tell the cycles")
+        if !handlerGraphs.contains(where: { $0 === graph }) { handlerGraphs.append(graph) }
+    }
+
     /// The unit on the capture bus, if any (see ``setCaptureProcessor(_:reference:)``).
     public var captureProcessor: RenderUnit? { captureProcessing?.unit }
-    /// Seconds the unit on the capture bus delays the capture; 0 without one.
+    /// Seconds the unit on the capture bus delays the capture; 0 without one. Final once started: a unit that works
+    /// on a thread of its own (voiceProcessing) adds the device's cycle to it. The capture handler's host times
+    /// are moved back by it; sample times count the frames as they come.
     public var captureProcessingLatency: Double { captureProcessing?.latency ?? 0 }
-    /// Frames of reference the capture processor found missing once playback had begun (silence instead): 0 in
-    /// normal operation on one clock.
+    /// Frames of reference the capture processor found missing (silence instead): 0 in normal operation.
     public var captureReferenceShortfalls: Int { captureProcessing?.referenceShortfalls.load(ordering: .relaxed) ?? 0 }
 
     /// Records when each of the next `capacity` cycles started and how long it took (see ``cycleTimings``), from
@@ -485,19 +496,28 @@ public final class IOUnit: @unchecked Sendable {
             }
             // What the cycles will be: units that work on threads of their own (voiceProcessing) size their lead to
             // them, or wait for their threads when nothing has a deadline.
-            let realTimeCycle: Int? =
-                if configuration.backend == .virtual, configuration.virtual.pacing == .asFastAsPossible {
-                    nil
-                } else if bridge != nil {
+            let largestCycle =
+                if bridge != nil {
                     // Every client cycle of one device cycle runs back to back.
-                    Int((Double(grant.periodFrames) * request.sampleRate / grant.sampleRate).rounded(.up)) + 2 * RateBridge.minimumClientCycle
+                    Int((Double(grant.periodFrames) * request.sampleRate / grant.sampleRate).rounded(.up))
+                        + 2 * RateBridge.minimumClientCycle
                 } else if configuration.backend == .virtual {
                     configuration.virtual.maximumCycle(period: grant.periodFrames)
                 } else {
                     grant.periodFrames
                 }
-            graph?.willRender(cycleFrames: realTimeCycle)
-            captureProcessing?.willRender(cycleFrames: realTimeCycle)
+            let deadline = !(configuration.backend == .virtual && configuration.virtual.pacing == .asFastAsPossible)
+            graph?.willRender(cycleFrames: deadline ? largestCycle : nil)
+            for g in handlerGraphs { g.willRender(cycleFrames: deadline ? largestCycle : nil) }
+            if let captureProcessing {
+                guard clientPeriod <= captureProcessing.maximumFrames else {
+                    throw AudioError(
+                        .formatMismatch,
+                        "the device's cycles bring up to \(clientPeriod) frames but the capture processor takes at most "
+                            + "\(captureProcessing.maximumFrames)")
+                }
+                captureProcessing.willRender(cycleFrames: deadline ? largestCycle : nil, largestCycle: largestCycle)
+            }
             let faultHandler: @Sendable (AudioError) -> Void = { [weak self] error in self?.noteFault(error) }
             let warnings = try driver.start(handler: self, onFault: faultHandler)
             stateLock.withLock { $0.grant = grant }
@@ -647,11 +667,16 @@ extension IOUnit: DeviceCycleHandler {
         }
         if var input {
             let captureStamp = RenderTimeStamp(sampleTime: sampleTime, hostTime: time.inputHostTime)
-            if let captureProcessing { input = captureProcessing.process(input, timeStamp: captureStamp) }
+            var handlerStamp = captureStamp
+            if let captureProcessing {
+                input = captureProcessing.process(input, timeStamp: captureStamp)
+                // What comes out of the processor reached the device its latency earlier.
+                handlerStamp.hostTime -= min(handlerStamp.hostTime, captureProcessing.latencyNanoseconds)
+            }
             if let captureHandler, let captureBuffer {
                 let raw = captureBuffer.view(frames: input.frameCount)
                 PCMConversion.encode(input, into: raw)
-                captureHandler(raw, captureStamp)
+                captureHandler(raw, handlerStamp)
             }
             self.input?.current = input
         }
@@ -663,7 +688,10 @@ extension IOUnit: DeviceCycleHandler {
                     output.copy(from: rendered.upmixed(to: output.channelCount))
                     processing?.played(rendered)
                 }
-                if !rendered { graphFailures.add(1, ordering: .relaxed) }
+                if !rendered {
+                    graphFailures.add(1, ordering: .relaxed)
+                    processing?.playedSilence(frames: output.frameCount)
+                }
                 readAhead?.requestIfNeeded()
             } else if let outputCallback, let outputBuffer {
                 let raw = outputBuffer.view(frames: output.frameCount)
@@ -706,11 +734,15 @@ extension IOUnit {
         clientFrames += Int64(frames)
         if var captured {
             let captureStamp = RenderTimeStamp(sampleTime: sampleTime, hostTime: time.inputHostTime)
-            if let captureProcessing { captured = captureProcessing.process(captured, timeStamp: captureStamp) }
+            var handlerStamp = captureStamp
+            if let captureProcessing {
+                captured = captureProcessing.process(captured, timeStamp: captureStamp)
+                handlerStamp.hostTime -= min(handlerStamp.hostTime, captureProcessing.latencyNanoseconds)
+            }
             if let captureHandler, let captureBuffer {
                 let raw = captureBuffer.view(frames: frames)
                 PCMConversion.encode(captured, into: raw)
-                captureHandler(raw, captureStamp)
+                captureHandler(raw, handlerStamp)
             }
             self.input?.current = captured
         }
@@ -726,6 +758,7 @@ extension IOUnit {
             if !rendered {
                 graphFailures.add(1, ordering: .relaxed)
                 bridge.playSilence(frames: frames)
+                processing?.playedSilence(frames: frames)
             }
             readAhead?.requestIfNeeded()
         } else if let outputCallback, let outputBuffer, let bridgeOutput {

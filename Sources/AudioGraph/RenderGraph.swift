@@ -443,8 +443,9 @@ public final class RenderGraph: @unchecked Sendable {
     ///
     /// The flip comes after the gate closed, so a cycle that reads the new epoch also sees the gate closed. A cycle
     /// counted in the old slot is waited for; one that read the old epoch but had not yet counted itself when the
-    /// slot was seen empty is ordered, by the sequentially consistent count and gate loads, after the gate closed,
-    /// and sees it closed.
+    /// slot was seen empty reads the epoch again after counting (``enterCycle()``), finds it moved and counts itself
+    /// in the new slot, then sees the gate closed — even when it was held up across a whole reset, the gate open
+    /// again, and the next close waits for the slot it counted in.
     private func waitForRendersToLeave() {
         let old = gateEpoch.wrappingAdd(1, ordering: .sequentiallyConsistent).oldValue & 1
         if old == 0 {
@@ -495,13 +496,20 @@ public final class RenderGraph: @unchecked Sendable {
     /// Counts the cycle in the current epoch's slot and returns the slot, for ``leaveCycle(_:)``.
     @inline(__always)
     private func enterCycle() -> Int {
-        let slot = gateEpoch.load(ordering: .sequentiallyConsistent) & 1
-        if slot == 0 {
-            rendersInFlightEven.add(1, ordering: .sequentiallyConsistent)
-        } else {
-            rendersInFlightOdd.add(1, ordering: .sequentiallyConsistent)
+        while true {
+            let epoch = gateEpoch.load(ordering: .sequentiallyConsistent)
+            let slot = epoch & 1
+            if slot == 0 {
+                rendersInFlightEven.add(1, ordering: .sequentiallyConsistent)
+            } else {
+                rendersInFlightOdd.add(1, ordering: .sequentiallyConsistent)
+            }
+            // Counted in the slot of the epoch still in force: a close that flips it from now on waits for this
+            // cycle. If the epoch moved between the read and the count — a cycle held up there across a whole
+            // reset, whose slot is then the new epoch's, which the next close would not wait for — count again.
+            if gateEpoch.load(ordering: .sequentiallyConsistent) == epoch { return slot }
+            leaveCycle(slot)
         }
-        return slot
     }
     @inline(__always)
     private func leaveCycle(_ slot: Int) {

@@ -259,7 +259,8 @@ open class RenderUnit: @unchecked Sendable {
     /// `cycleFrames` nil — no deadline (offline rendering, a virtual device run as fast as it goes), so a unit that
     /// hands work to a thread of its own may wait for it; a number — real-time cycles of at most that many frames,
     /// which must never wait. A unit whose latency depends on that says so in ``latency`` afterwards. Units that
-    /// have never been told assume no deadline. ``RenderGraph/willRender(cycleFrames:)`` tells every unit.
+    /// have never been told assume no deadline, so a host that renders in real time must tell them:
+    /// ``RenderGraph/willRender(cycleFrames:)`` tells every unit (the I/O unit does it for the graphs it runs).
     open func willRender(cycleFrames: Int?) {}
 
     /// Renders `context.frameCount` frames (0 … spec.maximumFrames) into the output views.

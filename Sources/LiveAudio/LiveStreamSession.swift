@@ -360,9 +360,12 @@ public final class LiveStreamSession: @unchecked Sendable {
             }
             try worker.start()
             if let io {
+                if let graph = loaded?.graph { try io.announceCycles(to: graph) }
                 try io.start()
             } else if fileReader != nil {
                 let realTime = if case .file(_, let r) = configuration.input { r } else { true }
+                // The pacer's blocks: real-time ones, or none with a deadline.
+                loaded?.graph.willRender(cycleFrames: realTime ? Self.fileBlock : nil)
                 pacer = try WorkerThread(name: "la-stream-file") { [self] in pace(fileReader!, realTime: realTime) }
             }
         } catch {
@@ -462,8 +465,11 @@ public final class LiveStreamSession: @unchecked Sendable {
     }
 
     /// The file input's thread: reads blocks and processes them at the pace of the clock (or at once).
+    /// Frames the file pacer reads and processes at a time.
+    static let fileBlock = 1024
+
     private func pace(_ reader: any AudioFileReader, realTime: Bool) {
-        let block = 1024
+        let block = Self.fileBlock
         let buffer = PCMBuffer(channelCount: reader.channelCount, capacity: block)
         let start = monotonicNanoseconds()
         var sampleTime: Int64 = 0

@@ -179,12 +179,16 @@ extension JACKDeviceTests {
     }
 
     /// On the virtual device (a WAV file as the microphone, paced as fast as possible), with no output: the
-    /// processed capture is the file's tone through the unit, `captureProcessingLatency` late, and the reference is
+    /// processed capture is the file's chirp through the unit, `captureProcessingLatency` late, and the reference is
     /// silence.
     @Test func captureOnlyIsProcessedAgainstSilence() async throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
-        let tone = (0..<(2 * 48_000)).map { i in Float(0.1 * sin(2 * Double.pi * 440 * Double(i) / 48_000)) }
+        // A chirp (100 Hz … 4 kHz over 2 s): it lines up at one lag only.
+        let tone = (0..<(2 * 48_000)).map { i -> Float in
+            let t = Double(i) / 48_000
+            return Float(0.1 * sin(2 * Double.pi * (100 * t + 975 * t * t)))
+        }
         try writeWAV(dir.file("in.wav"), channels: [tone])
         var configuration = IOUnit.Configuration(
             backend: .virtual, inputFormat: try .graph(sampleRate: 48_000, channelCount: 1), inputDevice: dir.file("in.wav"),
@@ -201,8 +205,8 @@ extension JACKDeviceTests {
         io.stop()
         let out = tape.channels[0]
         let latency = Int((io.captureProcessingLatency * 48_000).rounded())
-        // The tone through the unit (the canceller on, with nothing to cancel) past the first half second: where
-        // it lines up best, within 8 frames (0.17 ms) of the reported latency, it is the tone at its level.
+        // The chirp through the unit (the canceller on, with nothing to cancel) past the first half second: where
+        // it lines up best, within 8 frames (0.17 ms) of the reported latency, it is the chirp at its level.
         var best = (lag: 0, correlation: -1.0, level: 0.0)
         for lag in (latency - 8)...(latency + 8) {
             var xy = 0.0, xx = 0.0, yy = 0.0
@@ -215,7 +219,9 @@ extension JACKDeviceTests {
             let c = xy / max((xx * yy).squareRoot(), 1e-20)
             if c > best.correlation { best = (lag, c, 10 * log10(yy / xx)) }
         }
-        #expect(best.correlation > 0.999 && abs(best.level) < 0.5, "\(best) (reported \(latency) frames)")
+        // Not 1: the library's band-splitting filters delay frequencies a little differently (a few frames over the
+        // chirp's range), so no single lag fits all of it exactly.
+        #expect(best.correlation > 0.95 && abs(best.level) < 0.5, "\(best) (reported \(latency) frames)")
         #expect(best.lag != latency - 8 && best.lag != latency + 8, "the best lag is inside the window: \(best)")
     }
 }

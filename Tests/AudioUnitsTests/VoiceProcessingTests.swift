@@ -506,6 +506,56 @@ enum VoiceMaterial {
         #expect(erle >= 25, "ERLE \(erle) dB")
     }
 
+    @Test("A 44.1 kHz graph runs the unit at 48 kHz between converters, as a graph file says: the echo 25 dB down")
+    func otherRatesThroughConverters() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let far48 = VoiceMaterial.farEnd
+        let (mic48, _) = VoiceMaterial.microphone(far: far48, room: VoiceMaterial.room(delay: 0.08, tail: 0.25, seed: 81))
+        let mic = try SampleRateConverter.convert([mic48], from: 48_000, to: 44_100)[0]
+        let far = try SampleRateConverter.convert([far48], from: 48_000, to: 44_100)[0]
+        try writeWAV(dir.file("take.wav"), channels: [mic], sampleRate: 44_100)
+        try writeWAV(dir.file("accompaniment.wav"), channels: [far], sampleRate: 44_100)
+        let json = """
+            {"sampleRate": 44100, "channels": 1,
+             "nodes": [{"id": "take", "type": "file", "path": "take.wav"},
+                       {"id": "accompaniment", "type": "file", "path": "accompaniment.wav"},
+                       {"id": "takeUp", "type": "converter", "inputRate": 44100, "sampleRate": 48000},
+                       {"id": "accompanimentUp", "type": "converter", "inputRate": 44100, "sampleRate": 48000},
+                       {"id": "clean", "type": "voiceProcessing", "sampleRate": 48000, "gainControl": "off"},
+                       {"id": "down", "type": "converter", "inputRate": 48000}],
+             "connections": [{"from": "take", "to": "takeUp"}, {"from": "accompaniment", "to": "accompanimentUp"},
+                             {"from": "takeUp", "to": "clean"}, {"from": "accompanimentUp", "to": "clean", "bus": 1},
+                             {"from": "clean", "to": "down"}, {"from": "down", "to": "output"}]}
+            """
+        try json.write(toFile: dir.file("clean44.json"), atomically: true, encoding: .utf8)
+        let loaded = try GraphFile.load(path: dir.file("clean44.json"))
+        _ = try FileRenderer(loaded: loaded).render(to: dir.file("clean.wav"))
+        let unit = try #require(loaded.units["clean"] as? VoiceProcessingUnit)
+        #expect(unit.estimatedDelay >= 0.078 && unit.estimatedDelay <= 0.100, "found \(unit.estimatedDelay) s")
+        let out = try FFmpeg.decode(dir.file("clean.wav"), channels: 1)[0]
+        let n = min(out.count, mic.count)
+        // Power after the first 2 s: the alignment (the unit's and the converters' latency) does not matter.
+        let erle = Self.erle(mic: Array(mic[0..<n]), out: Array(out[0..<n]), 2 * 44_100..<n)
+        print("voiceProcessing at 44.1 kHz through converters: ERLE \(erle) dB")
+        #expect(erle >= 25, "ERLE \(erle) dB")
+    }
+
+    @Test("A prepared unit goes away with its graph: its worker thread does not keep it alive")
+    func unitIsReleased() throws {
+        weak var released: VoiceProcessingUnit?
+        do {
+            let format = try StreamFormat.graph(sampleRate: Self.rate, channelCount: 1)
+            let graph = try RenderGraph(format: format, maximumFrames: 512)
+            let unit = try VoiceProcessingUnit(format: format)
+            released = unit
+            try graph.connect(try graph.addNode(unit), to: graph.output)
+            try graph.initialize()
+            _ = try renderOffline(graph, frames: 4800)
+        }
+        #expect(released == nil, "the unit (and its worker) outlived its graph")
+    }
+
     @Test("The FFT the delay estimate uses matches a direct DFT, and its inverse gives the signal back")
     func fftMatchesTheDefinition() {
         let n = 64
@@ -583,4 +633,47 @@ enum VoiceMaterial {
         print("voiceProcessing in real time: longest cycle \(Double(longest) / 1e6) ms for 21.3 ms of audio")
     }
 
+
+    @Test("A worker that falls behind in real time: the render thread still never waits, the late frames come out as silence and are counted, and the output is back in line with the offline one once the worker catches up")
+    func lateWorker() throws {
+        let far = Array(VoiceMaterial.farEnd[0..<(4 * 48_000)])
+        let (mic, _) = VoiceMaterial.microphone(far: far, room: VoiceMaterial.room(delay: 0.03, tail: 0.1, seed: 4))
+        let (offline, _) = try VoiceProcessingTests.process(mic: mic, reference: far)
+        let format = try StreamFormat.graph(sampleRate: VoiceMaterial.rate, channelCount: 1)
+        let graph = try RenderGraph(format: format, maximumFrames: 4096)
+        let unit = try VoiceProcessingUnit(format: format)
+        let micNode = try graph.addNode(try BufferPlayerUnit(buffer: PCMBuffer(channels: [mic]), sampleRate: VoiceMaterial.rate))
+        let referenceNode = try graph.addNode(try BufferPlayerUnit(buffer: PCMBuffer(channels: [far]), sampleRate: VoiceMaterial.rate))
+        let node = try graph.addNode(unit)
+        try graph.connect(micNode, to: node, inputBus: 0)
+        try graph.connect(referenceNode, to: node, inputBus: 1)
+        try graph.connect(node, to: graph.output)
+        try graph.initialize()
+        graph.willRender(cycleFrames: 1024)
+        let latency = Int((unit.latency * VoiceMaterial.rate).rounded())
+        let renderer = OfflineRenderer(graph: graph)
+        var out: [Float] = []
+        var longest: UInt64 = 0
+        let start = monotonicNanoseconds()
+        var cycle: UInt64 = 0
+        while out.count < mic.count + latency {
+            // From 1 s to 1.5 s the worker takes 30 ms over each 10 ms frame.
+            let t = Double(out.count) / 48_000
+            unit.workerDelayForTesting.store(t >= 1 && t < 1.5 ? 30_000 : 0, ordering: .relaxed)
+            let began = monotonicNanoseconds()
+            out += try renderer.render(frames: 1024)[0]
+            longest = max(longest, monotonicNanoseconds() - began)
+            cycle += 1
+            let next = start + cycle * 21_333_333
+            let now = monotonicNanoseconds()
+            if next > now { usleep(UInt32((next - now) / 1000)) }
+        }
+        print("voiceProcessing, a worker behind: \(unit.workerShortfalls) frames late, longest cycle \(Double(longest) / 1e6) ms")
+        #expect(unit.workerShortfalls > 0, "the worker fell behind")
+        // Never waited: a cycle took far less than the 30 ms the worker spent on each frame.
+        #expect(longest < 15_000_000, "longest cycle \(Double(longest) / 1e6) ms")
+        // The last second: the same as offline, sample for sample.
+        let tail = (mic.count - 48_000)..<mic.count
+        #expect(Array(out[(tail.lowerBound + latency)..<(tail.upperBound + latency)]) == Array(offline[tail]), "out of line after the worker caught up")
+    }
 }

@@ -117,9 +117,12 @@ public final class VoiceProcessingUnit: RenderUnit, @unchecked Sendable {
     private var droppingFrame = false
     private var owed = 0
     private var discard = PCMBuffer(channelCount: 1, capacity: 0)
-    /// nil: no deadline, the render thread waits for the worker; a number: real-time cycles of at most that many
-    /// frames, and the output is held back `lead` frames more so the worker has a cycle to process each frame.
-    private var realTimeCycle: Int?
+    /// What the host said of its cycles (``willRender(cycleFrames:)``): no deadline (`waits`, also until told) — the
+    /// render thread waits for the worker; real-time cycles of at most `announcedCycle` frames — it never waits, and
+    /// the output is held back `lead` frames more (the largest cycle and half a 10 ms frame) so the worker has a
+    /// cycle to process each frame.
+    private var announcedCycle: Int?
+    private var waits = true
     private var lead = 0
     private let lateFrames = Atomic<Int>(0)
     private let droppedFrames = Atomic<Int>(0)
@@ -128,6 +131,8 @@ public final class VoiceProcessingUnit: RenderUnit, @unchecked Sendable {
     private var working = false
     private let wake = WakeSignal()
     private let stopping = Atomic<Bool>(false)
+    /// Tests: microseconds the worker sleeps before each frame (a worker falling behind).
+    let workerDelayForTesting = Atomic<Int>(0)
     /// The library's own delay (frames) with only gain control or the high-pass filter on (at 32 and 48 kHz the
     /// library then splits the signal into bands and joins them again), with the echo canceller on, the noise
     /// suppressor on, and both: measured at prepare. The output is held back by what the current modes lack of the largest, so switching them does
@@ -257,29 +262,35 @@ public final class VoiceProcessingUnit: RenderUnit, @unchecked Sendable {
     }
 
     override public func allocateRenderResources(_ spec: RenderSpec) throws(AudioError) {
+        // What can fail first, while the worker (if any) still runs on the old resources.
+        let delays = (
+            split: try measureLibraryDelay(spec.sampleRate, echo: false, noise: false),
+            echo: try measureLibraryDelay(spec.sampleRate, echo: true, noise: false),
+            noise: try measureLibraryDelay(spec.sampleRate, echo: false, noise: true),
+            both: try measureLibraryDelay(spec.sampleRate, echo: true, noise: true)
+        )
+        let made = try createProcessor(spec.sampleRate)
+        stopWorker()
         micFrame = PCMBuffer(channelCount: channelCount, capacity: frameLength)
         referenceFrame = PCMBuffer(channelCount: referenceChannelCount, capacity: frameLength)
         cancellerReference = PCMBuffer(channelCount: 1, capacity: frameLength)
         incomingReference = PCMBuffer(channelCount: referenceChannelCount, capacity: frameLength)
         referenceLine = DelayLine(channelCount: referenceChannelCount, capacity: maximumPreDelay(spec.sampleRate) + 2 * frameLength)
-        stopWorker()
-        // Room for two of the largest cycles' frames in flight, and a few more.
-        inboxSlots = 2 * ((spec.maximumFrames + frameLength - 1) / frameLength) + 4
+        // Room for two of the largest cycles' frames in flight and at least a second of frames: the inbox fills
+        // (and input is dropped) only when the worker has stalled.
+        inboxSlots = max(2 * ((spec.maximumFrames + frameLength - 1) / frameLength) + 4, 100)
         inbox = PCMBuffer(channelCount: channelCount + referenceChannelCount, capacity: inboxSlots * frameLength)
         discard = PCMBuffer(channelCount: channelCount, capacity: spec.maximumFrames)
         estimator = EchoDelayEstimator(
             sampleRate: spec.sampleRate, maximumDelay: Double(Self.referenceDelaySpec.range.upperBound) / 1000)
-        try makeProcessor(spec.sampleRate)
-        libraryDelays = (
-            try measureLibraryDelay(spec.sampleRate, echo: false, noise: false),
-            try measureLibraryDelay(spec.sampleRate, echo: true, noise: false),
-            try measureLibraryDelay(spec.sampleRate, echo: false, noise: true),
-            try measureLibraryDelay(spec.sampleRate, echo: true, noise: true)
-        )
-        let largest = max(max(libraryDelays.split, libraryDelays.echo), max(libraryDelays.noise, libraryDelays.both))
+        installProcessor(made)
+        libraryDelays = delays
+        let largest = max(max(delays.split, delays.echo), max(delays.noise, delays.both))
         largestLibraryDelay = largest
         compensation = DelayLine(channelCount: channelCount, capacity: largest + frameLength)
         latencyFrames.store(frameLength - 1 + largest + lead, ordering: .relaxed)
+        // The worker starts here, so that a unit that cannot have one fails to prepare; reset() restarts it.
+        try startWorker()
     }
 
     /// The library's delay for the modes given, with fixed digital gain control at 0 dB (no gain, no limiter) on as
@@ -369,7 +380,7 @@ public final class VoiceProcessingUnit: RenderUnit, @unchecked Sendable {
     /// the render thread), then run on half a second of silence: the canceller sets itself up over its first
     /// frames, and far-end sound in that time leaves it 20 dB short.
     /// On failure the processor in place (if any) stays.
-    private func makeProcessor(_ rate: Double) throws(AudioError) {
+    private func createProcessor(_ rate: Double) throws(AudioError) -> OpaquePointer {
         var message = [CChar](repeating: 0, count: 256)
         guard
             let made = la_voice_create(
@@ -378,6 +389,11 @@ public final class VoiceProcessingUnit: RenderUnit, @unchecked Sendable {
             let text = String(decoding: message.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
             throw AudioError(.invalidState, "voiceProcessing: \(text)")
         }
+        return made
+    }
+
+    /// Puts `made` in place of the processor (destroyed) and sets it up. The worker must be stopped.
+    private func installProcessor(_ made: OpaquePointer) {
         if let processor { la_voice_destroy(processor) }
         processor = made
         var all = desiredSettings()
@@ -409,7 +425,8 @@ public final class VoiceProcessingUnit: RenderUnit, @unchecked Sendable {
     override public func reset() {
         guard let spec, processor != nil else { return }
         stopWorker()
-        try? makeProcessor(spec.sampleRate)
+        // A new processor (the canceller forgets the room); if one cannot be made, the old one carries on.
+        if let made = try? createProcessor(spec.sampleRate) { installProcessor(made) }
         fade = 0
         mutedLeft = 0
         filled = 0
@@ -445,12 +462,17 @@ public final class VoiceProcessingUnit: RenderUnit, @unchecked Sendable {
         erleFilled = 0
         voice.store(false, ordering: .relaxed)
         erleBits.store(Double.nan.bitPattern, ordering: .relaxed)
-        startWorker()
+        // A thread that cannot be started now leaves the unit silent, its cycles counted in workerShortfalls.
+        try? startWorker()
     }
 
+    /// Without a deadline (and until told otherwise) the render thread waits for the worker and the latency is the
+    /// library's alone; with real-time cycles it never waits, and the latency grows by the largest cycle and half a
+    /// 10 ms frame. ``IOUnit`` and the live-stream session tell it what their devices run.
     override public func willRender(cycleFrames: Int?) {
-        guard cycleFrames != realTimeCycle else { return }
-        realTimeCycle = cycleFrames
+        if cycleFrames == announcedCycle, waits == (cycleFrames == nil) { return }
+        announcedCycle = cycleFrames
+        waits = cycleFrames == nil
         // A cycle's frames, and half a 10 ms frame of slack for the worker's scheduling.
         lead = cycleFrames.map { $0 + frameLength / 2 } ?? 0
         latencyFrames.store(frameLength - 1 + largestLibraryDelay + lead, ordering: .relaxed)
@@ -461,12 +483,14 @@ public final class VoiceProcessingUnit: RenderUnit, @unchecked Sendable {
     /// normal operation), and input frames dropped because the worker had stopped taking them.
     public var workerShortfalls: Int { lateFrames.load(ordering: .relaxed) + droppedFrames.load(ordering: .relaxed) }
 
-    private func startWorker() {
+    /// - Throws: ``AudioError`` `.resourceUnavailable` when no thread can be started.
+    private func startWorker() throws(AudioError) {
         guard worker == nil, processor != nil else { return }
         stopping.store(false, ordering: .releasing)
+        // Unretained, and borrowed while it works: the thread must not keep the unit alive (deinit stops it).
         let unit = Unmanaged.passUnretained(self)
-        worker = try? WorkerThread(name: "la-voice") { unit.takeUnretainedValue().work() }
-        working = worker != nil
+        worker = try WorkerThread(name: "la-voice") { unit._withUnsafeGuaranteedRef { $0.work() } }
+        working = true
     }
 
     private func stopWorker() {
@@ -483,7 +507,7 @@ public final class VoiceProcessingUnit: RenderUnit, @unchecked Sendable {
         while !stopping.load(ordering: .acquiring) {
             let taken = slotsTaken.load(ordering: .relaxed)
             guard taken < slotsWritten.load(ordering: .acquiring), let processor else {
-                wake.wait(timeout: 0.005)
+                wake.wait(timeout: 0.1)
                 continue
             }
             let slot = inbox.view(frames: inbox.capacity).slice(from: (taken % inboxSlots) * frameLength, frames: frameLength)
@@ -494,6 +518,8 @@ public final class VoiceProcessingUnit: RenderUnit, @unchecked Sendable {
                 r[c].baseAddress!.update(from: slot[channelCount + c].baseAddress!, count: frameLength)
             }
             slotsTaken.store(taken + 1, ordering: .releasing)
+            let delay = workerDelayForTesting.load(ordering: .relaxed)
+            if delay > 0 { usleep(UInt32(delay)) }
             processFrame(processor)
             slotsDone.store(taken + 1, ordering: .releasing)
         }
@@ -536,6 +562,7 @@ public final class VoiceProcessingUnit: RenderUnit, @unchecked Sendable {
         let output = context.output(0)
         guard working, frames > 0 else {
             output.clear()
+            if frames > 0 { lateFrames.add(frames, ordering: .relaxed) }
             return
         }
         let mic = context.input(0)
@@ -568,11 +595,13 @@ public final class VoiceProcessingUnit: RenderUnit, @unchecked Sendable {
                 }
             }
         }
-        if realTimeCycle == nil {
+        if waits {
             // No deadline: wait (sleeping, no lock) until the worker has processed every frame handed over, so the
             // output does not depend on how fast it was.
+            // A second at most: a worker that has stopped does not hang the render (its frames come out late).
             let written = slotsWritten.load(ordering: .relaxed)
-            while slotsDone.load(ordering: .acquiring) < written { usleep(20) }
+            let deadline = monotonicNanoseconds() + 1_000_000_000
+            while slotsDone.load(ordering: .acquiring) < written, monotonicNanoseconds() < deadline { usleep(20) }
         }
         // Frames given as silence earlier, now come: skip them.
         while owed > 0 {

@@ -418,7 +418,7 @@ func deviceCycles(
     try microphone.start()
     control.start()
     func waitFor(cycles n: Int, changes c: Int = 0) {
-        let deadline = monotonicNanoseconds() + 60_000_000_000
+        let deadline = monotonicNanoseconds() + 90_000_000_000
         while io.cycleCount < n || changes.load() < c, monotonicNanoseconds() < deadline { usleep(2000) }
     }
     // Warm-up: every path once (ramps, bypass fades, mute, overflow), then arm the tap and wait two cycles so
@@ -433,7 +433,8 @@ func deviceCycles(
     let overflowsFrom = microphone.overflowCount
     let xrunsFrom = io.xrunCount
     let resyncsFrom = io.clockResyncs
-    waitFor(cycles: measuredFrom + (realTime ? 1500 : 4000), changes: changesFrom + 100)
+    // With voice processing, 10,000 cycles (27 s at 128 frames): the count.
+    waitFor(cycles: measuredFrom + (voiceProcessing ? 10_000 : realTime ? 1500 : 4000), changes: changesFrom + 100)
     let allocations = allocation_probe_count()
     let bytes = allocation_probe_bytes()
     let lockWaits = allocation_probe_lock_waits()
@@ -483,6 +484,7 @@ func deviceCycles(
         "faults": faults, "deviceRate": deviceRate, "conversionShortfalls": conversionShortfalls,
         "clockShortfalls": clockShortfalls, "bridgedClocks": bridgedClocks, "measuredResyncs": measuredResyncs,
         "voiceProcessing": voiceUnit == nil ? 0 : 1, "referenceShortfalls": referenceShortfalls,
+        "workerShortfalls": voiceUnit?.workerShortfalls ?? 0,
     ])
 }
 
