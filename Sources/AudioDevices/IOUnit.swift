@@ -698,6 +698,8 @@ extension IOUnit: DeviceCycleHandler {
                 outputCallback(raw, stamp)
                 PCMConversion.decode(raw, into: output)
                 processing?.played(output)
+            } else {
+                processing?.playedSilence(frames: output.frameCount)
             }
         }
         self.input?.current = nil
@@ -770,6 +772,7 @@ extension IOUnit {
             processing?.played(scratch)
         } else {
             bridge.playSilence(frames: frames)
+            processing?.playedSilence(frames: frames)
         }
         self.input?.current = nil
     }

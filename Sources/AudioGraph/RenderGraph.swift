@@ -200,7 +200,7 @@ public final class RenderGraph: @unchecked Sendable {
                 let id = NodeID(graph: identity, raw: t.nextID)
                 t.nextID += 1
                 let record = NodeRecord(id: id, name: name ?? "\(unit.kind)#\(id.raw)", unit: unit)
-                if t.cycleAnnounced { unit.willRender(cycleFrames: t.announcedCycle) }
+                if t.cycleAnnounced { unit.willRender(cycleFrames: t.announcedCycle.map { unitCycle($0, unit) }) }
                 if t.state != .uninitialized {
                     try unit.prepare(spec(for: unit))
                     record.allocateBuffers(maximumFrames: maximumFrames)
@@ -251,13 +251,27 @@ public final class RenderGraph: @unchecked Sendable {
     /// Tells every unit what the cycles to come are (``RenderUnit/willRender(cycleFrames:)``): nil for no deadline,
     /// or the most frames a real-time cycle will ask for. Control thread, while not rendering.
     /// Nodes added later are told as they are added.
+    /// A unit at another rate than the graph's (behind a converter) is told its own cycle: scaled by the rates, and
+    /// 128 frames more for the converter's blocks. Units may reset themselves in answer: as ``reset()``, this waits
+    /// for the cycle in progress to leave, and cycles meanwhile are silence.
     public func willRender(cycleFrames: Int?) {
-        let units = control.withLock { t in
+        control.withLock { t in
             t.cycleAnnounced = true
             t.announcedCycle = cycleFrames
-            return t.insertionOrder.compactMap { t.nodes[$0]?.unit }
+            resetting.store(true, ordering: .sequentiallyConsistent)
+            waitForRendersToLeave()
+            for id in t.insertionOrder {
+                let unit = t.nodes[id]!.unit
+                unit.willRender(cycleFrames: cycleFrames.map { unitCycle($0, unit) })
+            }
+            resetting.store(false, ordering: .releasing)
         }
-        for unit in units { unit.willRender(cycleFrames: cycleFrames) }
+    }
+
+    /// `frames` of the graph's cycle as `unit`'s rate sees it.
+    private func unitCycle(_ frames: Int, _ unit: RenderUnit) -> Int {
+        let rate = unit.busSampleRate ?? format.sampleRate
+        return rate == format.sampleRate ? frames : Int((Double(frames) * rate / format.sampleRate).rounded(.up)) + 128
     }
 
     /// The units that read ahead of the render (file sources), in the order added: what a ``ReadAheadWorker``

