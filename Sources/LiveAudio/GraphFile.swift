@@ -212,6 +212,40 @@ public struct UnitRegistry: Sendable {
             }
             return unit
         }
+        r.register("filePlayer") { (f: inout NodeFields) throws(AudioError) in
+            // A region of the file at a time on the graph's timeline: "startFrame", "frameCount" (absent: to the
+            // end), "loopCount" (more passes; "loopForever" for no end), "startTime" (seconds).
+            let path = try f.path("path")
+            let startFrame = try f.integer("startFrame", default: 0, in: 0...Int(Int32.max) * 1024)
+            let frameCount = f.has("frameCount") ? try f.integer("frameCount", in: 1...Int(Int32.max) * 1024) : nil
+            let loopCount = try f.integer("loopCount", default: 0, in: 0...1_000_000)
+            let forever = try f.bool("loopForever", default: false)
+            let startTime = try f.number("startTime", default: 0, in: 0...86_400, unit: " s")
+            let unit: FilePlayerUnit
+            do throws(AudioError) {
+                unit = try FilePlayerUnit(path: path, sampleRate: f.format.sampleRate)
+            } catch {
+                throw f.error("path", "cannot be played: \(error.message)")
+            }
+            if unit.reader.isFrameCountExact {
+                if Int64(startFrame) >= unit.fileFrames {
+                    throw f.error("startFrame", "is outside the file (\(unit.fileFrames) frames at \(NodeFields.show(f.format.sampleRate)) Hz)")
+                }
+                if let frameCount, Int64(startFrame + frameCount) > unit.fileFrames {
+                    throw f.error("frameCount", "runs past the file's end: \(startFrame) + \(frameCount) > \(unit.fileFrames) frames")
+                }
+            }
+            do throws(AudioError) {
+                try unit.schedule(
+                    FilePlayerUnit.Region(
+                        startFrame: Int64(startFrame), frameCount: frameCount.map(Int64.init),
+                        loopCount: forever ? FilePlayerUnit.Region.endless : loopCount),
+                    at: Int64((startTime * f.format.sampleRate).rounded()))
+            } catch {
+                throw f.error("frameCount", error.message)
+            }
+            return unit
+        }
         r.register("converter") { (f: inout NodeFields) throws(AudioError) in
             // The output runs at the node's rate (the graph's unless "sampleRate" says otherwise) and channel count;
             // the input at "inputRate" and "inputChannels".

@@ -363,10 +363,10 @@ struct Record: AsyncParsableCommand {
 
 struct Play: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Play a WAV file on an output device.",
+        abstract: "Play an audio file (WAV, MP3, AAC, M4A, FLAC, Ogg: anything FFmpeg reads) on an output device.",
         discussion: "With --backend virtual, --device names the WAV file the speaker writes (whole cycles: the end is padded with silence to a period).")
 
-    @Argument(help: "The WAV file to play.")
+    @Argument(help: "The audio file to play; at another rate than the device's it is resampled as it is read.")
     var file: String
 
     @Option(help: "The output device (ALSA PCM, JACK client, or for --backend virtual the WAV file to write).")

@@ -326,6 +326,27 @@ import TestSupport
         #expect(levels[1] < -6.02 - 25, "6 kHz: \(levels[1]) dB")
     }
 
+    /// `play` takes any format the decoder reads: an MP3 and an M4A played into the virtual speaker come out as
+    /// FFmpeg's own decoder gives them, sample for sample over the tone's second, at their own rates.
+    @Test func playTakesCompressedFiles() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        for (name, rate) in [("tone.mp3", 44_100), ("tone.m4a", 48_000)] {
+            try FFmpeg.run(["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=\(rate):duration=1", "-ac", "2", "-b:a", "128k", dir.file(name)])
+            let play = try await runTool(liveaudio, ["play", dir.file(name), "--backend", "virtual", "--device", dir.file("spk.wav"), "--pace", "fast"])
+            #expect(play.status == 0, "\(play.stderr)")
+            #expect(play.stderr.contains("\(rate / 1000)"), "\(play.stderr)")
+            // The tone's second: both decoders drop the encoder's priming; past it, FFmpeg's command keeps the last
+            // frame's padding that the container says to drop (the M4A's edit list), LiveAudio does not.
+            let frames = rate
+            let reference = try FFmpeg.decode(dir.file(name), channels: 2)
+            let played = try FFmpeg.decode(dir.file("spk.wav"), channels: 2)
+            for c in 0..<2 {
+                #expect(Array(played[c].prefix(frames)) == Array(reference[c].prefix(frames)), "\(name) channel \(c)")
+            }
+        }
+    }
+
     /// `play` and `record` on the virtual backend: a file played into the virtual speaker and recorded from the
     /// virtual microphone comes back exact; `latency` on JACK with `--device self` reports one period, and
     /// `monitor --timing` reports the cycles' timing.

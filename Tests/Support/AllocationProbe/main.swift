@@ -319,7 +319,8 @@ final class ThreadTap: RenderUnit, @unchecked Sendable {
 
 /// Ear monitoring as a karaoke app runs it, on a real device thread: the microphone (Int16 mono, as iOS capture
 /// code takes it) goes to a MicrophoneSource's ring and, through an input node, into the voice chain of `graphPath`,
-/// mixed with an accompaniment read from a file (read ahead by the worker the render thread wakes), and out to
+/// mixed with an accompaniment the scheduled file player plays (read ahead by the worker the render thread wakes;
+/// the control thread seeks, pauses and resumes it), and out to
 /// the device. A control thread moves every effect parameter, flips bypasses and mute, and a consumer drains
 /// the microphone — pausing now and then so the ring overflows. Cycle timing is on. Counts the allocations on the
 /// device thread.
@@ -337,7 +338,11 @@ func deviceCycles(
     // Splice: last effect + accompaniment → mixer → tap → output.
     try graph.disconnect(graph.output)
     let mixer = try graph.addNode(MixerUnit(format: graph.format, inputs: 2), name: "mix")
-    let file = try graph.addNode(FileSourceUnit(path: accompaniment), name: "accompaniment")
+    // The accompaniment through the scheduled file player: a 10 s region looped without end, which the control
+    // thread seeks, pauses and resumes.
+    let song = try FilePlayerUnit(path: accompaniment)
+    try song.schedule(.init(startFrame: 0, frameCount: 480_000, loopCount: FilePlayerUnit.Region.endless))
+    let file = try graph.addNode(song, name: "accompaniment")
     let tapUnit = ThreadTap(format: graph.format)
     let tap = try graph.addNode(tapUnit, name: "tap")
     try graph.connect(last, to: mixer, inputBus: 0)
@@ -403,6 +408,10 @@ func deviceCycles(
                 if (k + i) % 7 == 0 { unit.isBypassed.toggle() }
             }
             if k % 5 == 0 { microphone.isMuted.toggle() }
+            // Seeks on the real-time backends only: a virtual device run as fast as it goes has no deadline and
+            // waits (locks) for its file sources' next frames by design, which a seek asks for.
+            if backend != .virtual, k % 10 == 3 { try? song.seek(toFrame: Int64(k * 4_801 % 480_000)) }
+            if k % 13 == 0 { song.state == .paused ? song.resume() : song.pause() }
             // 150 ms of every 400 the consumer sleeps: longer than the ring's 100 ms, so it overflows.
             consumerPaused.store(monotonicNanoseconds() / 1_000_000 % 400 >= 250)
             k += 1
