@@ -347,7 +347,11 @@ func deviceCycles(
     let tap = try graph.addNode(tapUnit, name: "tap")
     try graph.connect(last, to: mixer, inputBus: 0)
     try graph.connect(file, to: mixer, inputBus: 1)
-    try graph.connect(mixer, to: tap)
+    // The mix recorded to a file on the way out, as a session records its song.
+    let recorder = try RecorderUnit(format: graph.format, path: directory + "/song.wav")
+    let record = try graph.addNode(recorder, name: "record")
+    try graph.connect(mixer, to: record)
+    try graph.connect(record, to: tap)
     try graph.connect(tap, to: graph.output)
 
     let voice = try StreamFormat(sampleRate: graph.format.sampleRate, channelCount: 1, sampleType: .int16, interleaved: true)
@@ -476,6 +480,7 @@ func deviceCycles(
     let referenceShortfalls = io.captureReferenceShortfalls
     microphone.finish()
     MallocInterposerSwift.unhook()
+    try recorder.finish()
     MallocInterposerSwift.setAllocationHook(nil)
     consumerPaused.store(false)
     let drained = DispatchSemaphore(value: 0)

@@ -1,0 +1,229 @@
+import AudioCore
+#if canImport(Glibc)
+import Glibc
+#endif
+import AudioGraph
+import MediaContainers
+import Synchronization
+
+/// Passes its input through unchanged and records it to a WAV file: the render thread copies each cycle into a fixed
+/// ring, and a writer thread of the unit's own drains the ring into the file. What a session uses for stems (the
+/// accompaniment, the dry and the wet voice) taken at points of a graph that runs on a device thread.
+///
+/// - **Alignment**: recorders in one graph see the same cycles, so their files line up frame for frame from the first
+///   cycle each renders. ``skipFrames`` drops that many frames from the start of the file (a round-trip shift: a
+///   voice recorded one round trip late lands where it was sung). A writer that falls behind by more than the ring
+///   (``bufferedSeconds``) loses frames; they are written as silence, in place, so the file keeps its length and its
+///   alignment, and counted in ``droppedFrames``.
+/// - **The file** is valid while recording: its header is brought up to date every half second; ``finish()`` drains
+///   the ring and completes it. A write error (a full disk) stops the writing and is ``failure``; what was written
+///   before stays valid. The render thread never allocates, locks, waits or does I/O: it copies and posts a
+///   semaphore.
+public final class RecorderUnit: RenderUnit, @unchecked Sendable {
+    public let path: String
+    /// Frames dropped from the start of what passes.
+    public let skipFrames: Int64
+    public let bufferedSeconds: Double
+
+    private let shared: Shared
+    private let thread: WorkerThread
+    private let finished = Mutex(false)
+
+    /// What the render thread and the writer share; the writer thread owns it too, so it outlives the unit if need be.
+    private final class Shared: @unchecked Sendable {
+        let ring: FrameRingBuffer
+        let writer: WAVFileWriter
+        let wake = WakeSignal()
+        let stopping = Atomic<Bool>(false)
+        /// Frames the render could not put in the ring: silence the writer owes the file, after what the ring holds.
+        let owed = Atomic<Int>(0)
+        let dropped = Atomic<Int64>(0)
+        let written = Atomic<Int64>(0)
+        let failed = Atomic<Bool>(false)
+        let failure = Mutex<AudioError?>(nil)
+        var toSkip: Int64
+        /// Seconds the writer sleeps before each pass (tests make it fall behind with it).
+        let delayBits = Atomic<UInt64>(0)
+        let scratch: PCMBuffer
+        let commitEvery: Int64
+
+        init(ring: FrameRingBuffer, writer: WAVFileWriter, skip: Int64, sampleRate: Double) {
+            self.ring = ring
+            self.writer = writer
+            toSkip = skip
+            scratch = PCMBuffer(channelCount: ring.channelCount, capacity: 8192)
+            scratch.view(frames: 8192).clear()
+            commitEvery = Int64(sampleRate / 2)
+        }
+
+        /// The writer thread.
+        func run() {
+            var lastCommit: Int64 = 0
+            while true {
+                let delay = Double(bitPattern: delayBits.load(ordering: .relaxed))
+                if delay > 0 { usleep(UInt32(delay * 1e6)) }
+                let stop = stopping.load(ordering: .acquiring)
+                // The debt first: every frame the render wrote before owing is in the ring by now.
+                let debt = owed.load(ordering: .acquiring)
+                drain()
+                if debt > 0 {
+                    owed.subtract(debt, ordering: .releasing)
+                    dropped.add(Int64(debt), ordering: .relaxed)
+                    writeSilence(debt)
+                }
+                if !failed.load(ordering: .relaxed), writer.framesWritten - lastCommit >= commitEvery {
+                    do throws(AudioError) { try writer.commitHeader() } catch { fail(error) }
+                    lastCommit = writer.framesWritten
+                }
+                if stop { break }
+                _ = wake.wait(timeout: 0.05)
+            }
+        }
+
+        private func drain() {
+            while true {
+                let got = ring.read(into: scratch.view(frames: scratch.capacity))
+                if got == 0 { return }
+                write(scratch.view(frames: got))
+            }
+        }
+
+        private func writeSilence(_ frames: Int) {
+            // The scratch is the ring's reader: it was drained, so it may hold silence now.
+            scratch.view(frames: scratch.capacity).clear()
+            var left = frames
+            while left > 0 {
+                let n = min(left, scratch.capacity)
+                write(scratch.view(frames: n))
+                left -= n
+            }
+        }
+
+        private func write(_ view: BufferView) {
+            var view = view
+            if toSkip > 0 {
+                let skip = Int(min(toSkip, Int64(view.frameCount)))
+                toSkip -= Int64(skip)
+                view = view.slice(from: skip, frames: view.frameCount - skip)
+            }
+            guard view.frameCount > 0, !failed.load(ordering: .relaxed) else { return }
+            do throws(AudioError) {
+                try writer.write(view)
+                written.store(writer.framesWritten, ordering: .relaxed)
+            } catch {
+                fail(error)
+            }
+        }
+
+        private func fail(_ error: AudioError) {
+            failure.withLock { if $0 == nil { $0 = error } }
+            failed.store(true, ordering: .releasing)
+        }
+    }
+
+    /// Creates `path` (truncating it) and starts the writer thread.
+    /// - Parameters:
+    ///   - format: the bus format (the recorder's input and output); the file has its rate and channels.
+    ///   - sampleType: the file's samples (Float32 keeps every sample exact).
+    ///   - skipFrames: frames dropped from the start (0 or more).
+    ///   - bufferedSeconds: how far the writer may fall behind before frames are lost (0.1 … 60).
+    /// - Throws: ``AudioError`` `.fileIO` when the file cannot be created, `.invalidParameter` for bad buffering or
+    ///   skip, `.resourceUnavailable` when no thread can be started.
+    public init(
+        format: StreamFormat, path: String, sampleType: SampleType = .float32, skipFrames: Int64 = 0,
+        bufferedSeconds: Double = 2
+    ) throws(AudioError) {
+        guard skipFrames >= 0 else { throw AudioError(.invalidParameter, "skipFrames must be 0 or more, got \(skipFrames)") }
+        guard (0.1...60).contains(bufferedSeconds) else {
+            throw AudioError(.invalidParameter, "bufferedSeconds must be between 0.1 and 60, got \(bufferedSeconds)")
+        }
+        let file = try StreamFormat(
+            sampleRate: format.sampleRate, channelCount: format.channelCount, sampleType: sampleType, interleaved: true)
+        let writer = try WAVFileWriter(path: path, format: file)
+        self.path = path
+        self.skipFrames = skipFrames
+        self.bufferedSeconds = bufferedSeconds
+        let ring = FrameRingBuffer(channelCount: format.channelCount, capacity: Int(bufferedSeconds * format.sampleRate))
+        let shared = Shared(ring: ring, writer: writer, skip: skipFrames, sampleRate: format.sampleRate)
+        self.shared = shared
+        do throws(AudioError) {
+            thread = try WorkerThread(name: "la-recorder") { shared.run() }
+        } catch {
+            writer.abandon()
+            throw error
+        }
+        let bus = try StreamFormat.graph(sampleRate: format.sampleRate, channelCount: format.channelCount)
+        super.init(kind: "recorder", inputs: [bus], outputs: [bus])
+    }
+
+    deinit {
+        _ = try? finish()
+    }
+
+    /// Frames in the file so far (after ``skipFrames``).
+    public var framesWritten: Int64 { shared.written.load(ordering: .relaxed) }
+    /// Frames the writer fell too far behind for, written as silence.
+    public var droppedFrames: Int64 { shared.dropped.load(ordering: .relaxed) }
+    /// Seconds the writer thread sleeps before each pass over the ring: for tests that make it fall behind.
+    public var writerDelayForTesting: Double {
+        get { Double(bitPattern: shared.delayBits.load(ordering: .relaxed)) }
+        set { shared.delayBits.store(max(0, newValue).bitPattern, ordering: .relaxed) }
+    }
+
+    /// The write error that stopped the writing, if any.
+    public var failure: AudioError? { shared.failure.withLock { $0 } }
+
+    /// Stops recording: what the ring holds is written, the file completed. Frames that pass later are not recorded.
+    /// Idempotent. Control thread.
+    /// - Returns: the frames in the file.
+    /// - Throws: the write error that stopped the writing, or the one completing the file.
+    @discardableResult
+    public func finish() throws(AudioError) -> Int64 {
+        let first = finished.withLock { done -> Bool in
+            defer { done = true }
+            return !done
+        }
+        if first {
+            shared.stopping.store(true, ordering: .releasing)
+            shared.wake.signal()
+            thread.join()
+            if let failure {
+                // The header for what was written (rewriting it takes no new space on a full disk).
+                try? shared.writer.finish()
+                throw failure
+            }
+            try shared.writer.finish()
+            shared.written.store(shared.writer.framesWritten, ordering: .relaxed)
+        }
+        if let failure { throw failure }
+        return framesWritten
+    }
+
+    override public var propertyNames: [String] { super.propertyNames + ["path", "framesWritten", "droppedFrames"] }
+
+    override public func property(_ name: String) throws(AudioError) -> PropertyValue {
+        switch name {
+        case "path": .string(path)
+        case "framesWritten": .int(Int(framesWritten))
+        case "droppedFrames": .int(Int(droppedFrames))
+        default: try super.property(name)
+        }
+    }
+
+    override public func render(_ context: RenderContext) {
+        let input = context.input(0)
+        let output = context.output(0)
+        output.copy(from: input)
+        let s = shared
+        if s.stopping.load(ordering: .relaxed) { return }
+        let n = context.frameCount
+        if s.owed.load(ordering: .acquiring) > 0 {
+            // Owing already: nothing goes in the ring until the writer has written the silence.
+            s.owed.add(n, ordering: .releasing)
+        } else {
+            let put = s.ring.write(input)
+            if put < n { s.owed.add(n - put, ordering: .releasing) }
+        }
+        if s.ring.availableToRead >= s.ring.capacity / 8 || s.owed.load(ordering: .relaxed) > 0 { s.wake.signal() }
+    }
+}
