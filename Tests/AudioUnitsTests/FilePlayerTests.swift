@@ -125,6 +125,88 @@ import TestSupport
         #expect(throws: AudioError.self) { try player.seek(toFrame: 0) }
     }
 
+    /// Where, at or after `from`, the frames of file frame `frame` on begin in `out`, faded in over 240 frames
+    /// (1/240 … 1) or not; nil if they are not there exactly: nothing before `frame` and nothing dropped after it.
+    static func segmentStart(_ out: [Float], from: Int, frame: Int, fadedIn: Bool, length: Int) -> Int? {
+        for t in from..<(out.count - length) {
+            let first = fadedIn ? value(frame) / 240 : value(frame)
+            guard abs(out[t] - first) <= first * 1e-3 else { continue }
+            var ok = true
+            for j in 0..<length {
+                let gain: Float = fadedIn && j < 240 ? Float(j + 1) / 240 : 1
+                let expected = value(frame + j) * gain
+                if abs(out[t + j] - expected) > expected * 1e-3 {
+                    ok = false
+                    break
+                }
+            }
+            if ok { return t }
+        }
+        return nil
+    }
+
+    /// Seeks and a replacement while the ring is full of frames read ahead of them, rendered as a device renders:
+    /// real-time cycles (the graph told so), paced at 10 ms, the reader on the read-ahead worker. Each lands on
+    /// the frame asked for, faded in, with nothing before it and nothing dropped; no underrun. And offline, a seek
+    /// 64 frames before the end of what was read ahead (the fade-out runs into the ring's next frames).
+    @Test func seeksOnTheWorkerStartExactlyWhereAsked() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let path = try Self.rampFile(dir, frames: 480_000)
+        let player = try FilePlayerUnit(path: path)
+        try player.schedule()
+        let graph = try RenderGraph(format: mono, maximumFrames: 4096)
+        try graph.connect(try graph.addNode(player), to: graph.output)
+        try graph.initialize()
+        graph.willRender(cycleFrames: 480)
+        let worker = try ReadAheadWorker(units: graph.readingAheadUnits)
+        defer { worker.stop() }
+        try worker.waitUntilReady(frames: 480)
+        var out: [Float] = []
+        var held: Int64 = -1
+        for cycle in 0..<300 {
+            let t = cycle * 480
+            switch cycle {
+            case 50: try player.seek(toFrame: 200_000)
+            case 100: try player.seek(toFrame: 300_000)
+            case 150: try player.schedule(.init(startFrame: 400_000, frameCount: 20_000))
+            case 180: player.pause()
+            case 200: held = player.position
+            case 210: player.resume()
+            case 260: player.stop()
+            default: break
+            }
+            guard let view = graph.renderCycle(frames: 480, timeStamp: RenderTimeStamp(sampleTime: Int64(t))) else {
+                Issue.record("cycle \(cycle) not rendered")
+                return
+            }
+            out += view[0]
+            worker.requestIfNeeded()
+            usleep(10_000)
+        }
+        #expect(player.underruns == 0, "\(player.underruns) underruns")
+        #expect(Self.segmentStart(out, from: 0, frame: 0, fadedIn: false, length: 20_000) == 0)
+        let first = Self.segmentStart(out, from: 50 * 480, frame: 200_000, fadedIn: true, length: 20_000)
+        let second = Self.segmentStart(out, from: 100 * 480, frame: 300_000, fadedIn: true, length: 20_000)
+        let third = Self.segmentStart(out, from: 150 * 480, frame: 400_000, fadedIn: true, length: 13_000)
+        #expect(first != nil && second != nil && third != nil, "\(String(describing: first)) \(String(describing: second)) \(String(describing: third))")
+        // Each within a few cycles of the command (the reader reads after the render has dropped what it read ahead).
+        for (start, cycle) in [(first, 50), (second, 100), (third, 150)] {
+            if let start { #expect(start - cycle * 480 < 10 * 480, "began \(start - cycle * 480) frames after the command") }
+        }
+        // Paused and resumed: on from the held frame, faded in; nothing after the region's end; silent after stop.
+        #expect(held > 400_000 && Self.segmentStart(out, from: 210 * 480, frame: Int(held), fadedIn: true, length: 3000) == 210 * 480)
+        #expect(out[(260 * 480 + 240)...].allSatisfy { $0 == 0 })
+
+        // Offline, 480-frame cycles: the seek at 16,320 finds 64 frames left of the first 16,384 read.
+        let offline = try FilePlayerUnit(path: path)
+        try offline.schedule()
+        let rendered = try Self.run(offline, frames: 40_000, events: [16_320: { try offline.seek(toFrame: 100_000) }])
+        let start = Self.segmentStart(rendered, from: 16_320, frame: 100_000, fadedIn: true, length: 20_000)
+        #expect(start != nil && start! - 16_320 <= 960, "\(String(describing: start))")
+        #expect(offline.underruns == 0)
+    }
+
     /// A 437 Hz sine at half scale: with fades, no step between samples is larger than the sine's own (plus the
     /// fade's slope); a hard cut at the seek would step by more than 0.3 (checked, so the test can fail).
     @Test func changesWhileRunningDoNotClick() throws {
@@ -199,11 +281,23 @@ import TestSupport
         try player.schedule(.init(startFrame: 500, frameCount: 3000), at: 100)
         let graph = try RenderGraph(format: mono, maximumFrames: 4096)
         try graph.connect(try graph.addNode(player), to: graph.output)
+        let ends = LockedCounter()
+        player.onEnd = { ends.increment() }
         let first = try renderOffline(graph, frames: 4000, blockSizes: [300])
+        #expect(player.hasFinished && player.state == .finished)
+        graph.reset()
+        #expect(!player.hasFinished && player.state == .scheduled)
+        // Reset again in the middle of playing.
+        _ = try renderOffline(graph, frames: 1500, blockSizes: [500])
+        #expect(player.state == .playing)
         graph.reset()
         let second = try renderOffline(graph, frames: 4000, blockSizes: [700])
         #expect(first == second)
         #expect(Array(first[0][100..<3100]) == (500..<3500).map(Self.value))
+        #expect(player.hasFinished && player.completedSchedules == 2)
+        // The end of the second is told before the next cycle (the first at the one after its end).
+        _ = try renderOffline(graph, frames: 1)
+        #expect(ends.value == 2, "onEnd called \(ends.value) times")
     }
 
     @Test func badSchedulesAreErrorsThatSayWhy() throws {
@@ -252,6 +346,8 @@ import TestSupport
         _ = try FileRenderer(loaded: loaded).render(to: dir.file("out.wav"))
         let out = try FFmpeg.decode(dir.file("out.wav"), channels: 1)[0]
         #expect(out.count == 33_600)
+        // The render ends with the schedule: its last cycle played the last frame.
+        #expect((loaded.units["song"] as? FilePlayerUnit)?.hasFinished == true)
         #expect(out.prefix(24_000).allSatisfy { $0 == 0 })
         let pass = (1000..<5800).map(Self.value)
         #expect(Array(out[24_000...]) == pass + pass)

@@ -202,18 +202,20 @@ public final class FilePlayerUnit: RenderUnit, FiniteSource, @unchecked Sendable
     /// - Throws: ``AudioError`` `.invalidState` when nothing is scheduled or it has finished; `.invalidParameter`
     ///   for a frame outside the region.
     public func seek(toFrame frame: Int64) throws(AudioError) {
-        let status = state
-        guard status != .stopped, status != .finished else {
-            throw AudioError(.invalidState, "nothing is playing to seek in (\(status)): schedule a region first")
-        }
         try control.withLock { (c: inout ControlState) throws(AudioError) in
+            // Read under the control lock: no command can come between.
+            let status = state
+            guard status != .stopped, status != .finished else {
+                throw AudioError(.invalidState, "nothing is playing to seek in (\(status)): schedule a region first")
+            }
             var command = c.command
             let end = command.regionLength >= 0 ? command.regionStart + command.regionLength : fileFrames
             guard frame >= command.regionStart, frame < end else {
                 throw AudioError(.invalidParameter, "frame \(frame) is outside the scheduled region (\(command.regionStart) ..< \(end))")
             }
-            if renderedGeneration.load(ordering: .acquiring) == command.generation, status != .scheduled {
-                // Under way: from the frame playing now, at once, with the loops it has left.
+            if status == .playing || status == .paused || command.startTime == .min {
+                // Under way (or to start at once anyway): from the frame playing now, at once, with the loops it
+                // has left.
                 let playedNow = renderedPlayed.load(ordering: .relaxed)
                 command.loopsLeft = loopsLeft(after: playedNow, of: command)
                 command.startTime = .min
@@ -234,8 +236,8 @@ public final class FilePlayerUnit: RenderUnit, FiniteSource, @unchecked Sendable
         issue { c in c.active = false }
     }
 
-    /// Called on the reader's thread (the read-ahead worker, or the offline renderer's) after a schedule has played
-    /// to its end, once per schedule.
+    /// Called on the reader's thread (the read-ahead worker, or the offline renderer's before its next cycle) after
+    /// a schedule has played to its end, once per schedule.
     public var onEnd: (@Sendable () -> Void)? {
         get { control.withLock { $0.onEnd } }
         set { control.withLock { $0.onEnd = newValue } }
@@ -351,6 +353,7 @@ public final class FilePlayerUnit: RenderUnit, FiniteSource, @unchecked Sendable
         gain = 0
         renderedGeneration.store(0, ordering: .releasing)
         renderedState.store(State.stopped.rawValue, ordering: .releasing)
+        finishedGeneration.store(0, ordering: .releasing)
     }
 
     override public var prefetchesAhead: Bool { true }
@@ -394,11 +397,12 @@ public final class FilePlayerUnit: RenderUnit, FiniteSource, @unchecked Sendable
 
     private func takeCommand() throws(AudioError) {
         let command = control.withLock { $0.command }
+        // What can fail first: a seek that throws leaves the command untaken, to be tried again.
+        if command.active { try seekReader(to: command.firstFrame) }
         serving = command
         servingGeneration.store(command.generation, ordering: .relaxed)
         readerAtEnd.store(false, ordering: .relaxed)
         guard command.active else { return }
-        try seekReader(to: command.firstFrame)
         passLeft = command.regionLength >= 0 ? command.regionStart + command.regionLength - command.firstFrame : -1
         passProduced = 0
         readerLoopsLeft = command.loopsLeft
@@ -416,9 +420,12 @@ public final class FilePlayerUnit: RenderUnit, FiniteSource, @unchecked Sendable
 
     private func notifyCompletions() {
         let done = completions.load(ordering: .acquiring)
-        guard done != notifiedCompletions.load(ordering: .relaxed) else { return }
+        let notified = notifiedCompletions.load(ordering: .relaxed)
+        guard done != notified else { return }
         notifiedCompletions.store(done, ordering: .relaxed)
-        control.withLock { $0.onEnd }?()
+        if let handler = control.withLock({ $0.onEnd }) {
+            for _ in notified..<done { handler() }
+        }
     }
 
     override public func isReadyAhead(frames: Int) -> Bool {
@@ -464,7 +471,7 @@ public final class FilePlayerUnit: RenderUnit, FiniteSource, @unchecked Sendable
             }
             switch phase {
             case .idle, .done:
-                dropAll()
+                dropStale()
                 i = n
             case .waiting:
                 guard readerHasStarted() else {
@@ -472,7 +479,14 @@ public final class FilePlayerUnit: RenderUnit, FiniteSource, @unchecked Sendable
                     break
                 }
                 let now = t0 + Int64(i)
-                if current.startTime == .min { current.startTime = now }
+                if current.startTime == .min {
+                    // As soon as the reader has frames (or has found there are none).
+                    guard readable() > 0 || streamEnded() else {
+                        i = n
+                        break
+                    }
+                    current.startTime = now
+                }
                 if current.startTime > now {
                     i += Int(min(Int64(n - i), current.startTime - now))
                     continue
@@ -484,7 +498,7 @@ public final class FilePlayerUnit: RenderUnit, FiniteSource, @unchecked Sendable
                 fadeInNext = false
             case .playing:
                 if skipOwed > 0 {
-                    let skipped = ring.discard(Int(min(skipOwed, Int64(ring.capacity))))
+                    let skipped = ring.discard(Int(min(skipOwed, Int64(readable()))))
                     skipOwed -= Int64(skipped)
                     played += Int64(skipped)
                 }
@@ -494,12 +508,14 @@ public final class FilePlayerUnit: RenderUnit, FiniteSource, @unchecked Sendable
                 }
                 let (got, wanted) = play(out, from: i, frames: n - i, target: paused ? 0 : 1)
                 i += got
-                if got < wanted {
-                    if streamEnded() {
-                        phase = .done
-                        finishedGeneration.store(current.generation, ordering: .releasing)
-                        completions.add(1, ordering: .releasing)
-                    } else {
+                if streamEnded() {
+                    phase = .done
+                    finishedGeneration.store(current.generation, ordering: .releasing)
+                    completions.add(1, ordering: .releasing)
+                } else if got < wanted {
+                    // The reader is behind (or a newer schedule's frames follow, taken next cycle): the missing
+                    // frames are skipped when they come, so what plays stays on the timeline — unless pausing.
+                    if !paused {
                         underrunCount.add(1, ordering: .relaxed)
                         skipOwed += Int64(n - i)
                     }
@@ -516,9 +532,10 @@ public final class FilePlayerUnit: RenderUnit, FiniteSource, @unchecked Sendable
     @inline(__always)
     private func play(_ out: BufferView, from i: Int, frames: Int, target: Float) -> (Int, Int) {
         var m = frames
-        if target == 0 { m = min(m, Int((gain / gainStep).rounded())) }
+        if target == 0 { m = min(m, max(1, Int((gain / gainStep).rounded()))) }
         if m == 0 { return (0, 0) }
-        let got = ring.read(into: out.slice(from: i, frames: m))
+        let limit = readable()
+        let got = ring.read(into: out.slice(from: i, frames: min(m, limit)))
         played += Int64(got)
         if gain == target && gain == 1 { return (got, m) }
         let start = gain
@@ -570,7 +587,14 @@ public final class FilePlayerUnit: RenderUnit, FiniteSource, @unchecked Sendable
         ring.discard(limit - ring.framesRead)
     }
 
-    private func dropAll() { ring.discard(ring.capacity) }
+    /// Frames in the ring that belong to the current schedule: up to where a newer schedule's begin, if the reader
+    /// has begun one. (The ring's count is loaded before the mark, as in ``dropStale()``.)
+    private func readable() -> Int {
+        let written = ring.framesWritten
+        let start = startMark.load(ordering: .acquiring)
+        let limit = Self.generation(start) == Self.generation(of: current.generation) ? written : min(written, Self.index(start))
+        return max(0, limit - ring.framesRead)
+    }
 
     private func streamEnded() -> Bool {
         let end = endMark.load(ordering: .acquiring)
@@ -604,9 +628,10 @@ public final class FilePlayerUnit: RenderUnit, FiniteSource, @unchecked Sendable
 
     // MARK: Marks
 
-    private static let noMark = UInt64.max
-    private static let generationBits: UInt64 = 24
-    private static let indexMask: UInt64 = (1 << (64 - generationBits)) - 1
+    // Computed, not stored: a stored static is initialised lazily (a once-lock) by whichever thread reads it first.
+    private static var noMark: UInt64 { .max }
+    private static var generationBits: UInt64 { 24 }
+    private static var indexMask: UInt64 { 0xFF_FFFF_FFFF }
 
     private static func generation(of g: Int) -> UInt64 { UInt64(truncatingIfNeeded: g) & ((1 << generationBits) - 1) }
     private static func mark(_ g: Int, _ index: Int) -> UInt64 {

@@ -15,6 +15,8 @@ import Synchronization
 ///   voice recorded one round trip late lands where it was sung). A writer that falls behind by more than the ring
 ///   (``bufferedSeconds``) loses frames; they are written as silence, in place, so the file keeps its length and its
 ///   alignment, and counted in ``droppedFrames``.
+/// - **Offline** (no deadline: ``RenderUnit/willRender(cycleFrames:)`` told nil, or never told) the render waits
+///   for the writer when the ring is full, so an offline render records every frame whatever the disk's speed.
 /// - **The file** is valid while recording: its header is brought up to date every half second; ``finish()`` drains
 ///   the ring and completes it. A write error (a full disk) stops the writing and is ``failure``; what was written
 ///   before stays valid. The render thread never allocates, locks, waits or does I/O: it copies and posts a
@@ -27,7 +29,8 @@ public final class RecorderUnit: RenderUnit, @unchecked Sendable {
 
     private let shared: Shared
     private let thread: WorkerThread
-    private let finished = Mutex(false)
+    /// Held for the whole of ``finish()``: a second caller waits for the first and gets its outcome.
+    private let finished = Mutex<(done: Bool, error: AudioError?)>((false, nil))
 
     /// What the render thread and the writer share; the writer thread owns it too, so it outlives the unit if need be.
     private final class Shared: @unchecked Sendable {
@@ -40,6 +43,8 @@ public final class RecorderUnit: RenderUnit, @unchecked Sendable {
         let dropped = Atomic<Int64>(0)
         let written = Atomic<Int64>(0)
         let failed = Atomic<Bool>(false)
+        /// True unless told real-time cycles are coming: the render then waits for room in the ring.
+        let waits = Atomic<Bool>(true)
         let failure = Mutex<AudioError?>(nil)
         var toSkip: Int64
         /// Seconds the writer sleeps before each pass (tests make it fall behind with it).
@@ -143,7 +148,9 @@ public final class RecorderUnit: RenderUnit, @unchecked Sendable {
         self.path = path
         self.skipFrames = skipFrames
         self.bufferedSeconds = bufferedSeconds
-        let ring = FrameRingBuffer(channelCount: format.channelCount, capacity: Int(bufferedSeconds * format.sampleRate))
+        // At least four of the largest cycles a graph renders, whatever the rate.
+        let ring = FrameRingBuffer(
+            channelCount: format.channelCount, capacity: max(Int(bufferedSeconds * format.sampleRate), 16_384))
         let shared = Shared(ring: ring, writer: writer, skip: skipFrames, sampleRate: format.sampleRate)
         self.shared = shared
         do throws(AudioError) {
@@ -162,7 +169,8 @@ public final class RecorderUnit: RenderUnit, @unchecked Sendable {
 
     /// Frames in the file so far (after ``skipFrames``).
     public var framesWritten: Int64 { shared.written.load(ordering: .relaxed) }
-    /// Frames the writer fell too far behind for, written as silence.
+    /// Frames the writer fell too far behind for, written as silence (counted also when they fall in the skipped
+    /// start, or after a write error).
     public var droppedFrames: Int64 { shared.dropped.load(ordering: .relaxed) }
     /// Seconds the writer thread sleeps before each pass over the ring: for tests that make it fall behind.
     public var writerDelayForTesting: Double {
@@ -179,24 +187,32 @@ public final class RecorderUnit: RenderUnit, @unchecked Sendable {
     /// - Throws: the write error that stopped the writing, or the one completing the file.
     @discardableResult
     public func finish() throws(AudioError) -> Int64 {
-        let first = finished.withLock { done -> Bool in
-            defer { done = true }
-            return !done
-        }
-        if first {
-            shared.stopping.store(true, ordering: .releasing)
-            shared.wake.signal()
-            thread.join()
-            if let failure {
-                // The header for what was written (rewriting it takes no new space on a full disk).
-                try? shared.writer.finish()
-                throw failure
+        let error = finished.withLock { state -> AudioError? in
+            if !state.done {
+                state.done = true
+                shared.stopping.store(true, ordering: .releasing)
+                shared.wake.signal()
+                thread.join()
+                if let failure {
+                    // The header for what was written first (it takes no new space), then the rest if it can.
+                    try? shared.writer.commitHeader()
+                    try? shared.writer.finish()
+                    state.error = failure
+                } else {
+                    do throws(AudioError) { try shared.writer.finish() } catch { state.error = error }
+                }
+                shared.written.store(shared.writer.framesWritten, ordering: .relaxed)
             }
-            try shared.writer.finish()
-            shared.written.store(shared.writer.framesWritten, ordering: .relaxed)
+            return state.error
         }
-        if let failure { throw failure }
+        if let error { throw error }
         return framesWritten
+    }
+
+    /// Offline (`nil`, and before any announcement) the render waits for room in the ring, so nothing is lost
+    /// however fast the graph renders; in real time it never waits, and what finds no room is silence in the file.
+    override public func willRender(cycleFrames: Int?) {
+        shared.waits.store(cycleFrames == nil, ordering: .releasing)
     }
 
     override public var propertyNames: [String] { super.propertyNames + ["path", "framesWritten", "droppedFrames"] }
@@ -217,6 +233,15 @@ public final class RecorderUnit: RenderUnit, @unchecked Sendable {
         let s = shared
         if s.stopping.load(ordering: .relaxed) { return }
         let n = context.frameCount
+        if s.waits.load(ordering: .relaxed), s.owed.load(ordering: .relaxed) == 0 {
+            // No deadline: wait (sleeping) for the writer to make room, up to a second; then it counts as a drop.
+            var slept = 0
+            while s.ring.availableToWrite < n, slept < 1_000, !s.stopping.load(ordering: .relaxed) {
+                s.wake.signal()
+                usleep(1000)
+                slept += 1
+            }
+        }
         if s.owed.load(ordering: .acquiring) > 0 {
             // Owing already: nothing goes in the ring until the writer has written the silence.
             s.owed.add(n, ordering: .releasing)
