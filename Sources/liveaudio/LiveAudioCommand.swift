@@ -8,7 +8,7 @@ struct LiveAudioCommand: AsyncParsableCommand {
         commandName: "liveaudio",
         abstract: "Real-time audio for Linux: devices, monitoring, graphs of units, offline rendering, AAC encoding, file inspection.",
         subcommands: [
-            Devices.self, Record.self, Play.self, Monitor.self, Latency.self, Render.self, Encode.self, Probe.self, Stream.self, Info.self,
+            Devices.self, Record.self, Play.self, Monitor.self, Karaoke.self, Latency.self, Render.self, Encode.self, Probe.self, Stream.self, Info.self,
         ]
     )
 }

@@ -47,6 +47,10 @@ public final class RecorderUnit: RenderUnit, @unchecked Sendable {
         let waits = Atomic<Bool>(true)
         let failure = Mutex<AudioError?>(nil)
         var toSkip: Int64
+        /// A skip asked for by ``startRecording(atSampleTime:skipFrames:)`` (-1: none), taken by the writer.
+        let skipRequest = Atomic<Int64>(-1)
+        /// The first sample time recorded (`Int64.min`: from the first cycle).
+        let recordFrom = Atomic<Int64>(.min)
         /// Seconds the writer sleeps before each pass (tests make it fall behind with it).
         let delayBits = Atomic<UInt64>(0)
         let scratch: PCMBuffer
@@ -86,6 +90,8 @@ public final class RecorderUnit: RenderUnit, @unchecked Sendable {
         }
 
         private func drain() {
+            let skip = skipRequest.exchange(-1, ordering: .acquiring)
+            if skip >= 0 { toSkip = skip }
             while true {
                 let got = ring.read(into: scratch.view(frames: scratch.capacity))
                 if got == 0 { return }
@@ -209,6 +215,14 @@ public final class RecorderUnit: RenderUnit, @unchecked Sendable {
         return framesWritten
     }
 
+    /// Records from sample time `sampleTime` of the render on (earlier cycles pass through unrecorded), dropping the
+    /// first `skipFrames` of what it records: how recorders in a running graph start together, to the sample, with
+    /// a shift known only once the device runs. Call once, before that time comes. Control thread.
+    public func startRecording(atSampleTime sampleTime: Int64, skipFrames: Int64 = 0) {
+        shared.skipRequest.store(max(0, skipFrames), ordering: .releasing)
+        shared.recordFrom.store(sampleTime, ordering: .releasing)
+    }
+
     /// Offline (`nil`, and before any announcement) the render waits for room in the ring, so nothing is lost
     /// however fast the graph renders; in real time it never waits, and what finds no room is silence in the file.
     override public func willRender(cycleFrames: Int?) {
@@ -232,7 +246,13 @@ public final class RecorderUnit: RenderUnit, @unchecked Sendable {
         output.copy(from: input)
         let s = shared
         if s.stopping.load(ordering: .relaxed) { return }
-        let n = context.frameCount
+        // Before the first sample time recorded: nothing; the cycle it falls in: from there.
+        let from = s.recordFrom.load(ordering: .acquiring)
+        let t0 = context.timeStamp.sampleTime
+        if t0 + Int64(context.frameCount) <= from { return }
+        let offset = from > t0 ? Int(from - t0) : 0
+        let recorded = offset > 0 ? input.slice(from: offset, frames: context.frameCount - offset) : input
+        let n = recorded.frameCount
         if s.waits.load(ordering: .relaxed), s.owed.load(ordering: .relaxed) == 0 {
             // No deadline: wait (sleeping) for the writer to make room, up to a second; then it counts as a drop.
             var slept = 0
@@ -246,7 +266,7 @@ public final class RecorderUnit: RenderUnit, @unchecked Sendable {
             // Owing already: nothing goes in the ring until the writer has written the silence.
             s.owed.add(n, ordering: .releasing)
         } else {
-            let put = s.ring.write(input)
+            let put = s.ring.write(recorded)
             if put < n { s.owed.add(n - put, ordering: .releasing) }
         }
         if s.ring.availableToRead >= s.ring.capacity / 8 || s.owed.load(ordering: .relaxed) > 0 { s.wake.signal() }

@@ -91,7 +91,11 @@ public final class NginxRTMPServer: @unchecked Sendable {
     /// Kills the master and its worker at once (SIGKILL): connections drop without a goodbye.
     public func kill() {
         guard let p = process, p.isRunning else { return }
-        for child in childPIDs(of: p.pid) { Foundation.kill(child, SIGKILL) }
+        // The master first: killed after its worker, it could start another (it did, under load, and the orphan
+        // went on taking connections).
+        let children = childPIDs(of: p.pid)
+        Foundation.kill(p.pid, SIGKILL)
+        for child in children { Foundation.kill(child, SIGKILL) }
         p.stop(signal: SIGKILL)
         // The worker may outlive the master for a moment; wait until the port is free.
         let deadline = Date().addingTimeInterval(5)

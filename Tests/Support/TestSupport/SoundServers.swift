@@ -1,3 +1,4 @@
+import CSystemCalls
 import Foundation
 
 /// A child process the tests started, stopped by its PID.
@@ -28,6 +29,9 @@ public final class ChildProcess: @unchecked Sendable {
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         posix_spawn_file_actions_addopen(&actions, 1, target, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
         posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        // Nothing else of this process: a server that inherited the write end of another test's pipe (a tool's
+        // output being read to its end) kept that test waiting for as long as the server lived.
+        la_spawn_close_from(&actions, 3)
         let argv = ([executable] + arguments).map { strdup($0) } + [nil]
         let envp = env.map { strdup("\($0.key)=\($0.value)") } + [nil]
         defer {

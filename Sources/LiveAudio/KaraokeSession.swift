@@ -1,0 +1,416 @@
+import Foundation
+import Synchronization
+
+/// Singing along to a song: the accompaniment plays, the voice goes through its chain, the singer hears both in the
+/// headphones within the device's periods (ear monitoring), the volumes change live, and the song and its stems are
+/// recorded with the voice where it was sung.
+///
+/// ```swift
+/// var configuration = KaraokeSession.Configuration(song: "song.m4a")
+/// configuration.voiceChain = "examples/voice-chain.json"
+/// configuration.stemsDirectory = "take1"          // accompaniment.wav, voice-dry.wav, voice-wet.wav, song.wav
+/// let session = try KaraokeSession(configuration)
+/// try session.start()
+/// session.voiceVolume = -3                          // dB, live, click-free
+/// try session.unit(named: "room")?.parameter("wetDryMix").set(35)
+/// …
+/// let summary = session.stop()
+/// ```
+///
+/// The graph, on the device's thread (one graph, one cycle for everything):
+///
+/// ```
+/// song (filePlayer) ─ [timePitch] ─ accompaniment ─┬──────────────── monitor mix ── headphones
+///                                                  └─ delay R ─┐        ▲
+/// microphone ─ dry ─ voice chain ─ wet ───────────────────────┴ song mix ─ song     │ (monitor voice volume)
+///                                      └───────────────────────────────────────────┘
+/// ```
+///
+/// **The sync rule.** The singer sings to what they hear, which left the device one output latency after it was
+/// rendered; their voice reaches the graph one input latency after that. So the voice that arrives at sample time
+/// t + R belongs with the accompaniment rendered at t, R being the round trip. The voice stems are recorded R frames
+/// shifted (their frame k is what arrived at k + R), and the song mixes the accompaniment delayed by R with the voice
+/// and is shifted the same way: in every file frame k is the accompaniment rendered at k and the voice sung to it.
+/// R comes from ``Configuration/roundTrip``: the latencies the device reports, a calibration click played before
+/// the song (as `liveaudio latency` does; it needs the output to reach the input), or a figure given; the session
+/// says which in ``roundTripSource``. Voice processing on the capture adds its latency to R.
+///
+/// Recording and the song start together at one sample time half a second after the device starts.
+public final class KaraokeSession: @unchecked Sendable {
+    /// Where the round trip comes from.
+    public enum RoundTrip: Sendable, Hashable {
+        /// The input and output latencies the device reports (JACK's port latencies, ALSA's delay).
+        case device
+        /// Measured with clicks played before the session starts: the output must reach the input.
+        case calibrate
+        /// As given.
+        case milliseconds(Double)
+    }
+
+    public struct Configuration: Sendable {
+        /// The accompaniment: any file the decoder reads.
+        public var song: String
+        /// A graph file with one `input` node (the microphone) whose output is the wet voice; nil: the voice as it is.
+        public var voiceChain: String?
+        /// The session's rate when there is no voice chain (the chain's rate otherwise).
+        public var sampleRate = 48_000.0
+        /// The output's channels when there is no voice chain.
+        public var channelCount = 2
+        public var backend: DeviceBackend = .alsa
+        public var inputDevice: String?
+        public var outputDevice: String?
+        public var periodFrames = 256
+        public var periodCount = 2
+        public var jackServer: String?
+        public var virtual = VirtualDeviceOptions()
+        /// What of the song plays, in frames at the session's rate.
+        public var region = FilePlayerUnit.Region.wholeFile
+        /// Key change in cents (+200: two semitones up) and tempo (1: as it is); a time-pitch unit is added when
+        /// either differs.
+        public var keyCents = 0.0
+        public var tempo = 1.0
+        /// dB; `-.infinity` for none. At most +12.
+        public var accompanimentVolume = 0.0
+        public var voiceVolume = 0.0
+        /// The voice in the singer's headphones, dB (`-.infinity`: the accompaniment only).
+        public var monitorVoiceVolume = 0.0
+        /// Echo cancellation, noise suppression and gain control on the microphone (``IOUnit/enableVoiceProcessing()``).
+        public var voiceProcessing = false
+        /// A folder for `accompaniment.wav`, `voice-dry.wav`, `voice-wet.wav` and `song.wav`.
+        public var stemsDirectory: String?
+        /// The song as a WAV file.
+        public var recordPath: String?
+        public var roundTrip = RoundTrip.device
+
+        public init(song: String) { self.song = song }
+    }
+
+    /// What the session did.
+    public struct Summary: Sendable {
+        public let seconds: Double
+        public let roundTripFrames: Int
+        public let roundTripSource: String
+        public let xruns: Int
+        public let accompanimentUnderruns: Int
+        public let recordedFrames: Int64
+        public let droppedFrames: Int64
+        public let error: AudioError?
+    }
+
+    public let configuration: Configuration
+    public let sampleRate: Double
+    /// The accompaniment's player: pause, resume, seek, position.
+    public let player: FilePlayerUnit
+    /// The time-pitch unit, when the key or tempo changes.
+    public let timePitch: TimePitchUnit?
+    private let loaded: LoadedGraph?
+    private let graph: RenderGraph
+    private let monitor: MixerUnit
+    private let songMix: MixerUnit
+    private let songDelay: DelayUnit
+    private let clock: TimelineTap
+    private let recorders: [(name: String, unit: RecorderUnit, shifted: Bool)]
+    private let io: IOUnit
+    private let volumes = Mutex<(accompaniment: Double, voice: Double, monitorVoice: Double)>((0, 0, 0))
+    private let state = Mutex<(started: Bool, stopped: Bool, roundTrip: Int, source: String, startTime: Int64, endSeen: Int64?)>(
+        (false, false, 0, "", 0, nil))
+
+    /// Checks and builds everything that can be before the device opens.
+    /// - Throws: ``AudioError``: a song that cannot be played, a voice chain without exactly one input node, a
+    ///   volume out of range, a stems folder that does not exist, a record path that is not a `.wav` file.
+    public init(_ configuration: Configuration) throws(AudioError) {
+        self.configuration = configuration
+        for (name, value) in [
+            ("accompaniment", configuration.accompanimentVolume), ("voice", configuration.voiceVolume),
+            ("monitor voice", configuration.monitorVoiceVolume),
+        ] where !(value == -.infinity || (-96...12).contains(value)) {
+            throw AudioError(.invalidParameter, "the \(name) volume must be between -96 and +12 dB (or -inf), got \(value)")
+        }
+        if let dir = configuration.stemsDirectory {
+            var isDirectory: ObjCBool = false
+            guard FileManager.default.fileExists(atPath: dir, isDirectory: &isDirectory), isDirectory.boolValue else {
+                throw AudioError(.fileIO, "the stems folder '\(dir)' does not exist")
+            }
+        }
+        if let path = configuration.recordPath, !path.lowercased().hasSuffix(".wav") {
+            throw AudioError(.unsupportedFile, "the song is recorded as WAV here; '\(path)' is not a .wav file")
+        }
+        let maximumFrames = max(DeviceRequest.maximumPeriodFrames, 4096)
+        // The voice chain, or a graph that is the microphone only.
+        let input: InputUnit
+        let g: RenderGraph
+        let mic: NodeID
+        let wet: NodeID
+        if let path = configuration.voiceChain {
+            let loaded = try GraphFile.load(path: path, maximumFrames: maximumFrames)
+            let inputs = loaded.inputUnits
+            guard inputs.count == 1, let micID = loaded.nodes[inputs[0].id] else {
+                throw AudioError(
+                    .invalidGraphDescription,
+                    "a voice chain needs exactly one node of type \"input\" (the microphone); '\(path)' has \(inputs.count)")
+            }
+            guard let last = loaded.nodeIDs.last.flatMap({ loaded.nodes[$0] }) else {
+                throw AudioError(.invalidGraphDescription, "'\(path)' has no nodes")
+            }
+            input = inputs[0].unit
+            mic = micID
+            wet = last
+            self.loaded = loaded
+            g = loaded.graph
+            try g.disconnect(g.output)
+        } else {
+            loaded = nil
+            g = try RenderGraph(
+                format: try .graph(sampleRate: configuration.sampleRate, channelCount: configuration.channelCount),
+                maximumFrames: maximumFrames)
+            input = try InputUnit(sampleRate: configuration.sampleRate, channelCount: 1)
+            mic = try g.addNode(input, name: "mic")
+            wet = mic
+        }
+        let format = g.format
+        let rate = format.sampleRate
+        graph = g
+        sampleRate = rate
+
+        // The accompaniment.
+        let song: FilePlayerUnit
+        do throws(AudioError) {
+            song = try FilePlayerUnit(path: configuration.song, sampleRate: rate)
+        } catch {
+            throw AudioError(error.code, "the song '\(configuration.song)' cannot be played: \(error.message)")
+        }
+        player = song
+        let songChannels = song.outputFormats[0].channelCount
+        var accompaniment = try g.addNode(song, name: "song")
+        if configuration.keyCents != 0 || configuration.tempo != 1 {
+            let unit = try TimePitchUnit(format: try .graph(sampleRate: rate, channelCount: songChannels))
+            try unit.pitch.set(Float(configuration.keyCents))
+            try unit.rate.set(Float(configuration.tempo))
+            let node = try g.addNode(unit, name: "timePitch")
+            try g.connect(accompaniment, to: node)
+            accompaniment = node
+            timePitch = unit
+        } else {
+            timePitch = nil
+        }
+
+        // The recorders: where each stem is taken, and whether it is shifted by the round trip.
+        var recorders: [(String, RecorderUnit, Bool)] = []
+        func tap(_ source: NodeID, _ path: String?, name: String, channels: Int, shifted: Bool) throws(AudioError) -> NodeID {
+            guard let path else { return source }
+            let unit = try RecorderUnit(format: try .graph(sampleRate: rate, channelCount: channels), path: path)
+            recorders.append((name, unit, shifted))
+            let node = try g.addNode(unit, name: "record-\(name)")
+            try g.connect(source, to: node)
+            return node
+        }
+        let stems = configuration.stemsDirectory.map { ($0 as NSString).appendingPathComponent }
+        let channels = format.channelCount
+        accompaniment = try tap(accompaniment, stems?("accompaniment.wav"), name: "accompaniment", channels: songChannels, shifted: false)
+        let dry = try tap(mic, stems?("voice-dry.wav"), name: "voice-dry", channels: input.outputFormats[0].channelCount, shifted: true)
+        let wetOut = try tap(wet == mic ? dry : wet, stems?("voice-wet.wav"), name: "voice-wet", channels: try g.unit(wet).outputFormats[0].channelCount, shifted: true)
+
+        // The song: the accompaniment delayed by the round trip, and the wet voice.
+        let songDelay = try DelayUnit(format: try .graph(sampleRate: rate, channelCount: try g.unit(accompaniment).outputFormats[0].channelCount))
+        try songDelay.parameter("feedback").set(0)
+        try songDelay.parameter("wetDryMix").set(100)
+        try songDelay.parameter("lowpassCutoff").set(Float(rate / 2))
+        try songDelay.parameter("delayTime").set(0)
+        self.songDelay = songDelay
+        let delayed = try g.addNode(songDelay, name: "song-delay")
+        try g.connect(accompaniment, to: delayed)
+        let songMix = try MixerUnit(format: format, inputs: 2)
+        self.songMix = songMix
+        let mixed = try g.addNode(songMix, name: "song-mix")
+        try g.connect(delayed, to: mixed, inputBus: 0)
+        try g.connect(wetOut, to: mixed, inputBus: 1)
+        var songOut = mixed
+        var songPaths = [stems?("song.wav"), configuration.recordPath].compactMap { $0 }
+        var index = 0
+        while !songPaths.isEmpty {
+            songOut = try tap(songOut, songPaths.removeFirst(), name: index == 0 ? "song" : "song-\(index)", channels: channels, shifted: true)
+            index += 1
+        }
+
+        // The monitor: the accompaniment and the wet voice; the dry voice and the song ride along silent, so the
+        // graph renders them.
+        let monitor = try MixerUnit(format: format, inputs: 4)
+        self.monitor = monitor
+        let monitorNode = try g.addNode(monitor, name: "monitor")
+        try g.connect(accompaniment, to: monitorNode, inputBus: 0)
+        try g.connect(wetOut, to: monitorNode, inputBus: 1)
+        try g.connect(dry, to: monitorNode, inputBus: 2)
+        try g.connect(songOut, to: monitorNode, inputBus: 3)
+        try monitor.setVolume(0, bus: 2)
+        try monitor.setVolume(0, bus: 3)
+        let clock = TimelineTap(format: format)
+        self.clock = clock
+        let clockNode = try g.addNode(clock, name: "clock")
+        try g.connect(monitorNode, to: clockNode)
+        try g.connect(clockNode, to: g.output)
+        self.recorders = recorders.map { (name: $0.0, unit: $0.1, shifted: $0.2) }
+
+        // The device.
+        var device = IOUnit.Configuration(
+            backend: configuration.backend, inputFormat: input.outputFormats[0], outputFormat: format,
+            inputDevice: configuration.inputDevice, outputDevice: configuration.outputDevice,
+            periodFrames: configuration.periodFrames, periodCount: configuration.periodCount, reconnect: true,
+            jackServer: configuration.jackServer, virtual: configuration.virtual)
+        device.conversionQuality = .low
+        let io = try IOUnit(device)
+        self.io = io
+        try io.setInputUnit(input)
+        try io.setOutputGraph(g)
+        if configuration.voiceProcessing {
+            let unit = try io.enableVoiceProcessing()
+            try unit.echoCancellation.set(1)
+        }
+        volumes.withLock {
+            $0 = (configuration.accompanimentVolume, configuration.voiceVolume, configuration.monitorVoiceVolume)
+        }
+        try applyVolumes()
+    }
+
+    deinit {
+        io.stop()
+        for r in recorders { _ = try? r.unit.finish() }
+    }
+
+    // MARK: Control
+
+    /// Finds the round trip (a calibration plays clicks first), opens the device, and starts the song and the
+    /// recording together half a second later.
+    /// - Throws: ``AudioError`` from the calibration (no click came back) or the device.
+    public func start() throws(AudioError) {
+        let already = state.withLock { s -> Bool in
+            defer { s.started = true }
+            return s.started
+        }
+        if already { throw AudioError(.invalidState, "the karaoke session was already started") }
+        var measured: Int?
+        if configuration.roundTrip == .calibrate {
+            var c = io.configuration
+            c.reconnect = false
+            measured = try LatencyMeter.measure(c, sampleRate: sampleRate, clicks: 3).medianFrames
+        }
+        let grant = try io.start()
+        let processing = Int((io.captureProcessingLatency * sampleRate).rounded())
+        let (frames, source): (Int, String) =
+            switch configuration.roundTrip {
+            case .calibrate: (measured! + processing, "calibration")
+            case .milliseconds(let ms): (Int((ms * sampleRate / 1000).rounded()) + processing, "given")
+            case .device:
+                (Int((Double(grant.inputLatencyFrames + grant.outputLatencyFrames) * sampleRate / grant.sampleRate).rounded())
+                    + processing, "device")
+            }
+        try songDelay.parameter("delayTime").set(Float(Double(frames) / sampleRate))
+        // Half a second on: the delay has glided to the round trip, and every recorder starts on the same frame.
+        let startTime = clock.sampleTime + Int64(sampleRate / 2)
+        for r in recorders { r.unit.startRecording(atSampleTime: startTime, skipFrames: r.shifted ? Int64(frames) : 0) }
+        try player.schedule(configuration.region, at: startTime)
+        state.withLock {
+            $0.roundTrip = frames
+            $0.source = source
+            $0.startTime = startTime
+        }
+    }
+
+    /// Stops the device and completes the recordings. Safe to call more than once.
+    @discardableResult
+    public func stop() -> Summary {
+        let first = state.withLock { s -> Bool in
+            defer { s.stopped = true }
+            return s.started && !s.stopped
+        }
+        var failure: AudioError?
+        var recorded: Int64 = 0
+        var dropped: Int64 = 0
+        if first {
+            io.stop()
+            for r in recorders {
+                do throws(AudioError) { recorded = max(recorded, try r.unit.finish()) } catch { if failure == nil { failure = error } }
+                dropped += r.unit.droppedFrames
+            }
+        }
+        let s = state.withLock { $0 }
+        return Summary(
+            seconds: Double(max(0, clock.sampleTime - s.startTime)) / sampleRate, roundTripFrames: s.roundTrip,
+            roundTripSource: s.source, xruns: io.xrunCount, accompanimentUnderruns: player.underruns,
+            recordedFrames: recorded, droppedFrames: dropped, error: failure ?? io.failure)
+    }
+
+    /// The round trip the recordings are shifted by, in frames (known once started), and where it came from:
+    /// "device", "calibration" or "given".
+    public var roundTripFrames: Int { state.withLock { $0.roundTrip } }
+    public var roundTripSource: String { state.withLock { $0.source } }
+
+    /// True once the song has played to its end and what follows it has passed: the time-pitch's look-ahead, the
+    /// round trip the recordings are shifted by (the voice sung to the last frames), and 0.1 s. Poll it.
+    public var songHasEnded: Bool {
+        guard player.hasFinished else { return false }
+        let now = clock.sampleTime
+        let tail = Int64(((timePitch?.latency ?? 0) + 0.1) * sampleRate)
+        return state.withLock { s -> Bool in
+            guard s.started else { return false }
+            if s.endSeen == nil { s.endSeen = now }
+            return now >= s.endSeen! + tail + Int64(s.roundTrip)
+        }
+    }
+
+    /// A unit of the voice chain by its id in the graph file, for live control (`"room"` → its reverb).
+    public func unit(named id: String) -> RenderUnit? { loaded?.units[id] }
+
+    /// Live volumes in dB (`-.infinity` for none; at most +12), click-free: the accompaniment (headphones and song),
+    /// the voice (in the song) and the voice in the headphones.
+    public var accompanimentVolume: Double {
+        get { volumes.withLock { $0.accompaniment } }
+        set { volumes.withLock { $0.accompaniment = Self.clamp(newValue) }; try? applyVolumes() }
+    }
+    public var voiceVolume: Double {
+        get { volumes.withLock { $0.voice } }
+        set { volumes.withLock { $0.voice = Self.clamp(newValue) }; try? applyVolumes() }
+    }
+    public var monitorVoiceVolume: Double {
+        get { volumes.withLock { $0.monitorVoice } }
+        set { volumes.withLock { $0.monitorVoice = Self.clamp(newValue) }; try? applyVolumes() }
+    }
+
+    /// Levels for a VU display: the voice (wet, as monitored), the accompaniment, and the headphones' mix.
+    public var meters: (voice: MeterReading, accompaniment: MeterReading, output: MeterReading) {
+        (monitor.meter(bus: 1), monitor.meter(bus: 0), monitor.masterMeter.read())
+    }
+
+    /// Device events: start, xruns, faults, reconnects.
+    public var deviceEvents: AsyncStream<DeviceEvent> { io.events }
+    public var xruns: Int { io.xrunCount }
+    public var deviceGrant: DeviceGrant? { io.grant }
+
+    private static func clamp(_ dB: Double) -> Double { dB == -.infinity || dB.isNaN ? -.infinity : min(12, max(-96, dB)) }
+    private static func linear(_ dB: Double) -> Float { dB == -.infinity ? 0 : Float(pow(10, dB / 20)) }
+
+    private func applyVolumes() throws(AudioError) {
+        let v = volumes.withLock { $0 }
+        try monitor.setVolume(Self.linear(v.accompaniment), bus: 0)
+        try monitor.setVolume(Self.linear(v.monitorVoice), bus: 1)
+        try songMix.setVolume(Self.linear(v.accompaniment), bus: 0)
+        try songMix.setVolume(Self.linear(v.voice), bus: 1)
+    }
+}
+
+/// Passes its input through and keeps the sample time after the last cycle: the graph's timeline, read by the control
+/// thread to schedule on it.
+final class TimelineTap: RenderUnit, @unchecked Sendable {
+    private let end = Atomic<Int64>(0)
+
+    init(format: StreamFormat) {
+        let f = try! StreamFormat.graph(sampleRate: format.sampleRate, channelCount: format.channelCount)
+        super.init(kind: "timeline", inputs: [f], outputs: [f])
+    }
+
+    var sampleTime: Int64 { end.load(ordering: .acquiring) }
+
+    override func render(_ context: RenderContext) {
+        context.output(0).copy(from: context.input(0))
+        end.store(context.timeStamp.sampleTime + Int64(context.frameCount), ordering: .releasing)
+    }
+}

@@ -1,0 +1,157 @@
+import ArgumentParser
+import Foundation
+import LiveAudio
+
+struct Karaoke: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Sing along to a song: accompaniment, voice chain, ear monitoring, live volumes, stems in sync.",
+        discussion: """
+            The song plays on --output while the voice from --input goes through the voice chain (--graph, \
+            examples/voice-chain.json by default) into the headphones. The recordings (--stems, --record) put the \
+            voice where it was sung: shifted by the round trip, which --latency-ms gives, or a calibration click \
+            measures (--latency-ms calibrate; the output must reach the input), or else the device reports. One \
+            status line a second. Ctrl-C stops and completes the files.
+            """)
+
+    @Argument(help: "The song (the accompaniment): any file FFmpeg reads.")
+    var song: String
+
+    @Option(help: "The voice chain: a graph file with an input node (default: examples/voice-chain.json when the current folder has it; otherwise the voice as it is).")
+    var graph: String?
+
+    @Option(help: "The microphone (for --backend virtual, the WAV file read as the microphone).")
+    var input: String?
+
+    @Option(help: "The headphones (for --backend virtual, the WAV file written as the speaker).")
+    var output: String?
+
+    @OptionGroup var options: DeviceOptions
+
+    // Values that may be negative are taken whatever they look like (`--key -2`, `--voice-volume -6`).
+    @Option(parsing: .unconditional, help: "Key change in semitones (e.g. 2, -1.5).")
+    var key: Double = 0
+
+    @Option(help: "Tempo (1: as it is; 0.9: 10 % slower).")
+    var tempo: Double = 1
+
+    @Option(help: "Where in the song to start, seconds.")
+    var start: Double = 0
+
+    @Option(help: "Where in the song to end, seconds (default: its end).")
+    var end: Double?
+
+    @Option(help: "How many more times to play the part (0: once).")
+    var loop: Int = 0
+
+    @Option(name: .customLong("accompaniment-volume"), parsing: .unconditional, help: "dB (-inf for none, at most 12).")
+    var accompanimentVolume: String = "0"
+
+    @Option(name: .customLong("voice-volume"), parsing: .unconditional, help: "dB in the recording (-inf for none, at most 12).")
+    var voiceVolume: String = "0"
+
+    @Option(name: .customLong("monitor-voice-volume"), parsing: .unconditional, help: "dB in the headphones (-inf for none, at most 12).")
+    var monitorVoiceVolume: String = "0"
+
+    @Flag(name: .customLong("voice-processing"), help: "Echo cancellation, noise suppression and gain control on the microphone.")
+    var voiceProcessing = false
+
+    @Option(help: "Record the song to this WAV file.")
+    var record: String?
+
+    @Option(help: "Record accompaniment.wav, voice-dry.wav, voice-wet.wav and song.wav into this folder.")
+    var stems: String?
+
+    @Option(name: .customLong("latency-ms"), help: "The round trip in ms, or 'calibrate' (default: what the device reports).")
+    var latencyMs: String?
+
+    @Option(help: "Seconds to run (default: until the song ends or Ctrl-C).")
+    var duration: Double?
+
+    func run() async throws {
+        do throws(AudioError) {
+            try validateDuration(duration)
+            var c = KaraokeSession.Configuration(song: song)
+            c.voiceChain = graph ?? (FileManager.default.fileExists(atPath: "examples/voice-chain.json") ? "examples/voice-chain.json" : nil)
+            c.backend = try options.parsedBackend()
+            c.inputDevice = input
+            c.outputDevice = output
+            c.periodFrames = options.period ?? DeviceOptions.monitorBuffering.period
+            c.periodCount = options.periods ?? DeviceOptions.monitorBuffering.periods
+            c.jackServer = options.jackServer
+            c.virtual = try options.virtualOptions()
+            guard (-24...24).contains(key) else { throw AudioError(.invalidParameter, "--key must be between -24 and 24 semitones, got \(key)") }
+            guard (0.25...4).contains(tempo) else { throw AudioError(.invalidParameter, "--tempo must be between 0.25 and 4, got \(tempo)") }
+            c.keyCents = key * 100
+            c.tempo = tempo
+            c.accompanimentVolume = try Self.decibels(accompanimentVolume, "--accompaniment-volume")
+            c.voiceVolume = try Self.decibels(voiceVolume, "--voice-volume")
+            c.monitorVoiceVolume = try Self.decibels(monitorVoiceVolume, "--monitor-voice-volume")
+            c.voiceProcessing = voiceProcessing
+            c.recordPath = record
+            c.stemsDirectory = stems
+            if let stems { try? FileManager.default.createDirectory(atPath: stems, withIntermediateDirectories: true) }
+            switch latencyMs {
+            case nil: c.roundTrip = .device
+            case "calibrate": c.roundTrip = .calibrate
+            case let text?:
+                guard let ms = Double(text), ms >= 0, ms <= 2000 else {
+                    throw AudioError(.invalidParameter, "--latency-ms must be between 0 and 2000, or 'calibrate', got '\(text)'")
+                }
+                c.roundTrip = .milliseconds(ms)
+            }
+            guard start >= 0, end.map({ $0 > start }) ?? true, loop >= 0 else {
+                throw AudioError(.invalidParameter, "--start must be 0 or more, --end after it, --loop 0 or more")
+            }
+            let session = try KaraokeSession(Self.withRegion(c, start: start, end: end, loop: loop))
+            let events = printEvents(session.deviceEvents)
+            let stop = StopFlag()
+            let signals = StopSignals { stop.set() }
+            try session.start()
+            note("karaoke: \(session.deviceGrant.map { "\($0)" } ?? "") ; round trip \(String(format: "%.2f", Double(session.roundTripFrames) * 1000 / session.sampleRate)) ms (\(session.roundTripSource))")
+            let bound = ClockBound(duration: duration, grace: 0)
+            var lastLine = monotonicNanoseconds()
+            while !stop.isSet, !bound.hasPassed, !session.songHasEnded {
+                try? await Task.sleep(nanoseconds: 50_000_000)
+                if monotonicNanoseconds() - lastLine >= 1_000_000_000 {
+                    lastLine = monotonicNanoseconds()
+                    let m = session.meters
+                    let line = String(
+                        format: "%.1f / %.1f s  voice %.1f dB  accompaniment %.1f dB  output %.1f dB  round trip %.2f ms  xruns %d",
+                        session.player.currentTime, Double(session.player.fileFrames) / session.sampleRate,
+                        m.voice.peakDecibels, m.accompaniment.peakDecibels, m.output.peakDecibels,
+                        Double(session.roundTripFrames) * 1000 / session.sampleRate, session.xruns)
+                    FileHandle.standardOutput.write(Data((line + "\n").utf8))
+                }
+            }
+            let summary = session.stop()
+            withExtendedLifetime(signals) {}
+            events.cancel()
+            print(
+                "karaoke: \(String(format: "%.2f", summary.seconds)) s; round trip \(summary.roundTripFrames) frames "
+                    + "(\(summary.roundTripSource)); xruns \(summary.xruns), accompaniment underruns "
+                    + "\(summary.accompanimentUnderruns), recorded \(summary.recordedFrames) frames, dropped \(summary.droppedFrames)")
+            if let error = summary.error { throw error }
+        } catch {
+            throw fail(error)
+        }
+    }
+
+    /// The region in frames: the session's rate is the chain's (or 48 kHz), known only once the graph file is read,
+    /// so the seconds are converted at 48 kHz unless the chain says otherwise.
+    static func withRegion(_ c: KaraokeSession.Configuration, start: Double, end: Double?, loop: Int) throws(AudioError) -> KaraokeSession.Configuration {
+        var c = c
+        let rate = try c.voiceChain.map { path throws(AudioError) in try GraphFile.load(path: path).graph.format.sampleRate } ?? c.sampleRate
+        c.region = FilePlayerUnit.Region(
+            startFrame: Int64((start * rate).rounded()), frameCount: end.map { Int64((($0 - start) * rate).rounded()) },
+            loopCount: loop)
+        return c
+    }
+
+    static func decibels(_ text: String, _ option: String) throws(AudioError) -> Double {
+        if text == "-inf" { return -.infinity }
+        guard let v = Double(text), v.isFinite, v <= 12, v >= -96 else {
+            throw AudioError(.invalidParameter, "\(option) must be a level in dB between -96 and 12, or -inf, got '\(text)'")
+        }
+        return v
+    }
+}

@@ -1,0 +1,148 @@
+import Foundation
+import LiveAudio
+import Testing
+import TestSupport
+
+/// The karaoke session through a real sound server. The loopback is the singer: JACK's dummy driver with our output
+/// ports connected to our input ports, so the microphone hears exactly what the headphones play, one round trip
+/// late — the accompaniment alone, since the voice is left out of the headphones here.
+@Suite(.serialized) struct KaraokeSessionTests {
+    /// 6 s of the test chirp (200 Hz rising 300 Hz a second): it lines up at one lag only.
+    static func song(_ dir: TemporaryDirectory) throws -> String {
+        let path = dir.file("song.wav")
+        try writeWAV(path, channels: [SignalCheck.testSignal(seconds: 6)[0]])
+        return path
+    }
+
+    static func power(_ x: ArraySlice<Float>) -> Double { x.reduce(0.0) { $0 + Double($1) * Double($1) } / Double(max(1, x.count)) }
+
+    /// The sync rule on JACK at 128, 256 and 1024 frames: the dry-voice stem (the accompaniment heard back through the
+    /// loop) lines up with the accompaniment stem within ±48 frames (1 ms), the round trip found by calibration.
+    /// The song file is the accompaniment stem times its gain plus the wet-voice stem times its gain, within −90 dB,
+    /// before and after the accompaniment is turned down 6 dB while running, and the change does not click.
+    @Test(arguments: [128, 256, 1024]) func theVoiceLandsWhereItWasSungOnJACK(period: Int) async throws {
+        let jack = try await JACKServer.started(periodFrames: period)
+        defer { jack.stop() }
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        var configuration = KaraokeSession.Configuration(song: try Self.song(dir))
+        configuration.backend = .jack
+        configuration.jackServer = jack.name
+        configuration.inputDevice = "self"
+        configuration.outputDevice = "self"
+        configuration.periodFrames = period
+        configuration.monitorVoiceVolume = -.infinity
+        configuration.roundTrip = .calibrate
+        let stems = dir.file("stems")
+        try FileManager.default.createDirectory(atPath: stems, withIntermediateDirectories: true)
+        configuration.stemsDirectory = stems
+        let session = try KaraokeSession(configuration)
+        let summary = try await offPool { () -> KaraokeSession.Summary in
+            try session.start()
+            let deadline = Date().addingTimeInterval(30)
+            var turnedDown = false
+            while !session.songHasEnded, Date() < deadline {
+                if !turnedDown, session.player.currentTime >= 3 {
+                    session.accompanimentVolume = -6
+                    turnedDown = true
+                }
+                usleep(10_000)
+            }
+            usleep(200_000)
+            return session.stop()
+        }
+        print("karaoke on JACK at \(period): \(summary)")
+        #expect(summary.error == nil && summary.xruns == 0 && summary.accompanimentUnderruns == 0 && summary.droppedFrames == 0)
+        #expect(summary.roundTripSource == "calibration" && summary.roundTripFrames >= period, "\(summary.roundTripFrames) frames")
+        let accompaniment = try FFmpeg.decode(stems + "/accompaniment.wav", channels: 1)[0]
+        let dry = try FFmpeg.decode(stems + "/voice-dry.wav", channels: 1)[0]
+        let wet = try FFmpeg.decode(stems + "/voice-wet.wav", channels: 1)[0]
+        let song = try FFmpeg.decode(stems + "/song.wav", channels: 2)
+        let lag = try #require(SignalCheck.lag(of: Array(accompaniment.prefix(6 * 48_000)), in: dry, window: 48_000, search: 4800))
+        #expect(abs(lag) <= 48, "the voice is \(lag) frames off the accompaniment")
+        // The song: the accompaniment at 0 dB up to 3 s and at −6 dB from 3.1 s (the change ramps in 20 ms), plus
+        // the wet voice, frame for frame.
+        let n = min(accompaniment.count, wet.count, song[0].count)
+        #expect(n >= 6 * 48_000 - 4800, "\(n) frames")
+        let half = Float(pow(10, -6.0 / 20))
+        for c in 0..<2 {
+            let s = song[c]
+            let before: [Float] = (48_000..<(3 * 48_000 - 9600)).map { (t: Int) -> Float in s[t] - accompaniment[t] - wet[t] }
+            let after: [Float] = ((3 * 48_000 + 14_400)..<(n - 100)).map { (t: Int) -> Float in
+                let a: Float = accompaniment[t] * half
+                return s[t] - a - wet[t]
+            }
+            let level = Self.power(song[c][48_000..<n])
+            #expect(10 * log10(max(Self.power(before[...]), 1e-30) / level) < -90, "channel \(c) before the change")
+            #expect(10 * log10(max(Self.power(after[...]), 1e-30) / level) < -90, "channel \(c) after the change")
+            // No click: around the change the accompaniment's gain in the song glides from 1 to −6 dB over
+            // hundreds of frames (the mixer's 20 ms), never outside that span.
+            var gliding = 0
+            for t in (3 * 48_000 - 4800)..<(3 * 48_000 + 14_400) where abs(accompaniment[t]) > 0.05 {
+                let g: Float = (s[t] - wet[t]) / accompaniment[t]
+                #expect(g >= half - 0.01 && g <= 1.01, "gain \(g) at \(t)")
+                if g > half + 0.01 && g < 0.99 { gliding += 1 }
+            }
+            #expect(gliding >= 300, "the gain changed over \(gliding) frames")
+        }
+    }
+
+    /// `liveaudio karaoke` on the virtual device (a WAV file as the microphone, one as the headphones): through the
+    /// example voice chain with a key change, it prints a status line a second, and writes the four stems — the song
+    /// and the wet voice in stereo, the dry voice mono — one length each, running past the song's end by its tail
+    /// (the time-pitch's look-ahead and the round trip). Bad values exit 1 naming the option.
+    @Test func theCommandOnTheVirtualDevice() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let liveaudio = productsDirectory + "/liveaudio"
+        let chain = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .appendingPathComponent("../../examples/voice-chain.json").standardized.path
+        try FFmpeg.run(["-f", "lavfi", "-i", "sine=frequency=330:sample_rate=48000:duration=2.5", "-ac", "2", "-b:a", "128k", dir.file("song.m4a")])
+        try writeWAV(dir.file("voice.wav"), channels: [SignalCheck.testSignal(seconds: 4)[0]], sampleType: .int16)
+        try FileManager.default.createDirectory(atPath: dir.file("take"), withIntermediateDirectories: true)
+        let run = try await runTool(
+            liveaudio,
+            ["karaoke", dir.file("song.m4a"), "--graph", chain, "--backend", "virtual", "--input", dir.file("voice.wav"),
+             "--output", dir.file("out.wav"), "--stems", dir.file("take"), "--latency-ms", "5", "--key", "-2",
+             "--voice-volume", "-3"])
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(run.stdout.contains("round trip 5.00 ms") && run.stdout.contains("/ 2.5 s"), "\(run.stdout)")
+        #expect(run.stderr.contains("round trip 5.00 ms (given)"), "\(run.stderr)")
+        var lengths: [Int] = []
+        for (name, channels) in [("accompaniment.wav", 2), ("voice-dry.wav", 1), ("voice-wet.wav", 2), ("song.wav", 2)] {
+            let probe = try FFmpeg.probe(dir.file("take/" + name))
+            #expect(probe["channels"] == "\(channels)", "\(name): \(probe)")
+            lengths.append(Int(probe["duration_ts"] ?? "") ?? 0)
+        }
+        // The voice stems and the song are the accompaniment's length less the round trip (240 frames).
+        #expect(lengths[0] > 120_000 + 4000 && lengths[1] == lengths[0] - 240 && lengths[2] == lengths[1] && lengths[3] == lengths[1], "\(lengths)")
+        let bad = try await runTool(liveaudio, ["karaoke", dir.file("song.m4a"), "--backend", "virtual", "--voice-volume", "20"])
+        #expect(bad.status == 1 && bad.stderr.contains("--voice-volume"), "\(bad.stderr)")
+        let badKey = try await runTool(liveaudio, ["karaoke", dir.file("song.m4a"), "--backend", "virtual", "--key", "30"])
+        #expect(badKey.status == 1 && badKey.stderr.contains("--key"), "\(badKey.stderr)")
+    }
+
+    @Test func badSettingsAreErrorsThatSayWhy() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        var configuration = KaraokeSession.Configuration(song: dir.file("missing.m4a"))
+        configuration.backend = .virtual
+        do {
+            _ = try KaraokeSession(configuration)
+            Issue.record("a missing song accepted")
+        } catch {
+            #expect(error.message.contains("the song") && error.message.contains("missing.m4a"), "\(error)")
+        }
+        configuration.song = try Self.song(dir)
+        configuration.voiceVolume = 20
+        #expect(throws: AudioError.self) { try KaraokeSession(configuration) }
+        configuration.voiceVolume = 0
+        configuration.stemsDirectory = dir.file("nowhere")
+        do {
+            _ = try KaraokeSession(configuration)
+            Issue.record("a missing stems folder accepted")
+        } catch {
+            #expect(error.code == .fileIO && error.message.contains("nowhere"), "\(error)")
+        }
+    }
+}
