@@ -120,7 +120,8 @@ let package = Package(
         .executableTarget(name: "RTMPLoad", dependencies: ["LiveAudio"], path: "Tests/Support/RTMPLoad", swiftSettings: strict),
 
         // Test helpers: processes, FFmpeg as the reference decoder, temporary folders.
-        .target(name: "TestSupport", dependencies: ["LiveAudio"], path: "Tests/Support/TestSupport", swiftSettings: strict),
+        .target(name: "CTestSpawn", path: "Tests/Support/CTestSpawn"),
+        .target(name: "TestSupport", dependencies: ["LiveAudio", "CTestSpawn"], path: "Tests/Support/TestSupport", swiftSettings: strict),
 
         .testTarget(name: "AudioCoreTests", dependencies: ["AudioCore", "MediaContainers", "TestSupport"], swiftSettings: strict),
         .testTarget(name: "AudioGraphTests", dependencies: ["AudioGraph", "AudioUnits", "TestSupport"], swiftSettings: strict),

@@ -63,6 +63,10 @@ public final class KaraokeSession: @unchecked Sendable {
         public var periodCount = 2
         public var jackServer: String?
         public var virtual = VirtualDeviceOptions()
+        /// Reopen the device when it goes away, for up to `reconnectTimeout` seconds; capture and playback clocks.
+        public var reconnect = true
+        public var reconnectTimeout = 30.0
+        public var clocks = DeviceClocks.automatic
         /// What of the song plays, in frames at the session's rate.
         public var region = FilePlayerUnit.Region.wholeFile
         /// Key change in cents (+200: two semitones up) and tempo (1: as it is); a time-pitch unit is added when
@@ -109,11 +113,17 @@ public final class KaraokeSession: @unchecked Sendable {
     private let songMix: MixerUnit
     private let songDelay: DelayUnit
     private let clock: TimelineTap
-    private let recorders: [(name: String, unit: RecorderUnit, shifted: Bool)]
+    /// Each recorder and what it is shifted by: nothing (the accompaniment), the round trip (the dry voice), or the
+    /// round trip and the chain's latency (the wet voice, the song).
+    private let recorders: [(name: String, unit: RecorderUnit, shift: Shift)]
+    enum Shift { case none, roundTrip, roundTripAndChain }
+    /// Frames from the microphone to the wet voice (the chain's latency): the wet stem and the song are shifted by
+    /// it too.
+    private let chainLatencyFrames: Int
     private let io: IOUnit
     private let volumes = Mutex<(accompaniment: Double, voice: Double, monitorVoice: Double)>((0, 0, 0))
-    private let state = Mutex<(started: Bool, stopped: Bool, roundTrip: Int, source: String, startTime: Int64, endSeen: Int64?)>(
-        (false, false, 0, "", 0, nil))
+    private let state = Mutex<(started: Bool, stopped: Bool, scheduled: Bool, roundTrip: Int, source: String, startTime: Int64, endSeen: Int64?)>(
+        (false, false, false, 0, "", 0, nil))
 
     /// Checks and builds everything that can be before the device opens.
     /// - Throws: ``AudioError``: a song that cannot be played, a voice chain without exactly one input node, a
@@ -132,13 +142,21 @@ public final class KaraokeSession: @unchecked Sendable {
                 throw AudioError(.fileIO, "the stems folder '\(dir)' does not exist")
             }
         }
-        if let path = configuration.recordPath, !path.lowercased().hasSuffix(".wav") {
-            throw AudioError(.unsupportedFile, "the song is recorded as WAV here; '\(path)' is not a .wav file")
+        if let path = configuration.recordPath {
+            guard path.lowercased().hasSuffix(".wav") else {
+                throw AudioError(.unsupportedFile, "the song is recorded as WAV here; '\(path)' is not a .wav file")
+            }
+            let folder = (path as NSString).deletingLastPathComponent
+            var isDirectory: ObjCBool = false
+            guard FileManager.default.fileExists(atPath: folder.isEmpty ? "." : folder, isDirectory: &isDirectory), isDirectory.boolValue else {
+                throw AudioError(.fileIO, "cannot write '\(path)': folder '\(folder)' does not exist")
+            }
         }
         let maximumFrames = max(DeviceRequest.maximumPeriodFrames, 4096)
         // The voice chain, or a graph that is the microphone only.
         let input: InputUnit
         let g: RenderGraph
+        let chainLatency: Double
         let mic: NodeID
         let wet: NodeID
         if let path = configuration.voiceChain {
@@ -149,14 +167,16 @@ public final class KaraokeSession: @unchecked Sendable {
                     .invalidGraphDescription,
                     "a voice chain needs exactly one node of type \"input\" (the microphone); '\(path)' has \(inputs.count)")
             }
-            guard let last = loaded.nodeIDs.last.flatMap({ loaded.nodes[$0] }) else {
-                throw AudioError(.invalidGraphDescription, "'\(path)' has no nodes")
+            // The wet voice: what the file connects to its output.
+            guard let last = loaded.edges.first(where: { $0.to == "output" }).flatMap({ loaded.nodes[$0.from] }) else {
+                throw AudioError(.invalidGraphDescription, "'\(path)' connects nothing to its output: the wet voice goes there")
             }
             input = inputs[0].unit
             mic = micID
             wet = last
             self.loaded = loaded
             g = loaded.graph
+            chainLatency = g.latency
             try g.disconnect(g.output)
         } else {
             loaded = nil
@@ -166,19 +186,23 @@ public final class KaraokeSession: @unchecked Sendable {
             input = try InputUnit(sampleRate: configuration.sampleRate, channelCount: 1)
             mic = try g.addNode(input, name: "mic")
             wet = mic
+            chainLatency = 0
         }
         let format = g.format
         let rate = format.sampleRate
         graph = g
         sampleRate = rate
+        chainLatencyFrames = Int((chainLatency * rate).rounded())
 
         // The accompaniment.
         let song: FilePlayerUnit
         do throws(AudioError) {
-            song = try FilePlayerUnit(path: configuration.song, sampleRate: rate)
+            song = try FilePlayerUnit(path: configuration.song, sampleRate: rate, channelCount: format.channelCount)
         } catch {
             throw AudioError(error.code, "the song '\(configuration.song)' cannot be played: \(error.message)")
         }
+        // The region checked now (and read ahead meanwhile); the start time is set by start().
+        try song.schedule(configuration.region, at: .max)
         player = song
         let songChannels = song.outputFormats[0].channelCount
         var accompaniment = try g.addNode(song, name: "song")
@@ -195,10 +219,10 @@ public final class KaraokeSession: @unchecked Sendable {
         }
 
         // The recorders: where each stem is taken, and whether it is shifted by the round trip.
-        var recorders: [(String, RecorderUnit, Bool)] = []
-        func tap(_ source: NodeID, _ path: String?, name: String, channels: Int, shifted: Bool) throws(AudioError) -> NodeID {
+        var recorders: [(String, RecorderUnit, Shift)] = []
+        func tap(_ source: NodeID, _ path: String?, name: String, channels: Int, shifted: Shift) throws(AudioError) -> NodeID {
             guard let path else { return source }
-            let unit = try RecorderUnit(format: try .graph(sampleRate: rate, channelCount: channels), path: path)
+            let unit = try RecorderUnit(format: try .graph(sampleRate: rate, channelCount: channels), path: path, waitsForStart: true)
             recorders.append((name, unit, shifted))
             let node = try g.addNode(unit, name: "record-\(name)")
             try g.connect(source, to: node)
@@ -206,9 +230,9 @@ public final class KaraokeSession: @unchecked Sendable {
         }
         let stems = configuration.stemsDirectory.map { ($0 as NSString).appendingPathComponent }
         let channels = format.channelCount
-        accompaniment = try tap(accompaniment, stems?("accompaniment.wav"), name: "accompaniment", channels: songChannels, shifted: false)
-        let dry = try tap(mic, stems?("voice-dry.wav"), name: "voice-dry", channels: input.outputFormats[0].channelCount, shifted: true)
-        let wetOut = try tap(wet == mic ? dry : wet, stems?("voice-wet.wav"), name: "voice-wet", channels: try g.unit(wet).outputFormats[0].channelCount, shifted: true)
+        accompaniment = try tap(accompaniment, stems?("accompaniment.wav"), name: "accompaniment", channels: songChannels, shifted: .none)
+        let dry = try tap(mic, stems?("voice-dry.wav"), name: "voice-dry", channels: input.outputFormats[0].channelCount, shifted: .roundTrip)
+        let wetOut = try tap(wet == mic ? dry : wet, stems?("voice-wet.wav"), name: "voice-wet", channels: try g.unit(wet).outputFormats[0].channelCount, shifted: .roundTripAndChain)
 
         // The song: the accompaniment delayed by the round trip, and the wet voice.
         let songDelay = try DelayUnit(format: try .graph(sampleRate: rate, channelCount: try g.unit(accompaniment).outputFormats[0].channelCount))
@@ -228,7 +252,7 @@ public final class KaraokeSession: @unchecked Sendable {
         var songPaths = [stems?("song.wav"), configuration.recordPath].compactMap { $0 }
         var index = 0
         while !songPaths.isEmpty {
-            songOut = try tap(songOut, songPaths.removeFirst(), name: index == 0 ? "song" : "song-\(index)", channels: channels, shifted: true)
+            songOut = try tap(songOut, songPaths.removeFirst(), name: index == 0 ? "song" : "song-\(index)", channels: channels, shifted: .roundTripAndChain)
             index += 1
         }
 
@@ -248,14 +272,17 @@ public final class KaraokeSession: @unchecked Sendable {
         let clockNode = try g.addNode(clock, name: "clock")
         try g.connect(monitorNode, to: clockNode)
         try g.connect(clockNode, to: g.output)
-        self.recorders = recorders.map { (name: $0.0, unit: $0.1, shifted: $0.2) }
+        self.recorders = recorders.map { (name: $0.0, unit: $0.1, shift: $0.2) }
 
         // The device.
         var device = IOUnit.Configuration(
             backend: configuration.backend, inputFormat: input.outputFormats[0], outputFormat: format,
             inputDevice: configuration.inputDevice, outputDevice: configuration.outputDevice,
-            periodFrames: configuration.periodFrames, periodCount: configuration.periodCount, reconnect: true,
+            periodFrames: configuration.periodFrames, periodCount: configuration.periodCount, reconnect: configuration.reconnect,
             jackServer: configuration.jackServer, virtual: configuration.virtual)
+        device.reconnect = configuration.reconnect
+        device.reconnectTimeout = configuration.reconnectTimeout
+        device.clocks = configuration.clocks
         device.conversionQuality = .low
         let io = try IOUnit(device)
         self.io = io
@@ -267,8 +294,8 @@ public final class KaraokeSession: @unchecked Sendable {
         }
         volumes.withLock {
             $0 = (configuration.accompanimentVolume, configuration.voiceVolume, configuration.monitorVoiceVolume)
+            apply($0)
         }
-        try applyVolumes()
     }
 
     deinit {
@@ -280,13 +307,25 @@ public final class KaraokeSession: @unchecked Sendable {
 
     /// Finds the round trip (a calibration plays clicks first), opens the device, and starts the song and the
     /// recording together half a second later.
-    /// - Throws: ``AudioError`` from the calibration (no click came back) or the device.
+    /// - Throws: ``AudioError`` from the calibration (no click came back) or the device, `.invalidParameter` for a
+    ///   round trip over 2 s, `.invalidState` once started or stopped. After a failure the device is stopped again,
+    ///   nothing has been recorded, and `start()` may be called again.
     public func start() throws(AudioError) {
-        let already = state.withLock { s -> Bool in
-            defer { s.started = true }
-            return s.started
+        try state.withLock { (s: inout (started: Bool, stopped: Bool, scheduled: Bool, roundTrip: Int, source: String, startTime: Int64, endSeen: Int64?)) throws(AudioError) in
+            if s.stopped { throw AudioError(.invalidState, "the karaoke session was stopped") }
+            if s.started { throw AudioError(.invalidState, "the karaoke session was already started") }
+            s.started = true
         }
-        if already { throw AudioError(.invalidState, "the karaoke session was already started") }
+        do throws(AudioError) {
+            try startDevice()
+        } catch {
+            io.stop()
+            state.withLock { $0.started = false }
+            throw error
+        }
+    }
+
+    private func startDevice() throws(AudioError) {
         var measured: Int?
         if configuration.roundTrip == .calibrate {
             var c = io.configuration
@@ -295,23 +334,50 @@ public final class KaraokeSession: @unchecked Sendable {
         }
         let grant = try io.start()
         let processing = Int((io.captureProcessingLatency * sampleRate).rounded())
-        let (frames, source): (Int, String) =
+        let (roundTrip, source): (Int, String) =
             switch configuration.roundTrip {
-            case .calibrate: (measured! + processing, "calibration")
-            case .milliseconds(let ms): (Int((ms * sampleRate / 1000).rounded()) + processing, "given")
+            case .calibrate: (measured!, "calibration")
+            case .milliseconds(let ms): (Int((ms * sampleRate / 1000).rounded()), "given")
             case .device:
-                (Int((Double(grant.inputLatencyFrames + grant.outputLatencyFrames) * sampleRate / grant.sampleRate).rounded())
-                    + processing, "device")
+                // What the device reports, and what the I/O unit adds between it and the graph.
+                (Int(
+                    ((Double(grant.inputLatencyFrames + grant.outputLatencyFrames) / grant.sampleRate
+                        + io.conversionLatency + io.clockBridgeLatency) * sampleRate).rounded()), "device")
             }
-        try songDelay.parameter("delayTime").set(Float(Double(frames) / sampleRate))
-        // Half a second on: the delay has glided to the round trip, and every recorder starts on the same frame.
-        let startTime = clock.sampleTime + Int64(sampleRate / 2)
-        for r in recorders { r.unit.startRecording(atSampleTime: startTime, skipFrames: r.shifted ? Int64(frames) : 0) }
-        try player.schedule(configuration.region, at: startTime)
+        // The dry voice arrives one round trip and the capture processing late; the wet one the chain's latency later.
+        let dry = roundTrip + processing
+        let wet = dry + chainLatencyFrames
+        guard Double(wet) / sampleRate <= DelayUnit.maximumDelayTime else {
+            throw AudioError(
+                .invalidParameter,
+                "the round trip and the voice's processing come to \(wet * 1000 / Int(sampleRate)) ms: more than the \(Int(DelayUnit.maximumDelayTime)) s the song can be shifted by")
+        }
+        if wet == 0 {
+            songDelay.isBypassed = true  // the delay line's shortest delay is a frame
+        } else {
+            try songDelay.parameter("delayTime").set(Float(Double(wet) / sampleRate))
+        }
+        // Half a second on: the delay has glided to its length, and every recorder starts on the same frame.
+        let now = clock.sampleTime
+        let startTime = now + Int64(sampleRate / 2)
+        for r in recorders {
+            let skip: Int = switch r.shift {
+                case .none: 0
+                case .roundTrip: dry
+                case .roundTripAndChain: wet
+                }
+            r.unit.startRecording(atSampleTime: startTime, skipFrames: Int64(skip))
+        }
+        // The player's timeline is its own behind a time-pitch (which pulls it at the tempo, ahead by its look-ahead).
+        let tempo = timePitch == nil ? 1 : configuration.tempo
+        let playerStart = timePitch == nil
+            ? startTime : player.renderedSampleTime + Int64((Double(startTime - now) * tempo).rounded())
+        try player.schedule(configuration.region, at: max(0, playerStart))
         state.withLock {
-            $0.roundTrip = frames
+            $0.roundTrip = dry
             $0.source = source
             $0.startTime = startTime
+            $0.scheduled = true
         }
     }
 
@@ -322,6 +388,7 @@ public final class KaraokeSession: @unchecked Sendable {
             defer { s.stopped = true }
             return s.started && !s.stopped
         }
+        if !first, state.withLock({ !$0.started }) { io.stop() }
         var failure: AudioError?
         var recorded: Int64 = 0
         var dropped: Int64 = 0
@@ -351,9 +418,9 @@ public final class KaraokeSession: @unchecked Sendable {
         let now = clock.sampleTime
         let tail = Int64(((timePitch?.latency ?? 0) + 0.1) * sampleRate)
         return state.withLock { s -> Bool in
-            guard s.started else { return false }
+            guard s.scheduled else { return false }
             if s.endSeen == nil { s.endSeen = now }
-            return now >= s.endSeen! + tail + Int64(s.roundTrip)
+            return now >= s.endSeen! + tail + Int64(s.roundTrip + chainLatencyFrames)
         }
     }
 
@@ -364,21 +431,24 @@ public final class KaraokeSession: @unchecked Sendable {
     /// the voice (in the song) and the voice in the headphones.
     public var accompanimentVolume: Double {
         get { volumes.withLock { $0.accompaniment } }
-        set { volumes.withLock { $0.accompaniment = Self.clamp(newValue) }; try? applyVolumes() }
+        set { volumes.withLock { $0.accompaniment = Self.clamp(newValue); apply($0) } }
     }
     public var voiceVolume: Double {
         get { volumes.withLock { $0.voice } }
-        set { volumes.withLock { $0.voice = Self.clamp(newValue) }; try? applyVolumes() }
+        set { volumes.withLock { $0.voice = Self.clamp(newValue); apply($0) } }
     }
     public var monitorVoiceVolume: Double {
         get { volumes.withLock { $0.monitorVoice } }
-        set { volumes.withLock { $0.monitorVoice = Self.clamp(newValue) }; try? applyVolumes() }
+        set { volumes.withLock { $0.monitorVoice = Self.clamp(newValue); apply($0) } }
     }
 
     /// Levels for a VU display: the voice (wet, as monitored), the accompaniment, and the headphones' mix.
     public var meters: (voice: MeterReading, accompaniment: MeterReading, output: MeterReading) {
         (monitor.meter(bus: 1), monitor.meter(bus: 0), monitor.masterMeter.read())
     }
+
+    /// The error that stopped the device for good (reconnect off, or not back within the timeout).
+    public var failure: AudioError? { io.failure }
 
     /// Device events: start, xruns, faults, reconnects.
     public var deviceEvents: AsyncStream<DeviceEvent> { io.events }
@@ -388,12 +458,12 @@ public final class KaraokeSession: @unchecked Sendable {
     private static func clamp(_ dB: Double) -> Double { dB == -.infinity || dB.isNaN ? -.infinity : min(12, max(-96, dB)) }
     private static func linear(_ dB: Double) -> Float { dB == -.infinity ? 0 : Float(pow(10, dB / 20)) }
 
-    private func applyVolumes() throws(AudioError) {
-        let v = volumes.withLock { $0 }
-        try monitor.setVolume(Self.linear(v.accompaniment), bus: 0)
-        try monitor.setVolume(Self.linear(v.monitorVoice), bus: 1)
-        try songMix.setVolume(Self.linear(v.accompaniment), bus: 0)
-        try songMix.setVolume(Self.linear(v.voice), bus: 1)
+    /// Under the volumes' lock, so the mixers end with the last values set.
+    private func apply(_ v: (accompaniment: Double, voice: Double, monitorVoice: Double)) {
+        try? monitor.setVolume(Self.linear(v.accompaniment), bus: 0)
+        try? monitor.setVolume(Self.linear(v.monitorVoice), bus: 1)
+        try? songMix.setVolume(Self.linear(v.accompaniment), bus: 0)
+        try? songMix.setVolume(Self.linear(v.voice), bus: 1)
     }
 }
 

@@ -79,6 +79,12 @@ struct Karaoke: AsyncParsableCommand {
             c.periodCount = options.periods ?? DeviceOptions.monitorBuffering.periods
             c.jackServer = options.jackServer
             c.virtual = try options.virtualOptions()
+            c.reconnect = options.reconnect
+            c.reconnectTimeout = try validReconnectTimeout(options.reconnectTimeout)
+            guard let clocks = DeviceClocks(rawValue: options.clocks) else {
+                throw AudioError(.invalidParameter, "--clocks must be auto, one or two, got '\(options.clocks)'")
+            }
+            c.clocks = clocks
             guard (-24...24).contains(key) else { throw AudioError(.invalidParameter, "--key must be between -24 and 24 semitones, got \(key)") }
             guard (0.25...4).contains(tempo) else { throw AudioError(.invalidParameter, "--tempo must be between 0.25 and 4, got \(tempo)") }
             c.keyCents = key * 100
@@ -110,7 +116,7 @@ struct Karaoke: AsyncParsableCommand {
             note("karaoke: \(session.deviceGrant.map { "\($0)" } ?? "") ; round trip \(String(format: "%.2f", Double(session.roundTripFrames) * 1000 / session.sampleRate)) ms (\(session.roundTripSource))")
             let bound = ClockBound(duration: duration, grace: 0)
             var lastLine = monotonicNanoseconds()
-            while !stop.isSet, !bound.hasPassed, !session.songHasEnded {
+            while !stop.isSet, !bound.hasPassed, !session.songHasEnded, session.failure == nil {
                 try? await Task.sleep(nanoseconds: 50_000_000)
                 if monotonicNanoseconds() - lastLine >= 1_000_000_000 {
                     lastLine = monotonicNanoseconds()

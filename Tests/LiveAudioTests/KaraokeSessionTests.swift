@@ -54,10 +54,14 @@ import TestSupport
         print("karaoke on JACK at \(period): \(summary)")
         #expect(summary.error == nil && summary.xruns == 0 && summary.accompanimentUnderruns == 0 && summary.droppedFrames == 0)
         #expect(summary.roundTripSource == "calibration" && summary.roundTripFrames >= period, "\(summary.roundTripFrames) frames")
-        let accompaniment = try FFmpeg.decode(stems + "/accompaniment.wav", channels: 1)[0]
+        // The song is played at the graph's channel count: stereo here, the mono file on both channels.
+        let accompaniment = try FFmpeg.decode(stems + "/accompaniment.wav", channels: 2)[0]
         let dry = try FFmpeg.decode(stems + "/voice-dry.wav", channels: 1)[0]
         let wet = try FFmpeg.decode(stems + "/voice-wet.wav", channels: 1)[0]
         let song = try FFmpeg.decode(stems + "/song.wav", channels: 2)
+        // The accompaniment stem begins with the song's first frame: nothing recorded before the start.
+        let original = SignalCheck.testSignal(seconds: 6)[0]
+        #expect(Array(accompaniment.prefix(4800)) == Array(original.prefix(4800)), "the accompaniment stem's start")
         let lag = try #require(SignalCheck.lag(of: Array(accompaniment.prefix(6 * 48_000)), in: dry, window: 48_000, search: 4800))
         #expect(abs(lag) <= 48, "the voice is \(lag) frames off the accompaniment")
         // The song: the accompaniment at 0 dB up to 3 s and at −6 dB from 3.1 s (the change ramps in 20 ms), plus
@@ -87,10 +91,51 @@ import TestSupport
         }
     }
 
+    /// A voice chain with latency (a limiter's 3 ms look-ahead, below its ceiling: a pure delay): the wet-voice stem
+    /// is shifted by it too, so it lines up with the dry one, to the frame.
+    @Test func theWetVoiceIsShiftedByTheChainsLatency() async throws {
+        let jack = try await JACKServer.started(periodFrames: 256)
+        defer { jack.stop() }
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let chain = """
+            {"sampleRate": 48000, "channels": 1,
+             "nodes": [{"id": "mic", "type": "input", "channels": 1},
+                       {"id": "limit", "type": "limiter", "attackTime": 0.003, "ceiling": -1}],
+             "connections": [{"from": "mic", "to": "limit"}, {"from": "limit", "to": "output"}]}
+            """
+        try chain.write(toFile: dir.file("chain.json"), atomically: true, encoding: .utf8)
+        var configuration = KaraokeSession.Configuration(song: try Self.song(dir))
+        configuration.voiceChain = dir.file("chain.json")
+        configuration.backend = .jack
+        configuration.jackServer = jack.name
+        configuration.inputDevice = "self"
+        configuration.outputDevice = "self"
+        configuration.monitorVoiceVolume = -.infinity
+        configuration.roundTrip = .calibrate
+        try FileManager.default.createDirectory(atPath: dir.file("stems"), withIntermediateDirectories: true)
+        configuration.stemsDirectory = dir.file("stems")
+        let session = try KaraokeSession(configuration)
+        let summary = try await offPool { () -> KaraokeSession.Summary in
+            try session.start()
+            let deadline = Date().addingTimeInterval(30)
+            while !session.songHasEnded, Date() < deadline { usleep(10_000) }
+            return session.stop()
+        }
+        #expect(summary.error == nil && summary.xruns == 0)
+        let dry = try FFmpeg.decode(dir.file("stems/voice-dry.wav"), channels: 1)[0]
+        let wet = try FFmpeg.decode(dir.file("stems/voice-wet.wav"), channels: 1)[0]
+        let lag = try #require(SignalCheck.lag(of: Array(dry.prefix(5 * 48_000)), in: wet, window: 48_000, search: 2400))
+        #expect(lag == 0, "the wet voice is \(lag) frames off the dry one")
+        let n = min(dry.count, wet.count) - 1000
+        #expect(maxAbsDifference(Array(dry[48_000..<n]), Array(wet[48_000..<n])) < 1e-4)
+    }
+
     /// `liveaudio karaoke` on the virtual device (a WAV file as the microphone, one as the headphones): through the
-    /// example voice chain with a key change, it prints a status line a second, and writes the four stems — the song
-    /// and the wet voice in stereo, the dry voice mono — one length each, running past the song's end by its tail
-    /// (the time-pitch's look-ahead and the round trip). Bad values exit 1 naming the option.
+    /// example voice chain with a key change, it prints a status line a second, and writes the four stems — the song,
+    /// the accompaniment and the wet voice in stereo, the dry voice mono — running past the song's end by its tail
+    /// (the time-pitch's look-ahead and the round trip), each shifted as the sync rule says. Bad values exit 1 naming
+    /// the option.
     @Test func theCommandOnTheVirtualDevice() async throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
@@ -114,8 +159,10 @@ import TestSupport
             #expect(probe["channels"] == "\(channels)", "\(name): \(probe)")
             lengths.append(Int(probe["duration_ts"] ?? "") ?? 0)
         }
-        // The voice stems and the song are the accompaniment's length less the round trip (240 frames).
-        #expect(lengths[0] > 120_000 + 4000 && lengths[1] == lengths[0] - 240 && lengths[2] == lengths[1] && lengths[3] == lengths[1], "\(lengths)")
+        // The dry voice is the accompaniment's length less the round trip (240 frames); the wet voice and the song
+        // are shorter by the chain's latency too (its limiter's look-ahead).
+        #expect(lengths[0] > 120_000 + 4000 && lengths[1] == lengths[0] - 240, "\(lengths)")
+        #expect(lengths[2] == lengths[3] && (1...4800).contains(lengths[1] - lengths[2]), "\(lengths)")
         let bad = try await runTool(liveaudio, ["karaoke", dir.file("song.m4a"), "--backend", "virtual", "--voice-volume", "20"])
         #expect(bad.status == 1 && bad.stderr.contains("--voice-volume"), "\(bad.stderr)")
         let badKey = try await runTool(liveaudio, ["karaoke", dir.file("song.m4a"), "--backend", "virtual", "--key", "30"])

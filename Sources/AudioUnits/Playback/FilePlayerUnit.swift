@@ -138,13 +138,16 @@ public final class FilePlayerUnit: RenderUnit, FiniteSource, @unchecked Sendable
     private let finishedGeneration = Atomic<Int>(0)
     private let completions = Atomic<Int>(0)
     private let underrunCount = Atomic<Int>(0)
+    private let renderedEnd = Atomic<Int64>(0)
 
     /// Opens `path` and reads its header.
-    /// - Parameter sampleRate: the rate to play at, resampling when the file's differs (nil: the file's rate).
+    /// - Parameters:
+    ///   - sampleRate: the rate to play at, resampling when the file's differs (nil: the file's rate).
+    ///   - channelCount: the channels to play (nil: the file's; others are mixed as FFmpeg mixes them).
     /// - Throws: ``AudioError`` from ``AudioFile/open(path:sampleRate:channelCount:)`` (missing, unreadable,
     ///   unsupported or corrupt file).
-    public convenience init(path: String, sampleRate: Double? = nil) throws(AudioError) {
-        try self.init(reader: AudioFile.open(path: path, sampleRate: sampleRate))
+    public convenience init(path: String, sampleRate: Double? = nil, channelCount: Int? = nil) throws(AudioError) {
+        try self.init(reader: AudioFile.open(path: path, sampleRate: sampleRate, channelCount: channelCount))
     }
 
     /// Plays what `reader` reads; the unit owns it from here.
@@ -264,6 +267,10 @@ public final class FilePlayerUnit: RenderUnit, FiniteSource, @unchecked Sendable
     /// Schedules played to their end since the unit was made.
     public var completedSchedules: Int { completions.load(ordering: .acquiring) }
 
+    /// The sample time after the last cycle rendered: the player's own timeline, which is the graph's unless a
+    /// pulling unit (a time-pitch, a converter) reads it at its own pace — then schedule on this.
+    public var renderedSampleTime: Int64 { renderedEnd.load(ordering: .acquiring) }
+
     /// Render cycles that found the reader behind (their missing frames were skipped to stay on the timeline).
     public var underruns: Int { underrunCount.load(ordering: .relaxed) }
 
@@ -274,7 +281,8 @@ public final class FilePlayerUnit: RenderUnit, FiniteSource, @unchecked Sendable
         guard c.active, c.loopsLeft != Region.endless else { return nil }
         let length = c.regionLength >= 0 ? c.regionLength : fileFrames - c.regionStart
         let first = c.regionStart + length - c.firstFrame
-        return (c.startTime == .min ? 0 : c.startTime) + first + length * Int64(c.loopsLeft)
+        let (frames, overflow) = (length * Int64(c.loopsLeft) + first).addingReportingOverflow(c.startTime == .min ? 0 : c.startTime)
+        return overflow ? nil : frames
     }
 
     /// True when nothing is left to play: the latest schedule reached its end, or nothing is scheduled.
@@ -524,6 +532,7 @@ public final class FilePlayerUnit: RenderUnit, FiniteSource, @unchecked Sendable
             }
         }
         publishRenderState()
+        renderedEnd.store(t0 + Int64(n), ordering: .releasing)
     }
 
     /// Reads up to `frames` frames into `out` at `i`, the gain moving toward `target` by one step a frame: a fade-in

@@ -138,11 +138,13 @@ public final class RecorderUnit: RenderUnit, @unchecked Sendable {
     ///   - sampleType: the file's samples (Float32 keeps every sample exact).
     ///   - skipFrames: frames dropped from the start (0 or more).
     ///   - bufferedSeconds: how far the writer may fall behind before frames are lost (0.1 … 60).
+    ///   - waitsForStart: record nothing until ``startRecording(atSampleTime:skipFrames:)`` (false: from the first
+    ///     cycle).
     /// - Throws: ``AudioError`` `.fileIO` when the file cannot be created, `.invalidParameter` for bad buffering or
     ///   skip, `.resourceUnavailable` when no thread can be started.
     public init(
         format: StreamFormat, path: String, sampleType: SampleType = .float32, skipFrames: Int64 = 0,
-        bufferedSeconds: Double = 2
+        bufferedSeconds: Double = 2, waitsForStart: Bool = false
     ) throws(AudioError) {
         guard skipFrames >= 0 else { throw AudioError(.invalidParameter, "skipFrames must be 0 or more, got \(skipFrames)") }
         guard (0.1...60).contains(bufferedSeconds) else {
@@ -158,6 +160,7 @@ public final class RecorderUnit: RenderUnit, @unchecked Sendable {
         let ring = FrameRingBuffer(
             channelCount: format.channelCount, capacity: max(Int(bufferedSeconds * format.sampleRate), 16_384))
         let shared = Shared(ring: ring, writer: writer, skip: skipFrames, sampleRate: format.sampleRate)
+        if waitsForStart { shared.recordFrom.store(.max, ordering: .relaxed) }
         self.shared = shared
         do throws(AudioError) {
             thread = try WorkerThread(name: "la-recorder") { shared.run() }

@@ -8,13 +8,6 @@
 #endif
 #include <fcntl.h>
 #include <pthread.h>
-#include <spawn.h>
-
-/// Adds "close every descriptor from `from` up" to a spawn's file actions (glibc 2.34+): a child started while other
-/// threads hold pipes open inherits none of them. Returns 0 or an error number.
-static inline int la_spawn_close_from(posix_spawn_file_actions_t *actions, int from) {
-    return posix_spawn_file_actions_addclosefrom_np(actions, from);
-}
 
 /// Starts writeback of a written file range without waiting for it (sync_file_range with
 /// SYNC_FILE_RANGE_WRITE). Returns 0, or -1 with errno set.

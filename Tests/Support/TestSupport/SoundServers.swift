@@ -1,4 +1,4 @@
-import CSystemCalls
+import CTestSpawn
 import Foundation
 
 /// A child process the tests started, stopped by its PID.
@@ -31,7 +31,7 @@ public final class ChildProcess: @unchecked Sendable {
         posix_spawn_file_actions_adddup2(&actions, 1, 2)
         // Nothing else of this process: a server that inherited the write end of another test's pipe (a tool's
         // output being read to its end) kept that test waiting for as long as the server lived.
-        la_spawn_close_from(&actions, 3)
+        _ = withUnsafeMutablePointer(to: &actions) { la_spawn_close_from($0, 3) }
         let argv = ([executable] + arguments).map { strdup($0) } + [nil]
         let envp = env.map { strdup("\($0.key)=\($0.value)") } + [nil]
         defer {
