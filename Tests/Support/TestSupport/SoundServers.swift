@@ -1,5 +1,6 @@
 import CTestSpawn
 import Foundation
+import Synchronization
 
 /// A child process the tests started, stopped by its PID.
 ///
@@ -240,7 +241,15 @@ public final class JACKServer: @unchecked Sendable {
     /// Starts jackd (the dummy driver) under this server's name and waits until clients can connect: at creation,
     /// and again after ``kill()``.
     public func start() throws {
-        for attempt in 0..<2 {
+        // One server starting at a time in this process: two jackd starting together (and their jack_wait
+        // clients) have failed to register with each other's shared memory under load ("Cannot read socket").
+        try Self.starting.withLock { _ in try startAlone() }
+    }
+
+    private static let starting = Mutex(())
+
+    private func startAlone() throws {
+        for attempt in 0..<3 {
             server = try ChildProcess(
                 "jackd", ["-n", name, "-d", "dummy", "-r", "\(sampleRate)", "-p", "\(periodFrames)", "-C", "2", "-P", "2"],
                 log: log)
@@ -252,6 +261,11 @@ public final class JACKServer: @unchecked Sendable {
             // the stale registry can go, and the next server makes a new one.
             if attempt == 0, output.contains("Too many servers"), Self.runningServers() == 0 {
                 Self.removeStaleRegistry()
+                continue
+            }
+            // Once more after a start that failed for another reason (a busy machine); the registry is left alone.
+            if attempt < 2, !output.contains("Too many servers") {
+                usleep(200_000)
                 continue
             }
             throw SoundServerError(
