@@ -178,22 +178,6 @@ public final class SlotRingBuffer: @unchecked Sendable {
         consumed.store(consumed.load(ordering: .relaxed) + 1, ordering: .releasing)
     }
 
-    /// Frames written since the ring was made or reset (exact for the producer; a lower bound elsewhere, and
-    /// loading it acquires what the producer did before writing them).
-    public var framesWritten: Int { written.load(ordering: .acquiring) }
-
-    /// Frames read or discarded since the ring was made or reset (exact for the consumer).
-    public var framesRead: Int { consumed.load(ordering: .acquiring) }
-
-    /// Drops up to `count` of the oldest frames unread; returns how many. Consumer thread only.
-    @discardableResult
-    public func discard(_ count: Int) -> Int {
-        let r = consumed.load(ordering: .relaxed)
-        let n = min(max(count, 0), written.load(ordering: .acquiring) - r)
-        if n > 0 { consumed.store(r + n, ordering: .releasing) }
-        return n
-    }
-
     /// Empties the ring. Only while neither side is running.
     public func reset() {
         written.store(0, ordering: .releasing)
