@@ -60,7 +60,7 @@ final class JACKDriver: AudioDriver, @unchecked Sendable {
                 try Self.register(client, "out", request.outputChannels, input: false)
             )
         } catch {
-            Self.library.withLock { _ in _ = jack_client_close(client) }
+            jack_client_close(client)
             throw error
         }
         self.client = client
@@ -106,18 +106,12 @@ final class JACKDriver: AudioDriver, @unchecked Sendable {
         outputPortBuffer.deallocate()
     }
 
-    /// Held around the library's client open, activate, deactivate and close: libjack's client side is not safe
-    /// against two threads of a process opening and closing clients at once (on servers of different names it
-    /// crashed, its stack overwritten with a server's name). Control threads only; never the process callback.
-    static let library = Mutex(())
-
     private static func open(name: String, server: String?) throws(AudioError) -> OpaquePointer {
         silenceLibrary()
         var status = jack_status_t(0)
         let options = Int32(JackNoStartServer.rawValue)
-        let client = library.withLock { _ in
-            server.map { s in la_jack_client_open(name, options, &status, s) } ?? la_jack_client_open(name, options, &status, nil)
-        }
+        let client = server.map { s in la_jack_client_open(name, options, &status, s) }
+            ?? la_jack_client_open(name, options, &status, nil)
         guard let client else {
             let which = server ?? (getenv("JACK_DEFAULT_SERVER").map { String(cString: $0) } ?? "default")
             throw AudioError(
@@ -145,7 +139,7 @@ final class JACKDriver: AudioDriver, @unchecked Sendable {
         jack_set_buffer_size_callback(client, jackBufferSize, context)
         jack_on_info_shutdown(client, jackShutdown, context)
         watcher = try WorkerThread(name: "la-jack-watch") { [self] in watch() }
-        guard Self.library.withLock({ _ in jack_activate(client) }) == 0 else {
+        guard jack_activate(client) == 0 else {
             throw AudioError(.deviceUnavailable, "JACK refused to activate client '\(clientName)'")
         }
         active.store(true, ordering: .releasing)
@@ -160,11 +154,10 @@ final class JACKDriver: AudioDriver, @unchecked Sendable {
         stopping.store(true, ordering: .releasing)
         faultSignal.signal()
         watcher?.join()
-        let deactivate = active.exchange(false, ordering: .acquiringAndReleasing) && faultMessage.load(ordering: .acquiring) != 1
-        Self.library.withLock { _ in
-            if deactivate { _ = jack_deactivate(client) }
-            _ = jack_client_close(client)
+        if active.exchange(false, ordering: .acquiringAndReleasing), faultMessage.load(ordering: .acquiring) != 1 {
+            jack_deactivate(client)
         }
+        jack_client_close(client)
     }
 
     /// Waits for a shutdown or buffer-size notice and reports it as a fault, off JACK's threads.
@@ -318,7 +311,7 @@ final class JACKDriver: AudioDriver, @unchecked Sendable {
     /// The clients with audio ports on `server`, each with the directions it offers us.
     static func listDevices(server: String?) throws(AudioError) -> [AudioDeviceInfo] {
         let client = try open(name: "liveaudio-list", server: server)
-        defer { library.withLock { _ in _ = jack_client_close(client) } }
+        defer { jack_client_close(client) }
         let me = String(cString: jack_get_client_name(client))
         return devices(client, excluding: me)
     }

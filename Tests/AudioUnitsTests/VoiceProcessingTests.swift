@@ -592,6 +592,20 @@ enum VoiceMaterial {
 
 /// The unit on a real-time schedule: paced like a device, so it runs with the serialized real-time suites.
 @Suite(.serialized) struct VoiceProcessingRealTimeTests {
+    /// A voiceProcessing unit in `graph` between players of `mic` (bus 0) and `reference` (bus 1), feeding the
+    /// output; the graph initialized.
+    static func unitBetween(mic: [Float], reference: [Float], in graph: RenderGraph) throws -> VoiceProcessingUnit {
+        let unit = try VoiceProcessingUnit(format: graph.format)
+        let micNode = try graph.addNode(try BufferPlayerUnit(buffer: PCMBuffer(channels: [mic]), sampleRate: VoiceMaterial.rate))
+        let referenceNode = try graph.addNode(try BufferPlayerUnit(buffer: PCMBuffer(channels: [reference]), sampleRate: VoiceMaterial.rate))
+        let node = try graph.addNode(unit)
+        try graph.connect(micNode, to: node, inputBus: 0)
+        try graph.connect(referenceNode, to: node, inputBus: 1)
+        try graph.connect(node, to: graph.output)
+        try graph.initialize()
+        return unit
+    }
+
     @Test("In real time the library runs on the unit's worker and the render thread never waits: the output is the offline output, a cycle and half a 10 ms frame later, with nothing late")
     func realTimeWorker() throws {
         let far = Array(VoiceMaterial.farEnd[0..<(3 * 48_000)])
@@ -604,14 +618,7 @@ enum VoiceMaterial {
         let graph = try RenderGraph(format: format, maximumFrames: 4096)
         graph.willRender(cycleFrames: 2048)
         // Added after the graph was told: told as it is added.
-        let unit = try VoiceProcessingUnit(format: format)
-        let micNode = try graph.addNode(try BufferPlayerUnit(buffer: PCMBuffer(channels: [mic]), sampleRate: VoiceMaterial.rate))
-        let referenceNode = try graph.addNode(try BufferPlayerUnit(buffer: PCMBuffer(channels: [far]), sampleRate: VoiceMaterial.rate))
-        let node = try graph.addNode(unit)
-        try graph.connect(micNode, to: node, inputBus: 0)
-        try graph.connect(referenceNode, to: node, inputBus: 1)
-        try graph.connect(node, to: graph.output)
-        try graph.initialize()
+        let unit = try Self.unitBetween(mic: mic, reference: far, in: graph)
         let latency = Int((unit.latency * VoiceMaterial.rate).rounded())
         #expect(latency == 1150 + 2048 + 240, "\(latency) frames")
         // The offline renderer says "no deadline"; this test plays a device, so it says real time again after it.
@@ -640,14 +647,7 @@ enum VoiceMaterial {
         let (offline, _) = try VoiceProcessingTests.process(mic: mic, reference: far)
         let format = try StreamFormat.graph(sampleRate: VoiceMaterial.rate, channelCount: 1)
         let graph = try RenderGraph(format: format, maximumFrames: 4096)
-        let unit = try VoiceProcessingUnit(format: format)
-        let micNode = try graph.addNode(try BufferPlayerUnit(buffer: PCMBuffer(channels: [mic]), sampleRate: VoiceMaterial.rate))
-        let referenceNode = try graph.addNode(try BufferPlayerUnit(buffer: PCMBuffer(channels: [far]), sampleRate: VoiceMaterial.rate))
-        let node = try graph.addNode(unit)
-        try graph.connect(micNode, to: node, inputBus: 0)
-        try graph.connect(referenceNode, to: node, inputBus: 1)
-        try graph.connect(node, to: graph.output)
-        try graph.initialize()
+        let unit = try Self.unitBetween(mic: mic, reference: far, in: graph)
         let renderer = OfflineRenderer(graph: graph)
         // Real time after the offline renderer's "no deadline": cycles of up to 2048 frames, rendered 1024 at a time.
         graph.willRender(cycleFrames: 2048)
