@@ -132,6 +132,15 @@ public final class IOUnit: @unchecked Sendable {
     private var readAhead: ReadAheadWorker?
     /// Added to the driver's sample time: the frames (and gaps) of earlier connections.
     private var sampleTimeOffset: Int64 = 0
+    /// After a reconnect the new driver's first cycle places the sample time where the clock says the stream would
+    /// be: `resyncFrom` (where the last connection ended) plus the time since that connection's last cycle. Set by
+    /// the supervisor before the driver starts, read by the render thread of the driver it starts.
+    private var resyncPending = false
+    private var resyncFrom: Int64 = 0
+    /// When the last cycle ran (render thread; read by the supervisor after that driver is stopped) and the rate the
+    /// device runs at (set before a driver starts).
+    private var lastCycleNanoseconds: UInt64 = 0
+    private var deviceRate: Double = 0
     /// Records per-cycle timings when asked to.
     private var timing: CycleTimingRecorder?
 
@@ -420,6 +429,7 @@ public final class IOUnit: @unchecked Sendable {
         condition.lock()
         xrunBase += last?.xrunCount ?? 0
         sampleTimeOffset = lastSampleEnd.load(ordering: .acquiring)
+        resyncPending = false
         isRunning = false
         condition.unlock()
         readAhead?.stop()
@@ -438,6 +448,7 @@ public final class IOUnit: @unchecked Sendable {
             case .virtual: try VirtualDriver(request: request, options: configuration.virtual)
             }
         let grant = driver.grant
+        deviceRate = grant.sampleRate
         do throws(AudioError) {
             // Client cycles: the device's period, or — converting — as many client frames as one takes.
             var clientPeriod = grant.periodFrames
@@ -577,10 +588,14 @@ public final class IOUnit: @unchecked Sendable {
                     return
                 }
                 attempt += 1
-                // Sample time resumes where the wall clock says the stream would be.
+                // Sample time resumes where the wall clock says the stream would be: this estimate (the time since
+                // the fault) holds until the new stream's first cycle, which measures the whole time away — from the
+                // old stream's last cycle to its own, a new stream's slow start included.
                 let gap = Int64(Double(monotonicNanoseconds() - faultTime) * request.sampleRate / 1e9)
                 sampleTimeOffset = resumeAt + gap
                 lastSampleEnd.store(sampleTimeOffset, ordering: .releasing)
+                resyncPending = lastCycleNanoseconds != 0
+                resyncFrom = resumeAt
                 do throws(AudioError) {
                     let (newDriver, warnings) = try openAndStart()
                     driver = newDriver
@@ -641,7 +656,7 @@ extension IOUnit: DeviceCycleHandler {
 
     /// The real-time cycle: capture to the handler and the input unit, then the graph (or callback) to the output.
     func deviceCycle(input captured: BufferView?, output: BufferView?, time: DeviceCycleTime) {
-        let began = timing == nil ? 0 : monotonicNanoseconds()
+        let began = monotonicNanoseconds()
         // Two clocks: the capture, on its own clock, becomes the playback clock's frames.
         var input = captured
         var time = time
@@ -655,8 +670,10 @@ extension IOUnit: DeviceCycleHandler {
             // What comes out of the bridge was captured its latency earlier than what went in.
             time.inputHostTime -= min(time.inputHostTime, driftBridge.latencyNanoseconds)
         }
-        let sampleTime = time.sampleTime + sampleTimeOffset
         let frames = input?.frameCount ?? output?.frameCount ?? 0
+        if resyncPending { resync(at: began, deviceSampleTime: time.sampleTime, frames: frames) }
+        lastCycleNanoseconds = began
+        let sampleTime = time.sampleTime + sampleTimeOffset
         if let bridge {
             bridgedCycle(bridge, input: input, output: output, time: time)
             self.input?.current = nil
@@ -710,6 +727,17 @@ extension IOUnit: DeviceCycleHandler {
 }
 
 extension IOUnit {
+    /// The first cycle after a reconnect: its frames end where the clock says the stream would be, counted from
+    /// the last cycle of the connection that failed (never overlapping what that one delivered).
+    fileprivate func resync(at now: UInt64, deviceSampleTime: Int64, frames: Int) {
+        resyncPending = false
+        let elapsed = now > lastCycleNanoseconds ? Int64(Double(now - lastCycleNanoseconds) * deviceRate / 1e9) : 0
+        sampleTimeOffset = resyncFrom + max(0, elapsed - Int64(frames)) - deviceSampleTime
+        if bridge != nil {
+            clientTimeBase = Int64((Double(sampleTimeOffset) * request.sampleRate / deviceRate).rounded())
+        }
+    }
+
     /// A device cycle when the device runs at another rate than the client: the capture is converted to the
     /// client's rate, the client runs as many cycles (of varying sizes) as the device's playback needs, and its
     /// output is converted to the device's rate. With capture only, the client gets what the capture converted to.

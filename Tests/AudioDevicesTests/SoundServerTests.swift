@@ -422,7 +422,7 @@ final class StallOnce: @unchecked Sendable {
         let tape = Tape(frames: 48_000 * 40, channels: 1)
         try io.setCaptureHandler { raw, stamp in tape.store(raw, at: stamp.sampleTime) }
         try io.start()
-        let (killedAt, resumedAt) = try await offPool { () throws -> (Int64, Int64) in
+        let (killedAt, resumedAt, clockDrift) = try await offPool { () throws -> (Int64, Int64, Double) in
             func wait(_ what: String, seconds: Double, until ready: () -> Bool) throws {
                 let deadline = Date().addingTimeInterval(seconds)
                 while !ready() {
@@ -432,6 +432,7 @@ final class StallOnce: @unchecked Sendable {
             }
             try wait("a second of audio", seconds: 10) { io.sampleTime >= 48_000 }
             let killedAt = io.sampleTime
+            let killedClock = monotonicNanoseconds()
             jack.kill()
             try wait("the fault", seconds: 10) { io.faultCount == 1 }
             usleep(500_000)  // away for a while: reconnect attempts fail
@@ -439,7 +440,10 @@ final class StallOnce: @unchecked Sendable {
             try wait("the reconnect", seconds: 20) { io.reconnectCount == 1 }
             let resumedAt = io.sampleTime
             try wait("a second after the reconnect", seconds: 10) { io.sampleTime >= resumedAt + 48_000 }
-            return (killedAt, resumedAt)
+            // Sample time follows the clock across the outage: what it moved on by against the time that passed.
+            let moved = Double(io.sampleTime - killedAt) / 48_000
+            let passed = Double(monotonicNanoseconds() - killedClock) / 1e9
+            return (killedAt, resumedAt, moved - passed)
         }
         io.stop()
         let stream = io.events
@@ -458,6 +462,8 @@ final class StallOnce: @unchecked Sendable {
         let gap = try #require(gaps.first)
         #expect(gap >= 24_000, "the server was away at least half a second: \(gap) frames")
         #expect(resumedAt >= killedAt + gap, "sample time moved on by the gap")
+        // Within two periods and the polling: the new stream's first cycle, not the reopening, sets it.
+        #expect(abs(clockDrift) < 0.05, "sample time and the clock parted by \(clockDrift) s across the outage")
         // The tone, before the kill and after the reconnect (one period of loopback delay, then the tone).
         let before = tape.channels[0][Int(killedAt) - 24_000..<Int(killedAt)]
         let after = tape.channels[0][Int(resumedAt) + 12_000..<Int(resumedAt) + 36_000]
