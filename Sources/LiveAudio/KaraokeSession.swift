@@ -82,8 +82,15 @@ public final class KaraokeSession: @unchecked Sendable {
         public var voiceProcessing = false
         /// A folder for `accompaniment.wav`, `voice-dry.wav`, `voice-wet.wav` and `song.wav`.
         public var stemsDirectory: String?
-        /// The song as a WAV file.
+        /// The song as a file: `.wav` (as rendered), or `.m4a`/`.mp4`, `.flv` or `.aac` (ADTS), encoded to AAC-LC.
         public var recordPath: String?
+        /// The song, encoded to AAC-LC, to any number of places at once: RTMP servers (the live room) and FLV, M4A or
+        /// ADTS files. Their timestamps start at the song's first sample.
+        public var outputs: [LiveStreamSession.Output] = []
+        /// The AAC bit rate of the encoded song.
+        public var bitRate = 128_000
+        /// The RTMP outputs' settings (queue, TLS trust, logger).
+        public var rtmp = RTMPPublisher.Configuration()
         public var roundTrip = RoundTrip.device
 
         public init(song: String) { self.song = song }
@@ -97,7 +104,10 @@ public final class KaraokeSession: @unchecked Sendable {
         public let xruns: Int
         public let accompanimentUnderruns: Int
         public let recordedFrames: Int64
+        /// Frames the recorders' or the encoder's writer fell too far behind for.
         public let droppedFrames: Int64
+        /// The encoded song's outputs and what each did.
+        public let outputs: [LiveStreamSession.OutputStatistics]
         public let error: AudioError?
     }
 
@@ -113,6 +123,11 @@ public final class KaraokeSession: @unchecked Sendable {
     private let songMix: MixerUnit
     private let songDelay: DelayUnit
     private let clock: TimelineTap
+    /// Where the song goes to the encoder (when it has outputs), and the encoder and its outputs: made again after a
+    /// start that failed (an RTMP publisher runs once).
+    private let encoderTap: EncoderTap?
+    private let encoded = Mutex<EncodedOutputs?>(nil)
+    private let songOutputs: [LiveStreamSession.Output]
     /// Each recorder and what it is shifted by: nothing (the accompaniment), the round trip (the dry voice), or the
     /// round trip and the chain's latency (the wet voice, the song).
     private let recorders: [(name: String, unit: RecorderUnit, shift: Shift)]
@@ -127,7 +142,8 @@ public final class KaraokeSession: @unchecked Sendable {
 
     /// Checks and builds everything that can be before the device opens.
     /// - Throws: ``AudioError``: a song that cannot be played, a voice chain without exactly one input node, a
-    ///   volume out of range, a stems folder that does not exist, a record path that is not a `.wav` file.
+    ///   volume out of range, a stems folder that does not exist, a record path that is neither `.wav` nor an AAC
+    ///   file (`.m4a`, `.mp4`, `.flv`, `.aac`), an output given twice or in a folder that does not exist, a bad URL.
     public init(_ configuration: Configuration) throws(AudioError) {
         self.configuration = configuration
         for (name, value) in [
@@ -142,9 +158,18 @@ public final class KaraokeSession: @unchecked Sendable {
                 throw AudioError(.fileIO, "the stems folder '\(dir)' does not exist")
             }
         }
+        var songOutputs = configuration.outputs
+        var wavRecord: String?
         if let path = configuration.recordPath {
-            guard path.lowercased().hasSuffix(".wav") else {
-                throw AudioError(.unsupportedFile, "the song is recorded as WAV here; '\(path)' is not a .wav file")
+            if path.lowercased().hasSuffix(".wav") {
+                wavRecord = path
+            } else {
+                do throws(AudioError) {
+                    songOutputs.append(try LiveStreamSession.Output(parsing: path))
+                } catch {
+                    throw AudioError(
+                        .unsupportedFile, "the song is recorded as .wav, .m4a, .mp4, .flv or .aac (ADTS); '\(path)' is none of those")
+                }
             }
             let folder = (path as NSString).deletingLastPathComponent
             var isDirectory: ObjCBool = false
@@ -192,6 +217,10 @@ public final class KaraokeSession: @unchecked Sendable {
         let rate = format.sampleRate
         graph = g
         sampleRate = rate
+        self.songOutputs = songOutputs
+        // Checked now (an output twice, a folder missing, encoder settings); made again at each start.
+        let encoded: EncodedOutputs? = songOutputs.isEmpty ? nil : try Self.encodedOutputs(songOutputs, configuration, format)
+        self.encoded.withLock { $0 = encoded }
         chainLatencyFrames = Int((chainLatency * rate).rounded())
 
         // The accompaniment.
@@ -249,11 +278,21 @@ public final class KaraokeSession: @unchecked Sendable {
         try g.connect(delayed, to: mixed, inputBus: 0)
         try g.connect(wetOut, to: mixed, inputBus: 1)
         var songOut = mixed
-        var songPaths = [stems?("song.wav"), configuration.recordPath].compactMap { $0 }
+        var songPaths = [stems?("song.wav"), wavRecord].compactMap { $0 }
         var index = 0
         while !songPaths.isEmpty {
             songOut = try tap(songOut, songPaths.removeFirst(), name: index == 0 ? "song" : "song-\(index)", channels: channels, shifted: .roundTripAndChain)
             index += 1
+        }
+        // The encoded song: the song as recorded, from the same frame.
+        if encoded != nil {
+            let unit = EncoderTap(format: format)
+            encoderTap = unit
+            let node = try g.addNode(unit, name: "song-encoder")
+            try g.connect(songOut, to: node)
+            songOut = node
+        } else {
+            encoderTap = nil
         }
 
         // The monitor: the accompaniment and the wet voice; the dry voice and the song ride along silent, so the
@@ -310,19 +349,42 @@ public final class KaraokeSession: @unchecked Sendable {
     /// - Throws: ``AudioError`` from the calibration (no click came back) or the device, `.invalidParameter` for a
     ///   round trip over 2 s, `.invalidState` once started or stopped. After a failure the device is stopped again,
     ///   nothing has been recorded, and `start()` may be called again.
-    public func start() throws(AudioError) {
+    public func start() async throws(AudioError) {
         try state.withLock { (s: inout (started: Bool, stopped: Bool, scheduled: Bool, roundTrip: Int, source: String, startTime: Int64, endSeen: Int64?)) throws(AudioError) in
             if s.stopped { throw AudioError(.invalidState, "the karaoke session was stopped") }
             if s.started { throw AudioError(.invalidState, "the karaoke session was already started") }
             s.started = true
         }
+        var opened: EncodedOutputs?
         do throws(AudioError) {
+            if let tap = encoderTap {
+                let outputs = try encoded.withLock { e throws(AudioError) -> EncodedOutputs in
+                    if let e { return e }
+                    let made = try Self.encodedOutputs(songOutputs, configuration, graph.format)
+                    e = made
+                    return made
+                }
+                try await outputs.start()
+                opened = outputs
+                tap.outputs = outputs  // the device is stopped: its thread starts after this
+            }
             try startDevice()
         } catch {
             io.stop()
+            // The outputs undone and made again by the next start (a publisher runs once).
+            await opened?.abandon()
+            if encoderTap != nil { encoded.withLock { $0 = nil } }
             state.withLock { $0.started = false }
             throw error
         }
+    }
+
+    private static func encodedOutputs(
+        _ outputs: [LiveStreamSession.Output], _ c: Configuration, _ format: StreamFormat
+    ) throws(AudioError) -> EncodedOutputs {
+        try EncodedOutputs(
+            outputs: outputs, sampleRate: format.sampleRate, channelCount: format.channelCount, bitRate: c.bitRate,
+            rtmp: c.rtmp, bufferedSeconds: 2)
     }
 
     private func startDevice() throws(AudioError) {
@@ -368,6 +430,7 @@ public final class KaraokeSession: @unchecked Sendable {
                 }
             r.unit.startRecording(atSampleTime: startTime, skipFrames: Int64(skip))
         }
+        encoderTap?.start(atSampleTime: startTime, skipFrames: Int64(wet))
         // The player's timeline is its own behind a time-pitch (which pulls it at the tempo, ahead by its look-ahead).
         let tempo = timePitch == nil ? 1 : configuration.tempo
         let playerStart = timePitch == nil
@@ -381,9 +444,10 @@ public final class KaraokeSession: @unchecked Sendable {
         }
     }
 
-    /// Stops the device and completes the recordings. Safe to call more than once.
+    /// Stops the device, completes the recordings, encodes what is buffered, completes the encoded files and
+    /// unpublishes. Safe to call more than once.
     @discardableResult
-    public func stop() -> Summary {
+    public func stop() async -> Summary {
         let first = state.withLock { s -> Bool in
             defer { s.stopped = true }
             return s.started && !s.stopped
@@ -398,13 +462,26 @@ public final class KaraokeSession: @unchecked Sendable {
                 do throws(AudioError) { recorded = max(recorded, try r.unit.finish()) } catch { if failure == nil { failure = error } }
                 dropped += r.unit.droppedFrames
             }
+            if let outputs = encoded.withLock({ $0 }) {
+                if let error = await outputs.finish(), failure == nil { failure = error }
+            }
         }
+        let encodedOutputs = encoded.withLock { $0 }
+        dropped += encodedOutputs?.droppedFrames ?? 0
         let s = state.withLock { $0 }
         return Summary(
             seconds: Double(max(0, clock.sampleTime - s.startTime)) / sampleRate, roundTripFrames: s.roundTrip,
             roundTripSource: s.source, xruns: io.xrunCount, accompanimentUnderruns: player.underruns,
-            recordedFrames: recorded, droppedFrames: dropped, error: failure ?? io.failure)
+            recordedFrames: recorded, droppedFrames: dropped, outputs: encodedOutputs?.statistics ?? [],
+            error: failure ?? io.failure)
     }
+
+    /// The encoded song's outputs now (RTMP connections, files), in the order given; empty without any.
+    public var outputStatistics: [LiveStreamSession.OutputStatistics] { encoded.withLock { $0 }?.statistics ?? [] }
+
+    /// The publishers of the RTMP outputs, for their statistics streams (made again by a start that follows a
+    /// failed one).
+    public var rtmpPublishers: [RTMPPublisher] { encoded.withLock { $0 }?.publishers.map(\.1) ?? [] }
 
     /// The round trip the recordings are shifted by, in frames (known once started), and where it came from:
     /// "device", "calibration" or "given".
@@ -442,13 +519,24 @@ public final class KaraokeSession: @unchecked Sendable {
         set { volumes.withLock { $0.monitorVoice = Self.clamp(newValue); apply($0) } }
     }
 
-    /// Levels for a VU display: the voice (wet, as monitored), the accompaniment, and the headphones' mix.
-    public var meters: (voice: MeterReading, accompaniment: MeterReading, output: MeterReading) {
-        (monitor.meter(bus: 1), monitor.meter(bus: 0), monitor.masterMeter.read())
+    /// Peak and RMS levels (linear) since the previous reading.
+    public struct Meters: Sendable, Hashable {
+        /// The wet voice as the headphones get it (after the monitor voice volume).
+        public let voice: MeterReading
+        /// The accompaniment (after its volume).
+        public let accompaniment: MeterReading
+        /// The headphones' mix.
+        public let output: MeterReading
     }
 
-    /// The error that stopped the device for good (reconnect off, or not back within the timeout).
-    public var failure: AudioError? { io.failure }
+    /// Levels for a VU display; each reading covers what passed since the previous one.
+    public var meters: Meters {
+        Meters(voice: monitor.meter(bus: 1), accompaniment: monitor.meter(bus: 0), output: monitor.masterMeter.read())
+    }
+
+    /// The error that stopped the device for good (reconnect off, or not back within the timeout), or the encoder
+    /// or an encoded file.
+    public var failure: AudioError? { io.failure ?? encoded.withLock { $0 }?.failure }
 
     /// Device events: start, xruns, faults, reconnects.
     public var deviceEvents: AsyncStream<DeviceEvent> { io.events }
@@ -482,5 +570,56 @@ final class TimelineTap: RenderUnit, @unchecked Sendable {
     override func render(_ context: RenderContext) {
         context.output(0).copy(from: context.input(0))
         end.store(context.timeStamp.sampleTime + Int64(context.frameCount), ordering: .releasing)
+    }
+}
+
+/// Passes the song through and hands it to the encoder from a sample time on, dropping a skip first (the same start
+/// and shift as the song's recorders): frame 0 of the encoded song is frame 0 of `song.wav`. Real-time safe.
+final class EncoderTap: RenderUnit, @unchecked Sendable {
+    /// Set by the control thread while the device is stopped.
+    var outputs: EncodedOutputs?
+    private let from = Atomic<Int64>(.max)
+    private let skipRequest = Atomic<Int64>(0)
+    // Render thread.
+    private var armed = false
+    private var toSkip: Int64 = 0
+    private var encodedFrames: Int64 = 0
+    private let sampleRate: Double
+
+    init(format: StreamFormat) {
+        sampleRate = format.sampleRate
+        let f = try! StreamFormat.graph(sampleRate: format.sampleRate, channelCount: format.channelCount)
+        super.init(kind: "encoderTap", inputs: [f], outputs: [f])
+    }
+
+    /// Encodes from `sampleTime` on, the first `skipFrames` of it dropped. Once, before that time comes.
+    func start(atSampleTime sampleTime: Int64, skipFrames: Int64) {
+        skipRequest.store(max(0, skipFrames), ordering: .releasing)
+        from.store(sampleTime, ordering: .releasing)
+    }
+
+    override func render(_ context: RenderContext) {
+        let input = context.input(0)
+        context.output(0).copy(from: input)
+        guard let outputs else { return }
+        let start = from.load(ordering: .acquiring)
+        let t0 = context.timeStamp.sampleTime
+        let frames = context.frameCount
+        if t0 + Int64(frames) <= start { return }
+        if !armed {
+            armed = true
+            toSkip = skipRequest.load(ordering: .acquiring)
+        }
+        var offset = start > t0 ? Int(start - t0) : 0
+        if toSkip > 0 {
+            let skip = Int(min(toSkip, Int64(frames - offset)))
+            toSkip -= Int64(skip)
+            offset += skip
+        }
+        guard offset < frames else { return }
+        let block = input.slice(from: offset, frames: frames - offset)
+        let lead = UInt64(Double(offset) / sampleRate * 1e9)
+        outputs.push(block, sampleTime: encodedFrames, hostTime: context.timeStamp.hostTime + lead)
+        encodedFrames += Int64(block.frameCount)
     }
 }

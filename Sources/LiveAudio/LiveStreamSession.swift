@@ -142,12 +142,16 @@ public final class LiveStreamSession: @unchecked Sendable {
     }
 
     /// What one output has done.
-    public struct OutputStatistics: Sendable {
+    public struct OutputStatistics: Sendable, CustomStringConvertible {
         public let output: Output
         /// For RTMP outputs.
         public let rtmp: RTMPStatistics?
         /// For files: packets written.
         public let packetsWritten: Int
+
+        public var description: String {
+            if let rtmp { "\(output): \(rtmp)" } else { "\(output): \(packetsWritten) packets" }
+        }
     }
 
     public struct Statistics: Sendable, CustomStringConvertible {
@@ -173,13 +177,7 @@ public final class LiveStreamSession: @unchecked Sendable {
             if renderFailures > 0 { parts.append("render failures \(renderFailures)") }
             if isMuted { parts.append("muted") } else if volume != 1 { parts.append(String(format: "volume %.2f", volume)) }
             var line = parts.joined(separator: ", ")
-            for o in outputs {
-                if let r = o.rtmp {
-                    line += " | \(o.output): \(r)"
-                } else {
-                    line += " | \(o.output): \(o.packetsWritten) packets"
-                }
-            }
+            for o in outputs { line += " | \(o)" }
             return line
         }
     }
@@ -196,11 +194,10 @@ public final class LiveStreamSession: @unchecked Sendable {
     public let sampleRate: Double
     public let channelCount: Int
 
-    private let encoder: AACEncoder
     private let processor: StreamProcessor
-    private let worker: AACEncodingWorker
-    private let publishers: [(Output, RTMPPublisher)]
-    private let fileOutputs: Mutex<[(Output, AACFileWriter)]>
+    /// The encoder and the outputs' fan-out (shared with ``KaraokeSession``).
+    private let encoded: EncodedOutputs
+    private var worker: AACEncodingWorker { encoded.worker }
     private let loaded: LoadedGraph?
     private let io: IOUnit?
     private let fileReader: (any AudioFileReader)?
@@ -219,10 +216,6 @@ public final class LiveStreamSession: @unchecked Sendable {
         self.configuration = configuration
         guard !configuration.outputs.isEmpty else {
             throw AudioError(.invalidParameter, "a live stream needs at least one output: an rtmp:// URL or a .flv/.m4a/.aac file")
-        }
-        var seen = Set<Output>()
-        for o in configuration.outputs where !seen.insert(o).inserted {
-            throw AudioError(.invalidParameter, "output \(o) is given twice")
         }
         let maximumFrames = max(DeviceRequest.maximumPeriodFrames, 4096)
         var inputUnit: InputUnit?
@@ -251,33 +244,9 @@ public final class LiveStreamSession: @unchecked Sendable {
                 .invalidParameter,
                 "the input has \(inputChannels) channels but the stream \(channelCount): without a graph they must match (or the input be mono)")
         }
-        encoder = try AACEncoder(
-            settings: AACEncoderSettings(sampleRate: sampleRate, channelCount: channelCount, bitRate: configuration.bitRate))
-
-        // Outputs: URLs are parsed already; file folders must exist.
-        var publishers: [(Output, RTMPPublisher)] = []
-        for output in configuration.outputs {
-            switch output {
-            case .rtmp(let url):
-                publishers.append(
-                    (output,
-                     try RTMPPublisher(
-                        url: url,
-                        stream: AACStreamDescription(
-                            sampleRate: sampleRate, channelCount: channelCount, bitRate: configuration.bitRate,
-                            audioSpecificConfig: encoder.audioSpecificConfig),
-                        configuration: configuration.rtmp)))
-            case .file(let path):
-                let folder = (path as NSString).deletingLastPathComponent
-                var isDirectory: ObjCBool = false
-                let dir = folder.isEmpty ? "." : folder
-                guard FileManager.default.fileExists(atPath: dir, isDirectory: &isDirectory), isDirectory.boolValue else {
-                    throw AudioError(.fileIO, "cannot write '\(path)': folder '\(dir)' does not exist")
-                }
-            }
-        }
-        self.publishers = publishers
-        fileOutputs = Mutex([])
+        encoded = try EncodedOutputs(
+            outputs: configuration.outputs, sampleRate: sampleRate, channelCount: channelCount,
+            bitRate: configuration.bitRate, rtmp: configuration.rtmp, bufferedSeconds: configuration.encoderBufferSeconds)
 
         // The input.
         let format = try StreamFormat(
@@ -299,12 +268,7 @@ public final class LiveStreamSession: @unchecked Sendable {
         processor = StreamProcessor(
             graph: loaded?.graph, input: inputUnit, channelCount: channelCount, sampleRate: sampleRate,
             maximumFrames: maximumFrames)
-        let fanOut = FanOut()
-        worker = AACEncodingWorker(encoder: encoder, bufferedSeconds: configuration.encoderBufferSeconds) { packets in
-            try fanOut.deliver(packets)
-        }
-        fanOut.session = self
-        processor.worker = worker
+        processor.outputs = encoded
         if let io {
             let processor = processor
             try io.setCaptureHandler { raw, stamp in
@@ -334,19 +298,8 @@ public final class LiveStreamSession: @unchecked Sendable {
             return c.started
         }
         if already { throw AudioError(.invalidState, "the live stream was already started") }
-        var opened: [(Output, AACFileWriter)] = []
-        var connected: [RTMPPublisher] = []
+        try await encoded.start()
         do throws(AudioError) {
-            for output in configuration.outputs {
-                if case .file(let path) = output {
-                    opened.append((output, try AACFileWriter(path: path, encoder: encoder)))
-                }
-            }
-            fileOutputs.withLock { $0 = opened }
-            for (_, publisher) in publishers {
-                try await publisher.start()
-                connected.append(publisher)
-            }
             if let graph = loaded?.graph {
                 if graph.state == .uninitialized { try graph.initialize() }
                 if graph.state == .initialized { try graph.start() }
@@ -358,7 +311,6 @@ public final class LiveStreamSession: @unchecked Sendable {
                     processor.readAhead = worker
                 }
             }
-            try worker.start()
             if let io {
                 if let graph = loaded?.graph { try io.announceCycles(to: graph) }
                 try io.start()
@@ -369,10 +321,7 @@ public final class LiveStreamSession: @unchecked Sendable {
                 pacer = try WorkerThread(name: "la-stream-file") { [self] in pace(fileReader!, realTime: realTime) }
             }
         } catch {
-            for publisher in connected { await publisher.stop(drainTimeout: 0) }
-            try? worker.finish()
-            for (_, writer) in opened { writer.discard() }
-            fileOutputs.withLock { $0 = [] }
+            await encoded.abandon()
             readAhead?.stop()
             throw error
         }
@@ -389,13 +338,7 @@ public final class LiveStreamSession: @unchecked Sendable {
         pacer?.join()
         pacer = nil
         io?.stop()
-        var failure: AudioError?
-        do throws(AudioError) { try worker.finish() } catch { failure = error }
-        let frames = processor.framesProcessed
-        for (_, writer) in fileOutputs.withLock({ $0 }) {
-            do throws(AudioError) { try writer.finish(inputFrames: frames) } catch { if failure == nil { failure = error } }
-        }
-        for (_, publisher) in publishers { await publisher.stop() }
+        let failure = await encoded.finish(inputFrames: processor.framesProcessed)
         readAhead?.stop()
         readAhead = nil
         return Summary(statistics: statistics, error: failure ?? processor.inputError ?? io?.failure)
@@ -432,37 +375,32 @@ public final class LiveStreamSession: @unchecked Sendable {
 
     /// The figures now.
     public var statistics: Statistics {
-        let files = fileOutputs.withLock { $0 }
-        var outputs: [OutputStatistics] = []
-        for output in configuration.outputs {
-            if let p = publishers.first(where: { $0.0 == output })?.1 {
-                outputs.append(OutputStatistics(output: output, rtmp: p.currentStatistics, packetsWritten: 0))
-            } else if let w = files.first(where: { $0.0 == output })?.1 {
-                outputs.append(OutputStatistics(output: output, rtmp: nil, packetsWritten: w.packetsWritten))
-            }
-        }
-        return Statistics(
+        Statistics(
             seconds: Double(processor.framesProcessed) / sampleRate, packetsEncoded: worker.packetsEncoded,
             framesDropped: worker.droppedFrames, renderFailures: processor.renderFailures, xruns: io?.xrunCount ?? 0, deviceReconnects: io?.reconnectCount ?? 0,
-            isMuted: isMuted, volume: volume, outputs: outputs)
+            isMuted: isMuted, volume: volume, outputs: encoded.statistics)
     }
 
     /// The publishers of the RTMP outputs, for their statistics streams.
-    public var rtmpPublishers: [RTMPPublisher] { publishers.map(\.1) }
+    public var rtmpPublishers: [RTMPPublisher] { encoded.publishers.map(\.1) }
+
+    /// Peak and RMS levels (linear, 1 = full scale) since the previous reading.
+    public struct Meters: Sendable, Hashable {
+        /// What the input delivers (the microphone or the file), before the graph.
+        public let input: MeterReading
+        /// What is encoded: after the graph, the volume and the mute.
+        public let output: MeterReading
+    }
+
+    /// Levels for a VU display: each reading covers what passed since the previous one (poll it, e.g. 10 times a
+    /// second). Lock-free on the audio thread.
+    public var meters: Meters { Meters(input: processor.inputMeter.read(), output: processor.outputMeter.read()) }
+
+    /// A unit of the graph by its id in the graph file, for live control while streaming (`"room"` → its reverb:
+    /// `try session.unit(named: "room")?.parameter("wetDryMix").set(35)`); nil without a graph or for an unknown id.
+    public func unit(named id: String) -> RenderUnit? { loaded?.units[id] }
 
     // MARK: Internals
-
-    /// Runs on the worker thread: every output gets every packet.
-    fileprivate func deliver(_ packets: [AACPacket]) throws(AudioError) {
-        for (_, writer) in fileOutputs.withLock({ $0 }) { try writer.write(packets) }
-        guard !publishers.isEmpty else { return }
-        for packet in packets {
-            let captured = processor.clock.hostTime(ofSample: max(0, packet.sampleTime), sampleRate: sampleRate)
-            for (_, publisher) in publishers {
-                publisher.send(aacFrame: packet.data, timestamp: packet.streamMilliseconds, captureTime: captured)
-            }
-        }
-    }
 
     /// The file input's thread: reads blocks and processes them at the pace of the clock (or at once).
     /// Frames the file pacer reads and processes at a time.
@@ -498,12 +436,6 @@ public final class LiveStreamSession: @unchecked Sendable {
     }
 }
 
-/// Hands the worker's packets to the session (set once, right after the worker is made).
-private final class FanOut: @unchecked Sendable {
-    weak var session: LiveStreamSession?
-    func deliver(_ packets: [AACPacket]) throws(AudioError) { try session?.deliver(packets) }
-}
-
 private func sleepNanoseconds(_ ns: UInt64) {
     var request = timespec(tv_sec: Int(ns / 1_000_000_000), tv_nsec: Int(ns % 1_000_000_000))
     var remaining = timespec()
@@ -518,11 +450,12 @@ final class StreamProcessor: @unchecked Sendable {
     let channelCount: Int
     let sampleRate: Double
     let output: PCMBuffer
-    var worker: AACEncodingWorker?
+    var outputs: EncodedOutputs?
     var readAhead: ReadAheadWorker?
     let muted = Atomic<Bool>(false)
     let volumeBits = Atomic<UInt32>(Float(1).bitPattern)
-    let clock = ClockAnchor()
+    let inputMeter = LevelMeter()
+    let outputMeter = LevelMeter()
     private let processed = Atomic<Int64>(0)
     private let failures = Atomic<Int>(0)
     private let inputFailure = Mutex<AudioError?>(nil)
@@ -549,8 +482,8 @@ final class StreamProcessor: @unchecked Sendable {
     /// One block of input at `sampleTime`, captured at `hostTime`.
     func process(_ block: BufferView, sampleTime: Int64, hostTime: UInt64) {
         let frames = min(block.frameCount, output.capacity)
-        clock.update(sample: sampleTime, host: hostTime)
         var source = block.prefix(frames)
+        Self.meter(source, into: inputMeter)
         if let graph, let input {
             let stamp = RenderTimeStamp(sampleTime: sampleTime, hostTime: hostTime)
             let rendered = try? input.feeding(source) { () throws(AudioError) -> BufferView? in
@@ -579,37 +512,25 @@ final class StreamProcessor: @unchecked Sendable {
             }
         }
         gain = target
-        _ = worker?.push(out, sampleTime: sampleTime)
+        Self.meter(out, into: outputMeter)
+        outputs?.push(out, sampleTime: sampleTime, hostTime: hostTime)
         processed.store(sampleTime + Int64(frames), ordering: .relaxed)
     }
-}
 
-/// The latest (sample time, host time) pair of the input, written on the audio thread and read on the worker
-/// thread without locks (a sequence counter guards the pair).
-final class ClockAnchor: Sendable {
-    private let sequence = Atomic<UInt64>(0)
-    private let sample = Atomic<Int64>(0)
-    private let host = Atomic<UInt64>(0)
-
-    func update(sample s: Int64, host h: UInt64) {
-        sequence.add(1, ordering: .acquiringAndReleasing)
-        sample.store(s, ordering: .releasing)
-        host.store(h, ordering: .releasing)
-        sequence.add(1, ordering: .acquiringAndReleasing)
-    }
-
-    /// When sample `s` was (or will be) captured, by the latest anchor; nil before the first.
-    func hostTime(ofSample s: Int64, sampleRate: Double) -> UInt64? {
-        for _ in 0..<100 {
-            let before = sequence.load(ordering: .acquiring)
-            if before & 1 == 1 { continue }
-            let anchorSample = sample.load(ordering: .acquiring)
-            let anchorHost = host.load(ordering: .acquiring)
-            guard sequence.load(ordering: .acquiring) == before else { continue }
-            if before == 0 { return nil }
-            let delta = Double(s - anchorSample) / sampleRate * 1e9
-            return UInt64(max(0, Double(anchorHost) + delta))
+    /// Peak and sum of squares of a block, into a meter (real-time safe).
+    private static func meter(_ block: BufferView, into meter: LevelMeter) {
+        var peak: Float = 0
+        var sum: Double = 0
+        for c in 0..<block.channelCount {
+            let x = block[c]
+            var partial: Float = 0
+            for i in 0..<block.frameCount {
+                let v = x[i]
+                peak = max(peak, abs(v))
+                partial += v * v
+            }
+            sum += Double(partial)
         }
-        return nil
+        meter.accumulate(peak: peak, sumOfSquares: sum, samples: block.frameCount * block.channelCount)
     }
 }

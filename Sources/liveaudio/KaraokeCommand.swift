@@ -9,8 +9,10 @@ struct Karaoke: AsyncParsableCommand {
             The song plays on --output while the voice from --input goes through the voice chain (--graph, \
             examples/voice-chain.json by default) into the headphones. The recordings (--stems, --record) put the \
             voice where it was sung: shifted by the round trip, which --latency-ms gives, or a calibration click \
-            measures (--latency-ms calibrate; the output must reach the input), or else the device reports. One \
-            status line a second. Ctrl-C stops and completes the files.
+            measures (--latency-ms calibrate; the output must reach the input), or else the device reports. The song \
+            goes to --record (WAV, or AAC in .m4a, .flv or .aac) and, encoded, to every --to: RTMP servers (the live \
+            room) and files, its timestamps starting at its first sample. One status line a second. Ctrl-C stops and \
+            completes the files.
             """)
 
     @Argument(help: "The song (the accompaniment): any file FFmpeg reads.")
@@ -55,8 +57,10 @@ struct Karaoke: AsyncParsableCommand {
     @Flag(name: .customLong("voice-processing"), help: "Echo cancellation, noise suppression and gain control on the microphone.")
     var voiceProcessing = false
 
-    @Option(help: "Record the song to this WAV file.")
+    @Option(help: "Record the song to this file: .wav, or AAC-LC in .m4a/.mp4, .flv or .aac (ADTS).")
     var record: String?
+
+    @OptionGroup var destinations: EncodedOutputOptions
 
     @Option(help: "Record accompaniment.wav, voice-dry.wav, voice-wet.wav and song.wav into this folder.")
     var stems: String?
@@ -94,6 +98,9 @@ struct Karaoke: AsyncParsableCommand {
             c.monitorVoiceVolume = try Self.decibels(monitorVoiceVolume, "--monitor-voice-volume")
             c.voiceProcessing = voiceProcessing
             c.recordPath = record
+            c.outputs = try destinations.parsedOutputs()
+            c.bitRate = try destinations.parsedBitRate()
+            c.rtmp = try destinations.rtmpConfiguration(logLevel: .warning)
             c.stemsDirectory = stems
             if let stems { try? FileManager.default.createDirectory(atPath: stems, withIntermediateDirectories: true) }
             switch latencyMs {
@@ -112,7 +119,7 @@ struct Karaoke: AsyncParsableCommand {
             let events = printEvents(session.deviceEvents)
             let stop = StopFlag()
             let signals = StopSignals { stop.set() }
-            try session.start()
+            try await session.start()
             note("karaoke: \(session.deviceGrant.map { "\($0)" } ?? "") ; round trip \(String(format: "%.2f", Double(session.roundTripFrames) * 1000 / session.sampleRate)) ms (\(session.roundTripSource))")
             let bound = ClockBound(duration: duration, grace: 0)
             var lastLine = monotonicNanoseconds()
@@ -126,17 +133,24 @@ struct Karaoke: AsyncParsableCommand {
                         session.player.currentTime, Double(session.player.fileFrames) / session.sampleRate,
                         m.voice.peakDecibels, m.accompaniment.peakDecibels, m.output.peakDecibels,
                         Double(session.roundTripFrames) * 1000 / session.sampleRate, session.xruns)
-                    FileHandle.standardOutput.write(Data((line + "\n").utf8))
+                    let outputs = session.outputStatistics.map { " | \($0)" }.joined()
+                    FileHandle.standardOutput.write(Data((line + outputs + "\n").utf8))
                 }
             }
-            let summary = session.stop()
+            let summary = await session.stop()
             withExtendedLifetime(signals) {}
             events.cancel()
             print(
                 "karaoke: \(String(format: "%.2f", summary.seconds)) s; round trip \(summary.roundTripFrames) frames "
                     + "(\(summary.roundTripSource)); xruns \(summary.xruns), accompaniment underruns "
                     + "\(summary.accompanimentUnderruns), recorded \(summary.recordedFrames) frames, dropped \(summary.droppedFrames)")
+            for output in summary.outputs { print("  \(output)") }
             if let error = summary.error { throw error }
+            for output in summary.outputs {
+                if let r = output.rtmp, r.state == .failed {
+                    throw r.lastError ?? AudioError(.connectionLost, "\(output.output) failed")
+                }
+            }
         } catch {
             throw fail(error)
         }

@@ -27,17 +27,7 @@ struct Stream: AsyncParsableCommand {
     @Option(help: "A graph file with one node of type \"input\".")
     var graph: String?
 
-    @Option(help: "AAC bit rate, e.g. 128k.")
-    var bitrate: String = "128k"
-
-    @Option(name: .customLong("to"), help: "An rtmp:// or rtmps:// URL, or a .flv/.m4a/.mp4/.aac file. Repeat for more outputs.")
-    var outputs: [String] = []
-
-    @Option(name: .customLong("to-file"), help: "A file of destinations, one per line (# starts a comment): keeps stream keys out of the command line. Repeatable.")
-    var outputFiles: [String] = []
-
-    @Option(name: .customLong("to-env"), help: "The name of an environment variable holding a destination (e.g. LIVEAUDIO_RTMP_URL). Repeatable.")
-    var outputVariables: [String] = []
+    @OptionGroup var destinations: EncodedOutputOptions
 
     @Option(help: "Seconds of input to stream (default: until Ctrl-C, or the end of a file input).")
     var duration: Double?
@@ -67,12 +57,6 @@ struct Stream: AsyncParsableCommand {
         name: .customLong("reconnect-timeout"),
         help: "Seconds to keep reopening an input device that went away before giving up with an error.")
     var reconnectTimeout: Double = 30
-
-    @Option(name: .customLong("queue"), help: "RTMP send queue, milliseconds of audio.")
-    var queueMilliseconds: Int = 2000
-
-    @Option(name: .customLong("ca-file"), help: "rtmps: a PEM file of certificates to trust besides the system's.")
-    var caFile: String?
 
     @Flag(help: "Print nothing but errors and the final summary.")
     var quiet = false
@@ -134,21 +118,7 @@ struct Stream: AsyncParsableCommand {
     }
 
     func makeConfiguration() throws(AudioError) -> LiveStreamSession.Configuration {
-        var parsedOutputs = try outputs.map { text throws(AudioError) in try LiveStreamSession.Output(parsing: text) }
-        for path in outputFiles {
-            parsedOutputs += try LiveStreamSession.Output.parsingLines(of: path)
-            warnIfOthersCanRead(path)
-        }
-        for name in outputVariables {
-            guard let text = ProcessInfo.processInfo.environment[name], !text.isEmpty else {
-                throw AudioError(.invalidParameter, "--to-env \(name): the environment variable \(name) is not set or empty")
-            }
-            do throws(AudioError) {
-                parsedOutputs.append(try LiveStreamSession.Output(parsing: text.trimmingCharacters(in: .whitespacesAndNewlines)))
-            } catch {
-                throw AudioError(error.code, "--to-env \(name): \(error.message)")
-            }
-        }
+        let parsedOutputs = try destinations.parsedOutputs()
         guard !parsedOutputs.isEmpty else {
             throw AudioError(
                 .invalidParameter,
@@ -170,31 +140,12 @@ struct Stream: AsyncParsableCommand {
         configuration.sampleRate = rate
         configuration.channelCount = channels
         configuration.inputChannels = inputChannels
-        configuration.bitRate = try FileEncoding.parseBitRate(bitrate)
+        configuration.bitRate = try destinations.parsedBitRate()
         configuration.periodFrames = period
         configuration.periodCount = periods
         configuration.jackServer = jackServer
         configuration.deviceReconnectTimeout = try validReconnectTimeout(reconnectTimeout)
-        guard (100...600_000).contains(queueMilliseconds) else {
-            throw AudioError(.invalidParameter, "--queue must be 100 to 600000 milliseconds, got \(queueMilliseconds)")
-        }
-        configuration.rtmp.queueMilliseconds = Int64(queueMilliseconds)
-        configuration.rtmp.logger = Logger(label: "liveaudio.rtmp")
-        configuration.rtmp.logger.logLevel = verbose ? .debug : quiet ? .error : .warning
-        if let caFile {
-            guard FileManager.default.isReadableFile(atPath: caFile) else {
-                throw AudioError(.fileIO, "cannot read --ca-file '\(caFile)'")
-            }
-            configuration.rtmp.trustCertificates(inPEMFile: caFile)
-        }
+        configuration.rtmp = try destinations.rtmpConfiguration(logLevel: verbose ? .debug : quiet ? .error : .warning)
         return configuration
-    }
-}
-
-/// A destinations file holds stream keys: say so when other users may read it.
-private func warnIfOthersCanRead(_ path: String) {
-    var st = stat()
-    if stat(path, &st) == 0, st.st_mode & (S_IRGRP | S_IROTH) != 0 {
-        note("warning: '\(path)' holds stream keys and other users can read it (chmod 600 '\(path)')")
     }
 }

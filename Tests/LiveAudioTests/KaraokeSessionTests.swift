@@ -37,8 +37,8 @@ import TestSupport
         try FileManager.default.createDirectory(atPath: stems, withIntermediateDirectories: true)
         configuration.stemsDirectory = stems
         let session = try KaraokeSession(configuration)
-        let summary = try await offPool { () -> KaraokeSession.Summary in
-            try session.start()
+        try await session.start()
+        try await offPool {
             let deadline = Date().addingTimeInterval(30)
             var turnedDown = false
             while !session.songHasEnded, Date() < deadline {
@@ -49,8 +49,8 @@ import TestSupport
                 usleep(10_000)
             }
             usleep(200_000)
-            return session.stop()
         }
+        let summary = await session.stop()
         print("karaoke on JACK at \(period): \(summary)")
         #expect(summary.error == nil && summary.xruns == 0 && summary.accompanimentUnderruns == 0 && summary.droppedFrames == 0)
         #expect(summary.roundTripSource == "calibration" && summary.roundTripFrames >= period, "\(summary.roundTripFrames) frames")
@@ -116,12 +116,12 @@ import TestSupport
         try FileManager.default.createDirectory(atPath: dir.file("stems"), withIntermediateDirectories: true)
         configuration.stemsDirectory = dir.file("stems")
         let session = try KaraokeSession(configuration)
-        let summary = try await offPool { () -> KaraokeSession.Summary in
-            try session.start()
+        try await session.start()
+        try await offPool {
             let deadline = Date().addingTimeInterval(30)
             while !session.songHasEnded, Date() < deadline { usleep(10_000) }
-            return session.stop()
         }
+        let summary = await session.stop()
         #expect(summary.error == nil && summary.xruns == 0)
         let dry = try FFmpeg.decode(dir.file("stems/voice-dry.wav"), channels: 1)[0]
         let wet = try FFmpeg.decode(dir.file("stems/voice-wet.wav"), channels: 1)[0]
@@ -167,6 +167,55 @@ import TestSupport
         #expect(bad.status == 1 && bad.stderr.contains("--voice-volume"), "\(bad.stderr)")
         let badKey = try await runTool(liveaudio, ["karaoke", dir.file("song.m4a"), "--backend", "virtual", "--key", "30"])
         #expect(badKey.status == 1 && badKey.stderr.contains("--key"), "\(badKey.stderr)")
+    }
+
+    /// The song goes live and to AAC files while it is recorded: `liveaudio karaoke --record song.m4a --to
+    /// rtmp://… --to song.flv` on the virtual device, with nginx-rtmp as the live room. Each decodes with FFmpeg and
+    /// is the WAV song of the same take (the stems' `song.wav`) as AAC carries it: correlation ≥ 0.99 and the level
+    /// within 0.5 dB at the offset the container gives (M4A trims the encoder's priming, FLV does not: 1024 frames),
+    /// as long as it within two packets. A record path of another kind and an output given twice are errors.
+    @Test func theSongGoesLiveAndToAACFiles() async throws {
+        let server = try NginxRTMPServer()
+        defer { server.remove() }
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let liveaudio = productsDirectory + "/liveaudio"
+        let chain = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .appendingPathComponent("../../examples/voice-chain.json").standardized.path
+        try FFmpeg.run(["-f", "lavfi", "-i", "sine=frequency=330:sample_rate=48000:duration=3", "-ac", "2", dir.file("song.wav")])
+        try writeWAV(dir.file("voice.wav"), channels: [SignalCheck.testSignal(seconds: 4)[0]], sampleType: .int16)
+        try FileManager.default.createDirectory(atPath: dir.file("take"), withIntermediateDirectories: true)
+        let run = try await runTool(
+            liveaudio,
+            ["karaoke", dir.file("song.wav"), "--graph", chain, "--backend", "virtual", "--input", dir.file("voice.wav"),
+             "--output", dir.file("out.wav"), "--stems", dir.file("take"), "--latency-ms", "5",
+             "--record", dir.file("take/song.m4a"), "--to", server.url("room"), "--to", dir.file("take/song.flv")])
+        #expect(run.status == 0, "\(run.stderr); nginx log: \(server.log)")
+        #expect(run.stdout.contains("rtmp://127.0.0.1:\(server.port)/live/<key>"), "the status names the live room: \(run.stdout)")
+        #expect(!run.stdout.contains("/room") && !run.stderr.contains("/room"), "the stream key stays hidden")
+        server.stop()
+        let reference = try FFmpeg.decode(dir.file("take/song.wav"), channels: 2)
+        #expect(reference[0].count > 3 * 48_000, "\(reference[0].count) frames")
+        let live = try #require(server.recordedFiles(start: 1).first, "nginx recorded nothing: \(server.log)")
+        for (file, priming) in [(dir.file("take/song.m4a"), 0), (dir.file("take/song.flv"), 1024), (live, 1024)] {
+            let check = try runProcess("ffmpeg", ["-v", "error", "-i", file, "-f", "null", "-"])
+            #expect(check.status == 0 && check.stderr.isEmpty, "\(file): \(check.stderr)")
+            let decoded = try FFmpeg.decode(file, channels: 2)
+            #expect(
+                decoded[0].count >= reference[0].count + priming && decoded[0].count <= reference[0].count + priming + 2048,
+                "\(file): \(decoded[0].count) frames for \(reference[0].count)")
+            for c in 0..<2 {
+                let r = SignalCheck.compare(reference[c], decoded[c], lag: priming, skip: 2400)
+                #expect(r.correlation >= 0.99 && abs(r.levelDB) < 0.5, "\(file) channel \(c): \(r)")
+            }
+        }
+        let wrongKind = try await runTool(
+            liveaudio, ["karaoke", dir.file("song.wav"), "--backend", "virtual", "--record", dir.file("take/song.ogg")])
+        #expect(wrongKind.status == 1 && wrongKind.stderr.contains(".m4a"), "\(wrongKind.stderr)")
+        let twice = try await runTool(
+            liveaudio,
+            ["karaoke", dir.file("song.wav"), "--backend", "virtual", "--record", dir.file("a.flv"), "--to", dir.file("a.flv")])
+        #expect(twice.status == 1 && twice.stderr.contains("given twice"), "\(twice.stderr)")
     }
 
     @Test func badSettingsAreErrorsThatSayWhy() throws {

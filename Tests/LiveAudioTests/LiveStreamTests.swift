@@ -95,6 +95,50 @@ struct LiveStreamTests {
         #expect(decoded[0].count >= 144_000)
     }
 
+    @Test("Meters and live control: the input and output levels read while streaming, and a graph unit found by its id changes the sound at once")
+    func metersAndLiveUnits() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        try writeTwoTones(dir.file("in.wav"), seconds: 3)
+        let graph = """
+            {"sampleRate": 48000, "channels": 2,
+             "nodes": [{"id": "in", "type": "input", "channels": 2}, {"id": "level", "type": "gain", "gain": 0}],
+             "connections": [{"from": "in", "to": "level"}, {"from": "level", "to": "output"}]}
+            """
+        try graph.write(toFile: dir.file("graph.json"), atomically: true, encoding: .utf8)
+        var configuration = LiveStreamSession.Configuration(
+            input: .file(path: dir.file("in.wav"), realTime: true), outputs: [.file(dir.file("out.m4a"))])
+        configuration.graphPath = dir.file("graph.json")
+        let session = try LiveStreamSession(configuration)
+        #expect(session.unit(named: "level") is GainUnit && session.unit(named: "nope") == nil)
+        try await session.start()
+        let (before, after) = try await offPool { () throws -> (LiveStreamSession.Meters, LiveStreamSession.Meters) in
+            func waitFor(_ seconds: Double) {
+                while session.statistics.seconds < seconds, !session.hasEnded { usleep(2_000) }
+            }
+            waitFor(0.5)
+            _ = session.meters  // a reading covers what passed since the last one
+            waitFor(0.9)
+            let before = session.meters
+            try session.unit(named: "level")?.parameter("gain").set(-6)
+            waitFor(1.5)
+            _ = session.meters
+            waitFor(2.5)
+            return (before, session.meters)
+        }
+        while !session.hasEnded { try await Task.sleep(nanoseconds: 20_000_000) }
+        _ = await session.stop()
+        // The tones peak at 0.25 (16-bit); −6 dB is 0.501 of that.
+        let half = Float(pow(10, -6.0 / 20)) * 0.25
+        #expect(abs(before.input.peak - 0.25) < 0.005 && abs(before.output.peak - 0.25) < 0.005, "\(before)")
+        #expect(abs(before.input.rms - 0.25 / Float(2).squareRoot()) < 0.005, "\(before)")
+        #expect(abs(after.input.peak - 0.25) < 0.005 && abs(after.output.peak - half) < 0.005, "\(after)")
+        let decoded = try FFmpeg.decode(dir.file("out.m4a"), channels: 2)
+        let early = SignalCheck.toneAmplitude(decoded[0][12_000..<36_000], frequency: 440)  // before the change at 0.9 s
+        let late = SignalCheck.toneAmplitude(decoded[0][96_000..<120_000], frequency: 440)
+        #expect(abs(early - 0.25) < 0.01 && abs(late - Double(half)) < 0.01, "\(early) \(late)")
+    }
+
     @Test("A device input through the voice chain: the virtual device plays a WAV as the microphone, and the stream lasts as long")
     func deviceThroughGraph() async throws {
         let dir = try TemporaryDirectory()
