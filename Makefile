@@ -16,6 +16,7 @@ demo: deps-demo
 	.build/release/liveaudio info $(OUT)/mix.wav
 	.build/release/liveaudio render examples/voice-file-chain.json -o $(OUT)/voice-chain.wav
 	scripts/demo-stream.sh $(OUT)
+	scripts/demo-karaoke.sh $(OUT)
 
 test: deps-test
 	$(SWIFT) build --build-tests

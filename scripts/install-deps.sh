@@ -21,8 +21,8 @@ servers=(pulseaudio pulseaudio-utils alsa-utils libasound2-plugins jackd2)
 rtmp=(nginx libnginx-mod-rtmp libnginx-mod-stream openssl)
 # strace shows the tests the system calls a command makes (fsync before rename) as an outsider sees them; GNU
 # time its peak memory; python3 runs the misbehaving and quirky RTMP servers, and python3-venv holds pyrtmp.
-# espeak-ng speaks the voice-processing tests' near and far ends.
-tools=(strace time python3 python3-venv espeak-ng)
+# espeak-ng speaks the voice-processing tests' near and far ends; tmux is the terminal the karaoke screen is tested on.
+tools=(strace time python3 python3-venv espeak-ng tmux)
 case "$profile" in
   bench) pkgs+=(sox rubberband-cli hyperfine espeak-ng libspeexdsp-dev "${servers[@]}" "${rtmp[@]}") ;;
   demo) pkgs+=(espeak-ng) ;;

@@ -11,7 +11,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 SWIFT=${SWIFT:-swift}
-REALTIME='\.(VoiceProcessingRealTimeTests|PulseAudioDeviceTests|JACKDeviceTests|DeviceCommandTests|PublisherTests|PublisherErrorTests|MisbehavingServerTests|InteroperabilityTests|LiveStreamTests|StreamCommandTests)/'
+REALTIME='\.(TerminalDisplayTests|VoiceProcessingRealTimeTests|PulseAudioDeviceTests|JACKDeviceTests|DeviceCommandTests|PublisherTests|PublisherErrorTests|MisbehavingServerTests|InteroperabilityTests|LiveStreamTests|StreamCommandTests)/'
 # Suites that run alone, after phase 2 (phase 3).
 ALONE='\.KaraokeSessionTests/'
 mkdir -p .build

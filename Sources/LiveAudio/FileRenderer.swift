@@ -54,10 +54,13 @@ public struct FileRenderer {
     }
 
     /// Renders `frames` frames (or, when nil, until every file source has ended) into `path`.
-    /// - Parameter stopped: asked between blocks; when it answers true, rendering stops, the temporary file is
-    ///   deleted, `path` is left as it was, and ``AudioError`` `.invalidState` ("stopped") is thrown.
+    /// - Parameters:
+    ///   - stopped: asked between blocks; when it answers true, rendering stops, the temporary file is deleted, `path`
+    ///     is left as it was, and ``AudioError`` `.invalidState` ("stopped") is thrown.
+    ///   - progress: told the frames rendered so far and the total after each block (on the rendering thread).
     public func render(
-        to path: String, frames requested: Int64? = nil, stopped: () -> Bool = { false }
+        to path: String, frames requested: Int64? = nil, stopped: () -> Bool = { false },
+        progress: (_ done: Int64, _ total: Int64) -> Void = { _, _ in }
     ) throws(AudioError) -> Result {
         let graph = loaded.graph
         if let (id, _) = loaded.inputUnits.first {
@@ -114,6 +117,7 @@ public struct FileRenderer {
                 peak = max(peak, Self.peak(out))
                 try queue.push(out)
                 done += Int64(n)
+                progress(done, total)
             }
             try queue.finish()
         } catch {

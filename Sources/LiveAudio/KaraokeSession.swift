@@ -73,6 +73,10 @@ public final class KaraokeSession: @unchecked Sendable {
         /// either differs.
         public var keyCents = 0.0
         public var tempo = 1.0
+        /// Put the time-pitch unit in even at key 0 and tempo 1, so ``KaraokeSession/keyCents`` can change while
+        /// singing (it adds the unit's look-ahead, about 79 ms, between the song and the headphones; the sync rule
+        /// accounts for it).
+        public var keyAdjustable = false
         /// dB; `-.infinity` for none. At most +12.
         public var accompanimentVolume = 0.0
         public var voiceVolume = 0.0
@@ -136,7 +140,11 @@ public final class KaraokeSession: @unchecked Sendable {
     /// it too.
     private let chainLatencyFrames: Int
     private let io: IOUnit
-    private let volumes = Mutex<(accompaniment: Double, voice: Double, monitorVoice: Double)>((0, 0, 0))
+    private let volumes = Mutex<Volumes>(Volumes())
+    struct Volumes {
+        var accompaniment = 0.0, voice = 0.0, monitorVoice = 0.0
+        var accompanimentMuted = false, voiceMuted = false
+    }
     private let state = Mutex<(started: Bool, stopped: Bool, scheduled: Bool, roundTrip: Int, source: String, startTime: Int64, endSeen: Int64?)>(
         (false, false, false, 0, "", 0, nil))
 
@@ -235,7 +243,7 @@ public final class KaraokeSession: @unchecked Sendable {
         player = song
         let songChannels = song.outputFormats[0].channelCount
         var accompaniment = try g.addNode(song, name: "song")
-        if configuration.keyCents != 0 || configuration.tempo != 1 {
+        if configuration.keyCents != 0 || configuration.tempo != 1 || configuration.keyAdjustable {
             let unit = try TimePitchUnit(format: try .graph(sampleRate: rate, channelCount: songChannels))
             try unit.pitch.set(Float(configuration.keyCents))
             try unit.rate.set(Float(configuration.tempo))
@@ -332,7 +340,9 @@ public final class KaraokeSession: @unchecked Sendable {
             try unit.echoCancellation.set(1)
         }
         volumes.withLock {
-            $0 = (configuration.accompanimentVolume, configuration.voiceVolume, configuration.monitorVoiceVolume)
+            $0.accompaniment = configuration.accompanimentVolume
+            $0.voice = configuration.voiceVolume
+            $0.monitorVoice = configuration.monitorVoiceVolume
             apply($0)
         }
     }
@@ -476,6 +486,11 @@ public final class KaraokeSession: @unchecked Sendable {
             error: failure ?? io.failure)
     }
 
+    /// Frames the recorders' or the encoder's writer fell too far behind for, so far (silence in their place).
+    public var droppedFrames: Int64 {
+        recorders.reduce(0) { $0 + $1.unit.droppedFrames } + (encoded.withLock { $0 }?.droppedFrames ?? 0)
+    }
+
     /// The encoded song's outputs now (RTMP connections, files), in the order given; empty without any.
     public var outputStatistics: [LiveStreamSession.OutputStatistics] { encoded.withLock { $0 }?.statistics ?? [] }
 
@@ -519,6 +534,28 @@ public final class KaraokeSession: @unchecked Sendable {
         set { volumes.withLock { $0.monitorVoice = Self.clamp(newValue); apply($0) } }
     }
 
+    /// Mutes, click-free like the volumes, which they leave as they are: the accompaniment (headphones and song), and
+    /// the voice (headphones and song).
+    public var isAccompanimentMuted: Bool {
+        get { volumes.withLock { $0.accompanimentMuted } }
+        set { volumes.withLock { $0.accompanimentMuted = newValue; apply($0) } }
+    }
+    public var isVoiceMuted: Bool {
+        get { volumes.withLock { $0.voiceMuted } }
+        set { volumes.withLock { $0.voiceMuted = newValue; apply($0) } }
+    }
+
+    /// The key change in cents (−2400 … 2400), live when the session has a time-pitch unit (a key or tempo change
+    /// given, or ``Configuration/keyAdjustable``); 0 and unchangeable without one.
+    /// - Throws: ``AudioError`` `.invalidState` without a time-pitch unit, `.invalidParameter` out of range.
+    public func setKey(cents: Double) throws(AudioError) {
+        guard let timePitch else {
+            throw AudioError(.invalidState, "the key can change while singing only with keyAdjustable (or a key or tempo change) set")
+        }
+        try timePitch.pitch.set(Float(cents))
+    }
+    public var keyCents: Double { timePitch.map { Double($0.pitch.value) } ?? 0 }
+
     /// Peak and RMS levels (linear) since the previous reading.
     public struct Meters: Sendable, Hashable {
         /// The wet voice as the headphones get it (after the monitor voice volume).
@@ -547,11 +584,12 @@ public final class KaraokeSession: @unchecked Sendable {
     private static func linear(_ dB: Double) -> Float { dB == -.infinity ? 0 : Float(pow(10, dB / 20)) }
 
     /// Under the volumes' lock, so the mixers end with the last values set.
-    private func apply(_ v: (accompaniment: Double, voice: Double, monitorVoice: Double)) {
-        try? monitor.setVolume(Self.linear(v.accompaniment), bus: 0)
-        try? monitor.setVolume(Self.linear(v.monitorVoice), bus: 1)
-        try? songMix.setVolume(Self.linear(v.accompaniment), bus: 0)
-        try? songMix.setVolume(Self.linear(v.voice), bus: 1)
+    private func apply(_ v: Volumes) {
+        let accompaniment = v.accompanimentMuted ? 0 : Self.linear(v.accompaniment)
+        try? monitor.setVolume(accompaniment, bus: 0)
+        try? monitor.setVolume(v.voiceMuted ? 0 : Self.linear(v.monitorVoice), bus: 1)
+        try? songMix.setVolume(accompaniment, bus: 0)
+        try? songMix.setVolume(v.voiceMuted ? 0 : Self.linear(v.voice), bus: 1)
     }
 }
 

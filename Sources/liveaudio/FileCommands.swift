@@ -77,17 +77,22 @@ struct FileEncoding {
 
     /// Reads `reader` to the end (or until `stop` is set) in 4096-frame chunks, giving each to `write`; returns the
     /// frames read and whether it was stopped early.
+    /// On a terminal, how far it is on a progress line (standard error).
     func pump(_ reader: any AudioFileReader, stop: StopFlag, _ write: (BufferView) throws(AudioError) -> Void)
         throws(AudioError) -> (Int64, Bool)
     {
         let chunk = PCMBuffer(channelCount: reader.channelCount, capacity: 4096)
         var frames: Int64 = 0
+        let line = ProgressLine("encoding", total: reader.frameCount > 0 ? reader.duration : nil)
+        defer { line.clear() }
         while !stop.isSet {
             let got = try reader.read(into: chunk.view(frames: chunk.capacity))
             if got == 0 { break }
             try write(chunk.view(frames: got))
             frames += Int64(got)
+            line.update(done: Double(frames) / reader.sampleRate)
         }
+        line.update(done: Double(frames) / reader.sampleRate, force: true)
         return (frames, stop.isSet)
     }
 

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import LiveAudio
+import Synchronization
 
 struct Karaoke: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -11,7 +12,10 @@ struct Karaoke: AsyncParsableCommand {
             voice where it was sung: shifted by the round trip, which --latency-ms gives, or a calibration click \
             measures (--latency-ms calibrate; the output must reach the input), or else the device reports. The song \
             goes to --record (WAV, or AAC in .m4a, .flv or .aac) and, encoded, to every --to: RTMP servers (the live \
-            room) and files, its timestamps starting at its first sample. One status line a second. Ctrl-C stops and \
+            room) and files, its timestamps starting at its first sample. One status line a second; on a \
+            terminal, a live screen instead: the song's progress, level meters, the volumes, the key, the round trip, \
+            xruns and drops, and keys: a/A accompaniment -/+1 dB, v/V voice, m/M the voice in the headphones, k/K key \
+            -/+1 semitone, 1/2 mute the accompaniment/the voice, space pause, q quit. q or Ctrl-C stops and \
             completes the files.
             """)
 
@@ -68,8 +72,11 @@ struct Karaoke: AsyncParsableCommand {
     @Option(name: .customLong("latency-ms"), help: "The round trip in ms, or 'calibrate' (default: what the device reports).")
     var latencyMs: String?
 
-    @Option(help: "Seconds to run (default: until the song ends or Ctrl-C).")
+    @Option(help: "Seconds to run (default: until the song ends, q on the screen, or Ctrl-C).")
     var duration: Double?
+
+    @Flag(name: .customLong("no-screen"), help: "On a terminal too, print a status line a second instead of the live screen.")
+    var noScreen = false
 
     func run() async throws {
         do throws(AudioError) {
@@ -115,15 +122,34 @@ struct Karaoke: AsyncParsableCommand {
             guard start >= 0, end.map({ $0 > start }) ?? true, loop >= 0 else {
                 throw AudioError(.invalidParameter, "--start must be 0 or more, --end after it, --loop 0 or more")
             }
+            let interactive = Terminal.isInteractive && !noScreen
+            // On the screen the key may change while singing: the time-pitch is always in.
+            c.keyAdjustable = interactive
             let session = try KaraokeSession(Self.withRegion(c, start: start, end: end, loop: loop))
-            let events = printEvents(session.deviceEvents)
+            let lastEvent = EventLine()
+            let events = interactive ? lastEvent.follow(session.deviceEvents) : printEvents(session.deviceEvents)
             let stop = StopFlag()
             let signals = StopSignals { stop.set() }
             try await session.start()
             note("karaoke: \(session.deviceGrant.map { "\($0)" } ?? "") ; round trip \(String(format: "%.2f", Double(session.roundTripFrames) * 1000 / session.sampleRate)) ms (\(session.roundTripSource))")
             let bound = ClockBound(duration: duration, grace: 0)
+            if interactive {
+                let terminal = Terminal()
+                terminal.enterRawMode()
+                defer { terminal.restore() }
+                let screen = KaraokeScreen(session: session, title: (song as NSString).lastPathComponent)
+                var message: String?
+                keys: while !stop.isSet, !bound.hasPassed, !session.songHasEnded, session.failure == nil {
+                    for key in terminal.readKeys() {
+                        if key == UInt8(ascii: "q") || key == UInt8(ascii: "Q") { break keys }
+                        message = screen.handle(key)
+                    }
+                    terminal.draw(screen.lines(event: lastEvent.text, note: message))
+                    try? await Task.sleep(nanoseconds: 100_000_000)
+                }
+            }
             var lastLine = monotonicNanoseconds()
-            while !stop.isSet, !bound.hasPassed, !session.songHasEnded, session.failure == nil {
+            while !interactive, !stop.isSet, !bound.hasPassed, !session.songHasEnded, session.failure == nil {
                 try? await Task.sleep(nanoseconds: 50_000_000)
                 if monotonicNanoseconds() - lastLine >= 1_000_000_000 {
                     lastLine = monotonicNanoseconds()
@@ -173,5 +199,21 @@ struct Karaoke: AsyncParsableCommand {
             throw AudioError(.invalidParameter, "\(option) must be a level in dB between -96 and 12, or -inf, got '\(text)'")
         }
         return v
+    }
+}
+
+/// The last device event, for the screen (it would scroll the screen away on standard error).
+final class EventLine: Sendable {
+    private let last = Mutex<String>("")
+
+    var text: String { last.withLock { $0 } }
+
+    func follow(_ events: AsyncStream<DeviceEvent>) -> Task<Void, Never> {
+        Task.detached { [self] in
+            for await event in events {
+                if case .started = event { continue }
+                self.last.withLock { $0 = event.description }
+            }
+        }
     }
 }

@@ -61,7 +61,15 @@ struct Render: ParsableCommand {
             let stop = StopFlag()
             let signals = StopSignals { stop.set() }
             defer { withExtendedLifetime(signals) {} }
-            let result = try renderer.render(to: output, frames: frames, stopped: { stop.isSet })
+            // On a terminal, how far it is (standard error); the total is known once the render has begun.
+            var line: ProgressLine?
+            defer { line?.clear() }
+            let rate = loaded.graph.format.sampleRate
+            let result = try renderer.render(to: output, frames: frames, stopped: { stop.isSet }) { done, total in
+                if line == nil { line = ProgressLine("rendering", total: Double(total) / rate) }
+                line?.update(done: Double(done) / rate, force: done == total)
+            }
+            line?.clear()
             let speed = result.elapsed > 0 ? String(format: "%.0fx real time", result.duration / result.elapsed) : ""
             let peak = result.peak > 0 ? String(format: "%.1f dBFS", 20 * log10(Double(result.peak))) : "silent"
             print(

@@ -86,16 +86,24 @@ struct Stream: AsyncParsableCommand {
             let bound = ClockBound(
                 duration: duration, grace: 3 + Double(configuration.periodFrames * configuration.periodCount) / session.sampleRate)
             var lastPrint = monotonicNanoseconds()
+            // On a terminal, a progress line below the statistics: against --duration, or a file input's length.
+            var length = duration
+            if length == nil, case .file(let path, _) = configuration.input {
+                length = try? AudioFile.open(path: path).duration
+            }
+            let line = ProgressLine("streaming", total: length, enabled: !quiet && isatty(STDERR_FILENO) == 1)
             while !stop.isSet, !session.hasEnded, !bound.hasPassed {
                 let stats = session.statistics
                 if let limit, Int64(stats.seconds * session.sampleRate) >= limit { break }
                 if monotonicNanoseconds() - lastPrint >= 1_000_000_000 {
                     lastPrint = monotonicNanoseconds()
                     // Written straight to the descriptor, so a pipe sees each line as it happens.
-                    if !quiet { FileHandle.standardOutput.write(Data("\(stats)\n".utf8)) }
+                    if !quiet { line.printAbove("\(stats)") }
                 }
+                line.update(done: stats.seconds)
                 try? await Task.sleep(nanoseconds: 10_000_000)
             }
+            line.clear()
             let summary = await session.stop()
             events?.cancel()
             withExtendedLifetime(signals) {}

@@ -294,6 +294,85 @@ import TestSupport
         }
     }
 
+    /// The live screen as a person uses it: tmux runs `liveaudio karaoke` on a 120×30 terminal (the virtual device,
+    /// a 330 Hz song at 0.25, a chirp as the voice); the test reads the screen and types keys. The screen shows the
+    /// song's progress bar, meters, volumes, key and round trip; `aaa` turns the accompaniment down 3 dB, `K` raises
+    /// the key a semitone, `2` mutes the voice, space pauses (the position stands still) and resumes, `q` quits with
+    /// exit status 0 and the terminal given back. The files say the keys took effect: at the end of the song file the
+    /// accompaniment is at 349.2 Hz (a semitone up) and −3 dB, and the voice is gone.
+    @Test func theLiveScreenOnATerminal() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let liveaudio = productsDirectory + "/liveaudio"
+        let song = (0..<(30 * 48_000)).map { Float(0.25 * sin(2 * Double.pi * 330 * Double($0) / 48_000)) }
+        try writeWAV(dir.file("song.wav"), channels: [song, song])
+        try writeWAV(dir.file("voice.wav"), channels: [SignalCheck.testSignal(seconds: 32)[0]])
+        try FileManager.default.createDirectory(atPath: dir.file("take"), withIntermediateDirectories: true)
+        let command = [liveaudio, "karaoke", "song.wav", "--backend", "virtual", "--input", "voice.wav", "--output", "out.wav",
+                       "--stems", "take", "--latency-ms", "0"].map { "'\($0)'" }.joined(separator: " ")
+        let terminal = try TmuxTerminal(command: command, directory: dir.path)
+        defer { terminal.stop() }
+        func waitFor(_ what: String, seconds: Double = 15, _ ready: (String) -> Bool) async throws -> String {
+            try await terminal.waitFor(what, seconds: seconds, ready)
+        }
+        func type(_ keys: String) throws { try terminal.type(keys) }
+        func position(_ text: String) -> String? {
+            text.split(separator: "\n").first { $0.hasPrefix("[#") || $0.hasPrefix("[-") }.map { String($0.suffix(18)) }
+        }
+
+        let first = try await waitFor("the song playing") { $0.contains("[playing]") && $0.contains("[#") }
+        for part in ["liveaudio karaoke - song.wav", " / 0:30.0", "voice", "accompaniment", "output", "round trip 0.00 ms (given)",
+                     "key +0.0", "xruns 0", "keys: a/A accompaniment"] {
+            #expect(first.contains(part), "\(part) is not on the screen:\n\(first)")
+        }
+        try type("aaa")
+        _ = try await waitFor("the accompaniment at -3 dB") { $0.contains("volume -3.0 dB") }
+        try type("K")
+        _ = try await waitFor("the key a semitone up") { $0.contains("key +1.0") }
+        try type("2")
+        _ = try await waitFor("the voice muted") { $0.contains("MUTED") }
+        try type(" ")
+        let paused = try await waitFor("the song paused") { $0.contains("[PAUSED]") }
+        try await Task.sleep(nanoseconds: 1_000_000_000)
+        let stillPaused = try terminal.screen()
+        #expect(position(paused) != nil && position(paused) == position(stillPaused), "the position moved while paused")
+        try type(" ")
+        _ = try await waitFor("the song playing again") { $0.contains("[playing]") }
+        try await Task.sleep(nanoseconds: 2_000_000_000)
+        try type("q")
+        let end = try await waitFor("the command ending", seconds: 20) { $0.contains("exit status") }
+        #expect(end.contains("exit status 0") && end.contains("karaoke:"), "\(end)")
+        #expect(terminal.cursorShown, "the terminal was not given back: the cursor is still hidden")
+
+        let songFile = try FFmpeg.decode(dir.file("take/song.wav"), channels: 2)[0]
+        try #require(songFile.count > 3 * 48_000, "\(songFile.count) frames")
+        let last = songFile[(songFile.count - 72_000)..<(songFile.count - 24_000)]
+        let raised = 330 * pow(2, 1.0 / 12)
+        let tone = SignalCheck.toneAmplitude(last, frequency: raised)
+        #expect(abs(tone - 0.25 * pow(10, -3.0 / 20)) < 0.015, "the accompaniment at \(tone), not 0.177, at \(raised) Hz")
+        #expect(SignalCheck.toneAmplitude(last, frequency: 330) < 0.02, "the old key is still there")
+        // The voice: what is left once the tone is taken out (least squares, any phase). At the start, before any
+        // key, it is there; at the end, muted, only the time-pitch's own residue of the tone is.
+        func residue(_ x: ArraySlice<Float>, _ f: Double) -> Double {
+            let w = 2 * Double.pi * f / 48_000
+            var a = 0.0, b = 0.0
+            for (i, v) in x.enumerated() {
+                a += Double(v) * sin(w * Double(i))
+                b += Double(v) * cos(w * Double(i))
+            }
+            a *= 2 / Double(x.count)
+            b *= 2 / Double(x.count)
+            let power = x.enumerated().reduce(0.0) { sum, e in
+                let r = Double(e.element) - a * sin(w * Double(e.offset)) - b * cos(w * Double(e.offset))
+                return sum + r * r
+            }
+            return (power / Double(x.count)).squareRoot()
+        }
+        let sung = residue(songFile[4800..<19_200], 330)
+        let muted = residue(last, raised)
+        #expect(sung > 0.1 && muted < 0.02, "the voice at \(sung) RMS before the mute, \(muted) after")
+    }
+
     @Test func badSettingsAreErrorsThatSayWhy() throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }

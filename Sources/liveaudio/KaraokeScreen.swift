@@ -1,0 +1,200 @@
+import Foundation
+import LiveAudio
+import Synchronization
+
+/// The terminal of an interactive run: keys read one at a time without echo, the screen redrawn in place, and both
+/// put back as they were when the run ends (also after an error).
+final class Terminal {
+    private var saved = termios()
+    private var raw = false
+
+    /// True when both standard input and standard output are a terminal.
+    static var isInteractive: Bool { isatty(STDIN_FILENO) == 1 && isatty(STDOUT_FILENO) == 1 }
+
+    /// Keys without line editing or echo; the cursor hidden, the screen cleared.
+    func enterRawMode() {
+        guard !raw, tcgetattr(STDIN_FILENO, &saved) == 0 else { return }
+        var t = saved
+        t.c_lflag &= ~tcflag_t(ICANON | ECHO)
+        withUnsafeMutableBytes(of: &t.c_cc) { cc in
+            cc[Int(VMIN)] = 1
+            cc[Int(VTIME)] = 0
+        }
+        tcsetattr(STDIN_FILENO, TCSANOW, &t)
+        raw = true
+        write("\u{1B}[?25l\u{1B}[2J\u{1B}[H")
+    }
+
+    /// The terminal as it was, the cursor shown again below the screen.
+    func restore() {
+        guard raw else { return }
+        raw = false
+        tcsetattr(STDIN_FILENO, TCSANOW, &saved)
+        write("\u{1B}[?25h\n")
+    }
+
+    /// The keys typed since the last call (none without waiting).
+    func readKeys() -> [UInt8] {
+        var fds = pollfd(fd: STDIN_FILENO, events: Int16(POLLIN), revents: 0)
+        guard poll(&fds, 1, 0) > 0, fds.revents & Int16(POLLIN) != 0 else { return [] }
+        var buffer = [UInt8](repeating: 0, count: 64)
+        let n = read(STDIN_FILENO, &buffer, buffer.count)
+        return n > 0 ? Array(buffer.prefix(n)) : []
+    }
+
+    /// Draws `lines` from the top left, each line cleared to its end, and clears what is below.
+    func draw(_ lines: [String]) {
+        write("\u{1B}[H" + lines.map { $0 + "\u{1B}[K" }.joined(separator: "\r\n") + "\u{1B}[J")
+    }
+
+    private func write(_ text: String) {
+        FileHandle.standardOutput.write(Data(text.utf8))
+    }
+}
+
+/// The karaoke run on a terminal: the song's position as a progress bar, level meters, the volumes, key and round
+/// trip, xruns and drops, the outputs, the last device event, and the keys that change them.
+final class KaraokeScreen {
+    let session: KaraokeSession
+    let title: String
+    /// Paused by the space key (the player takes it on its next cycle).
+    private var paused = false
+
+    init(session: KaraokeSession, title: String) {
+        self.session = session
+        self.title = title
+    }
+
+    static let help = [
+        "keys: a/A accompaniment -/+1 dB   v/V voice in the song   m/M voice in the headphones",
+        "      k/K key -/+1 semitone   1/2 mute accompaniment/voice   space pause/resume   q quit",
+    ]
+
+    /// Applies one key (`q` is the caller's); returns a note for the screen when it could not.
+    func handle(_ key: UInt8) -> String? {
+        func step(_ dB: Double, _ by: Double) -> Double {
+            dB == -.infinity ? (by > 0 ? -40 : -.infinity) : (dB + by < -60 ? -.infinity : min(12, dB + by))
+        }
+        switch key {
+        case UInt8(ascii: "a"): session.accompanimentVolume = step(session.accompanimentVolume, -1)
+        case UInt8(ascii: "A"): session.accompanimentVolume = step(session.accompanimentVolume, 1)
+        case UInt8(ascii: "v"): session.voiceVolume = step(session.voiceVolume, -1)
+        case UInt8(ascii: "V"): session.voiceVolume = step(session.voiceVolume, 1)
+        case UInt8(ascii: "m"): session.monitorVoiceVolume = step(session.monitorVoiceVolume, -1)
+        case UInt8(ascii: "M"): session.monitorVoiceVolume = step(session.monitorVoiceVolume, 1)
+        case UInt8(ascii: "1"): session.isAccompanimentMuted.toggle()
+        case UInt8(ascii: "2"): session.isVoiceMuted.toggle()
+        case UInt8(ascii: "k"), UInt8(ascii: "K"):
+            let cents = max(-2400, min(2400, session.keyCents + (key == UInt8(ascii: "k") ? -100 : 100)))
+            do throws(AudioError) { try session.setKey(cents: cents) } catch { return error.message }
+        case UInt8(ascii: " "):
+            paused.toggle()
+            if paused { session.player.pause() } else { session.player.resume() }
+        default: break
+        }
+        return nil
+    }
+
+    /// The screen's lines now (about 100 columns; an output's line is as long as its figures).
+    func lines(event: String, note: String?) -> [String] {
+        let rate = session.sampleRate
+        let position = session.player.currentTime
+        let length = Double(session.player.fileFrames) / rate
+        let state: String =
+            session.songHasEnded ? "ended" : paused ? "PAUSED" : "playing"
+        let fraction = length > 0 ? min(1, max(0, position / length)) : 0
+        let width = 60
+        let done = Int((fraction * Double(width)).rounded(.down))
+        let bar = "[" + String(repeating: "#", count: done) + String(repeating: "-", count: width - done) + "]"
+        let m = session.meters
+        func meter(_ name: String, _ r: MeterReading, _ extra: String) -> String {
+            let dB = r.peak > 0 ? Double(r.peakDecibels) : -.infinity
+            let cells = 30
+            let lit = dB == -.infinity ? 0 : Int(((max(-60, min(0, dB)) + 60) / 60 * Double(cells)).rounded())
+            let level = dB == -.infinity ? "  -inf" : String(format: "%6.1f", dB)
+            return name.padding(toLength: 14, withPad: " ", startingAt: 0) + "[" + String(repeating: "=", count: lit)
+                + String(repeating: " ", count: cells - lit) + "] " + level + " dB  " + extra
+        }
+        func volume(_ dB: Double) -> String { dB == -.infinity ? "-inf dB" : String(format: "%+.1f dB", dB) }
+        let voiceExtra = "song " + volume(session.voiceVolume) + ", headphones " + volume(session.monitorVoiceVolume)
+            + (session.isVoiceMuted ? "  MUTED" : "")
+        let accompanimentExtra = "volume " + volume(session.accompanimentVolume) + (session.isAccompanimentMuted ? "  MUTED" : "")
+        var lines = [
+            "liveaudio karaoke - \(title)  [\(state)]",
+            bar + String(format: " %@ / %@", Self.clock(position), Self.clock(length)),
+            meter("voice", m.voice, voiceExtra),
+            meter("accompaniment", m.accompaniment, accompanimentExtra),
+            meter("output", m.output, ""),
+            String(
+                format: "key %+.1f  tempo %.2f  round trip %.2f ms (%@)  xruns %d  drops %lld  underruns %d",
+                session.keyCents / 100, session.configuration.tempo, Double(session.roundTripFrames) * 1000 / rate,
+                session.roundTripSource, session.xruns, session.droppedFrames, session.player.underruns),
+        ]
+        for output in session.outputStatistics { lines.append("-> \(output)") }
+        lines.append(event.isEmpty ? "" : "device: \(event)")
+        lines.append(note ?? "")
+        lines += Self.help
+        return lines
+    }
+
+    static func clock(_ seconds: Double) -> String {
+        let s = max(0, seconds)
+        return String(format: "%d:%04.1f", Int(s) / 60, s.truncatingRemainder(dividingBy: 60))
+    }
+}
+
+/// A progress line on a terminal: `render`, `encode` and `stream` show how far they are on standard error, redrawn in
+/// place ten times a second, and take it away when they end. Off a terminal (a pipe, a file, a test) it draws nothing,
+/// and what the commands print stays as it was.
+final class ProgressLine {
+    let label: String
+    /// The total in seconds, when known: a bar and a percentage; otherwise the seconds done only.
+    let total: Double?
+    let enabled: Bool
+    private var lastDraw: UInt64 = 0
+    private var shown = false
+
+    init(_ label: String, total: Double?, enabled: Bool = isatty(STDERR_FILENO) == 1) {
+        self.label = label
+        self.total = total.flatMap { $0 > 0 && $0.isFinite ? $0 : nil }
+        self.enabled = enabled
+    }
+
+    /// The line for `done` seconds (and, for a stream, what follows it).
+    func text(done: Double, extra: String = "") -> String {
+        var line = label
+        if let total {
+            let fraction = min(1, max(0, done / total))
+            let width = 30
+            let filled = Int((fraction * Double(width)).rounded(.down))
+            line += " [" + String(repeating: "#", count: filled) + String(repeating: "-", count: width - filled) + "] "
+            line += String(format: "%.1f / %.1f s %3.0f%%", done, total, fraction * 100)
+        } else {
+            line += String(format: " %.1f s", done)
+        }
+        return extra.isEmpty ? line : line + "  " + extra
+    }
+
+    /// Redraws the line, at most ten times a second (always with `force`).
+    func update(done: Double, extra: String = "", force: Bool = false) {
+        guard enabled else { return }
+        let now = monotonicNanoseconds()
+        guard force || now - lastDraw >= 100_000_000 else { return }
+        lastDraw = now
+        shown = true
+        FileHandle.standardError.write(Data(("\r\u{1B}[K" + text(done: done, extra: extra)).utf8))
+    }
+
+    /// Prints `line` on standard output above the progress line (which the next update draws again).
+    func printAbove(_ line: String) {
+        clear()
+        FileHandle.standardOutput.write(Data((line + "\n").utf8))
+    }
+
+    /// Takes the line away.
+    func clear() {
+        guard enabled, shown else { return }
+        shown = false
+        FileHandle.standardError.write(Data("\r\u{1B}[K".utf8))
+    }
+}
