@@ -46,10 +46,14 @@ protocol AudioDriver: AnyObject, Sendable {
     func stop()
     /// True once a file-backed input has been read to its end (virtual devices). Any thread.
     var inputHasEnded: Bool { get }
+    /// True while the playback reaches somewhere: for JACK, while an output port is connected. Control thread, while
+    /// the driver runs.
+    var outputRouted: Bool { get }
 }
 
 extension AudioDriver {
     var inputHasEnded: Bool { false }
+    var outputRouted: Bool { true }
 }
 
 /// Counters a driver's real-time thread updates and the control side reads.

@@ -224,6 +224,11 @@ public enum DeviceEvent: Sendable, CustomStringConvertible {
     case reconnected(DeviceGrant, gapFrames: Int64)
     /// A virtual device's input file has ended (silence follows).
     case inputEnded
+    /// The playback reaches nowhere any more (AVAudioSession's route change): the output device went away, or —
+    /// on JACK — no output port is connected now. Capture goes on where it can.
+    case routeLost(String)
+    /// The playback reaches somewhere again.
+    case routeReturned
     /// Something worth a user's attention that does not stop the stream (e.g. no real-time priority).
     case warning(String)
     /// The device has stopped for good (stop() or a fault without reconnect).
@@ -240,6 +245,8 @@ public enum DeviceEvent: Sendable, CustomStringConvertible {
             "reconnected after \(String(format2: Double(gap) / g.sampleRate)) s: \(g)"
         case .gaveUp(let e): "gave up: \(e.message)"
         case .inputEnded: "the input file has ended"
+        case .routeLost(let why): "route lost: \(why)"
+        case .routeReturned: "route back: the output plays again"
         case .warning(let w): "warning: \(w)"
         case .stopped: "stopped"
         }

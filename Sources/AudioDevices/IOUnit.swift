@@ -146,6 +146,8 @@ public final class IOUnit: @unchecked Sendable {
 
     // Render thread → control side.
     private let lastSampleEnd = Atomic<Int64>(0)
+    /// Whether the playback reaches somewhere (set by the supervisor; read by anything, the render thread included).
+    private let routed = Atomic<Bool>(true)
     private let cycles = Atomic<Int>(0)
     private let graphFailures = Atomic<Int>(0)
 
@@ -539,6 +541,18 @@ public final class IOUnit: @unchecked Sendable {
         }
     }
 
+    /// Looks whether the playback still reaches somewhere, and says so when that changes. Supervisor, with the lock.
+    private func checkRoute() {
+        guard request.outputChannels > 0, let driver, pendingFault.withLock({ $0 }) == nil else { return }
+        let now = driver.outputRouted
+        guard routed.exchange(now, ordering: .acquiringAndReleasing) != now else { return }
+        continuation.yield(now ? .routeReturned : .routeLost("no output port is connected"))
+    }
+
+    /// True while the playback reaches somewhere: false from a route loss (the output device gone, or on JACK no
+    /// output port connected) until it returns. Checked every 100 ms; real-time safe to read (an atomic load).
+    public var isOutputRouted: Bool { routed.load(ordering: .acquiring) }
+
     /// Called by a driver off the real-time thread when its device fails.
     private func noteFault(_ error: AudioError) {
         pendingFault.withLock { if $0 == nil { $0 = error } }
@@ -553,6 +567,7 @@ public final class IOUnit: @unchecked Sendable {
             if pendingFault.withLock({ $0 }) == nil { condition.wait(timeout: 0.1) }
             if stopping { return }
             reportCounters()
+            checkRoute()
             guard let fault = pendingFault.withLock({ $0 }) else { continue }
             pendingFault.withLock { $0 = nil }
             stateLock.withLock {
@@ -560,6 +575,9 @@ public final class IOUnit: @unchecked Sendable {
                 $0.grant = nil
             }
             continuation.yield(.fault(fault))
+            if request.outputChannels > 0, routed.exchange(false, ordering: .acquiringAndReleasing) {
+                continuation.yield(.routeLost("the output device went away"))
+            }
             let faultTime = monotonicNanoseconds()
             if let failed = driver {
                 driver = nil

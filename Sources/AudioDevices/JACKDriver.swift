@@ -160,6 +160,14 @@ final class JACKDriver: AudioDriver, @unchecked Sendable {
         jack_client_close(client)
     }
 
+    /// True while one of the output ports is connected somewhere (the route: a port of the system, another client's,
+    /// or our own input's); false once the server has gone. Without output ports, true.
+    var outputRouted: Bool {
+        if outputPorts.isEmpty || closed || !active.load(ordering: .acquiring) { return true }
+        if faultMessage.load(ordering: .acquiring) == 1 { return false }
+        return outputPorts.contains { jack_port_connected($0) > 0 }
+    }
+
     /// Waits for a shutdown or buffer-size notice and reports it as a fault, off JACK's threads.
     private func watch() {
         while !stopping.load(ordering: .acquiring) {

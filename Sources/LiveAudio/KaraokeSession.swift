@@ -127,6 +127,9 @@ public final class KaraokeSession: @unchecked Sendable {
     private let songMix: MixerUnit
     private let songDelay: DelayUnit
     private let clock: TimelineTap
+    /// Whether the headphones are reached: the I/O unit's route, read by the gate on the render thread.
+    private let routeFlag: RouteFlag
+    private let routeGate: RouteGate
     /// Where the song goes to the encoder (when it has outputs), and the encoder and its outputs: made again after a
     /// start that failed (an RTMP publisher runs once).
     private let encoderTap: EncoderTap?
@@ -318,7 +321,15 @@ public final class KaraokeSession: @unchecked Sendable {
         self.clock = clock
         let clockNode = try g.addNode(clock, name: "clock")
         try g.connect(monitorNode, to: clockNode)
-        try g.connect(clockNode, to: g.output)
+        // The route lost: the headphones go silent at once (the speaker must not feed the microphone); the rest of
+        // the graph — the recordings, the song, the outputs — goes on.
+        let routeFlag = RouteFlag()
+        self.routeFlag = routeFlag
+        let routeGate = RouteGate(format: format, routed: routeFlag)
+        self.routeGate = routeGate
+        let gate = try g.addNode(routeGate, name: "route-gate")
+        try g.connect(clockNode, to: gate)
+        try g.connect(gate, to: g.output)
         self.recorders = recorders.map { (name: $0.0, unit: $0.1, shift: $0.2) }
 
         // The device.
@@ -333,6 +344,7 @@ public final class KaraokeSession: @unchecked Sendable {
         device.conversionQuality = .low
         let io = try IOUnit(device)
         self.io = io
+        routeFlag.io = io
         try io.setInputUnit(input)
         try io.setOutputGraph(g)
         if configuration.voiceProcessing {
@@ -562,20 +574,24 @@ public final class KaraokeSession: @unchecked Sendable {
         public let voice: MeterReading
         /// The accompaniment (after its volume).
         public let accompaniment: MeterReading
-        /// The headphones' mix.
+        /// The headphones' mix, as they get it (silence while the route is lost).
         public let output: MeterReading
     }
 
     /// Levels for a VU display; each reading covers what passed since the previous one.
     public var meters: Meters {
-        Meters(voice: monitor.meter(bus: 1), accompaniment: monitor.meter(bus: 0), output: monitor.masterMeter.read())
+        Meters(voice: monitor.meter(bus: 1), accompaniment: monitor.meter(bus: 0), output: routeGate.meter.read())
     }
 
     /// The error that stopped the device for good (reconnect off, or not back within the timeout), or the encoder
     /// or an encoded file.
     public var failure: AudioError? { io.failure ?? encoded.withLock { $0 }?.failure }
 
-    /// Device events: start, xruns, faults, reconnects.
+    /// False while the route is lost (``DeviceEvent/routeLost(_:)``): the headphones are silent, the recordings and
+    /// outputs go on; true again when it returns (``DeviceEvent/routeReturned``).
+    public var isOutputRouted: Bool { io.isOutputRouted }
+
+    /// Device events: start, xruns, faults, reconnects, route changes.
     public var deviceEvents: AsyncStream<DeviceEvent> { io.events }
     public var xruns: Int { io.xrunCount }
     public var deviceGrant: DeviceGrant? { io.grant }
@@ -659,5 +675,64 @@ final class EncoderTap: RenderUnit, @unchecked Sendable {
         let lead = UInt64(Double(offset) / sampleRate * 1e9)
         outputs.push(block, sampleTime: encodedFrames, hostTime: context.timeStamp.hostTime + lead)
         encodedFrames += Int64(block.frameCount)
+    }
+}
+
+/// The I/O unit's route, for the gate: set once, before the device starts; the session owns both (no reference
+/// count is taken on the render thread).
+final class RouteFlag: @unchecked Sendable {
+    unowned(unsafe) var io: IOUnit?
+    var isRouted: Bool { io?.isOutputRouted ?? true }
+}
+
+/// Passes the headphones' mix while the route is there; when it is lost, fades to silence within 5 ms, and when it
+/// returns fades back in over 20 ms; meters what the headphones get. Real-time safe (an atomic load a cycle).
+final class RouteGate: RenderUnit, @unchecked Sendable {
+    /// The headphones' level, after the gate.
+    let meter = LevelMeter()
+    private let routed: RouteFlag
+    private let fadeOut: Float
+    private let fadeIn: Float
+    private var gain: Float = 1
+
+    init(format: StreamFormat, routed: RouteFlag) {
+        self.routed = routed
+        fadeOut = Float(1 / (0.005 * format.sampleRate))
+        fadeIn = Float(1 / (0.02 * format.sampleRate))
+        let f = try! StreamFormat.graph(sampleRate: format.sampleRate, channelCount: format.channelCount)
+        super.init(kind: "routeGate", inputs: [f], outputs: [f])
+    }
+
+    override func render(_ context: RenderContext) {
+        let input = context.input(0)
+        let output = context.output(0)
+        let target: Float = routed.isRouted ? 1 : 0
+        if gain == target {
+            if target == 1 { output.copy(from: input) } else { output.clear() }
+        } else {
+            let start = gain
+            for c in 0..<output.channelCount {
+                let x = input[c]
+                let y = output[c]
+                var g = start
+                for i in 0..<context.frameCount {
+                    g = target > g ? min(target, g + fadeIn) : max(target, g - fadeOut)
+                    y[i] = x[i] * g
+                }
+                gain = g
+            }
+        }
+        var peak: Float = 0
+        var sum: Double = 0
+        for c in 0..<output.channelCount {
+            let y = output[c]
+            var partial: Float = 0
+            for i in 0..<context.frameCount {
+                peak = max(peak, abs(y[i]))
+                partial += y[i] * y[i]
+            }
+            sum += Double(partial)
+        }
+        meter.accumulate(peak: peak, sumOfSquares: sum, samples: context.frameCount * output.channelCount)
     }
 }

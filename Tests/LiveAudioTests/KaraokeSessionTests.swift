@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import LiveAudio
 import Testing
 import TestSupport
@@ -373,6 +374,93 @@ import TestSupport
         #expect(sung > 0.1 && muted < 0.02, "the voice at \(sung) RMS before the mute, \(muted) after")
     }
 
+    /// The route lost and back, on JACK's dummy driver (the session plays to `system` and hears `system`): another
+    /// JACK client takes our output ports off the system's playback (`jack_disconnect`, as a patchbay or an unplugged
+    /// interface does). Within a few tenths of a second the session says the route is lost (an event, and
+    /// `isOutputRouted`), the headphones fall silent, and the recording goes on — the accompaniment stem grows by
+    /// the time the route was away. `jack_connect` brings it back: an event, and the headphones play again.
+    @Test func theRouteLostSilencesTheHeadphonesWhileTheRecordingGoesOn() async throws {
+        let jack = try await JACKServer.started(periodFrames: 256)
+        defer { jack.stop() }
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let tone = (0..<(10 * 48_000)).map { Float(0.25 * sin(2 * Double.pi * 330 * Double($0) / 48_000)) }
+        try writeWAV(dir.file("song.wav"), channels: [tone, tone])
+        try FileManager.default.createDirectory(atPath: dir.file("stems"), withIntermediateDirectories: true)
+        var configuration = KaraokeSession.Configuration(song: dir.file("song.wav"))
+        configuration.backend = .jack
+        configuration.jackServer = jack.name
+        configuration.inputDevice = "system"
+        configuration.outputDevice = "system"
+        configuration.stemsDirectory = dir.file("stems")
+        configuration.roundTrip = .milliseconds(0)
+        let session = try KaraokeSession(configuration)
+        let seen = EventList()
+        let watcher = seen.follow(session.deviceEvents)
+        try await session.start()
+        let figures = try await offPool { () throws -> (before: Float, lost: Float, grew: Int64, back: Float) in
+            func waitUntil(_ what: String, _ seconds: Double, _ ready: () -> Bool) throws {
+                let deadline = Date().addingTimeInterval(seconds)
+                while !ready() {
+                    guard Date() < deadline else { throw SoundServerError("timed out waiting for \(what)") }
+                    usleep(10_000)
+                }
+            }
+            func outputPeak() -> Float {
+                _ = session.meters
+                usleep(300_000)
+                return session.meters.output.peak
+            }
+            func stemFrames() -> Int64 { (try? WAVFileReader.info(path: dir.file("stems/accompaniment.wav")).frameCount) ?? 0 }
+            func ourClient(_ listing: String) -> String {
+                listing.split(separator: "\n").first { !$0.hasPrefix(" ") && $0.hasSuffix(":out_1") && !$0.hasPrefix("system:") }
+                    .map { String($0.dropLast(":out_1".count)) } ?? "liveaudio"
+            }
+            // Our output ports and what they are connected to, as jack_lsp lists them.
+            func patch(_ tool: String) throws {
+                let listing = try runProcess("jack_lsp", ["-c"], environment: jack.environment).stdout
+                var port: String?
+                var pairs: [(String, String)] = []
+                for line in listing.split(separator: "\n") {
+                    if line.hasPrefix(" ") {
+                        if let port, port.contains(":out_") { pairs.append((port, line.trimmingCharacters(in: .whitespaces))) }
+                    } else {
+                        port = String(line)
+                    }
+                }
+                if tool == "jack_disconnect" {
+                    try #require(!pairs.isEmpty, "no connection of ours in: \(listing)")
+                    for (ours, theirs) in pairs { _ = try runProcess(tool, [ours, theirs], environment: jack.environment) }
+                } else {
+                    for n in 1...2 {
+                        let r = try runProcess(tool, ["\(ourClient(listing)):out_\(n)", "system:playback_\(n)"], environment: jack.environment)
+                        try #require(r.status == 0, "\(tool): \(r.stderr)")
+                    }
+                }
+            }
+            try waitUntil("a second of the song", 20) { session.player.currentTime >= 1 }
+            try #require(session.isOutputRouted)
+            let before = outputPeak()
+            try patch("jack_disconnect")
+            try waitUntil("the route lost", 2) { !session.isOutputRouted }
+            let lost = outputPeak()
+            let from = stemFrames()
+            usleep(1_000_000)
+            let grew = stemFrames() - from
+            try patch("jack_connect")
+            try waitUntil("the route back", 2) { session.isOutputRouted }
+            return (before, lost, grew, outputPeak())
+        }
+        let summary = await session.stop()
+        watcher.cancel()
+        #expect(summary.error == nil, "\(summary)")
+        #expect(abs(figures.before - 0.25) < 0.01 && figures.lost == 0 && abs(figures.back - 0.25) < 0.01, "\(figures)")
+        #expect(figures.grew >= 40_000, "the recording stood still while the route was lost: \(figures.grew) frames in a second")
+        let events = seen.events
+        #expect(events.contains { if case .routeLost = $0 { true } else { false } }, "\(events)")
+        #expect(events.contains { if case .routeReturned = $0 { true } else { false } }, "\(events)")
+    }
+
     @Test func badSettingsAreErrorsThatSayWhy() throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
@@ -394,6 +482,18 @@ import TestSupport
             Issue.record("a missing stems folder accepted")
         } catch {
             #expect(error.code == .fileIO && error.message.contains("nowhere"), "\(error)")
+        }
+    }
+}
+
+/// Device events as they come, for a test to look at afterwards.
+final class EventList: Sendable {
+    private let list = Mutex<[DeviceEvent]>([])
+    var events: [DeviceEvent] { list.withLock { $0 } }
+
+    func follow(_ stream: AsyncStream<DeviceEvent>) -> Task<Void, Never> {
+        Task.detached { [self] in
+            for await e in stream { self.list.withLock { $0.append(e) } }
         }
     }
 }
