@@ -52,6 +52,8 @@ public final class KaraokeSession: @unchecked Sendable {
         public var song: String
         /// A graph file with one `input` node (the microphone) whose output is the wet voice; nil: the voice as it is.
         public var voiceChain: String?
+        /// The node types the voice chain may use (custom units registered by the app).
+        public var unitRegistry = UnitRegistry.standard
         /// The session's rate when there is no voice chain (the chain's rate otherwise).
         public var sampleRate = 48_000.0
         /// The output's channels when there is no voice chain.
@@ -196,7 +198,7 @@ public final class KaraokeSession: @unchecked Sendable {
         let mic: NodeID
         let wet: NodeID
         if let path = configuration.voiceChain {
-            let loaded = try GraphFile.load(path: path, maximumFrames: maximumFrames)
+            let loaded = try GraphFile.load(path: path, maximumFrames: maximumFrames, registry: configuration.unitRegistry)
             let inputs = loaded.inputUnits
             guard inputs.count == 1, let micID = loaded.nodes[inputs[0].id] else {
                 throw AudioError(

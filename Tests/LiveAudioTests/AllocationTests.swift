@@ -155,6 +155,24 @@ func probe(_ arguments: [String], environment: [String: String] = [:]) async thr
         #expect(report["deviceThreadLockWaits"] == 0, "\(report)")
     }
 
+    /// The whole karaoke session on JACK's dummy driver's thread (128 frames, our outputs looped to our inputs): the
+    /// song through a time-pitch, voice processing, a voice chain with a reverb, the mixes, four stem recorders, the
+    /// song encoded to FLV and M4A and the route gate, while a control thread changes volumes, mutes, the key and
+    /// the reverb and pauses, resumes and seeks the song — 4000 watched cycles: no allocation, free or lock wait.
+    /// A deliberate allocation, free and lock on the thread are counted.
+    @Test func karaokeSessionOnTheJACKThread() async throws {
+        let jack = try await JACKServer.started(periodFrames: 128)
+        defer { jack.stop() }
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let report = try await probe(["karaoke-session", dir.path, jack.name])
+        #expect(report["watchedCycles"]! >= 4000 && report["changes"]! >= 100, "\(report)")
+        #expect(report["canaryAllocations"]! >= 1 && report["canaryFrees"]! >= 1 && report["canaryLockWaits"]! >= 1, "\(report)")
+        #expect(report["deviceThreadAllocations"] == 0 && report["deviceThreadFrees"] == 0, "\(report)")
+        #expect(report["deviceThreadLockWaits"] == 0, "\(report)")
+        #expect(report["failed"] == 0 && report["outputs"] == 2, "\(report)")
+    }
+
     /// The ALSA driver's own thread, through PulseAudio (the pulse plugin), with an xrun forced every 150 cycles
     /// (the tap holds the thread for 40 ms, longer than the buffer): the cycles and every recovery — drop, prepare,
     /// prime, start — make no allocation, free or lock wait of their own. What ALSA and libpulse do inside their

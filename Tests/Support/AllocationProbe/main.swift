@@ -684,6 +684,126 @@ func streamSession(directory: String) throws {
     ])
 }
 
+/// The whole karaoke session on JACK's dummy driver's thread, our outputs looped to our inputs: the song through a
+/// time-pitch (+2 semitones), voice processing on the capture, a voice chain with a reverb, the monitor and song mixes,
+/// four stem recorders, the song encoded to FLV and M4A, the route gate — while a control thread changes the volumes,
+/// mutes, the key and the reverb, and pauses, resumes and seeks the song. The tap in the voice chain watches the
+/// JACK thread from the cycle after it is armed.
+func karaokeSession(directory: String, jackServer: String) throws {
+    let song = directory + "/song.wav"
+    try writeTestFile(song, seconds: 120, channels: 2)
+    let tapUnit = ThreadTap(format: try .graph(sampleRate: 48_000, channelCount: 2))
+    var registry = UnitRegistry.standard
+    registry.register("tap") { _ in tapUnit }
+    let chain = directory + "/chain.json"
+    try """
+    {"sampleRate": 48000, "channels": 2, "nodes": [
+      {"id": "mic", "type": "input", "channels": 1},
+      {"id": "eq", "type": "eq", "bands": [{"type": "highPass", "frequency": 90, "q": 0.7071}]},
+      {"id": "comp", "type": "dynamics", "threshold": -24, "ratio": 3},
+      {"id": "room", "type": "reverb", "wetDryMix": 20},
+      {"id": "tap", "type": "tap"}],
+     "connections": [{"from": "mic", "to": "eq"}, {"from": "eq", "to": "comp"}, {"from": "comp", "to": "room"},
+                     {"from": "room", "to": "tap"}, {"from": "tap", "to": "output"}]}
+    """.write(toFile: chain, atomically: true, encoding: .utf8)
+    let stems = directory + "/stems"
+    try FileManager.default.createDirectory(atPath: stems, withIntermediateDirectories: true)
+    var configuration = KaraokeSession.Configuration(song: song)
+    configuration.voiceChain = chain
+    configuration.unitRegistry = registry
+    configuration.backend = .jack
+    configuration.jackServer = jackServer
+    configuration.inputDevice = "self"
+    configuration.outputDevice = "self"
+    configuration.periodFrames = 128
+    configuration.keyCents = 200
+    configuration.voiceProcessing = true
+    configuration.stemsDirectory = stems
+    configuration.outputs = [.file(directory + "/song.flv"), .file(directory + "/song.m4a")]
+    configuration.roundTrip = .milliseconds(5)
+    let session = try KaraokeSession(configuration)
+    let stop = Locked(false)
+    let changes = Locked(0)
+    let control = Thread {
+        var k = 0
+        while !stop.load() {
+            switch k % 8 {
+            case 0: session.accompanimentVolume = -Double(k % 12)
+            case 1: session.voiceVolume = -Double(k % 9)
+            case 2: session.monitorVoiceVolume = k % 16 == 1 ? -.infinity : -3
+            case 3: session.isVoiceMuted.toggle()
+            case 4: try? session.setKey(cents: Double(k % 5) * 100 - 200)
+            case 5: try? session.unit(named: "room")?.parameter("wetDryMix").set(Float(k % 60))
+            case 6: session.isAccompanimentMuted = k % 48 == 6
+            default:
+                if k % 400 == 7 { try? session.player.seek(toFrame: Int64(k % 20) * 48_000) }
+                if k % 200 == 15 { session.player.pause() } else if k % 200 == 23 { session.player.resume() }
+            }
+            k += 1
+            changes.add(1)
+            usleep(2_000)
+        }
+    }
+    MallocInterposerSwift.setAllocationHook(allocation_probe_hook)
+    MallocInterposerSwift.hook()
+    let started = DispatchSemaphore(value: 0)
+    let failure = Locked<String?>(nil)
+    Task.detached {
+        do { try await session.start() } catch { failure.store("\(error)") }
+        started.signal()
+    }
+    started.wait()
+    if let failure = failure.load() { throw AudioError(.invalidState, failure) }
+    let events = Task.detached { for await event in session.deviceEvents { FileHandle.standardError.write(Data("event: \(event)\n".utf8)) } }
+    defer { events.cancel() }
+    control.start()
+    func waitFor(watched n: Int, changes c: Int = 0) {
+        let deadline = monotonicNanoseconds() + 90_000_000_000
+        while tapUnit.watchedCycles.load(ordering: .relaxed) < n || changes.load() < c, monotonicNanoseconds() < deadline {
+            usleep(2000)
+        }
+    }
+    // Warm-up: the song playing, every change made once.
+    let warm = monotonicNanoseconds() + 30_000_000_000
+    while session.player.currentTime < 1 || changes.load() < 200, monotonicNanoseconds() < warm { usleep(2000) }
+    tapUnit.armed.store(true, ordering: .releasing)
+    waitFor(watched: 2)
+    allocation_probe_reset()
+    let changesFrom = changes.load()
+    let xrunsFrom = session.xruns
+    waitFor(watched: 4002, changes: changesFrom + 100)
+    let allocations = allocation_probe_count()
+    let lockWaits = allocation_probe_lock_waits()
+    let frees = allocation_probe_frees()
+    let watched = tapUnit.watchedCycles.load(ordering: .relaxed) - 2
+    let measuredChanges = changes.load() - changesFrom
+    let xruns = session.xruns - xrunsFrom
+    tapUnit.canary.store(true, ordering: .releasing)
+    waitFor(watched: tapUnit.watchedCycles.load(ordering: .relaxed) + 2)
+    let canary = allocation_probe_count() - allocations
+    let lockCanary = allocation_probe_lock_waits() - lockWaits
+    let freeCanary = allocation_probe_frees() - frees
+    tapUnit.armed.store(false, ordering: .releasing)
+    stop.store(true)
+    while !control.isFinished { usleep(1000) }
+    MallocInterposerSwift.unhook()
+    MallocInterposerSwift.setAllocationHook(nil)
+    let done = DispatchSemaphore(value: 0)
+    let summary = Locked<KaraokeSession.Summary?>(nil)
+    Task.detached {
+        summary.store(await session.stop())
+        done.signal()
+    }
+    done.wait()
+    emit([
+        "watchedCycles": watched, "deviceThreadAllocations": Int(allocations), "deviceThreadLockWaits": Int(lockWaits),
+        "deviceThreadFrees": Int(frees), "canaryAllocations": Int(canary), "canaryLockWaits": Int(lockCanary),
+        "canaryFrees": Int(freeCanary), "changes": measuredChanges, "measuredXruns": xruns,
+        "droppedFrames": Int(summary.load()?.droppedFrames ?? -1), "failed": summary.load()?.error == nil ? 0 : 1,
+        "outputs": summary.load()?.outputs.count ?? 0,
+    ])
+}
+
 let args = CommandLine.arguments
 do {
     switch args.count > 2 ? args[1] : "" {
@@ -691,6 +811,7 @@ do {
     case "voice-cycles": try voiceCycles()  // DIR unused
     case "encoder-pushes": try encoderPushes()
     case "stream-session": try streamSession(directory: args[2])
+    case "karaoke-session" where args.count > 3: try karaokeSession(directory: args[2], jackServer: args[3])
     case "render-file" where args.count > 3: try renderFile(directory: args[2], seconds: Double(args[3])!)
     case "device-cycles" where args.count > 5 && args[4] == "jack":
         try deviceCycles(
@@ -701,7 +822,7 @@ do {
     case "device-cycles" where args.count > 4 && args[4] == "virtual":
         try deviceCycles(directory: args[2], graphPath: args[3], backend: .virtual, jackServer: nil)
     default:
-        FileHandle.standardError.write(Data("usage: AllocationProbe render-cycles DIR | voice-cycles DIR | render-file DIR SECONDS | device-cycles DIR GRAPH (jack SERVER [voice] | alsa INPUT OUTPUT | virtual) | encoder-pushes DIR | stream-session DIR\n".utf8))
+        FileHandle.standardError.write(Data("usage: AllocationProbe render-cycles DIR | voice-cycles DIR | render-file DIR SECONDS | device-cycles DIR GRAPH (jack SERVER [voice] | alsa INPUT OUTPUT | virtual) | encoder-pushes DIR | stream-session DIR | karaoke-session DIR JACK-SERVER\n".utf8))
         exit(2)
     }
 } catch {
