@@ -128,36 +128,8 @@ public enum LatencyMeter {
         io.stop()
         if let failure { throw failure }
 
-        var found: [Int] = []
-        var confidences: [Double] = []
-        let energy = template.reduce(0) { $0 + Double($1) * Double($1) }
-        recording.samples.withUnsafeBufferPointer { x in
-            for k in 0..<clicks {
-                let emitted = first + k * interval
-                var best = 0.0
-                var bestLag = -1
-                var lag = 0
-                while lag + clickLength < interval, emitted + lag + clickLength <= x.count {
-                    var dot = 0.0
-                    var power = 0.0
-                    let base = emitted + lag
-                    for j in 0..<clickLength {
-                        let s = Double(x[base + j])
-                        dot += s * Double(template[j])
-                        power += s * s
-                    }
-                    let score = power > 0 ? dot / (energy * power).squareRoot() : 0
-                    if score > best {
-                        best = score
-                        bestLag = lag
-                    }
-                    lag += 1
-                }
-                if best >= 0.5 {
-                    found.append(bestLag)
-                    confidences.append(best)
-                }
-            }
+        let (found, confidences) = recording.samples.withUnsafeBufferPointer { x in
+            locateClicks(in: x, emittedAt: (0..<clicks).map { first + $0 * interval }, within: interval, sampleRate: sampleRate)
         }
         guard !found.isEmpty else {
             throw AudioError(
@@ -168,6 +140,50 @@ public enum LatencyMeter {
         return LatencyMeasurement(
             grant: grant, sampleRate: sampleRate, roundTripFrames: found, clicksPlayed: clicks, confidences: confidences)
     }
+
+    /// Finds each click played at the sample times `emittedAt` in `captured` (indexed by the same sample times):
+    /// the lag within `within` frames after it where the normalized cross-correlation with the click peaks, if that
+    /// peak is 0.5 or more. How ``measure(_:sampleRate:clicks:timeout:)`` and a running session's calibration read
+    /// what came back.
+    /// - Returns: the round trip of each click found, in frames, and how clearly it stood out (0…1).
+    public static func locateClicks(
+        in captured: UnsafeBufferPointer<Float>, emittedAt: [Int], within: Int, sampleRate: Double
+    ) -> (frames: [Int], confidences: [Double]) {
+        let template = click(sampleRate: sampleRate)
+        let clickLength = template.count
+        let energy = template.reduce(0) { $0 + Double($1) * Double($1) }
+        var found: [Int] = []
+        var confidences: [Double] = []
+        for emitted in emittedAt {
+            var best = 0.0
+            var bestLag = -1
+            var lag = 0
+            while lag + clickLength < within, emitted + lag + clickLength <= captured.count {
+                var dot = 0.0
+                var power = 0.0
+                let base = emitted + lag
+                for j in 0..<clickLength {
+                    let s = Double(captured[base + j])
+                    dot += s * Double(template[j])
+                    power += s * s
+                }
+                let score = power > 0 ? dot / (energy * power).squareRoot() : 0
+                if score > best {
+                    best = score
+                    bestLag = lag
+                }
+                lag += 1
+            }
+            if best >= 0.5 {
+                found.append(bestLag)
+                confidences.append(best)
+            }
+        }
+        return (found, confidences)
+    }
+
+    /// The click played: 256 samples of a windowed chirp.
+    public static func clickSamples(sampleRate: Double) -> [Float] { click(sampleRate: sampleRate) }
 
     /// Captured mono samples indexed by sample time, written by the real-time thread, read after it stops.
     private final class Recording: @unchecked Sendable {

@@ -132,6 +132,9 @@ public final class KaraokeSession: @unchecked Sendable {
     /// Whether the headphones are reached: the I/O unit's route, read by the gate on the render thread.
     private let routeFlag: RouteFlag
     private let routeGate: RouteGate
+    /// The clicks of a calibration (``RoundTrip/calibrate``).
+    private let calibration: CalibrationClicks?
+    private let voiceProcessingUnit: VoiceProcessingUnit?
     /// Where the song goes to the encoder (when it has outputs), and the encoder and its outputs: made again after a
     /// start that failed (an RTMP publisher runs once).
     private let encoderTap: EncoderTap?
@@ -321,8 +324,19 @@ public final class KaraokeSession: @unchecked Sendable {
         try monitor.setVolume(0, bus: 3)
         let clock = TimelineTap(format: format)
         self.clock = clock
-        let clockNode = try g.addNode(clock, name: "clock")
+        var clockNode = try g.addNode(clock, name: "clock")
         try g.connect(monitorNode, to: clockNode)
+        // A calibration plays its clicks into the headphones and records the microphone, before the song.
+        if configuration.roundTrip == .calibrate {
+            let clicks = try CalibrationClicks(format: format, micChannels: input.outputFormats[0].channelCount)
+            calibration = clicks
+            let node = try g.addNode(clicks, name: "calibration")
+            try g.connect(clockNode, to: node, inputBus: 0)
+            try g.connect(mic, to: node, inputBus: 1)
+            clockNode = node
+        } else {
+            calibration = nil
+        }
         // The route lost: the headphones go silent at once (the speaker must not feed the microphone); the rest of
         // the graph — the recordings, the song, the outputs — goes on.
         let routeFlag = RouteFlag()
@@ -352,6 +366,9 @@ public final class KaraokeSession: @unchecked Sendable {
         if configuration.voiceProcessing {
             let unit = try io.enableVoiceProcessing()
             try unit.echoCancellation.set(1)
+            voiceProcessingUnit = unit
+        } else {
+            voiceProcessingUnit = nil
         }
         volumes.withLock {
             $0.accompaniment = configuration.accompanimentVolume
@@ -395,12 +412,42 @@ public final class KaraokeSession: @unchecked Sendable {
             try startDevice()
         } catch {
             io.stop()
+            calibration?.disarm()
             // The outputs undone and made again by the next start (a publisher runs once).
             await opened?.abandon()
             if encoderTap != nil { encoded.withLock { $0 = nil } }
             state.withLock { $0.started = false }
             throw error
         }
+    }
+
+    /// Plays the calibration clicks on the running device and waits for them to come back: the median round trip.
+    /// The echo canceller is off meanwhile (it would take the clicks out of the microphone).
+    private func calibrate(_ clicks: CalibrationClicks, _ grant: DeviceGrant) throws(AudioError) -> Int {
+        // Half a second for the streams to settle, then a click every half second at least (four device buffers, so
+        // an echo of one is not taken for the next).
+        let interval = max(Int(sampleRate / 2), 4 * Int(Double(grant.periodFrames * max(1, grant.periodCount)) * sampleRate / grant.sampleRate), 512)
+        let cancelling = voiceProcessingUnit.map { $0.echoCancellation.value } ?? 0
+        try? voiceProcessingUnit?.echoCancellation.set(0)
+        defer { try? voiceProcessingUnit?.echoCancellation.set(cancelling) }
+        clicks.arm(at: clock.sampleTime + Int64(sampleRate / 2), interval: interval)
+        let deadline = monotonicNanoseconds() + 30_000_000_000
+        while clock.sampleTime < clicks.end {
+            if let failure = io.failure { throw failure }
+            if state.withLock({ $0.stopped }) { throw AudioError(.invalidState, "the karaoke session was stopped") }
+            guard monotonicNanoseconds() < deadline else {
+                throw AudioError(.deviceUnavailable, "the device stalled during the calibration: \(clock.sampleTime) frames in 30 s")
+            }
+            usleep(10_000)
+        }
+        let found = clicks.roundTrips().sorted()
+        guard !found.isEmpty else {
+            throw AudioError(
+                .deviceUnavailable,
+                "none of the \(CalibrationClicks.clicks) calibration clicks came back within \(interval) frames: the output does not reach "
+                    + "the input (connect them: a JACK loopback, a PulseAudio monitor source, or a cable), or give --latency-ms")
+        }
+        return found[found.count / 2]
     }
 
     private static func encodedOutputs(
@@ -412,14 +459,14 @@ public final class KaraokeSession: @unchecked Sendable {
     }
 
     private func startDevice() throws(AudioError) {
-        var measured: Int?
-        if configuration.roundTrip == .calibrate {
-            var c = io.configuration
-            c.reconnect = false
-            measured = try LatencyMeter.measure(c, sampleRate: sampleRate, clicks: 3).medianFrames
-        }
         let grant = try io.start()
-        let processing = Int((io.captureProcessingLatency * sampleRate).rounded())
+        var processing = Int((io.captureProcessingLatency * sampleRate).rounded())
+        var measured: Int?
+        if let calibration {
+            // Measured through the capture processing: its latency is in the figure.
+            measured = try calibrate(calibration, grant)
+            processing = 0
+        }
         let (roundTrip, source): (Int, String) =
             switch configuration.roundTrip {
             case .calibrate: (measured!, "calibration")
@@ -736,5 +783,86 @@ final class RouteGate: RenderUnit, @unchecked Sendable {
             sum += Double(partial)
         }
         meter.accumulate(peak: peak, sumOfSquares: sum, samples: context.frameCount * output.channelCount)
+    }
+}
+
+/// Calibration on the running device: plays clicks into the headphones' mix and records the microphone meanwhile,
+/// both on the graph's timeline, so the round trip is measured with the very streams the song will use (a sound
+/// server gives each new stream a latency of its own: a measurement on streams opened for it alone can miss by tens
+/// of milliseconds). Real-time safe: the recording is allocated before it is armed.
+final class CalibrationClicks: RenderUnit, @unchecked Sendable {
+    static let clicks = 3
+    private let template: UnsafeMutableBufferPointer<Float>
+    private let from = Atomic<Int64>(.max)
+    // Set by the control thread before `from` is published.
+    private var interval = 0
+    private var total = 0
+    private var recording: UnsafeMutableBufferPointer<Float>?
+
+    init(format: StreamFormat, micChannels: Int) throws(AudioError) {
+        let samples = LatencyMeter.clickSamples(sampleRate: format.sampleRate)
+        template = .allocate(capacity: samples.count)
+        _ = template.initialize(from: samples)
+        let f = try StreamFormat.graph(sampleRate: format.sampleRate, channelCount: format.channelCount)
+        let mic = try StreamFormat.graph(sampleRate: format.sampleRate, channelCount: micChannels)
+        super.init(kind: "calibration", inputs: [f, mic], outputs: [f])
+    }
+
+    deinit {
+        template.deallocate()
+        recording?.deallocate()
+    }
+
+    /// Plays ``clicks`` clicks from sample time `start`, one every `interval` frames, and records the microphone
+    /// until a further interval has passed. Once, before `start`. Control thread.
+    func arm(at start: Int64, interval: Int) {
+        self.interval = interval
+        total = (Self.clicks + 1) * interval
+        let buffer = UnsafeMutableBufferPointer<Float>.allocate(capacity: total)
+        buffer.initialize(repeating: 0)
+        recording = buffer
+        from.store(start, ordering: .releasing)
+    }
+
+    /// Forgets a calibration, with the device stopped (a start that failed; the next arms again).
+    func disarm() {
+        from.store(.max, ordering: .releasing)
+        recording?.deallocate()
+        recording = nil
+    }
+
+    /// The sample time after which the recording is complete.
+    var end: Int64 { from.load(ordering: .acquiring) == .max ? .max : from.load(ordering: .acquiring) + Int64(total) }
+
+    /// Each click's round trip in frames (those found), once ``end`` has passed.
+    func roundTrips() -> [Int] {
+        guard let recording else { return [] }
+        let emitted = (0..<Self.clicks).map { $0 * interval }
+        return LatencyMeter.locateClicks(
+            in: UnsafeBufferPointer(recording), emittedAt: emitted, within: interval, sampleRate: sampleRate
+        ).frames
+    }
+
+    private var sampleRate: Double { outputFormats[0].sampleRate }
+
+    override func render(_ context: RenderContext) {
+        let output = context.output(0)
+        output.copy(from: context.input(0))
+        let start = from.load(ordering: .acquiring)
+        guard start != .max, let recording else { return }
+        let t0 = context.timeStamp.sampleTime - start
+        let frames = context.frameCount
+        if t0 >= Int64(total) || t0 + Int64(frames) <= 0 { return }
+        let mic = context.input(1)[0]
+        let clickLength = template.count
+        for i in 0..<frames {
+            let t = Int(t0) + i
+            guard t >= 0, t < total else { continue }
+            recording[t] = mic[i]
+            let k = t % interval
+            if t < Self.clicks * interval, k < clickLength {
+                for c in 0..<output.channelCount { output[c][i] += template[k] }
+            }
+        }
     }
 }

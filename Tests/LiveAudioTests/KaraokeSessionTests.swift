@@ -92,6 +92,45 @@ import TestSupport
         }
     }
 
+    /// The sync rule through PulseAudio at 128, 256 and 1024 frames: the headphones are a null sink and the
+    /// microphone is that sink's monitor (ALSA's pulse plugin both ways), the voice left out of the headphones; the
+    /// dry-voice stem — the accompaniment heard back through the loop — lines up with the accompaniment stem within
+    /// ±96 frames (2 ms), the round trip found by calibration clicks on the same device.
+    @Test(arguments: [128, 256, 1024]) func theVoiceLandsWhereItWasSungOnPulseAudio(period: Int) async throws {
+        let pulse = try await PulseAudioServer.started(sinks: ["spk"])
+        defer { pulse.stop() }
+        pulse.exportToThisProcess()
+        try pulse.keepMonitorAlive("spk")
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        var configuration = KaraokeSession.Configuration(song: try Self.song(dir))
+        configuration.backend = .alsa
+        configuration.inputDevice = "pulse:spk.monitor"
+        configuration.outputDevice = "pulse:spk"
+        configuration.periodFrames = period
+        configuration.periodCount = max(2, 4096 / period)
+        configuration.monitorVoiceVolume = -.infinity
+        configuration.roundTrip = .calibrate
+        let stems = dir.file("stems")
+        try FileManager.default.createDirectory(atPath: stems, withIntermediateDirectories: true)
+        configuration.stemsDirectory = stems
+        let session = try KaraokeSession(configuration)
+        try await session.start()
+        try await offPool {
+            let deadline = Date().addingTimeInterval(40)
+            while !session.songHasEnded, Date() < deadline { usleep(10_000) }
+        }
+        let summary = await session.stop()
+        print("karaoke on PulseAudio at \(period): \(summary)")
+        #expect(summary.error == nil && summary.droppedFrames == 0, "\(summary)")
+        #expect(summary.roundTripSource == "calibration", "\(summary)")
+        let accompaniment = try FFmpeg.decode(stems + "/accompaniment.wav", channels: 2)[0]
+        let dry = try FFmpeg.decode(stems + "/voice-dry.wav", channels: 1)[0]
+        let lag = try #require(SignalCheck.lag(of: Array(accompaniment.prefix(6 * 48_000)), in: dry, window: 48_000, search: 9600))
+        print("karaoke on PulseAudio at \(period): the voice \(lag) frames off, round trip \(summary.roundTripFrames) frames, xruns \(summary.xruns)")
+        #expect(abs(lag) <= 96, "the voice is \(lag) frames off the accompaniment (round trip \(summary.roundTripFrames) frames)")
+    }
+
     /// A voice chain with latency (a limiter's 3 ms look-ahead, below its ceiling: a pure delay): the wet-voice stem
     /// is shifted by it too, so it lines up with the dry one, to the frame.
     @Test func theWetVoiceIsShiftedByTheChainsLatency() async throws {
