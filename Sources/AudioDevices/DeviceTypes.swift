@@ -220,7 +220,9 @@ public enum DeviceEvent: Sendable, CustomStringConvertible {
     case reconnectFailed(attempt: Int, error: AudioError, retryIn: Double)
     /// Reconnecting gave up after the reconnect timeout: the device has stopped for good (``stopped`` follows).
     case gaveUp(AudioError)
-    /// The stream runs again; `gapFrames` frames of time passed while it was down.
+    /// The stream runs again; `gapFrames` frames of time passed while it was down, as estimated when the device
+    /// reopened (the sample time of the new stream's first cycle counts the whole time away, its slow start
+    /// included, so it may move on a little more).
     case reconnected(DeviceGrant, gapFrames: Int64)
     /// A virtual device's input file has ended (silence follows).
     case inputEnded

@@ -137,6 +137,8 @@ public final class IOUnit: @unchecked Sendable {
     /// the supervisor before the driver starts, read by the render thread of the driver it starts.
     private var resyncPending = false
     private var resyncFrom: Int64 = 0
+    /// When the cycle that ended at `resyncFrom` ran (0: no cycle has run since the unit started).
+    private var resyncAnchor: UInt64 = 0
     /// When the last cycle ran (render thread; read by the supervisor after that driver is stopped) and the rate the
     /// device runs at (set before a driver starts).
     private var lastCycleNanoseconds: UInt64 = 0
@@ -391,6 +393,10 @@ public final class IOUnit: @unchecked Sendable {
         }
         try captureProcessing?.start()
         stopping = false
+        // A start continues the sample time where the last run ended, without a gap: nothing to place by the clock.
+        lastCycleNanoseconds = 0
+        resyncAnchor = 0
+        resyncPending = false
         pendingFault.withLock { $0 = nil }
         stateLock.withLock { $0.failure = nil }
         let opened: (AudioDriver, [String])
@@ -586,7 +592,15 @@ public final class IOUnit: @unchecked Sendable {
                 condition.lock()
                 xrunBase += failed.xrunCount
             }
-            let resumeAt = lastSampleEnd.load(ordering: .acquiring)
+            // Where the stream stood: the last cycle that ran — of the connection that failed, or, when it ran none (a
+            // reconnect that failed before its first cycle), of the one before, whose place still holds.
+            if lastCycleNanoseconds != 0 {
+                resyncFrom = lastSampleEnd.load(ordering: .acquiring)
+                resyncAnchor = lastCycleNanoseconds
+                lastCycleNanoseconds = 0
+            }
+            let resumeAt = resyncAnchor != 0 ? resyncFrom : lastSampleEnd.load(ordering: .acquiring)
+            let awaySince = resyncAnchor != 0 ? resyncAnchor : faultTime
             guard configuration.reconnect, configuration.backend != .virtual else {
                 stopForGood(fault)
                 return
@@ -607,13 +621,12 @@ public final class IOUnit: @unchecked Sendable {
                 }
                 attempt += 1
                 // Sample time resumes where the wall clock says the stream would be: this estimate (the time since
-                // the fault) holds until the new stream's first cycle, which measures the whole time away — from the
-                // old stream's last cycle to its own, a new stream's slow start included.
-                let gap = Int64(Double(monotonicNanoseconds() - faultTime) * request.sampleRate / 1e9)
+                // the last cycle) holds until the new stream's first cycle, which measures the whole time away — from
+                // the old stream's last cycle to its own, a new stream's slow start included.
+                let gap = Int64(Double(monotonicNanoseconds() - awaySince) * request.sampleRate / 1e9)
                 sampleTimeOffset = resumeAt + gap
                 lastSampleEnd.store(sampleTimeOffset, ordering: .releasing)
-                resyncPending = lastCycleNanoseconds != 0
-                resyncFrom = resumeAt
+                resyncPending = resyncAnchor != 0
                 do throws(AudioError) {
                     let (newDriver, warnings) = try openAndStart()
                     driver = newDriver
@@ -749,10 +762,14 @@ extension IOUnit {
     /// the last cycle of the connection that failed (never overlapping what that one delivered).
     fileprivate func resync(at now: UInt64, deviceSampleTime: Int64, frames: Int) {
         resyncPending = false
-        let elapsed = now > lastCycleNanoseconds ? Int64(Double(now - lastCycleNanoseconds) * deviceRate / 1e9) : 0
-        sampleTimeOffset = resyncFrom + max(0, elapsed - Int64(frames)) - deviceSampleTime
+        let elapsed = now > resyncAnchor ? Int64(Double(now - resyncAnchor) * deviceRate / 1e9) : 0
+        // This cycle begins here, in device frames: where the last one ended plus the time away (never before it).
+        let begins = resyncFrom + max(0, elapsed - Int64(frames))
+        sampleTimeOffset = begins - deviceSampleTime
+        resyncAnchor = 0
         if bridge != nil {
-            clientTimeBase = Int64((Double(sampleTimeOffset) * request.sampleRate / deviceRate).rounded())
+            // The client's time at this cycle (no client frame has been counted since the open).
+            clientTimeBase = Int64((Double(begins) * request.sampleRate / deviceRate).rounded())
         }
     }
 

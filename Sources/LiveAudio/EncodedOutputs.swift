@@ -70,7 +70,6 @@ final class EncodedOutputs: @unchecked Sendable {
     ///   created are deleted.
     func start() async throws(AudioError) {
         var opened: [(LiveStreamSession.Output, AACFileWriter)] = []
-        var connected: [RTMPPublisher] = []
         do throws(AudioError) {
             for output in outputs {
                 if case .file(let path) = output {
@@ -80,11 +79,11 @@ final class EncodedOutputs: @unchecked Sendable {
             files.withLock { $0 = opened }
             for (_, publisher) in publishers {
                 try await publisher.start()
-                connected.append(publisher)
             }
             try worker.start()
         } catch {
-            for publisher in connected { await publisher.stop(drainTimeout: 0) }
+            // Every publisher, the one that failed too (its reconnecting task would run on); stop is safe in any state.
+            for (_, publisher) in publishers { await publisher.stop(drainTimeout: 0) }
             for (_, writer) in opened { writer.discard() }
             files.withLock { $0 = [] }
             throw error

@@ -153,8 +153,12 @@ public final class KaraokeSession: @unchecked Sendable {
         var accompaniment = 0.0, voice = 0.0, monitorVoice = 0.0
         var accompanimentMuted = false, voiceMuted = false
     }
-    private let state = Mutex<(started: Bool, stopped: Bool, scheduled: Bool, roundTrip: Int, source: String, startTime: Int64, endSeen: Int64?)>(
-        (false, false, false, 0, "", 0, nil))
+    private let state = Mutex<SessionState>(SessionState())
+    struct SessionState {
+        var started = false, starting = false, stopped = false, scheduled = false
+        var roundTrip = 0, source = "", startTime: Int64 = 0
+        var endSeen: Int64?
+    }
 
     /// Checks and builds everything that can be before the device opens.
     /// - Throws: ``AudioError``: a song that cannot be played, a voice chain without exactly one input node, a
@@ -391,11 +395,13 @@ public final class KaraokeSession: @unchecked Sendable {
     ///   round trip over 2 s, `.invalidState` once started or stopped. After a failure the device is stopped again,
     ///   nothing has been recorded, and `start()` may be called again.
     public func start() async throws(AudioError) {
-        try state.withLock { (s: inout (started: Bool, stopped: Bool, scheduled: Bool, roundTrip: Int, source: String, startTime: Int64, endSeen: Int64?)) throws(AudioError) in
+        try state.withLock { (s: inout SessionState) throws(AudioError) in
             if s.stopped { throw AudioError(.invalidState, "the karaoke session was stopped") }
             if s.started { throw AudioError(.invalidState, "the karaoke session was already started") }
             s.started = true
+            s.starting = true
         }
+        defer { state.withLock { $0.starting = false } }
         var opened: EncodedOutputs?
         do throws(AudioError) {
             if let tap = encoderTap {
@@ -407,6 +413,7 @@ public final class KaraokeSession: @unchecked Sendable {
                 }
                 try await outputs.start()
                 opened = outputs
+                try checkNotStopped()
                 tap.outputs = outputs  // the device is stopped: its thread starts after this
             }
             try startDevice()
@@ -434,7 +441,7 @@ public final class KaraokeSession: @unchecked Sendable {
         let deadline = monotonicNanoseconds() + 30_000_000_000
         while clock.sampleTime < clicks.end {
             if let failure = io.failure { throw failure }
-            if state.withLock({ $0.stopped }) { throw AudioError(.invalidState, "the karaoke session was stopped") }
+            try checkNotStopped()
             guard monotonicNanoseconds() < deadline else {
                 throw AudioError(.deviceUnavailable, "the device stalled during the calibration: \(clock.sampleTime) frames in 30 s")
             }
@@ -448,6 +455,11 @@ public final class KaraokeSession: @unchecked Sendable {
                     + "the input (connect them: a JACK loopback, a PulseAudio monitor source, or a cable), or give --latency-ms")
         }
         return found[found.count / 2]
+    }
+
+    /// start() gives up when stop() is called meanwhile (stop() waits for it, then finds nothing started).
+    private func checkNotStopped() throws(AudioError) {
+        if state.withLock({ $0.stopped }) { throw AudioError(.invalidState, "the karaoke session was stopped while it started") }
     }
 
     private static func encodedOutputs(
@@ -490,6 +502,7 @@ public final class KaraokeSession: @unchecked Sendable {
         } else {
             try songDelay.parameter("delayTime").set(Float(Double(wet) / sampleRate))
         }
+        try checkNotStopped()
         // Half a second on: the delay has glided to its length, and every recorder starts on the same frame.
         let now = clock.sampleTime
         let startTime = now + Int64(sampleRate / 2)
@@ -519,10 +532,13 @@ public final class KaraokeSession: @unchecked Sendable {
     /// unpublishes. Safe to call more than once.
     @discardableResult
     public func stop() async -> Summary {
-        let first = state.withLock { s -> Bool in
+        let already = state.withLock { s -> Bool in
             defer { s.stopped = true }
-            return s.started && !s.stopped
+            return s.stopped
         }
+        // A start in progress sees the flag and gives up (undoing what it opened); wait for it.
+        while state.withLock({ $0.starting }) { try? await Task.sleep(nanoseconds: 10_000_000) }
+        let first = !already && state.withLock { $0.started }
         if !first, state.withLock({ !$0.started }) { io.stop() }
         var failure: AudioError?
         var recorded: Int64 = 0

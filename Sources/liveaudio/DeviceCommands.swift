@@ -147,12 +147,13 @@ func printEvents(_ events: AsyncStream<DeviceEvent>, onStopped: @escaping @Senda
     }
 }
 
-/// Runs `body` when SIGINT or SIGTERM arrives (instead of dying), so recordings are finished properly.
+/// Runs `body` when SIGINT, SIGTERM or SIGHUP (the terminal closed) arrives, instead of dying, so recordings are
+/// finished properly.
 final class StopSignals: @unchecked Sendable {
     private var sources: [DispatchSourceSignal] = []
 
     init(_ body: @escaping @Sendable () -> Void) {
-        for sig in [SIGINT, SIGTERM] {
+        for sig in [SIGINT, SIGTERM, SIGHUP] {
             signal(sig, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
             source.setEventHandler(handler: body)

@@ -107,7 +107,8 @@ struct Karaoke: AsyncParsableCommand {
             c.recordPath = record
             c.outputs = try destinations.parsedOutputs()
             c.bitRate = try destinations.parsedBitRate()
-            c.rtmp = try destinations.rtmpConfiguration(logLevel: .warning)
+            // On the screen, the outputs' line says how each connection is; log lines would scroll it away.
+            c.rtmp = try destinations.rtmpConfiguration(logLevel: Terminal.isInteractive && !noScreen ? .critical : .warning)
             c.stemsDirectory = stems
             if let stems { try? FileManager.default.createDirectory(atPath: stems, withIntermediateDirectories: true) }
             switch latencyMs {
@@ -136,7 +137,12 @@ struct Karaoke: AsyncParsableCommand {
             if interactive {
                 let terminal = Terminal()
                 terminal.enterRawMode()
-                defer { terminal.restore() }
+                // Ctrl-Z would leave the terminal without echo behind a stopped screen: it does nothing here.
+                signal(SIGTSTP, SIG_IGN)
+                defer {
+                    signal(SIGTSTP, SIG_DFL)
+                    terminal.restore()
+                }
                 let screen = KaraokeScreen(session: session, title: (song as NSString).lastPathComponent)
                 var message: String?
                 keys: while !stop.isSet, !bound.hasPassed, !session.songHasEnded, session.failure == nil {

@@ -372,7 +372,11 @@ import TestSupport
         try type("2")
         _ = try await waitFor("the voice muted") { $0.contains("MUTED") }
         try type(" ")
-        let paused = try await waitFor("the song paused") { $0.contains("[PAUSED]") }
+        _ = try await waitFor("the song paused") { $0.contains("[PAUSED]") }
+        // The player takes the pause on its next cycle and fades for 5 ms (behind the time-pitch's pull): the
+        // position stands still from a moment later.
+        try await Task.sleep(nanoseconds: 400_000_000)
+        let paused = try terminal.screen()
         try await Task.sleep(nanoseconds: 1_000_000_000)
         let stillPaused = try terminal.screen()
         #expect(position(paused) != nil && position(paused) == position(stillPaused), "the position moved while paused")
@@ -482,6 +486,7 @@ import TestSupport
             let before = outputPeak()
             try patch("jack_disconnect")
             try waitUntil("the route lost", 2) { !session.isOutputRouted }
+            usleep(50_000)  // the gate's 5 ms fade, in the cycles after the flag
             let lost = outputPeak()
             let from = stemFrames()
             usleep(1_000_000)
