@@ -10,6 +10,10 @@ public enum CaptureReference: Sendable, Equatable {
     case outputBus
     /// Silence: a unit used for its noise suppression or gain control only, or a unit that takes no reference.
     case none
+    /// What a ``CaptureReferenceTap`` in the output graph passes, each cycle as it renders: a bus of the graph's
+    /// choosing — the accompaniment alone, say, so the echo canceller is referenced to exactly what of the song is
+    /// played and not to the voice the singer hears back. Silence in a cycle the graph does not render.
+    case graphTap
 }
 
 /// A unit between the capture and everything that consumes it (the capture handler, the input unit of the output
@@ -68,7 +72,7 @@ final class CaptureProcessing: @unchecked Sendable {
             let feed = try InputUnit(sampleRate: captureFormat.sampleRate, channelCount: referenceChannels)
             try graph.connect(try graph.addNode(feed, name: "reference"), to: node, inputBus: 1)
             referenceFeed = feed
-            fifo = reference == .outputBus ? FrameRingBuffer(channelCount: referenceChannels, capacity: 4 * maximumFrames) : nil
+            fifo = reference == .none ? nil : FrameRingBuffer(channelCount: referenceChannels, capacity: 4 * maximumFrames)
         } else {
             referenceFeed = nil
             fifo = nil
@@ -134,8 +138,19 @@ final class CaptureProcessing: @unchecked Sendable {
         return out
     }
 
-    /// What the output bus played this cycle, as the reference of the captures to come. Device thread.
+    /// What the output bus played this cycle, as the reference of the captures to come (with ``CaptureReference/outputBus``).
+    /// Device thread.
     func played(_ output: BufferView) {
+        if reference == .outputBus { push(output) }
+    }
+
+    /// What a ``CaptureReferenceTap`` passed this cycle (with ``CaptureReference/graphTap``). Device thread.
+    func tapped(_ block: BufferView) {
+        if reference == .graphTap { push(block) }
+    }
+
+    /// Into the reference, mixed to its channels. Device thread.
+    private func push(_ output: BufferView) {
         guard let fifo else { return }
         let frames = output.frameCount
         let mixed = playedScratch.view(frames: frames)
@@ -170,10 +185,31 @@ final class CaptureProcessing: @unchecked Sendable {
         fifo.write(mixed)
     }
 
-    /// The output bus played silence this cycle (its graph failed to render): the reference keeps its lag.
+    /// The output bus played silence this cycle (its graph failed to render, or there is none): the reference keeps
+    /// its lag.
     func playedSilence(frames: Int) {
         let silence = playedScratch.view(frames: frames)
         silence.clear()
-        played(silence)
+        push(silence)
+    }
+}
+
+/// Passes its input through and gives it, each cycle, to the I/O unit's capture processor as its reference
+/// (``CaptureReference/graphTap``): put it on the bus the echo canceller is to take out of the microphone — the
+/// accompaniment — in the output graph the I/O unit renders. Real-time safe.
+public final class CaptureReferenceTap: RenderUnit, @unchecked Sendable {
+    /// The I/O unit whose output graph holds this tap (it owns the graph: no reference is counted here).
+    unowned(unsafe) let io: IOUnit
+
+    public init(format: StreamFormat, io: IOUnit) throws(AudioError) {
+        self.io = io
+        let f = try StreamFormat.graph(sampleRate: format.sampleRate, channelCount: format.channelCount)
+        super.init(kind: "captureReferenceTap", inputs: [f], outputs: [f])
+    }
+
+    override public func render(_ context: RenderContext) {
+        let input = context.input(0)
+        context.output(0).copy(from: input)
+        io.tapCaptureReference(input)
     }
 }

@@ -285,6 +285,9 @@ public final class IOUnit: @unchecked Sendable {
     /// on a thread of its own (voiceProcessing) adds the device's cycle to it. The capture handler's host times
     /// are moved back by it; sample times count the frames as they come.
     public var captureProcessingLatency: Double { captureProcessing?.latency ?? 0 }
+    /// A ``CaptureReferenceTap``'s block for the capture processor's reference. Device thread, in the output graph.
+    func tapCaptureReference(_ block: BufferView) { captureProcessing?.tapped(block) }
+
     /// Frames of reference the capture processor found missing (silence instead): 0 in normal operation.
     public var captureReferenceShortfalls: Int { captureProcessing?.referenceShortfalls.load(ordering: .relaxed) ?? 0 }
 

@@ -368,9 +368,16 @@ public final class KaraokeSession: @unchecked Sendable {
         try io.setInputUnit(input)
         try io.setOutputGraph(g)
         if configuration.voiceProcessing {
-            let unit = try io.enableVoiceProcessing()
+            // Referenced to the accompaniment alone, as it goes to the headphones: the canceller takes the song out of
+            // the microphone, not the voice the singer hears back.
+            let unit = try io.enableVoiceProcessing(reference: .graphTap)
             try unit.echoCancellation.set(1)
             voiceProcessingUnit = unit
+            let tap = try g.addNode(
+                CaptureReferenceTap(format: try g.unit(accompaniment).outputFormats[0], io: io), name: "echo-reference")
+            try g.disconnect(monitorNode, inputBus: 0)
+            try g.connect(accompaniment, to: tap)
+            try g.connect(tap, to: monitorNode, inputBus: 0)
         } else {
             voiceProcessingUnit = nil
         }

@@ -11,31 +11,6 @@ import TestSupport
 enum VoiceProcessingIOCheck {
     static let rate = 48_000.0
 
-    /// Notes of random pitch (110–880 Hz, four harmonics, 150–400 ms each, attack and decay), −20 dBFS RMS, and a
-    /// little noise: music-like, never stationary for long.
-    static func music(seconds: Double, seed: UInt64) -> [Float] {
-        var generator = SplitMix64(seed: seed)
-        let n = Int(seconds * rate)
-        var x = [Float](repeating: 0, count: n)
-        var start = 0
-        while start < n {
-            let length = Int(Double.random(in: 0.15...0.4, using: &generator) * rate)
-            let f = 110 * pow(2, Double(Int.random(in: 0..<37, using: &generator)) / 12)
-            for i in 0..<min(length, n - start) {
-                let t = Double(i) / rate
-                let envelope = min(1, t / 0.01) * exp(-3 * t)
-                var v = 0.0
-                for h in 1...4 { v += sin(2 * Double.pi * f * Double(h) * t) / Double(h) }
-                x[start + i] += Float(envelope * v)
-            }
-            start += length
-        }
-        for i in 0..<n { x[i] += Float(Double.random(in: -0.02...0.02, using: &generator)) }
-        let rms = (x.reduce(0.0) { $0 + Double($1 * $1) } / Double(n)).squareRoot()
-        let gain = Float(pow(10, -20.0 / 20) / rms)
-        return x.map { $0 * gain }
-    }
-
     static func power(_ x: ArraySlice<Float>) -> Double { x.reduce(0.0) { $0 + Double($1 * $1) } / Double(max(x.count, 1)) }
 
     struct Result {
@@ -57,7 +32,7 @@ enum VoiceProcessingIOCheck {
     /// off, so levels stay comparable); echo cancellation is switched off while running at 8 s. The echo return
     /// loss enhancement is the music's power over the processed capture's between 4 and 8 s.
     static func run(_ configuration: IOUnit.Configuration) async throws -> Result {
-        let music = Self.music(seconds: 12, seed: 21)
+        let music = SignalCheck.music(seconds: 12, seed: 21)
         let graph = try RenderGraph(format: configuration.outputFormat!, maximumFrames: 4096)
         let player = try BufferPlayerUnit(buffer: PCMBuffer(channels: [music, music]), sampleRate: rate, loop: false)
         try graph.connect(try graph.addNode(player, name: "player"), to: graph.output)

@@ -131,6 +131,54 @@ import TestSupport
         #expect(abs(lag) <= 96, "the voice is \(lag) frames off the accompaniment (round trip \(summary.roundTripFrames) frames)")
     }
 
+    /// Voice processing in the session, referenced to the accompaniment bus: through PulseAudio the accompaniment
+    /// is played into the null sink "spk" and the microphone is that sink's monitor — the echo path: everything
+    /// played comes back, at the server's latency — and nothing is sung. The dry-voice stem (the microphone after
+    /// the capture processing) carries the accompaniment at its level with voice processing off (within 6 dB: the
+    /// path is real) and at least 20 dB lower with it on, from the fourth second to the ninth.
+    @Test func voiceProcessingTakesTheSongOutOfTheVoice() async throws {
+        let pulse = try await PulseAudioServer.started(sinks: ["spk"])
+        defer { pulse.stop() }
+        pulse.exportToThisProcess()
+        try pulse.keepMonitorAlive("spk")
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let music = SignalCheck.music(seconds: 10, seed: 7)
+        try writeWAV(dir.file("song.wav"), channels: [music, music])
+        func dryVoicePower(processing: Bool) async throws -> Double {
+            let stems = dir.file(processing ? "on" : "off")
+            try FileManager.default.createDirectory(atPath: stems, withIntermediateDirectories: true)
+            var configuration = KaraokeSession.Configuration(song: dir.file("song.wav"))
+            configuration.backend = .alsa
+            configuration.inputDevice = "pulse:spk.monitor"
+            configuration.outputDevice = "pulse:spk"
+            configuration.periodFrames = 480
+            configuration.periodCount = 4
+            configuration.voiceProcessing = processing
+            configuration.monitorVoiceVolume = -.infinity
+            configuration.roundTrip = .milliseconds(0)
+            configuration.stemsDirectory = stems
+            let session = try KaraokeSession(configuration)
+            try await session.start()
+            try await offPool {
+                let deadline = Date().addingTimeInterval(40)
+                while !session.songHasEnded, Date() < deadline { usleep(10_000) }
+            }
+            let summary = await session.stop()
+            #expect(summary.error == nil, "\(summary)")
+            let dry = try FFmpeg.decode(stems + "/voice-dry.wav", channels: 1)[0]
+            try #require(dry.count >= 9 * 48_000, "\(dry.count) frames")
+            return Self.power(dry[(4 * 48_000)..<(9 * 48_000)])
+        }
+        let off = try await dryVoicePower(processing: false)
+        let on = try await dryVoicePower(processing: true)
+        let played = Self.power(music[(4 * 48_000)..<(9 * 48_000)])
+        let reduction = 10 * log10(off / max(on, 1e-20))
+        print("voice processing in the session: the accompaniment in the voice \(10 * log10(off / played)) dB off, \(reduction) dB less on")
+        #expect(abs(10 * log10(off / played)) <= 6, "without voice processing the voice carries the song at \(10 * log10(off / played)) dB")
+        #expect(reduction >= 20, "voice processing took the song down \(reduction) dB in the voice")
+    }
+
     /// A voice chain with latency (a limiter's 3 ms look-ahead, below its ceiling: a pure delay): the wet-voice stem
     /// is shifted by it too, so it lines up with the dry one, to the frame.
     @Test func theWetVoiceIsShiftedByTheChainsLatency() async throws {

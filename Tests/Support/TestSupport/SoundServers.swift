@@ -1,3 +1,4 @@
+import LiveAudio
 import CTestSpawn
 import Foundation
 import Synchronization
@@ -312,6 +313,31 @@ public final class JACKServer: @unchecked Sendable {
 
 /// Signals and comparisons for device tests.
 public enum SignalCheck {
+    /// Music for echo tests, broadband like a song: notes of four harmonics on pitches a few semitones apart
+    /// (0.15–0.4 s each, a 10 ms attack and a decay), over a little noise, at −20 dBFS RMS; the same for a seed.
+    public static func music(seconds: Double, seed: UInt64, sampleRate rate: Double = 48_000) -> [Float] {
+        var generator = SplitMix64(seed: seed)
+        let n = Int(seconds * rate)
+        var x = [Float](repeating: 0, count: n)
+        var start = 0
+        while start < n {
+            let length = Int(Double.random(in: 0.15...0.4, using: &generator) * rate)
+            let f = 110 * pow(2, Double(Int.random(in: 0..<37, using: &generator)) / 12)
+            for i in 0..<min(length, n - start) {
+                let t = Double(i) / rate
+                let envelope = min(1, t / 0.01) * exp(-3 * t)
+                var v = 0.0
+                for h in 1...4 { v += sin(2 * Double.pi * f * Double(h) * t) / Double(h) }
+                x[start + i] += Float(envelope * v)
+            }
+            start += length
+        }
+        for i in 0..<n { x[i] += Float(Double.random(in: -0.02...0.02, using: &generator)) }
+        let rms = (x.reduce(0.0) { $0 + Double($1 * $1) } / Double(n)).squareRoot()
+        let gain = Float(pow(10, -20.0 / 20) / rms)
+        return x.map { $0 * gain }
+    }
+
     /// The reference test signal: channel 0 a chirp (200 Hz rising 600 Hz per second, amplitude 0.3), channel 1 a
     /// 523.25 Hz sine (amplitude 0.25). The chirp makes alignment unambiguous.
     public static func testSignal(seconds: Double, sampleRate: Double = 48_000) -> [[Float]] {
