@@ -358,7 +358,6 @@ public final class KaraokeSession: @unchecked Sendable {
             inputDevice: configuration.inputDevice, outputDevice: configuration.outputDevice,
             periodFrames: configuration.periodFrames, periodCount: configuration.periodCount, reconnect: configuration.reconnect,
             jackServer: configuration.jackServer, virtual: configuration.virtual)
-        device.reconnect = configuration.reconnect
         device.reconnectTimeout = configuration.reconnectTimeout
         device.clocks = configuration.clocks
         device.conversionQuality = .low
@@ -794,18 +793,7 @@ final class RouteGate: RenderUnit, @unchecked Sendable {
                 gain = g
             }
         }
-        var peak: Float = 0
-        var sum: Double = 0
-        for c in 0..<output.channelCount {
-            let y = output[c]
-            var partial: Float = 0
-            for i in 0..<context.frameCount {
-                peak = max(peak, abs(y[i]))
-                partial += y[i] * y[i]
-            }
-            sum += Double(partial)
-        }
-        meter.accumulate(peak: peak, sumOfSquares: sum, samples: context.frameCount * output.channelCount)
+        meter.accumulate(output)
     }
 }
 

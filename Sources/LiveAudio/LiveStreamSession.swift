@@ -483,7 +483,7 @@ final class StreamProcessor: @unchecked Sendable {
     func process(_ block: BufferView, sampleTime: Int64, hostTime: UInt64) {
         let frames = min(block.frameCount, output.capacity)
         var source = block.prefix(frames)
-        Self.meter(source, into: inputMeter)
+        inputMeter.accumulate(source)
         if let graph, let input {
             let stamp = RenderTimeStamp(sampleTime: sampleTime, hostTime: hostTime)
             let rendered = try? input.feeding(source) { () throws(AudioError) -> BufferView? in
@@ -512,25 +512,8 @@ final class StreamProcessor: @unchecked Sendable {
             }
         }
         gain = target
-        Self.meter(out, into: outputMeter)
+        outputMeter.accumulate(out)
         outputs?.push(out, sampleTime: sampleTime, hostTime: hostTime)
         processed.store(sampleTime + Int64(frames), ordering: .relaxed)
-    }
-
-    /// Peak and sum of squares of a block, into a meter (real-time safe).
-    private static func meter(_ block: BufferView, into meter: LevelMeter) {
-        var peak: Float = 0
-        var sum: Double = 0
-        for c in 0..<block.channelCount {
-            let x = block[c]
-            var partial: Float = 0
-            for i in 0..<block.frameCount {
-                let v = x[i]
-                peak = max(peak, abs(v))
-                partial += v * v
-            }
-            sum += Double(partial)
-        }
-        meter.accumulate(peak: peak, sumOfSquares: sum, samples: block.frameCount * block.channelCount)
     }
 }

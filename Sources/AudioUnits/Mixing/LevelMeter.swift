@@ -1,3 +1,4 @@
+import AudioCore
 import Synchronization
 
 /// A peak and RMS reading, linear (1.0 = full scale).
@@ -53,6 +54,23 @@ public final class LevelMeter: Sendable {
         count.store(n, ordering: .relaxed)
         let rms = n > 0 ? Float((s / Double(n)).squareRoot()) : 0
         packed.store(UInt64(p.bitPattern) << 32 | UInt64(rms.bitPattern), ordering: .releasing)
+    }
+
+    /// Render thread: adds a block's peak and sum of squares, every channel.
+    public func accumulate(_ block: BufferView) {
+        var peak: Float = 0
+        var sum: Double = 0
+        for c in 0..<block.channelCount {
+            let x = block[c]
+            var partial: Float = 0
+            for i in 0..<block.frameCount {
+                let v = x[i]
+                peak = max(peak, abs(v))
+                partial += v * v
+            }
+            sum += Double(partial)
+        }
+        accumulate(peak: peak, sumOfSquares: sum, samples: block.frameCount * block.channelCount)
     }
 
     /// Control thread, no render in progress: clears everything.

@@ -502,6 +502,18 @@ func deviceCycles(
     ])
 }
 
+/// Runs `body` on a task and waits for it on this (non-pool) thread: the probe's sessions start and stop asynchronously.
+func blocking(_ body: @escaping @Sendable () async throws(AudioError) -> Void) throws(AudioError) {
+    let done = DispatchSemaphore(value: 0)
+    let failure = Locked<AudioError?>(nil)
+    Task.detached {
+        do throws(AudioError) { try await body() } catch { failure.store(error) }
+        done.signal()
+    }
+    done.wait()
+    if let error = failure.load() { throw error }
+}
+
 /// A tiny atomic for the probe's own threads.
 final class Locked<T: Sendable>: @unchecked Sendable {
     private let lock = NSLock()
@@ -635,14 +647,7 @@ func streamSession(directory: String) throws {
     }
     MallocInterposerSwift.setAllocationHook(allocation_probe_hook)
     MallocInterposerSwift.hook()
-    let started = DispatchSemaphore(value: 0)
-    let failure = Locked<String?>(nil)
-    Task.detached {
-        do { try await session.start() } catch { failure.store("\(error)") }
-        started.signal()
-    }
-    started.wait()
-    if let failure = failure.load() { throw AudioError(.invalidState, failure) }
+    try blocking { () async throws(AudioError) in try await session.start() }
     control.start()
     func waitFor(watched n: Int, changes c: Int = 0) {
         let deadline = monotonicNanoseconds() + 60_000_000_000
@@ -670,13 +675,8 @@ func streamSession(directory: String) throws {
     while !control.isFinished { usleep(1000) }
     MallocInterposerSwift.unhook()
     MallocInterposerSwift.setAllocationHook(nil)
-    let done = DispatchSemaphore(value: 0)
     let summary = Locked<LiveStreamSession.Summary?>(nil)
-    Task.detached {
-        summary.store(await session.stop())
-        done.signal()
-    }
-    done.wait()
+    try blocking { () async throws(AudioError) in summary.store(await session.stop()) }
     emit([
         "watchedCycles": watched, "deviceThreadAllocations": Int(allocations), "canaryAllocations": Int(canary),
         "changes": changes.load() - changesFrom, "packets": summary.load()?.statistics.packetsEncoded ?? 0,
@@ -746,14 +746,7 @@ func karaokeSession(directory: String, jackServer: String) throws {
     }
     MallocInterposerSwift.setAllocationHook(allocation_probe_hook)
     MallocInterposerSwift.hook()
-    let started = DispatchSemaphore(value: 0)
-    let failure = Locked<String?>(nil)
-    Task.detached {
-        do { try await session.start() } catch { failure.store("\(error)") }
-        started.signal()
-    }
-    started.wait()
-    if let failure = failure.load() { throw AudioError(.invalidState, failure) }
+    try blocking { () async throws(AudioError) in try await session.start() }
     let events = Task.detached { for await event in session.deviceEvents { FileHandle.standardError.write(Data("event: \(event)\n".utf8)) } }
     defer { events.cancel() }
     control.start()
@@ -788,13 +781,8 @@ func karaokeSession(directory: String, jackServer: String) throws {
     while !control.isFinished { usleep(1000) }
     MallocInterposerSwift.unhook()
     MallocInterposerSwift.setAllocationHook(nil)
-    let done = DispatchSemaphore(value: 0)
     let summary = Locked<KaraokeSession.Summary?>(nil)
-    Task.detached {
-        summary.store(await session.stop())
-        done.signal()
-    }
-    done.wait()
+    try blocking { () async throws(AudioError) in summary.store(await session.stop()) }
     emit([
         "watchedCycles": watched, "deviceThreadAllocations": Int(allocations), "deviceThreadLockWaits": Int(lockWaits),
         "deviceThreadFrees": Int(frees), "canaryAllocations": Int(canary), "canaryLockWaits": Int(lockCanary),
