@@ -39,6 +39,9 @@ final class CaptureProcessing: @unchecked Sendable {
     let referenceDrops = Atomic<Int>(0)
     /// The most frames one cycle may bring.
     let maximumFrames: Int
+    /// Frames a ``CaptureReferenceTap`` gave in the cycle under way (``CaptureReference/graphTap``): one block a cycle
+    /// is taken, and a cycle without one puts silence in its place, so the reference keeps its lag. Device thread.
+    private var tappedFrames = 0
     /// The unit's latency in nanoseconds, as of the last ``willRender(cycleFrames:largestCycle:)``.
     private(set) var latencyNanoseconds: UInt64 = 0
 
@@ -141,12 +144,25 @@ final class CaptureProcessing: @unchecked Sendable {
     /// What the output bus played this cycle, as the reference of the captures to come (with ``CaptureReference/outputBus``).
     /// Device thread.
     func played(_ output: BufferView) {
-        if reference == .outputBus { push(output) }
+        switch reference {
+        case .outputBus: push(output)
+        case .graphTap: endTappedCycle(frames: output.frameCount)
+        case .none: break
+        }
     }
 
-    /// What a ``CaptureReferenceTap`` passed this cycle (with ``CaptureReference/graphTap``). Device thread.
+    /// What a ``CaptureReferenceTap`` passed this cycle (with ``CaptureReference/graphTap``); a second tap in the same
+    /// cycle is ignored. Device thread.
     func tapped(_ block: BufferView) {
-        if reference == .graphTap { push(block) }
+        guard reference == .graphTap, tappedFrames == 0 else { return }
+        push(block)
+        tappedFrames = block.frameCount
+    }
+
+    /// The output cycle is over: silence in place of a tap that did not render (a graph being reset, no tap).
+    private func endTappedCycle(frames: Int) {
+        if tappedFrames == 0 { pushSilence(frames: frames) }
+        tappedFrames = 0
     }
 
     /// Into the reference, mixed to its channels. Device thread.
@@ -188,6 +204,14 @@ final class CaptureProcessing: @unchecked Sendable {
     /// The output bus played silence this cycle (its graph failed to render, or there is none): the reference keeps
     /// its lag.
     func playedSilence(frames: Int) {
+        switch reference {
+        case .outputBus: pushSilence(frames: frames)
+        case .graphTap: endTappedCycle(frames: frames)
+        case .none: break
+        }
+    }
+
+    private func pushSilence(frames: Int) {
         let silence = playedScratch.view(frames: frames)
         silence.clear()
         push(silence)
@@ -196,20 +220,51 @@ final class CaptureProcessing: @unchecked Sendable {
 
 /// Passes its input through and gives it, each cycle, to the I/O unit's capture processor as its reference
 /// (``CaptureReference/graphTap``): put it on the bus the echo canceller is to take out of the microphone — the
-/// accompaniment — in the output graph the I/O unit renders. Real-time safe.
+/// accompaniment — in the output graph the I/O unit renders. The reference is what the speaker plays of that bus:
+/// times ``gain`` (the volume applied after the tap, set by whoever sets that volume), and silence while the I/O unit's
+/// route is lost. Real-time safe.
 public final class CaptureReferenceTap: RenderUnit, @unchecked Sendable {
     /// The I/O unit whose output graph holds this tap (it owns the graph: no reference is counted here).
     unowned(unsafe) let io: IOUnit
+    private let gainBits = Atomic<UInt32>(Float(1).bitPattern)
+    /// The gain at the end of the last cycle: each cycle ramps from it to the new one.
+    private var lastGain: Float = 1
+    private let scratch: PCMBuffer
 
-    public init(format: StreamFormat, io: IOUnit) throws(AudioError) {
+    public init(format: StreamFormat, io: IOUnit, maximumFrames: Int = DeviceRequest.maximumPeriodFrames) throws(AudioError) {
         self.io = io
+        scratch = PCMBuffer(channelCount: format.channelCount, capacity: max(1, maximumFrames))
         let f = try StreamFormat.graph(sampleRate: format.sampleRate, channelCount: format.channelCount)
         super.init(kind: "captureReferenceTap", inputs: [f], outputs: [f])
+    }
+
+    /// Linear gain between this tap and the speaker (0 … 16): the reference is scaled by it, ramped over a cycle.
+    public var gain: Float {
+        get { Float(bitPattern: gainBits.load(ordering: .relaxed)) }
+        set { gainBits.store(min(16, max(0, newValue.isFinite ? newValue : 1)).bitPattern, ordering: .relaxed) }
     }
 
     override public func render(_ context: RenderContext) {
         let input = context.input(0)
         context.output(0).copy(from: input)
-        io.tapCaptureReference(input)
+        let target: Float = io.isOutputRouted ? gain : 0
+        if target == 1 && lastGain == 1 {
+            io.tapCaptureReference(input)
+            return
+        }
+        let frames = min(context.frameCount, scratch.capacity)
+        let out = scratch.view(frames: frames)
+        let step = (target - lastGain) / Float(max(1, frames))
+        for c in 0..<out.channelCount {
+            let x = input[c]
+            let y = out[c]
+            var g = lastGain
+            for i in 0..<frames {
+                g += step
+                y[i] = x[i] * g
+            }
+        }
+        lastGain = target
+        io.tapCaptureReference(out)
     }
 }

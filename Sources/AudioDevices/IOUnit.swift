@@ -400,6 +400,7 @@ public final class IOUnit: @unchecked Sendable {
         lastCycleNanoseconds = 0
         resyncAnchor = 0
         resyncPending = false
+        routed.store(true, ordering: .releasing)
         pendingFault.withLock { $0 = nil }
         stateLock.withLock { $0.failure = nil }
         let opened: (AudioDriver, [String])
@@ -595,19 +596,13 @@ public final class IOUnit: @unchecked Sendable {
                 condition.lock()
                 xrunBase += failed.xrunCount
             }
-            // Where the stream stood: the last cycle that ran — of the connection that failed, or, when it ran none (a
-            // reconnect that failed before its first cycle), of the one before, whose place still holds.
-            if lastCycleNanoseconds != 0 {
-                resyncFrom = lastSampleEnd.load(ordering: .acquiring)
-                resyncAnchor = lastCycleNanoseconds
-                lastCycleNanoseconds = 0
-            }
-            let resumeAt = resyncAnchor != 0 ? resyncFrom : lastSampleEnd.load(ordering: .acquiring)
-            let awaySince = resyncAnchor != 0 ? resyncAnchor : faultTime
             guard configuration.reconnect, configuration.backend != .virtual else {
                 stopForGood(fault)
                 return
             }
+            // Where the stream stood when no cycle has run since the start (the attempts below write their estimates
+            // into the sample time).
+            let endedAt = lastSampleEnd.load(ordering: .acquiring)
             var attempt = 0
             var delay = 0.1
             var lastError = fault
@@ -623,6 +618,15 @@ public final class IOUnit: @unchecked Sendable {
                     return
                 }
                 attempt += 1
+                // Where the stream stood: the last cycle that ran — of the connection that failed (or of an attempt
+                // that ran cycles before it failed), or, when none ran, of the one before, whose place still holds.
+                if lastCycleNanoseconds != 0 {
+                    resyncFrom = lastSampleEnd.load(ordering: .acquiring)
+                    resyncAnchor = lastCycleNanoseconds
+                    lastCycleNanoseconds = 0
+                }
+                let resumeAt = resyncAnchor != 0 ? resyncFrom : endedAt
+                let awaySince = resyncAnchor != 0 ? resyncAnchor : faultTime
                 // Sample time resumes where the wall clock says the stream would be: this estimate (the time since
                 // the last cycle) holds until the new stream's first cycle, which measures the whole time away — from
                 // the old stream's last cycle to its own, a new stream's slow start included.

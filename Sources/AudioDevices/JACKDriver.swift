@@ -161,10 +161,11 @@ final class JACKDriver: AudioDriver, @unchecked Sendable {
     }
 
     /// True while one of the output ports is connected somewhere (the route: a port of the system, another client's,
-    /// or our own input's); false once the server has gone. Without output ports, true.
+    /// or our own input's). Without output ports, or once the server has gone (its fault says so), true: nothing
+    /// is asked of a server that is not there.
     var outputRouted: Bool {
         if outputPorts.isEmpty || closed || !active.load(ordering: .acquiring) { return true }
-        if faultMessage.load(ordering: .acquiring) == 1 { return false }
+        if faultMessage.load(ordering: .acquiring) != 0 { return true }
         return outputPorts.contains { jack_port_connected($0) > 0 }
     }
 

@@ -135,6 +135,8 @@ public final class KaraokeSession: @unchecked Sendable {
     /// The clicks of a calibration (``RoundTrip/calibrate``).
     private let calibration: CalibrationClicks?
     private let voiceProcessingUnit: VoiceProcessingUnit?
+    /// The echo canceller's reference: the accompaniment, scaled by its headphone volume.
+    private let echoReference: CaptureReferenceTap?
     /// Where the song goes to the encoder (when it has outputs), and the encoder and its outputs: made again after a
     /// start that failed (an RTMP publisher runs once).
     private let encoderTap: EncoderTap?
@@ -372,13 +374,15 @@ public final class KaraokeSession: @unchecked Sendable {
             let unit = try io.enableVoiceProcessing(reference: .graphTap)
             try unit.echoCancellation.set(1)
             voiceProcessingUnit = unit
-            let tap = try g.addNode(
-                CaptureReferenceTap(format: try g.unit(accompaniment).outputFormats[0], io: io), name: "echo-reference")
+            let referenceTap = try CaptureReferenceTap(format: try g.unit(accompaniment).outputFormats[0], io: io, maximumFrames: maximumFrames)
+            echoReference = referenceTap
+            let tap = try g.addNode(referenceTap, name: "echo-reference")
             try g.disconnect(monitorNode, inputBus: 0)
             try g.connect(accompaniment, to: tap)
             try g.connect(tap, to: monitorNode, inputBus: 0)
         } else {
             voiceProcessingUnit = nil
+            echoReference = nil
         }
         volumes.withLock {
             $0.accompaniment = configuration.accompanimentVolume
@@ -422,7 +426,7 @@ public final class KaraokeSession: @unchecked Sendable {
                 try checkNotStopped()
                 tap.outputs = outputs  // the device is stopped: its thread starts after this
             }
-            try startDevice()
+            try await startDevice()
         } catch {
             io.stop()
             calibration?.disarm()
@@ -436,13 +440,19 @@ public final class KaraokeSession: @unchecked Sendable {
 
     /// Plays the calibration clicks on the running device and waits for them to come back: the median round trip.
     /// The echo canceller is off meanwhile (it would take the clicks out of the microphone).
-    private func calibrate(_ clicks: CalibrationClicks, _ grant: DeviceGrant) throws(AudioError) -> Int {
+    private func calibrate(_ clicks: CalibrationClicks, _ grant: DeviceGrant) async throws(AudioError) -> Int {
         // Half a second for the streams to settle, then a click every half second at least (four device buffers, so
         // an echo of one is not taken for the next).
         let interval = max(Int(sampleRate / 2), 4 * Int(Double(grant.periodFrames * max(1, grant.periodCount)) * sampleRate / grant.sampleRate), 512)
         let cancelling = voiceProcessingUnit.map { $0.echoCancellation.value } ?? 0
         try? voiceProcessingUnit?.echoCancellation.set(0)
-        defer { try? voiceProcessingUnit?.echoCancellation.set(cancelling) }
+        // The voice out of the headphones meanwhile: through a loop each click would come back again and again, and
+        // a late copy of one click would be taken for the next (the search goes by shape, not level).
+        try? monitor.setVolume(0, bus: 1)
+        defer {
+            try? voiceProcessingUnit?.echoCancellation.set(cancelling)
+            volumes.withLock { apply($0) }
+        }
         clicks.arm(at: clock.sampleTime + Int64(sampleRate / 2), interval: interval)
         let deadline = monotonicNanoseconds() + 30_000_000_000
         while clock.sampleTime < clicks.end {
@@ -451,7 +461,7 @@ public final class KaraokeSession: @unchecked Sendable {
             guard monotonicNanoseconds() < deadline else {
                 throw AudioError(.deviceUnavailable, "the device stalled during the calibration: \(clock.sampleTime) frames in 30 s")
             }
-            usleep(10_000)
+            try? await Task.sleep(nanoseconds: 10_000_000)
         }
         let found = clicks.roundTrips().sorted()
         guard !found.isEmpty else {
@@ -476,13 +486,13 @@ public final class KaraokeSession: @unchecked Sendable {
             rtmp: c.rtmp, bufferedSeconds: 2)
     }
 
-    private func startDevice() throws(AudioError) {
+    private func startDevice() async throws(AudioError) {
         let grant = try io.start()
         var processing = Int((io.captureProcessingLatency * sampleRate).rounded())
         var measured: Int?
         if let calibration {
             // Measured through the capture processing: its latency is in the figure.
-            measured = try calibrate(calibration, grant)
+            measured = try await calibrate(calibration, grant)
             processing = 0
         }
         let (roundTrip, source): (Int, String) =
@@ -674,6 +684,7 @@ public final class KaraokeSession: @unchecked Sendable {
     private func apply(_ v: Volumes) {
         let accompaniment = v.accompanimentMuted ? 0 : Self.linear(v.accompaniment)
         try? monitor.setVolume(accompaniment, bus: 0)
+        echoReference?.gain = accompaniment
         try? monitor.setVolume(v.voiceMuted ? 0 : Self.linear(v.monitorVoice), bus: 1)
         try? songMix.setVolume(accompaniment, bus: 0)
         try? songMix.setVolume(v.voiceMuted ? 0 : Self.linear(v.voice), bus: 1)

@@ -148,13 +148,14 @@ func printEvents(_ events: AsyncStream<DeviceEvent>, onStopped: @escaping @Senda
 }
 
 /// Runs `body` when SIGINT, SIGTERM or SIGHUP (the terminal closed) arrives, instead of dying, so recordings are
-/// finished properly.
+/// finished properly. A signal already ignored (SIGHUP under `nohup`) stays ignored.
 final class StopSignals: @unchecked Sendable {
     private var sources: [DispatchSourceSignal] = []
 
     init(_ body: @escaping @Sendable () -> Void) {
         for sig in [SIGINT, SIGTERM, SIGHUP] {
-            signal(sig, SIG_IGN)
+            let previous = signal(sig, SIG_IGN)
+            if let previous, unsafeBitCast(previous, to: Int.self) == unsafeBitCast(SIG_IGN, to: Int.self) { continue }
             let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
             source.setEventHandler(handler: body)
             source.resume()

@@ -1,5 +1,6 @@
 import AudioDevices
 import Foundation
+import Synchronization
 import LiveAudio
 import Testing
 import TestSupport
@@ -420,9 +421,15 @@ final class StallOnce: @unchecked Sendable {
                 reconnect: true, jackServer: jack.name))
         try io.setOutputGraph(graph)
         let tape = Tape(frames: 48_000 * 40, channels: 1)
-        try io.setCaptureHandler { raw, stamp in tape.store(raw, at: stamp.sampleTime) }
+        // Each cycle's sample time and when it came: where the new stream's first cycle was put, against the clock.
+        let cycles = Mutex<[(sampleTime: Int64, at: UInt64)]>([])
+        try io.setCaptureHandler { raw, stamp in
+            tape.store(raw, at: stamp.sampleTime)
+            let now = monotonicNanoseconds()
+            cycles.withLock { $0.append((stamp.sampleTime + Int64(raw.frameCount), now)) }
+        }
         try io.start()
-        let (killedAt, resumedAt, clockDrift) = try await offPool { () throws -> (Int64, Int64, Double) in
+        let (killedAt, resumedAt, killedClock) = try await offPool { () throws -> (Int64, Int64, UInt64) in
             func wait(_ what: String, seconds: Double, until ready: () -> Bool) throws {
                 let deadline = Date().addingTimeInterval(seconds)
                 while !ready() {
@@ -442,13 +449,8 @@ final class StallOnce: @unchecked Sendable {
             let reopened = io.cycleCount
             try wait("the new stream's first cycles", seconds: 10) { io.cycleCount >= reopened + 2 }
             let resumedAt = io.sampleTime
-            // Sample time follows the clock across the outage: what it moved on by against the time that passed,
-            // at the new stream's start (after it, the dummy driver's own clock runs it, which under load catches
-            // up in bursts).
-            let moved = Double(resumedAt - killedAt) / 48_000
-            let passed = Double(monotonicNanoseconds() - killedClock) / 1e9
             try wait("a second after the reconnect", seconds: 10) { io.sampleTime >= resumedAt + 48_000 }
-            return (killedAt, resumedAt, moved - passed)
+            return (killedAt, resumedAt, killedClock)
         }
         io.stop()
         let stream = io.events
@@ -467,7 +469,11 @@ final class StallOnce: @unchecked Sendable {
         let gap = try #require(gaps.first)
         #expect(gap >= 24_000, "the server was away at least half a second: \(gap) frames")
         #expect(resumedAt >= killedAt + gap, "sample time moved on by the gap")
-        // Within two periods and the polling: the new stream's first cycle, not the reopening, sets it.
+        // Sample time follows the clock across the outage: the new stream's first cycle (the first past the gap) ends
+        // where the time that passed says, within two periods and the polling of the kill (after it, the dummy
+        // driver's own clock runs the stream, and under load it catches up in bursts).
+        let first = try #require(cycles.withLock { $0.first { $0.sampleTime > killedAt + 24_000 } })
+        let clockDrift = Double(first.sampleTime - killedAt) / 48_000 - Double(first.at - killedClock) / 1e9
         #expect(abs(clockDrift) < 0.05, "sample time and the clock parted by \(clockDrift) s across the outage")
         // The tone, before the kill and after the reconnect (one period of loopback delay, then the tone).
         let before = tape.channels[0][Int(killedAt) - 24_000..<Int(killedAt)]

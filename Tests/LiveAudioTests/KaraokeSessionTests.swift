@@ -179,6 +179,36 @@ import TestSupport
         #expect(reduction >= 20, "voice processing took the song down \(reduction) dB in the voice")
     }
 
+    /// The calibration with the voice in the headphones at 0 dB (the default), through JACK's self loop at 1024
+    /// frames: the voice is kept out of the headphones while the clicks play — through the loop it would bring each
+    /// click back once a round trip, and a late copy of one click looks like the next — so the round trip is the
+    /// loop's one period, exactly; afterwards the voice is heard again.
+    @Test func theCalibrationKeepsTheVoiceOutOfTheLoop() async throws {
+        let jack = try await JACKServer.started(periodFrames: 1024)
+        defer { jack.stop() }
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        var configuration = KaraokeSession.Configuration(song: try Self.song(dir))
+        configuration.backend = .jack
+        configuration.jackServer = jack.name
+        configuration.inputDevice = "self"
+        configuration.outputDevice = "self"
+        configuration.periodFrames = 1024
+        configuration.roundTrip = .calibrate
+        let session = try KaraokeSession(configuration)
+        try await session.start()
+        let voice = try await offPool { () -> Float in
+            // The song comes back through the loop as the voice, and the voice is in the headphones again.
+            while session.player.currentTime < 1 { usleep(10_000) }
+            _ = session.meters
+            usleep(300_000)
+            return session.meters.voice.peak
+        }
+        let summary = await session.stop()
+        #expect(summary.roundTripSource == "calibration" && summary.roundTripFrames == 1024, "\(summary)")
+        #expect(voice > 0.05, "the voice was not heard again after the calibration: \(voice)")
+    }
+
     /// A voice chain with latency (a limiter's 3 ms look-ahead, below its ceiling: a pure delay): the wet-voice stem
     /// is shifted by it too, so it lines up with the dry one, to the frame.
     @Test func theWetVoiceIsShiftedByTheChainsLatency() async throws {
