@@ -150,6 +150,14 @@ public final class IOUnit: @unchecked Sendable {
     private let lastSampleEnd = Atomic<Int64>(0)
     /// Whether the playback reaches somewhere (set by the supervisor; read by anything, the render thread included).
     private let routed = Atomic<Bool>(true)
+    /// The output device is away and the capture runs alone (ALSA): the output graph renders on, into nothing, so
+    /// what it records or encodes goes on. Set by the supervisor while no driver runs.
+    private var captureOnly = false
+    /// When the supervisor next looks whether the output device is back (capture-only).
+    private var nextOutputProbe: UInt64 = 0
+    /// The output device is back: the supervisor reopens capture and playback together, as after a fault but
+    /// without reporting one.
+    private var restoringOutput = false
     private let cycles = Atomic<Int>(0)
     private let graphFailures = Atomic<Int>(0)
 
@@ -453,6 +461,11 @@ public final class IOUnit: @unchecked Sendable {
     /// Opens a driver for the request, checks the grant against the graph and client formats, allocates the
     /// conversion buffers, and starts it. Called with `condition` held.
     private func openAndStart() throws(AudioError) -> (AudioDriver, [String]) {
+        var request = self.request
+        if captureOnly {
+            request.outputChannels = 0
+            request.outputDevice = nil
+        }
         let driver: AudioDriver =
             switch configuration.backend {
             case .alsa: try ALSADriver(request: request)
@@ -554,9 +567,25 @@ public final class IOUnit: @unchecked Sendable {
     /// Looks whether the playback still reaches somewhere, and says so when that changes. Supervisor, with the lock.
     private func checkRoute() {
         guard request.outputChannels > 0, let driver, pendingFault.withLock({ $0 }) == nil else { return }
-        let now = driver.outputRouted
+        let now = !captureOnly && driver.outputRouted
         guard routed.exchange(now, ordering: .acquiringAndReleasing) != now else { return }
         continuation.yield(now ? .routeReturned : .routeLost("no output port is connected"))
+    }
+
+    /// Capture-only: every second, whether the output device opens again; if it does, capture and playback are
+    /// reopened together (the capture's place anchors the sample time, as after a fault). Supervisor, with the lock.
+    private func probeOutput() {
+        guard captureOnly, driver != nil, !restoringOutput, pendingFault.withLock({ $0 }) == nil else { return }
+        let now = monotonicNanoseconds()
+        guard now >= nextOutputProbe else { return }
+        nextOutputProbe = now + 1_000_000_000
+        var probe = request
+        probe.inputChannels = 0
+        probe.inputDevice = nil
+        guard let opened = try? ALSADriver(request: probe) else { return }
+        opened.stop()
+        restoringOutput = true
+        pendingFault.withLock { $0 = AudioError(.deviceUnavailable, "the output device is back") }
     }
 
     /// True while the playback reaches somewhere: false from a route loss (the output device gone, or on JACK no
@@ -578,13 +607,16 @@ public final class IOUnit: @unchecked Sendable {
             if stopping { return }
             reportCounters()
             checkRoute()
+            probeOutput()
             guard let fault = pendingFault.withLock({ $0 }) else { continue }
             pendingFault.withLock { $0 = nil }
+            let restoring = restoringOutput
+            restoringOutput = false
             stateLock.withLock {
-                $0.faults += 1
+                if !restoring { $0.faults += 1 }
                 $0.grant = nil
             }
-            continuation.yield(.fault(fault))
+            if !restoring { continuation.yield(.fault(fault)) }
             if request.outputChannels > 0, routed.exchange(false, ordering: .acquiringAndReleasing) {
                 continuation.yield(.routeLost("the output device went away"))
             }
@@ -635,6 +667,7 @@ public final class IOUnit: @unchecked Sendable {
                 lastSampleEnd.store(sampleTimeOffset, ordering: .releasing)
                 resyncPending = resyncAnchor != 0
                 do throws(AudioError) {
+                    captureOnly = false
                     let (newDriver, warnings) = try openAndStart()
                     driver = newDriver
                     stateLock.withLock { $0.reconnects += 1 }
@@ -642,8 +675,24 @@ public final class IOUnit: @unchecked Sendable {
                     continuation.yield(.reconnected(newDriver.grant, gapFrames: gap))
                     break
                 } catch {
-                    // Backoff with jitter: 0.1 s doubling to 2 s, ±25 %; never past the timeout.
                     lastError = error
+                    // The output device alone may be away (ALSA, capture and playback on two devices): the capture
+                    // then runs by itself — the output graph rendering into nothing — until the output is back.
+                    if configuration.backend == .alsa, request.inputChannels > 0, request.outputChannels > 0 {
+                        captureOnly = true
+                        if let (newDriver, warnings) = try? openAndStart() {
+                            driver = newDriver
+                            stateLock.withLock { $0.reconnects += 1 }
+                            for w in warnings { continuation.yield(.warning(w)) }
+                            continuation.yield(
+                                .warning("the output device is away (\(error.message)); capturing on, and looking for it every second"))
+                            continuation.yield(.reconnected(newDriver.grant, gapFrames: gap))
+                            nextOutputProbe = monotonicNanoseconds() + 1_000_000_000
+                            break
+                        }
+                        captureOnly = false
+                    }
+                    // Backoff with jitter: 0.1 s doubling to 2 s, ±25 %; never past the timeout.
                     let left = configuration.reconnectTimeout - Double(monotonicNanoseconds() - faultTime) / 1e9
                     let wait = max(0, min(delay * Double.random(in: 0.75...1.25), left))
                     continuation.yield(.reconnectFailed(attempt: attempt, error: error, retryIn: wait))
@@ -756,6 +805,15 @@ extension IOUnit: DeviceCycleHandler {
             } else {
                 processing?.playedSilence(frames: output.frameCount)
             }
+        } else if captureOnly, let graph {
+            // The output device is away: the graph renders on — recordings, the song, encoders — into nothing.
+            let stamp = RenderTimeStamp(sampleTime: sampleTime, hostTime: time.inputHostTime)
+            let processing = captureProcessing
+            if !graph.renderCycle(frames: frames, timeStamp: stamp, consume: { processing?.played($0) }) {
+                graphFailures.add(1, ordering: .relaxed)
+                processing?.playedSilence(frames: frames)
+            }
+            readAhead?.requestIfNeeded()
         }
         self.input?.current = nil
         cycles.add(1, ordering: .relaxed)
@@ -818,7 +876,20 @@ extension IOUnit {
             }
             self.input?.current = captured
         }
-        guard playing else { return }
+        guard playing else {
+            if captureOnly, let graph {
+                // The output device is away: the graph renders on into nothing (as in the direct path).
+                let stamp = RenderTimeStamp(sampleTime: sampleTime, hostTime: time.inputHostTime)
+                let processing = captureProcessing
+                if !graph.renderCycle(frames: frames, timeStamp: stamp, consume: { processing?.played($0) }) {
+                    graphFailures.add(1, ordering: .relaxed)
+                    processing?.playedSilence(frames: frames)
+                }
+                readAhead?.requestIfNeeded()
+            }
+            self.input?.current = nil
+            return
+        }
         let stamp = RenderTimeStamp(sampleTime: sampleTime, hostTime: time.outputHostTime)
         let channels = bridge.playChannels
         let processing = captureProcessing

@@ -583,6 +583,67 @@ import TestSupport
         #expect(events.contains { if case .routeReturned = $0 { true } else { false } }, "\(events)")
     }
 
+    /// The output device gone while the microphone stays (ALSA, two devices): the headphones are a null sink of a
+    /// second PulseAudio server, reached through an ALSA PCM the test names (`spk2`), the microphone a sink monitor of
+    /// the first. `liveaudio karaoke --duration 14` runs; 3 s in, the headphones' server is killed, and 6 s later
+    /// started again. Once the pulse plugin reports the fault (it takes it a second or two) the I/O unit captures on
+    /// alone (the graph renders into nothing), so the song and the recording carry on: the status lines printed
+    /// while the output is away show the song's position moving a second a second, and the accompaniment stem — the
+    /// song, frame for frame — lasts the run less the start and that detection, not less the outage too (which would
+    /// leave it under 6 s). The events say the route was lost, that the capture went on, and that it came back.
+    @Test func theRecordingCarriesOnWhileTheOutputDeviceIsAway() async throws {
+        let microphone = try await PulseAudioServer.started(sinks: ["mic"])
+        defer { microphone.stop() }
+        try microphone.keepMonitorAlive("mic")
+        let headphones = try await PulseAudioServer.started(sinks: ["spk"])
+        defer { headphones.stop() }
+        // A reader on the headphones' monitor: an idle null sink makes a new playback stream wait a second or more.
+        try headphones.keepMonitorAlive("spk")
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        // The ALSA configuration the command reads (its HOME is the first server's): `spk2` is the second server's sink.
+        var environment = microphone.environment
+        try """
+            pcm.spk2 {
+                type pulse
+                server "unix:\(headphones.root)/run/pulse.sock"
+                device "spk"
+            }
+            """.write(toFile: environment["HOME"]! + "/.asoundrc", atomically: true, encoding: .utf8)
+        environment["LIVEAUDIO_TEST"] = "1"
+        let music = SignalCheck.music(seconds: 20, seed: 11)
+        try writeWAV(dir.file("song.wav"), channels: [music, music])
+        try FileManager.default.createDirectory(atPath: dir.file("take"), withIntermediateDirectories: true)
+        let run = try ChildProcess(
+            productsDirectory + "/liveaudio",
+            ["karaoke", dir.file("song.wav"), "--backend", "alsa", "--input", "pulse:mic.monitor", "--output", "spk2",
+             "--period", "960", "--periods", "4", "--stems", dir.file("take"), "--latency-ms", "0", "--duration", "14",
+             "--monitor-voice-volume", "-inf", "--no-screen"],
+            environment: environment, log: dir.file("karaoke.log"))
+        defer { run.stop() }
+        try await Task.sleep(nanoseconds: 3_000_000_000)
+        headphones.kill()
+        try await Task.sleep(nanoseconds: 6_000_000_000)
+        try await headphones.restart()
+        let status = await run.finished(timeout: 40)
+        let log = run.output
+        #expect(status == 0, "\(log)")
+        #expect(log.contains("route lost") && log.contains("capturing on") && log.contains("route back"), "\(log)")
+        let accompaniment = try FFmpeg.decode(dir.file("take/accompaniment.wav"), channels: 2)[0]
+        #expect(accompaniment.count >= 19 * 24_000, "the recording stood still while the output was away: \(accompaniment.count) frames\n\(log)")
+        // The positions of the status lines between "capturing on" and "route back".
+        let lines = log.split(separator: "\n")
+        let from = try #require(lines.firstIndex { $0.contains("capturing on") })
+        let to = try #require(lines.firstIndex { $0.contains("route back") })
+        let positions = lines[from..<to].filter { $0.contains(" / 20.0 s") }.compactMap { Double($0.split(separator: " ").first ?? "") }
+        #expect(positions.count >= 3, "\(log)")
+        if let first = positions.first, let last = positions.last, positions.count >= 3 {
+            #expect(last - first >= 0.8 * Double(positions.count - 1), "the song stood still while the output was away: \(positions)")
+        }
+        let n = min(accompaniment.count, music.count)
+        #expect(maxAbsDifference(Array(accompaniment[0..<n]), Array(music[0..<n])) < 1e-4, "the accompaniment stem is not the song")
+    }
+
     @Test func badSettingsAreErrorsThatSayWhy() throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
