@@ -158,6 +158,9 @@ public final class IOUnit: @unchecked Sendable {
     /// The output device is back: the supervisor reopens capture and playback together, as after a fault but
     /// without reporting one.
     private var restoringOutput = false
+    /// Seconds between looks for the output device: 1, doubling (to 30) after a look that found it but could not
+    /// reopen both.
+    private var probeInterval = 1.0
     private let cycles = Atomic<Int>(0)
     private let graphFailures = Atomic<Int>(0)
 
@@ -409,6 +412,11 @@ public final class IOUnit: @unchecked Sendable {
         resyncAnchor = 0
         resyncPending = false
         routed.store(true, ordering: .releasing)
+        // A start opens capture and playback as configured, whatever the last run ended in.
+        captureOnly = false
+        restoringOutput = false
+        nextOutputProbe = 0
+        probeInterval = 1
         pendingFault.withLock { $0 = nil }
         stateLock.withLock { $0.failure = nil }
         let opened: (AudioDriver, [String])
@@ -501,7 +509,8 @@ public final class IOUnit: @unchecked Sendable {
                     outputChannels: grant.outputChannels, devicePeriod: grant.periodFrames, clientMaximum: maximum,
                     quality: configuration.conversionQuality)
                 bridge = made
-                bridgeOutput = outputCallback == nil ? nil : PCMBuffer(channelCount: grant.outputChannels, capacity: maximum)
+                bridgeOutput = outputCallback == nil || grant.outputChannels == 0
+                    ? nil : PCMBuffer(channelCount: grant.outputChannels, capacity: maximum)
                 clientPeriod = maximum
                 clientFrames = 0
                 clientTimeBase = Int64((Double(sampleTimeOffset) * ratio).rounded())
@@ -578,14 +587,25 @@ public final class IOUnit: @unchecked Sendable {
         guard captureOnly, driver != nil, !restoringOutput, pendingFault.withLock({ $0 }) == nil else { return }
         let now = monotonicNanoseconds()
         guard now >= nextOutputProbe else { return }
-        nextOutputProbe = now + 1_000_000_000
+        nextOutputProbe = now + UInt64(probeInterval * 1e9)
+        // As the reopening will ask for it: the capture's rate and period, no other rate.
         var probe = request
         probe.inputChannels = 0
         probe.inputDevice = nil
+        if let grant = driver?.grant {
+            probe.sampleRate = grant.sampleRate
+            probe.periodFrames = grant.periodFrames
+        }
+        probe.acceptsOtherRates = false
         guard let opened = try? ALSADriver(request: probe) else { return }
         opened.stop()
-        restoringOutput = true
-        pendingFault.withLock { $0 = AudioError(.deviceUnavailable, "the output device is back") }
+        // Only in place of nothing: a fault of the capture that came meanwhile is reported as one.
+        let set = pendingFault.withLock { fault -> Bool in
+            guard fault == nil else { return false }
+            fault = AudioError(.deviceUnavailable, "the output device is back")
+            return true
+        }
+        if set { restoringOutput = true }
     }
 
     /// True while the playback reaches somewhere: false from a route loss (the output device gone, or on JACK no
@@ -684,10 +704,16 @@ public final class IOUnit: @unchecked Sendable {
                             driver = newDriver
                             stateLock.withLock { $0.reconnects += 1 }
                             for w in warnings { continuation.yield(.warning(w)) }
-                            continuation.yield(
-                                .warning("the output device is away (\(error.message)); capturing on, and looking for it every second"))
+                            if restoring {
+                                // The output opened alone but not with the capture: look again later, less often.
+                                probeInterval = min(30, probeInterval * 2)
+                            } else {
+                                probeInterval = 1
+                                continuation.yield(
+                                    .warning("the output device is away (\(error.message)); capturing on, and looking for it every second"))
+                            }
                             continuation.yield(.reconnected(newDriver.grant, gapFrames: gap))
-                            nextOutputProbe = monotonicNanoseconds() + 1_000_000_000
+                            nextOutputProbe = monotonicNanoseconds() + UInt64(probeInterval * 1e9)
                             break
                         }
                         captureOnly = false
@@ -806,13 +832,13 @@ extension IOUnit: DeviceCycleHandler {
                 processing?.playedSilence(frames: output.frameCount)
             }
         } else if captureOnly, let graph {
-            // The output device is away: the graph renders on — recordings, the song, encoders — into nothing.
+            // The output device is away: the graph renders on — recordings, the song, encoders — into nothing, and
+            // the echo canceller's reference is what is played: silence.
             let stamp = RenderTimeStamp(sampleTime: sampleTime, hostTime: time.inputHostTime)
-            let processing = captureProcessing
-            if !graph.renderCycle(frames: frames, timeStamp: stamp, consume: { processing?.played($0) }) {
+            if !graph.renderCycle(frames: frames, timeStamp: stamp, consume: { _ in }) {
                 graphFailures.add(1, ordering: .relaxed)
-                processing?.playedSilence(frames: frames)
             }
+            captureProcessing?.playedSilence(frames: frames)
             readAhead?.requestIfNeeded()
         }
         self.input?.current = nil
@@ -880,11 +906,10 @@ extension IOUnit {
             if captureOnly, let graph {
                 // The output device is away: the graph renders on into nothing (as in the direct path).
                 let stamp = RenderTimeStamp(sampleTime: sampleTime, hostTime: time.inputHostTime)
-                let processing = captureProcessing
-                if !graph.renderCycle(frames: frames, timeStamp: stamp, consume: { processing?.played($0) }) {
+                if !graph.renderCycle(frames: frames, timeStamp: stamp, consume: { _ in }) {
                     graphFailures.add(1, ordering: .relaxed)
-                    processing?.playedSilence(frames: frames)
                 }
+                captureProcessing?.playedSilence(frames: frames)
                 readAhead?.requestIfNeeded()
             }
             self.input?.current = nil
