@@ -832,14 +832,7 @@ extension IOUnit: DeviceCycleHandler {
                 processing?.playedSilence(frames: output.frameCount)
             }
         } else if captureOnly, let graph {
-            // The output device is away: the graph renders on — recordings, the song, encoders — into nothing, and
-            // the echo canceller's reference is what is played: silence.
-            let stamp = RenderTimeStamp(sampleTime: sampleTime, hostTime: time.inputHostTime)
-            if !graph.renderCycle(frames: frames, timeStamp: stamp, consume: { _ in }) {
-                graphFailures.add(1, ordering: .relaxed)
-            }
-            captureProcessing?.playedSilence(frames: frames)
-            readAhead?.requestIfNeeded()
+            renderIntoNothing(graph, frames: frames, timeStamp: RenderTimeStamp(sampleTime: sampleTime, hostTime: time.inputHostTime))
         }
         self.input?.current = nil
         cycles.add(1, ordering: .relaxed)
@@ -849,6 +842,16 @@ extension IOUnit: DeviceCycleHandler {
 }
 
 extension IOUnit {
+    /// Capture-only (the output device away): the graph renders on — recordings, the song, encoders — into nothing,
+    /// and the echo canceller's reference is what is played: silence. Render thread.
+    fileprivate func renderIntoNothing(_ graph: RenderGraph, frames: Int, timeStamp: RenderTimeStamp) {
+        if !graph.renderCycle(frames: frames, timeStamp: timeStamp, consume: { _ in }) {
+            graphFailures.add(1, ordering: .relaxed)
+        }
+        captureProcessing?.playedSilence(frames: frames)
+        readAhead?.requestIfNeeded()
+    }
+
     /// The first cycle after a reconnect: its frames end where the clock says the stream would be, counted from
     /// the last cycle of the connection that failed (never overlapping what that one delivered).
     fileprivate func resync(at now: UInt64, deviceSampleTime: Int64, frames: Int) {
@@ -904,13 +907,7 @@ extension IOUnit {
         }
         guard playing else {
             if captureOnly, let graph {
-                // The output device is away: the graph renders on into nothing (as in the direct path).
-                let stamp = RenderTimeStamp(sampleTime: sampleTime, hostTime: time.inputHostTime)
-                if !graph.renderCycle(frames: frames, timeStamp: stamp, consume: { _ in }) {
-                    graphFailures.add(1, ordering: .relaxed)
-                }
-                captureProcessing?.playedSilence(frames: frames)
-                readAhead?.requestIfNeeded()
+                renderIntoNothing(graph, frames: frames, timeStamp: RenderTimeStamp(sampleTime: sampleTime, hostTime: time.inputHostTime))
             }
             self.input?.current = nil
             return
