@@ -436,6 +436,12 @@ public final class IOUnit: @unchecked Sendable {
         return driver.grant
     }
 
+    /// Adds a warning to ``events`` for what the owner of the unit found about the device (a session's calibration
+    /// that would not settle). Control thread.
+    public func report(warning: String) {
+        continuation.yield(.warning(warning))
+    }
+
     /// Stops cycles and closes the device. The unit can be started again; sample time continues.
     public func stop() {
         condition.lock()

@@ -158,7 +158,7 @@ public final class KaraokeSession: @unchecked Sendable {
     private let state = Mutex<SessionState>(SessionState())
     struct SessionState {
         var started = false, starting = false, stopped = false, scheduled = false
-        var roundTrip = 0, source = "", startTime: Int64 = 0
+        var roundTrip = 0, source = "", startTime: Int64 = 0, calibrations = 0
         var endSeen: Int64?
     }
 
@@ -438,8 +438,14 @@ public final class KaraokeSession: @unchecked Sendable {
         }
     }
 
+    /// Calibrations played at most before the session goes on with what it has (and warns).
+    static let maximumCalibrations = 3
+    /// Seconds within which the clicks of a calibration must agree (2 ms).
+    static let calibrationAgreement = 0.002
     /// Plays the calibration clicks on the running device and waits for them to come back: the median round trip.
-    /// The echo canceller is off meanwhile (it would take the clicks out of the microphone).
+    /// The echo canceller is off meanwhile (it would take the clicks out of the microphone). A calibration that saw
+    /// an xrun, lost a click or whose clicks disagree by more than ``calibrationAgreement`` is played again, up to
+    /// ``maximumCalibrations`` times; then the median of the last is used and a warning says so.
     private func calibrate(_ clicks: CalibrationClicks, _ grant: DeviceGrant) async throws(AudioError) -> Int {
         // Half a second for the streams to settle, then a click every half second at least (four device buffers, so
         // an echo of one is not taken for the next).
@@ -453,23 +459,43 @@ public final class KaraokeSession: @unchecked Sendable {
             try? voiceProcessingUnit?.echoCancellation.set(cancelling)
             volumes.withLock { apply($0) }
         }
-        clicks.arm(at: clock.sampleTime + Int64(sampleRate / 2), interval: interval)
-        let deadline = monotonicNanoseconds() + 30_000_000_000
-        while clock.sampleTime < clicks.end {
-            if let failure = io.failure { throw failure }
-            try checkNotStopped()
-            guard monotonicNanoseconds() < deadline else {
-                throw AudioError(.deviceUnavailable, "the device stalled during the calibration: \(clock.sampleTime) frames in 30 s")
+        // A calibration with an xrun in it, or whose clicks disagree, is played again: a sound server may settle on
+        // another latency when a stream restarts (PulseAudio at small periods: an underrun while the monitor source
+        // wakes up, and the loop is 600 frames longer after it), and a median over both regimes is neither.
+        let agreement = Int((sampleRate * Self.calibrationAgreement).rounded())
+        var found: [Int] = []
+        for attempt in 1...Self.maximumCalibrations {
+            let xruns = io.xrunCount
+            clicks.arm(at: clock.sampleTime + Int64(sampleRate / 2), interval: interval)
+            let deadline = monotonicNanoseconds() + 30_000_000_000
+            while clock.sampleTime < clicks.end {
+                if let failure = io.failure { throw failure }
+                try checkNotStopped()
+                guard monotonicNanoseconds() < deadline else {
+                    throw AudioError(.deviceUnavailable, "the device stalled during the calibration: \(clock.sampleTime) frames in 30 s")
+                }
+                try? await Task.sleep(nanoseconds: 10_000_000)
             }
-            try? await Task.sleep(nanoseconds: 10_000_000)
+            found = clicks.roundTrips().sorted()
+            let steady = io.xrunCount == xruns
+            // Nothing came back on a steady device: no loop, and playing again will not make one.
+            if found.isEmpty, steady { break }
+            if steady, found.count == CalibrationClicks.clicks, found.last! - found.first! <= agreement {
+                state.withLock { $0.calibrations = attempt }
+                return found[found.count / 2]
+            }
+            state.withLock { $0.calibrations = attempt }
         }
-        let found = clicks.roundTrips().sorted()
         guard !found.isEmpty else {
             throw AudioError(
                 .deviceUnavailable,
                 "none of the \(CalibrationClicks.clicks) calibration clicks came back within \(interval) frames: the output does not reach "
                     + "the input (connect them: a JACK loopback, a PulseAudio monitor source, or a cable), or give --latency-ms")
         }
+        io.report(
+            warning: "the calibration clicks came back \(found.map(String.init).joined(separator: ", ")) frames late "
+                + "after \(Self.maximumCalibrations) tries, with xruns or lost clicks: the device's latency did not hold still, "
+                + "the voice may be off by their spread; the median is used (give --latency-ms to set it)")
         return found[found.count / 2]
     }
 
@@ -595,6 +621,8 @@ public final class KaraokeSession: @unchecked Sendable {
     /// "device", "calibration" or "given".
     public var roundTripFrames: Int { state.withLock { $0.roundTrip } }
     public var roundTripSource: String { state.withLock { $0.source } }
+    /// The calibrations the start played: 1, or more when one saw an xrun or its clicks disagreed; 0 without one.
+    public var calibrations: Int { state.withLock { $0.calibrations } }
 
     /// True once the song has played to its end and what follows it has passed: the time-pitch's look-ahead, the
     /// round trip the recordings are shifted by (the voice sung to the last frames), and 0.1 s. Poll it.
@@ -836,13 +864,19 @@ final class CalibrationClicks: RenderUnit, @unchecked Sendable {
     }
 
     /// Plays ``clicks`` clicks from sample time `start`, one every `interval` frames, and records the microphone
-    /// until a further interval has passed. Once, before `start`. Control thread.
+    /// until a further interval has passed. Control thread: before the device starts, or again with the same
+    /// interval once ``end`` has passed (every later cycle lies past the last recording, so none writes to it).
     func arm(at start: Int64, interval: Int) {
-        self.interval = interval
-        total = (Self.clicks + 1) * interval
-        let buffer = UnsafeMutableBufferPointer<Float>.allocate(capacity: total)
-        buffer.initialize(repeating: 0)
-        recording = buffer
+        if let recording, interval == self.interval {
+            recording.update(repeating: 0)
+        } else {
+            precondition(recording == nil, "a calibration is armed again with its interval")
+            self.interval = interval
+            total = (Self.clicks + 1) * interval
+            let buffer = UnsafeMutableBufferPointer<Float>.allocate(capacity: total)
+            buffer.initialize(repeating: 0)
+            recording = buffer
+        }
         from.store(start, ordering: .releasing)
     }
 
