@@ -468,7 +468,7 @@ public final class KaraokeSession: @unchecked Sendable {
             let xruns = io.xrunCount
             clicks.arm(at: clock.sampleTime + Int64(sampleRate / 2), interval: interval)
             let deadline = monotonicNanoseconds() + 30_000_000_000
-            while clock.sampleTime < clicks.end {
+            while !clicks.isComplete {
                 if let failure = io.failure { throw failure }
                 try checkNotStopped()
                 guard monotonicNanoseconds() < deadline else {
@@ -844,6 +844,10 @@ final class CalibrationClicks: RenderUnit, @unchecked Sendable {
     static let clicks = 3
     private let template: UnsafeMutableBufferPointer<Float>
     private let from = Atomic<Int64>(.max)
+    /// The sample time after the last cycle this unit rendered, stored after its writes (releasing): the control
+    /// thread reads the recording only once this has passed its end (the timeline tap ahead of this unit in the
+    /// graph stores its time before this unit has written the cycle).
+    private let rendered = Atomic<Int64>(.min)
     // Set by the control thread before `from` is published.
     private var interval = 0
     private var total = 0
@@ -865,7 +869,7 @@ final class CalibrationClicks: RenderUnit, @unchecked Sendable {
 
     /// Plays ``clicks`` clicks from sample time `start`, one every `interval` frames, and records the microphone
     /// until a further interval has passed. Control thread: before the device starts, or again with the same
-    /// interval once ``end`` has passed (every later cycle lies past the last recording, so none writes to it).
+    /// interval once ``isComplete`` (every later cycle lies past the last recording, so none writes to it).
     func arm(at start: Int64, interval: Int) {
         if let recording, interval == self.interval {
             recording.update(repeating: 0)
@@ -887,10 +891,13 @@ final class CalibrationClicks: RenderUnit, @unchecked Sendable {
         recording = nil
     }
 
-    /// The sample time after which the recording is complete.
-    var end: Int64 { from.load(ordering: .acquiring) == .max ? .max : from.load(ordering: .acquiring) + Int64(total) }
+    /// Whether the armed calibration's recording is complete: the cycle that wrote its last sample has returned.
+    var isComplete: Bool {
+        let start = from.load(ordering: .acquiring)
+        return start != .max && rendered.load(ordering: .acquiring) >= start + Int64(total)
+    }
 
-    /// Each click's round trip in frames (those found), once ``end`` has passed.
+    /// Each click's round trip in frames (those found), once ``isComplete``.
     func roundTrips() -> [Int] {
         guard let recording else { return [] }
         let emitted = (0..<Self.clicks).map { $0 * interval }
@@ -902,6 +909,7 @@ final class CalibrationClicks: RenderUnit, @unchecked Sendable {
     private var sampleRate: Double { outputFormats[0].sampleRate }
 
     override func render(_ context: RenderContext) {
+        defer { rendered.store(context.timeStamp.sampleTime + Int64(context.frameCount), ordering: .releasing) }
         let output = context.output(0)
         output.copy(from: context.input(0))
         let start = from.load(ordering: .acquiring)
