@@ -6,7 +6,7 @@ OUT ?= out
 # Release builds link the Swift runtime and Foundation statically: the tool starts in 6 ms instead of 13.
 RELEASE := -c release --static-swift-stdlib
 
-.PHONY: demo test bench fuzz-smoke build release deps-demo deps-test deps-bench clean
+.PHONY: demo test bench fuzz fuzz-corpus fuzz-smoke build release deps-demo deps-test deps-bench clean
 
 demo: deps-demo
 	$(SWIFT) build $(RELEASE) --product liveaudio
@@ -24,6 +24,15 @@ test: deps-test
 
 bench: deps-bench
 	scripts/bench.sh
+
+# Coverage-guided fuzzing (libFuzzer + AddressSanitizer) of every parser of untrusted bytes, FUZZ_SECONDS per target
+# (default 60); results in .build-fuzz/results.tsv, failing inputs in .build-fuzz/crashes/. See docs/reliability.md.
+fuzz: deps-test
+	SWIFT=$(SWIFT) FUZZ_SECONDS=$${FUZZ_SECONDS:-60} scripts/fuzz.sh
+
+# Rewrites the fuzz targets' seed corpora and dictionaries (Fuzz/) from the formats' specifications and FFmpeg.
+fuzz-corpus: deps-test
+	python3 scripts/make-fuzz-corpus.py
 
 # Mutation run over every input kind through probe, encode and render: 10,000 inputs, 0 crashes, 0 hangs.
 fuzz-smoke: deps-test

@@ -119,6 +119,14 @@ let package = Package(
         // Benchmark: N RTMP streams from one process to a local server (`make bench`).
         .executableTarget(name: "RTMPLoad", dependencies: ["LiveAudio"], path: "Tests/Support/RTMPLoad", swiftSettings: strict),
 
+        // Fuzz targets: every parser that reads untrusted bytes, with its invariants (Tests/Support/FuzzTargets), as
+        // one executable: a libFuzzer binary when built by scripts/fuzz.sh (-sanitize=fuzzer,address -D FUZZING),
+        // a replayer of files otherwise. The tests replay the corpora and regressions through FuzzTargets.
+        .target(name: "FuzzTargets", dependencies: ["LiveAudio"], path: "Tests/Support/FuzzTargets", swiftSettings: strict),
+        .target(name: "CLibFuzzer", path: "Tests/Support/CLibFuzzer"),
+        .executableTarget(
+            name: "LiveAudioFuzz", dependencies: ["FuzzTargets", "CLibFuzzer"], path: "Tests/Support/LiveAudioFuzz", swiftSettings: strict),
+
         // Test helpers: processes, FFmpeg as the reference decoder, temporary folders.
         .target(name: "CTestSpawn", path: "Tests/Support/CTestSpawn"),
         .target(name: "TestSupport", dependencies: ["LiveAudio", "CTestSpawn"], path: "Tests/Support/TestSupport", swiftSettings: strict),
@@ -132,7 +140,7 @@ let package = Package(
         .testTarget(name: "RTMPTests", dependencies: ["RTMP", "LiveAudio", "TestSupport"], swiftSettings: strict),
         .testTarget(
             name: "LiveAudioTests",
-            dependencies: ["LiveAudio", "TestSupport", "liveaudio", "AllocationProbe"],
+            dependencies: ["LiveAudio", "TestSupport", "liveaudio", "AllocationProbe", "FuzzTargets"],
             swiftSettings: strict
         ),
     ]

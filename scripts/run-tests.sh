@@ -23,6 +23,10 @@ $SWIFT test --skip-build --skip "$REALTIME" --skip "$ALONE" 2>&1 | tee .build/te
 echo "== phase 1: fuzz smoke =="
 python3 scripts/fuzz-smoke.py --binary .build/debug/liveaudio --inputs 400 --seed "$(date +%Y%m%d)" --keep .build/fuzz-failures \
     2>&1 | tee .build/test-fuzz.log || status=1
+# Every fuzz target for 20 s under libFuzzer and AddressSanitizer (the long runs: `make fuzz`); a crash, a broken
+# invariant or a leak fails the run, and its input is printed for Fuzz/regressions/ (which phase 1 replays).
+echo "== phase 1: fuzz targets =="
+SWIFT=$SWIFT FUZZ_SECONDS=20 scripts/fuzz.sh 2>&1 | tee .build/test-libfuzzer.log || status=1
 echo "== phase 2: real servers, real time =="
 $SWIFT test --skip-build --filter "$REALTIME" 2>&1 | tee .build/test-realtime.log || status=1
 if ! grep -qE "Test run with [1-9][0-9]* tests" .build/test-realtime.log; then
@@ -41,7 +45,7 @@ fi
 if [ "$status" -ne 0 ]; then
     echo
     echo "== what failed =="
-    grep -hE "✘|error:|Fatal error|crashed|^fuzz-smoke:|^crash:|^hang:" .build/test-compute.log .build/test-fuzz.log \
+    grep -hE "✘|error:|Fatal error|crashed|^fuzz-smoke:|^crash:|^hang:|^fuzz: .*FAILED|fuzz invariant|^SUMMARY" .build/test-compute.log .build/test-fuzz.log .build/test-libfuzzer.log \
         .build/test-realtime.log .build/test-karaoke.log | head -80
 fi
 exit "$status"

@@ -143,8 +143,19 @@ final class DecodeSession {
         self.path = path
         la_av_quiet()
         _ = try AudioFileHead.read(path: path, count: 0)  // missing, a directory, empty: a clear error first
-        var opened = avformat_open_input(&format, path, nil, nil)
-        guard opened >= 0, let format else {
+        // A throw below leaves the object half made, and the deinit of a half-made object does not run: what was
+        // opened is freed here (every damaged file leaked its demuxer and decoder — found by the fuzz targets'
+        // leak check).
+        // Until then the handles are local (self cannot be used before its constants are set).
+        var openedFormat: UnsafeMutablePointer<AVFormatContext>?
+        var openedCodec: UnsafeMutablePointer<AVCodecContext>?
+        var openedResampler: OpaquePointer?
+        var openedPacket: UnsafeMutablePointer<AVPacket>?
+        var openedFrame: UnsafeMutablePointer<AVFrame>?
+        var complete = false
+        defer { if !complete { Self.free(&openedFormat, &openedCodec, &openedResampler, &openedPacket, &openedFrame) } }
+        var opened = avformat_open_input(&openedFormat, path, nil, nil)
+        guard opened >= 0, let format = openedFormat else {
             throw AudioError(
                 opened == la_averror(EACCES) ? .fileIO : .unsupportedFile,
                 "'\(path)' is not an audio file FFmpeg can read: \(ffmpegMessage(opened))")
@@ -168,7 +179,7 @@ final class DecodeSession {
         guard let context = avcodec_alloc_context3(decoder) else {
             throw AudioError(.resourceUnavailable, "cannot allocate a decoder")
         }
-        codec = context
+        openedCodec = context
         avcodec_parameters_to_context(context, stream.pointee.codecpar)
         context.pointee.pkt_timebase = stream.pointee.time_base
         opened = avcodec_open2(context, decoder, nil)
@@ -237,23 +248,30 @@ final class DecodeSession {
         defer { av_channel_layout_uninit(&outLayout) }
         guard
             swr_alloc_set_opts2(
-                &resampler, &outLayout, AV_SAMPLE_FMT_FLTP, Int32(rateOut), &inLayout, context.pointee.sample_fmt,
-                Int32(inRate), 0, nil) >= 0, resampler != nil
+                &openedResampler, &outLayout, AV_SAMPLE_FMT_FLTP, Int32(rateOut), &inLayout, context.pointee.sample_fmt,
+                Int32(inRate), 0, nil) >= 0, openedResampler != nil
         else { throw AudioError(.resourceUnavailable, "cannot set up the resampler") }
-        let initialized = swr_init(resampler)
+        let initialized = swr_init(openedResampler)
         guard initialized >= 0 else {
             throw AudioError(
                 .invalidFormat,
                 "cannot convert \(inChannels) ch at \(inRate) Hz to \(resampledChannels) ch at \(Int(rateOut)) Hz: "
                     + ffmpegMessage(initialized))
         }
-        packet = av_packet_alloc()
-        frame = av_frame_alloc()
-        guard packet != nil, frame != nil else { throw AudioError(.resourceUnavailable, "cannot allocate a packet") }
+        openedPacket = av_packet_alloc()
+        openedFrame = av_frame_alloc()
+        guard openedPacket != nil, openedFrame != nil else { throw AudioError(.resourceUnavailable, "cannot allocate a packet") }
         staging = PCMBuffer(channelCount: resampledChannels, capacity: 8192)
+        (self.format, codec, resampler, packet, frame) = (openedFormat, openedCodec, openedResampler, openedPacket, openedFrame)
+        complete = true
     }
 
-    deinit {
+    deinit { Self.free(&format, &codec, &resampler, &packet, &frame) }
+
+    private static func free(
+        _ format: inout UnsafeMutablePointer<AVFormatContext>?, _ codec: inout UnsafeMutablePointer<AVCodecContext>?,
+        _ resampler: inout OpaquePointer?, _ packet: inout UnsafeMutablePointer<AVPacket>?, _ frame: inout UnsafeMutablePointer<AVFrame>?
+    ) {
         swr_free(&resampler)
         av_frame_free(&frame)
         av_packet_free(&packet)

@@ -29,21 +29,30 @@ public struct FLVHeader: Hashable, Sendable {
     /// - Throws: ``AudioError`` `.unsupportedFile` when the bytes are not FLV, `.corruptFile` when truncated or
     ///   inconsistent.
     public static func parse(_ bytes: [UInt8]) throws(AudioError) -> (FLVHeader, firstTagOffset: Int) {
+        try parse(prefix: bytes, size: Int64(bytes.count)) { (offset: Int64) throws(AudioError) in readUInt32(bytes, Int(offset)) }
+    }
+
+    /// ``parse(_:)`` from the first bytes of a file of `size` bytes (at least the first 13, or all of a shorter one) and
+    /// a reader of PreviousTagSize0, wherever the header puts it: a file check reads no more than that.
+    static func parse(
+        prefix bytes: [UInt8], size: Int64, uint32At: (Int64) throws(AudioError) -> UInt32
+    ) throws(AudioError) -> (FLVHeader, firstTagOffset: Int) {
         guard bytes.count >= 3, bytes[0] == 0x46, bytes[1] == 0x4C, bytes[2] == 0x56 else {
             throw AudioError(.unsupportedFile, "not an FLV file: it does not start with 'FLV'")
         }
-        guard bytes.count >= size + 4 else {
-            throw AudioError(.corruptFile, "FLV: the file header is truncated (\(bytes.count) of 13 bytes)")
+        guard size >= Int64(Self.size + 4), bytes.count >= Self.size else {
+            throw AudioError(.corruptFile, "FLV: the file header is truncated (\(size) of 13 bytes)")
         }
         guard bytes[3] == 1 else { throw AudioError(.unsupportedFile, "FLV version \(bytes[3]) (only version 1 exists)") }
-        let dataOffset = Int(readUInt32(bytes, 5))
-        guard dataOffset >= size, dataOffset + 4 <= bytes.count else {
+        let dataOffset = Int64(readUInt32(bytes, 5))
+        guard dataOffset >= Int64(Self.size), dataOffset + 4 <= size else {
             throw AudioError(.corruptFile, "FLV: a header size of \(dataOffset) bytes cannot be")
         }
-        guard readUInt32(bytes, dataOffset) == 0 else {
-            throw AudioError(.corruptFile, "FLV: PreviousTagSize0 is \(readUInt32(bytes, dataOffset)), not 0")
+        let previous = try uint32At(dataOffset)
+        guard previous == 0 else {
+            throw AudioError(.corruptFile, "FLV: PreviousTagSize0 is \(previous), not 0")
         }
-        return (FLVHeader(hasAudio: bytes[4] & 0x04 != 0, hasVideo: bytes[4] & 0x01 != 0), dataOffset + 4)
+        return (FLVHeader(hasAudio: bytes[4] & 0x04 != 0, hasVideo: bytes[4] & 0x01 != 0), Int(dataOffset) + 4)
     }
 }
 
@@ -222,10 +231,10 @@ public struct FLVContents: Sendable {
     public static func check(path: String) throws(AudioError) -> Summary {
         let file = try FileWindow(path: path)
         guard file.size > 0 else { throw AudioError(.corruptFile, "'\(path)' is empty") }
-        let start = try file.bytes(at: 0, count: 64)
-        let dataOffset = start.count >= FLVHeader.size ? Int(readUInt32(Array(start), 5)) : 0
-        let headBytes = try file.bytes(at: 0, count: min(max(dataOffset + 4, FLVHeader.size + 4), 1 << 16))
-        let (header, first) = try FLVHeader.parse(Array(headBytes))
+        // The header's 9 bytes and PreviousTagSize0 wherever the header says (a data offset may be anything).
+        let (header, first) = try FLVHeader.parse(prefix: Array(try file.bytes(at: 0, count: FLVHeader.size)), size: file.size) {
+            (offset: Int64) throws(AudioError) in readUInt32(Array(try file.bytes(at: offset, count: 4)), 0)
+        }
         var summary = Summary(header: header, tagCount: 0, audioTagCount: 0, metadata: nil)
         var offset = Int64(first)
         while offset < file.size {

@@ -13,7 +13,8 @@ final class FileWindow {
     init(path: String, windowBytes: Int = 1 << 20) throws(AudioError) {
         file = try POSIXFile(path: path, writing: false)
         size = file.size
-        window = [UInt8](repeating: 0, count: windowBytes)
+        // No larger than the file: checking a small file does not clear a megabyte.
+        window = [UInt8](repeating: 0, count: Int(max(1, min(Int64(windowBytes), size))))
     }
 
     /// Up to `count` bytes at `offset` (fewer at the end of the file). Requests larger than the window are read

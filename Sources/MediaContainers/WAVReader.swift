@@ -41,7 +41,8 @@ public final class WAVFileReader: @unchecked Sendable {
         self.path = path
         file = try POSIXFile(path: path, writing: false)
         info = try WAVHeaderParser.parse(file)
-        chunk = RawPCMBuffer(format: info.format, capacity: chunkFrames)
+        // No more than the file holds: a header of a few bytes may claim 65,535 channels.
+        chunk = RawPCMBuffer(format: info.format, capacity: max(1, min(chunkFrames, Int(clamping: info.frameCount))))
     }
 
     /// Reads the header only.

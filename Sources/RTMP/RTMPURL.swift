@@ -64,6 +64,11 @@ public struct RTMPURL: Hashable, Sendable, CustomStringConvertible {
         if authority.hasPrefix("[") {
             guard let close = authority.firstIndex(of: "]") else { throw bad("the IPv6 address has no closing ']'") }
             host = authority[authority.index(after: authority.startIndex)..<close]
+            // An IPv6 address (hex digits, ':' and '.', an optional %zone): anything else in brackets is not one.
+            let address = host.split(separator: "%", maxSplits: 1, omittingEmptySubsequences: false)
+            guard host.isEmpty || host.contains(":"), address[0].allSatisfy({ $0.isHexDigit || $0 == ":" || $0 == "." }),
+                address.count == 1 || (!address[1].isEmpty && address[1].allSatisfy({ $0.isLetter || $0.isNumber || "-_.".contains($0) }))
+            else { throw bad("the host in brackets is not an IPv6 address") }
             let after = authority[authority.index(after: close)...]
             if !after.isEmpty {
                 guard after.hasPrefix(":") else { throw bad("unexpected text after the IPv6 address") }
@@ -76,6 +81,7 @@ public struct RTMPURL: Hashable, Sendable, CustomStringConvertible {
             host = authority
         }
         guard !host.isEmpty else { throw bad("it has no host") }
+        guard !host.contains(where: { $0 == "[" || $0 == "]" }) else { throw bad("the host has a bracket outside an IPv6 address") }
         var port = scheme.defaultPort
         if let portText {
             guard let p = Int(portText), (1...65_535).contains(p) else {

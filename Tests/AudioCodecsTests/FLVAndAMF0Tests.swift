@@ -118,6 +118,27 @@ func smallFLV(in dir: TemporaryDirectory) throws -> [UInt8] {
         #expect(try FLVTag.parse(encoded, at: 0).0 == tag)
     }
 
+    /// A header whose data offset puts the first tag beyond 64 KiB (legal, if odd): the file check agrees with the
+    /// parse (it read at most 64 KiB of header and called such a file corrupt — found by reading for the fuzz targets).
+    @Test func aFarDataOffsetIsReadAlikeByTheCheckAndTheParse() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let offset = 70_000
+        var bytes: [UInt8] = [0x46, 0x4C, 0x56, 1, 4] + [UInt8(offset >> 24), UInt8((offset >> 16) & 0xFF), UInt8((offset >> 8) & 0xFF), UInt8(offset & 0xFF)]
+        bytes += [UInt8](repeating: 0, count: offset - bytes.count + 4)
+        bytes += FLVTag(type: .audio, timestamp: 0, data: [0xAF, 0, 0x11, 0x90]).encoded()
+        let parsed = try FLVContents(parsing: bytes)
+        let path = dir.file("far.flv")
+        try Data(bytes).write(to: URL(fileURLWithPath: path))
+        let checked = try FLVContents.check(path: path)
+        #expect(parsed.tags.count == 1 && checked.tagCount == 1 && checked.audioTagCount == 1 && checked.header == parsed.header)
+        // And a data offset past the end is the same error both ways.
+        bytes[5...8] = [0, 0x10, 0, 0]
+        try Data(bytes).write(to: URL(fileURLWithPath: path))
+        #expect(throws: AudioError.self) { try FLVContents(parsing: bytes) }
+        #expect(throws: AudioError.self) { try FLVContents.check(path: path) }
+    }
+
     /// Byte by byte: every prefix of a valid file either parses as the tags that are whole (a cut exactly
     /// between tags) or is a typed error. Never a crash.
     @Test func everyTruncationIsATypedError() throws {

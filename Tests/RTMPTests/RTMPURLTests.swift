@@ -131,6 +131,11 @@ struct RTMPURLTests {
         ("rtmp://[]/live/\(key)", "no host"),
         ("rtmp://[::1/live/\(key)", "closing ']'"),
         ("rtmp://[::1]x/live/\(key)", "after the IPv6 address"),
+        // Found by reading for the fuzz targets: '[x' was taken for a host, and its tcUrl did not parse.
+        ("rtmp://[[x]/live/\(key)", "not an IPv6 address"),
+        ("rtmp://[example.com]/live/\(key)", "not an IPv6 address"),
+        ("rtmp://[fe80::1%]/live/\(key)", "not an IPv6 address"),
+        ("rtmp://h]x/live/\(key)", "bracket"),
     ]
 
     @Test("Unusable URLs are an .invalidURL error that says what is wrong and never contains the key")

@@ -153,13 +153,13 @@ public final class VoiceProcessingUnit: RenderUnit, @unchecked Sendable {
     private var adaptiveGain: Float = 0
     /// The reference's power over the last ``recentFrames`` frames (the echo's delay margin and a room's tail), and
     /// the echo's power against the loudest of them while the far end plays alone (1 until measured).
-    private let recentReference = UnsafeMutablePointer<Double>.allocate(capacity: recentFrames)
+    private let recentReference: UnsafeMutablePointer<Double>
     private var recentNext = 0
     private var echoReturn = 1.0
     static let recentFrames = 48
     /// The microphone's and the output's power in the last ``erleFrames`` frames during which the far end played.
-    private let erleInput = UnsafeMutablePointer<Double>.allocate(capacity: erleFrames)
-    private let erleOutput = UnsafeMutablePointer<Double>.allocate(capacity: erleFrames)
+    private let erleInput: UnsafeMutablePointer<Double>
+    private let erleOutput: UnsafeMutablePointer<Double>
     private var erleNext = 0
     private var erleFilled = 0
     static let erleFrames = 100
@@ -211,6 +211,11 @@ public final class VoiceProcessingUnit: RenderUnit, @unchecked Sendable {
         limiter = Parameter(Self.limiterSpec, owner: owner)
         highPassFilter = Parameter(Self.highPassFilterSpec, owner: owner)
         referenceDelay = Parameter(Self.referenceDelaySpec, owner: owner)
+        // Allocated once nothing can throw: a throwing init does not run deinit (a graph file naming this unit at
+        // 24 kHz leaked these — found by the graph-file fuzz target's leak check).
+        recentReference = .allocate(capacity: Self.recentFrames)
+        erleInput = .allocate(capacity: Self.erleFrames)
+        erleOutput = .allocate(capacity: Self.erleFrames)
         micPointers = .allocate(capacity: f.channelCount)
         micPointers.initialize(repeating: nil, count: f.channelCount)
         referencePointers = .allocate(capacity: 1)
