@@ -32,6 +32,8 @@ public final class WAVFileReader: @unchecked Sendable {
 
     private let file: POSIXFile
     private let chunk: RawPCMBuffer
+    /// Frames read per system call: the chunk asked for, or the file's length when shorter.
+    var chunkCapacity: Int { chunk.capacity }
 
     /// Opens and parses `path`.
     /// - Parameter chunkFrames: frames read from the file per system call.
@@ -41,7 +43,7 @@ public final class WAVFileReader: @unchecked Sendable {
         self.path = path
         file = try POSIXFile(path: path, writing: false)
         info = try WAVHeaderParser.parse(file)
-        // No more than the file holds: a header of a few bytes may claim 65,535 channels.
+        // No more than the file holds (4096 frames of 64 channels of 32 bits are 1 MiB, for a file of 44 bytes).
         chunk = RawPCMBuffer(format: info.format, capacity: max(1, min(chunkFrames, Int(clamping: info.frameCount))))
     }
 

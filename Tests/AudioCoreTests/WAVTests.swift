@@ -1,6 +1,6 @@
 import AudioCore
 import Foundation
-import MediaContainers
+@testable import MediaContainers
 import Testing
 import TestSupport
 
@@ -98,6 +98,29 @@ import TestSupport
         // No data chunk at all.
         try bytes.prefix(36).write(to: URL(fileURLWithPath: dir.file("nodata.wav")))
         expectError(dir.file("nodata.wav"), .corruptFile, "no 'data' chunk")
+    }
+
+    /// The reader's chunk is no larger than the file: it was 4096 frames whatever the file held (1 MiB zeroed to open
+    /// a 44-byte file of 64 channels of 32 bits; each fuzz input opens one).
+    @Test func theReadChunkIsNoLargerThanTheFile() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        func header(channels: Int, frames: Int) -> [UInt8] {
+            func le16(_ v: Int) -> [UInt8] { [UInt8(v & 0xFF), UInt8(v >> 8)] }
+            func le32(_ v: Int) -> [UInt8] { (0..<4).map { UInt8((v >> (8 * $0)) & 0xFF) } }
+            let block = channels * 4, data = frames * block
+            return Array("RIFF".utf8) + le32(36 + data) + Array("WAVEfmt ".utf8) + le32(16) + le16(1) + le16(channels)
+                + le32(48_000) + le32(48_000 * block) + le16(block) + le16(32) + Array("data".utf8) + le32(data)
+                + [UInt8](repeating: 0, count: data)
+        }
+        try Data(header(channels: 64, frames: 0)).write(to: URL(fileURLWithPath: dir.file("wide.wav")))
+        let wide = try WAVFileReader(path: dir.file("wide.wav"))
+        #expect(wide.format.channelCount == 64 && wide.frameCount == 0 && wide.chunkCapacity == 1)
+        try Data(header(channels: 2, frames: 10)).write(to: URL(fileURLWithPath: dir.file("short.wav")))
+        let short = try WAVFileReader(path: dir.file("short.wav"))
+        #expect(short.frameCount == 10 && short.chunkCapacity == 10)
+        let buffer = PCMBuffer(channelCount: 2, capacity: 64)
+        #expect(try short.read(into: buffer.view(frames: 64)) == 10)
     }
 
     @Test func truncatedFilesKeepTheFramesThatExist() throws {

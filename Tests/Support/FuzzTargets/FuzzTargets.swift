@@ -102,7 +102,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
             info.dataOffset + info.frameCount * Int64(info.format.bytesPerFrame) <= Int64(bytes.count),
             "\(info.frameCount) frames of \(info.format.bytesPerFrame) bytes from \(info.dataOffset) in \(bytes.count) bytes")
         let samples: [[Float]]
-        // As many frames as the file holds, in chunks no larger (a header may claim 65,535 channels).
+        // As many frames as the file holds, in chunks no larger.
         let frames = Int(info.frameCount)
         let room = max(1, min(1024, frames))
         do { samples = try readAll(channels: info.format.channelCount, limit: frames, chunkFrames: room) { v throws(AudioError) in try reader.read(into: v) } } catch {
