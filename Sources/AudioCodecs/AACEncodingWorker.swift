@@ -34,7 +34,7 @@ public final class AACEncodingWorker: @unchecked Sendable {
     private let overflowCount = Atomic<Int>(0)
     private let pushedFrames = Atomic<Int64>(0)
     private let packetCount = Atomic<Int>(0)
-    private let failed = Mutex<AudioError?>(nil)
+    private let failed = Locked<AudioError?>(nil)
     private var thread: WorkerThread?
     private var finished = false
     /// Bytes between planes in a slot (non-interleaved formats).

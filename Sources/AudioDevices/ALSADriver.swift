@@ -250,7 +250,7 @@ final class ALSADriver: AudioDriver, @unchecked Sendable {
         try startStreams()
         running.store(true, ordering: .releasing)
         let ready = BlockingCondition()
-        let report = Mutex<String??>(nil)
+        let report = Locked<String??>(nil)
         thread = try WorkerThread(name: "la-alsa-io") { [self] in
             let refusal = RealtimeScheduling.promoteCurrentThread(priority: Self.realtimePriority)
             ready.lock()

@@ -170,13 +170,13 @@ public final class IOUnit: @unchecked Sendable {
     private var supervisor: WorkerThread?
     /// A fault a driver reported; its own lock, so a driver thread never waits on `condition`, which is held
     /// while drivers are opened.
-    private let pendingFault = Mutex<AudioError?>(nil)
+    private let pendingFault = Locked<AudioError?>(nil)
     private var stopping = false
     private var isRunning = false
     private var xrunBase = 0
     private var reportedXruns = 0
     private var reportedInputEnd = false
-    private let stateLock = Mutex<(grant: DeviceGrant?, faults: Int, reconnects: Int, failure: AudioError?, conversionLatency: Double)>(
+    private let stateLock = Locked<(grant: DeviceGrant?, faults: Int, reconnects: Int, failure: AudioError?, conversionLatency: Double)>(
         (nil, 0, 0, nil, 0))
 
     public init(_ configuration: Configuration) throws(AudioError) {

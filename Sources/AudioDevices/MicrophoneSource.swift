@@ -67,9 +67,9 @@ public final class MicrophoneSource: @unchecked Sendable {
     private let wake = WakeSignal()
     private let wakerRunning = Atomic<Bool>(false)
     private var waker: WorkerThread?
-    private let lock = Mutex<Void>(())
+    private let lock = Locked<Void>(())
     /// The consumer waiting for a buffer, and whether the stream has ended.
-    private let waiting = Mutex<(continuation: CheckedContinuation<Void, Never>?, finished: Bool)>((nil, false))
+    private let waiting = Locked<(continuation: CheckedContinuation<Void, Never>?, finished: Bool)>((nil, false))
 
     /// - Parameters:
     ///   - device: the device name (ALSA PCM, JACK client, or the WAV file for `.virtual`); nil for the default.

@@ -127,7 +127,7 @@ public final class RenderGraph: @unchecked Sendable {
         var announcedCycle: Int?
     }
 
-    private let control: Mutex<Topology>
+    private let control: Locked<Topology>
     private let exchange = ScheduleExchange<RenderSchedule>()
     private let renderState = Atomic<Int>(State.uninitialized.rawValue)
     /// Render cycles in progress, counted in two slots (the render side's half of the gate; see ``reset()`` and
@@ -159,7 +159,7 @@ public final class RenderGraph: @unchecked Sendable {
         identity = graphCounter.add(1, ordering: .relaxed).newValue
         output = NodeID(graph: identity, raw: 0)
         silence = PCMBuffer(channelCount: 1, capacity: maximumFrames)
-        control = Mutex(Topology())
+        control = Locked(Topology())
     }
 
     deinit {

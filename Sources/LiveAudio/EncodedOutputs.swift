@@ -17,7 +17,7 @@ final class EncodedOutputs: @unchecked Sendable {
     /// The latest (sample time, host time) of what was pushed: when a packet's audio was captured, for the RTMP
     /// outputs' latency figures.
     let clock = ClockAnchor()
-    private let files = Mutex<[(LiveStreamSession.Output, AACFileWriter)]>([])
+    private let files = Locked<[(LiveStreamSession.Output, AACFileWriter)]>([])
     private let pushed = Atomic<Int64>(0)
 
     /// Checks the outputs (none twice, file folders exist) and makes the encoder and the publishers; nothing opens yet.

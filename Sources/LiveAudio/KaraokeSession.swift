@@ -140,7 +140,7 @@ public final class KaraokeSession: @unchecked Sendable {
     /// Where the song goes to the encoder (when it has outputs), and the encoder and its outputs: made again after a
     /// start that failed (an RTMP publisher runs once).
     private let encoderTap: EncoderTap?
-    private let encoded = Mutex<EncodedOutputs?>(nil)
+    private let encoded = Locked<EncodedOutputs?>(nil)
     private let songOutputs: [LiveStreamSession.Output]
     /// Each recorder and what it is shifted by: nothing (the accompaniment), the round trip (the dry voice), or the
     /// round trip and the chain's latency (the wet voice, the song).
@@ -150,12 +150,12 @@ public final class KaraokeSession: @unchecked Sendable {
     /// it too.
     private let chainLatencyFrames: Int
     private let io: IOUnit
-    private let volumes = Mutex<Volumes>(Volumes())
+    private let volumes = Locked<Volumes>(Volumes())
     struct Volumes {
         var accompaniment = 0.0, voice = 0.0, monitorVoice = 0.0
         var accompanimentMuted = false, voiceMuted = false
     }
-    private let state = Mutex<SessionState>(SessionState())
+    private let state = Locked<SessionState>(SessionState())
     struct SessionState {
         var started = false, starting = false, stopped = false, scheduled = false
         var roundTrip = 0, source = "", startTime: Int64 = 0, calibrations = 0

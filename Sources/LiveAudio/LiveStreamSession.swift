@@ -205,7 +205,7 @@ public final class LiveStreamSession: @unchecked Sendable {
     private var readAhead: ReadAheadWorker?
     private let ended = Atomic<Bool>(false)
     private let stopPacer = Atomic<Bool>(false)
-    private let control = Mutex<(started: Bool, stopped: Bool)>((false, false))
+    private let control = Locked<(started: Bool, stopped: Bool)>((false, false))
 
     /// Checks everything that can be checked before anything opens: the graph, the input, the outputs, the
     /// encoder settings.
@@ -458,7 +458,7 @@ final class StreamProcessor: @unchecked Sendable {
     let outputMeter = LevelMeter()
     private let processed = Atomic<Int64>(0)
     private let failures = Atomic<Int>(0)
-    private let inputFailure = Mutex<AudioError?>(nil)
+    private let inputFailure = Locked<AudioError?>(nil)
     /// The gain applied at the end of the last block (the ramp's start for the next).
     private var gain: Float = 1
 

@@ -12,7 +12,7 @@ import Synchronization
 /// the publisher's queue absorbs (and bounds) the difference.
 final class MessageSender: Sendable {
     let channel: any Channel
-    private let encoder = Mutex(ChunkStreamEncoder())
+    private let encoder = Locked(ChunkStreamEncoder())
     /// Writes under way, and when one last completed (or the first began): what the stall watch reads.
     private let pendingWrites = Atomic<Int>(0)
     private let lastProgress = Atomic<UInt64>(0)
@@ -490,7 +490,7 @@ struct RTMPConnection {
 
 /// Closes a channel when a timeout passes, and remembers that it did.
 final class Deadline: Sendable {
-    private let state = Mutex<(task: Scheduled<Void>?, fired: Bool)>((nil, false))
+    private let state = Locked<(task: Scheduled<Void>?, fired: Bool)>((nil, false))
 
     var fired: Bool { state.withLock { $0.fired } }
 

@@ -129,7 +129,7 @@ public final class RTMPPublisher: Sendable {
     public let statistics: AsyncStream<RTMPStatistics>
 
     private let statisticsContinuation: AsyncStream<RTMPStatistics>.Continuation
-    private let shared = Mutex(Shared())
+    private let shared = Locked(Shared())
     private let doorbell = Doorbell()
     private let sslContext: NIOSSLContext?
     private let stereo: Bool
@@ -519,7 +519,7 @@ struct PacketQueue {
 
 /// Wakes the sending task: ring from any thread; one waiter.
 final class Doorbell: Sendable {
-    private let state = Mutex<(rung: Bool, waiter: CheckedContinuation<Void, Never>?)>((false, nil))
+    private let state = Locked<(rung: Bool, waiter: CheckedContinuation<Void, Never>?)>((false, nil))
 
     func ring() {
         let waiter = state.withLock { s -> CheckedContinuation<Void, Never>? in
@@ -561,10 +561,10 @@ final class InboundBridge: ChannelDuplexHandler, @unchecked Sendable {
     let stream: AsyncThrowingStream<ByteBuffer, any Error>
     private let continuation: AsyncThrowingStream<ByteBuffer, any Error>.Continuation
 
-    private let firstError = Mutex<(any Error)?>(nil)
+    private let firstError = Locked<(any Error)?>(nil)
     /// Bytes handed to the stream and not yet consumed, whether a read is being held back, and the channel's event
     /// loop (for the reader's thread to resume reading on).
-    private let backlog = Mutex<(bytes: Int, held: Bool, loop: (any EventLoop)?)>((0, false, nil))
+    private let backlog = Locked<(bytes: Int, held: Bool, loop: (any EventLoop)?)>((0, false, nil))
     private var context: ChannelHandlerContext?  // event loop only
 
     /// The most bytes read from the server and not yet parsed before reading stops: the connection never reads

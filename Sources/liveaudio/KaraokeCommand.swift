@@ -210,7 +210,7 @@ struct Karaoke: AsyncParsableCommand {
 
 /// The last device event, for the screen (it would scroll the screen away on standard error).
 final class EventLine: Sendable {
-    private let last = Mutex<String>("")
+    private let last = Locked<String>("")
 
     var text: String { last.withLock { $0 } }
 

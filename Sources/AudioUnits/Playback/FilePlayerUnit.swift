@@ -89,7 +89,7 @@ public final class FilePlayerUnit: RenderUnit, FiniteSource, @unchecked Sendable
     }
 
     // Control side (any thread but the render thread): the latest command, read by the reader under the lock.
-    private let control = Mutex(ControlState())
+    private let control = Locked(ControlState())
     private struct ControlState {
         var command = Command()
         var onEnd: (@Sendable () -> Void)?

@@ -30,7 +30,7 @@ public final class RecorderUnit: RenderUnit, @unchecked Sendable {
     private let shared: Shared
     private let thread: WorkerThread
     /// Held for the whole of ``finish()``: a second caller waits for the first and gets its outcome.
-    private let finished = Mutex<(done: Bool, error: AudioError?)>((false, nil))
+    private let finished = Locked<(done: Bool, error: AudioError?)>((false, nil))
 
     /// What the render thread and the writer share; the writer thread owns it too, so it outlives the unit if need be.
     private final class Shared: @unchecked Sendable {
@@ -45,7 +45,7 @@ public final class RecorderUnit: RenderUnit, @unchecked Sendable {
         let failed = Atomic<Bool>(false)
         /// True unless told real-time cycles are coming: the render then waits for room in the ring.
         let waits = Atomic<Bool>(true)
-        let failure = Mutex<AudioError?>(nil)
+        let failure = Locked<AudioError?>(nil)
         var toSkip: Int64
         /// A skip asked for by ``startRecording(atSampleTime:skipFrames:)`` (-1: none), taken by the writer.
         let skipRequest = Atomic<Int64>(-1)
