@@ -6,7 +6,7 @@ OUT ?= out
 # Release builds link the Swift runtime and Foundation statically: the tool starts in 6 ms instead of 13.
 RELEASE := -c release --static-swift-stdlib
 
-.PHONY: demo test bench fuzz fuzz-corpus fuzz-smoke build release deps-demo deps-test deps-bench clean
+.PHONY: demo test bench fuzz fuzz-corpus fuzz-smoke sanitize build release deps-demo deps-test deps-bench clean
 
 demo: deps-demo
 	$(SWIFT) build $(RELEASE) --product liveaudio
@@ -29,6 +29,10 @@ bench: deps-bench
 # (default 60); results in .build-fuzz/results.tsv, failing inputs in .build-fuzz/crashes/. See docs/reliability.md.
 fuzz: deps-test
 	SWIFT=$(SWIFT) FUZZ_SECONDS=$${FUZZ_SECONDS:-60} scripts/fuzz.sh
+
+# The concurrency-heavy suites under ThreadSanitizer, the parsers and codecs under AddressSanitizer (docs/reliability.md).
+sanitize: deps-test
+	SWIFT=$(SWIFT) scripts/sanitize.sh
 
 # Rewrites the fuzz targets' seed corpora and dictionaries (Fuzz/) from the formats' specifications and FFmpeg.
 fuzz-corpus: deps-test

@@ -44,7 +44,8 @@ for t in "${targets[@]}"; do
     # Leaks are checked (libFuzzer's -detect_leaks, on by default): a parser that loses memory on bad input loses it
     # on every bad file a user opens.
     # Swift's own crash reporter is off: ASan takes its reads of the crashed stack for an error of their own.
-    FUZZ_TARGET=$t ASAN_OPTIONS=allocator_may_return_null=1 SWIFT_BACKTRACE=enable=no "$bin" \
+    # Deterministic hashing: dictionary order (graph files' error messages) is the same for every run of an input.
+    FUZZ_TARGET=$t ASAN_OPTIONS=allocator_may_return_null=1 SWIFT_BACKTRACE=enable=no SWIFT_DETERMINISTIC_HASHING=1 "$bin" \
         -max_total_time="$seconds" "${runs_flag[@]}" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
         -dict="Fuzz/dictionaries/$t.dict" -artifact_prefix="$scratch/crashes/$t-" \
         "$work" "Fuzz/corpus/$t" "Fuzz/regressions/$t" > "$log" 2>&1

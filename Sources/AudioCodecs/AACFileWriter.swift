@@ -1,5 +1,6 @@
 #if canImport(Glibc)
 import Glibc
+import Synchronization
 #endif
 import AudioCore
 import MediaContainers
@@ -31,11 +32,14 @@ public enum AACContainer: String, Sendable, CaseIterable {
 /// (see ``MP4FileWriter``).
 ///
 /// Thread safety: one thread at a time (it may move between threads, e.g. into an ``AACEncodingWorker`` handler);
-/// does file I/O.
+/// does file I/O. ``packetsWritten`` may be read from any thread.
 public final class AACFileWriter: @unchecked Sendable {
     public let path: String
     public let container: AACContainer
-    public private(set) var packetsWritten = 0
+    /// Packets written so far; any thread may read it while another writes (a live session's statistics do; a
+    /// plain counter was a data race, found by ThreadSanitizer).
+    public var packetsWritten: Int { written.load(ordering: .relaxed) }
+    private let written = Atomic<Int>(0)
     private let settings: AACEncoderSettings
     private let priming: Int
     private var adts: ADTSFileWriter?
@@ -88,7 +92,7 @@ public final class AACFileWriter: @unchecked Sendable {
             if let adts { try adts.write(p.data) }
             if let flv { try flv.writeAAC(p.data, milliseconds: p.streamMilliseconds) }
             if let mp4 { try mp4.write(p.data, start: p.sampleTime - origin, frames: p.frames) }
-            packetsWritten += 1
+            written.add(1, ordering: .relaxed)
         }
     }
 

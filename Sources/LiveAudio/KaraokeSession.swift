@@ -463,7 +463,10 @@ public final class KaraokeSession: @unchecked Sendable {
         // another latency when a stream restarts (PulseAudio at small periods: an underrun while the monitor source
         // wakes up, and the loop is 600 frames longer after it), and a median over both regimes is neither.
         let agreement = Int((sampleRate * Self.calibrationAgreement).rounded())
-        var found: [Int] = []
+        // The best attempt so far if none is clean: steady first, then the most clicks, then the smallest spread.
+        var best: (steady: Bool, found: [Int])?
+        var xrunsSeen = false
+        state.withLock { $0.calibrations = 0 }
         for attempt in 1...Self.maximumCalibrations {
             let xruns = io.xrunCount
             clicks.arm(at: clock.sampleTime + Int64(sampleRate / 2), interval: interval)
@@ -476,27 +479,35 @@ public final class KaraokeSession: @unchecked Sendable {
                 }
                 try? await Task.sleep(nanoseconds: 10_000_000)
             }
-            found = clicks.roundTrips().sorted()
+            state.withLock { $0.calibrations = attempt }
+            let found = clicks.roundTrips().sorted()
             let steady = io.xrunCount == xruns
-            // Nothing came back on a steady device: no loop, and playing again will not make one.
-            if found.isEmpty, steady { break }
+            xrunsSeen = xrunsSeen || !steady
             if steady, found.count == CalibrationClicks.clicks, found.last! - found.first! <= agreement {
-                state.withLock { $0.calibrations = attempt }
                 return found[found.count / 2]
             }
-            state.withLock { $0.calibrations = attempt }
+            func better(_ a: (steady: Bool, found: [Int]), than b: (steady: Bool, found: [Int])) -> Bool {
+                if a.steady != b.steady { return a.steady }
+                if a.found.count != b.found.count { return a.found.count > b.found.count }
+                return (a.found.last ?? 0) - (a.found.first ?? 0) < (b.found.last ?? 0) - (b.found.first ?? 0)
+            }
+            if best == nil || better((steady, found), than: best!) { best = (steady, found) }
+            // Nothing came back on a steady device: no loop, and playing again will not make one.
+            if found.isEmpty, steady, best!.found.isEmpty { break }
         }
-        guard !found.isEmpty else {
+        guard let best, !best.found.isEmpty else {
             throw AudioError(
                 .deviceUnavailable,
-                "none of the \(CalibrationClicks.clicks) calibration clicks came back within \(interval) frames: the output does not reach "
+                "none of the \(CalibrationClicks.clicks) calibration clicks came back within \(interval) frames"
+                    + (xrunsSeen ? " (the device had xruns meanwhile)" : "") + ": the output does not reach "
                     + "the input (connect them: a JACK loopback, a PulseAudio monitor source, or a cable), or give --latency-ms")
         }
         io.report(
-            warning: "the calibration clicks came back \(found.map(String.init).joined(separator: ", ")) frames late "
-                + "after \(Self.maximumCalibrations) tries, with xruns or lost clicks: the device's latency did not hold still, "
-                + "the voice may be off by their spread; the median is used (give --latency-ms to set it)")
-        return found[found.count / 2]
+            warning: "the calibration clicks came back \(best.found.map(String.init).joined(separator: ", ")) frames late "
+                + "in the best of \(Self.maximumCalibrations) tries (xruns, lost clicks or clicks more than "
+                + "\(Int(Self.calibrationAgreement * 1000)) ms apart): the device's latency did not hold still, and the voice may be "
+                + "off by their spread; their median is used (give --latency-ms to set it)")
+        return best.found[best.found.count / 2]
     }
 
     /// start() gives up when stop() is called meanwhile (stop() waits for it, then finds nothing started).

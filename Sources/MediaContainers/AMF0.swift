@@ -166,8 +166,10 @@ public struct AMF0Reader {
         switch marker {
         case .number: return .number(try cursor.double())
         case .boolean: return .boolean(try cursor.byte() != 0)
-        case .string: return .string(try cursor.utf8(length: Int(try cursor.uint16())))
-        case .longString: return .string(try cursor.utf8(length: Int(try cursor.uint32())))
+        case .string, .longString, .xmlDocument:
+            let text = try cursor.utf8(length: marker == .string ? Int(try cursor.uint16()) : Int(try cursor.uint32()))
+            try references.tally(string: text, cursor)
+            return .string(text)
         case .object:
             let slot = references.reserve()
             return references.fill(slot, .object(try properties(depth: depth)))
@@ -198,8 +200,7 @@ public struct AMF0Reader {
             let zone = Int16(bitPattern: try cursor.uint16())
             return .date(milliseconds: ms, timeZone: zone)
         case .reference:
-            return try references.reference(Int(try cursor.uint16()), cursor)
-        case .xmlDocument: return .string(try cursor.utf8(length: Int(try cursor.uint32())))
+            return try references.reference(Int(try cursor.uint16()), depth: depth, cursor)
         case .unsupported: return .undefined
         case .avmPlus:
             // The value that follows is AMF3 (AMF3 command and data messages switch for their complex values).
@@ -218,6 +219,7 @@ public struct AMF0Reader {
         var result: [AMF0Property] = []
         while true {
             let key = try cursor.utf8(length: Int(try cursor.uint16()))
+            try references.tally(string: key, cursor)
             if key.isEmpty, cursor.remaining > 0, cursor.bytes[cursor.offset] == AMF0.Marker.objectEnd.rawValue {
                 cursor.offset += 1
                 return result

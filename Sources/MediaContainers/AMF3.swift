@@ -89,13 +89,14 @@ public struct AMF3Reader {
         case .string: return .string(try string())
         case .xmlDocument, .xml:
             let header = try u29()
-            if header & 1 == 0 { return try references.reference(Int(header >> 1), cursor) }
+            if header & 1 == 0 { return try references.reference(Int(header >> 1), depth: depth, cursor) }
             let text = try cursor.utf8(length: Int(header >> 1))
-            references.keep(.string(text), weight: 1)
+            try references.tally(string: text, cursor)
+            references.keep(.string(text), weight: 1 + text.utf8.count / 16)
             return .string(text)
         case .date:
             let header = try u29()
-            if header & 1 == 0 { return try references.reference(Int(header >> 1), cursor) }
+            if header & 1 == 0 { return try references.reference(Int(header >> 1), depth: depth, cursor) }
             let date = AMF0Value.date(milliseconds: try cursor.double(), timeZone: 0)
             references.keep(date, weight: 1)
             return date
@@ -103,7 +104,7 @@ public struct AMF3Reader {
         case .object: return try object(depth: depth)
         case .byteArray:
             let header = try u29()
-            if header & 1 == 0 { return try references.reference(Int(header >> 1), cursor) }
+            if header & 1 == 0 { return try references.reference(Int(header >> 1), depth: depth, cursor) }
             let length = Int(header >> 1)
             let array = AMF0Value.strictArray(try cursor.take(length).map { .number(Double($0)) })
             try references.tally(length, cursor)
@@ -111,7 +112,7 @@ public struct AMF3Reader {
             return array
         case .vectorInt, .vectorUInt, .vectorDouble:
             let header = try u29()
-            if header & 1 == 0 { return try references.reference(Int(header >> 1), cursor) }
+            if header & 1 == 0 { return try references.reference(Int(header >> 1), depth: depth, cursor) }
             let count = Int(header >> 1)
             _ = try cursor.byte()  // fixed length or not: nothing to keep
             let size = marker == .vectorDouble ? 8 : 4
@@ -132,7 +133,7 @@ public struct AMF3Reader {
             return .strictArray(values)
         case .vectorObject:
             let header = try u29()
-            if header & 1 == 0 { return try references.reference(Int(header >> 1), cursor) }
+            if header & 1 == 0 { return try references.reference(Int(header >> 1), depth: depth, cursor) }
             let count = Int(header >> 1)
             _ = try cursor.byte()
             _ = try string()  // the element type's name
@@ -143,7 +144,7 @@ public struct AMF3Reader {
             return references.fill(slot, .strictArray(values))
         case .dictionary:
             let header = try u29()
-            if header & 1 == 0 { return try references.reference(Int(header >> 1), cursor) }
+            if header & 1 == 0 { return try references.reference(Int(header >> 1), depth: depth, cursor) }
             let count = Int(header >> 1)
             _ = try cursor.byte()  // weak keys or not
             try checkCount(count, "a dictionary")
@@ -159,7 +160,7 @@ public struct AMF3Reader {
 
     private mutating func array(depth: Int) throws(AudioError) -> AMF0Value {
         let header = try u29()
-        if header & 1 == 0 { return try references.reference(Int(header >> 1), cursor) }
+        if header & 1 == 0 { return try references.reference(Int(header >> 1), depth: depth, cursor) }
         let denseCount = Int(header >> 1)
         try checkCount(denseCount, "an array")
         let slot = references.reserve()
@@ -181,7 +182,7 @@ public struct AMF3Reader {
     private mutating func object(depth: Int) throws(AudioError) -> AMF0Value {
         let at = cursor.offset - 1
         let header = try u29()
-        if header & 1 == 0 { return try references.reference(Int(header >> 1), cursor) }
+        if header & 1 == 0 { return try references.reference(Int(header >> 1), depth: depth, cursor) }
         let shape: Traits
         if header & 2 == 0 {
             let index = Int(header >> 2)
@@ -239,9 +240,11 @@ public struct AMF3Reader {
         if header & 1 == 0 {
             let index = Int(header >> 1)
             guard index < strings.count else { throw cursor.fail("a reference to string \(index) of \(strings.count)") }
+            try references.tally(string: strings[index], cursor)
             return strings[index]
         }
         let s = try cursor.utf8(length: Int(header >> 1))
+        try references.tally(string: s, cursor)
         if !s.isEmpty { strings.append(s) }
         return s
     }

@@ -90,10 +90,42 @@ struct AMFReferenceTable {
         weights.append(weight)
     }
 
-    mutating func reference(_ index: Int, _ cursor: AMFCursor) throws(AudioError) -> AMF0Value {
+    /// The value `index` refers to, at `depth`: it counts as deep as it is nested, like a value read in place (a
+    /// reference let an array 40 deep hold one 40 deep, 80 levels, which its writer wrote and no reader read back,
+    /// and chains of them nested thousands deep — found by the AMF fuzz targets' round trips).
+    mutating func reference(_ index: Int, depth: Int, _ cursor: AMFCursor) throws(AudioError) -> AMF0Value {
         guard index < values.count else { throw cursor.fail("a reference to value \(index) of \(values.count)") }
         // The reference's own marker is tallied already.
         try tally(max(0, weights[index] - 1), cursor)
-        return values[index]
+        let value = values[index]
+        guard depth + Self.height(value, within: AMF0.maximumDepth - depth) < AMF0.maximumDepth else {
+            throw cursor.fail("values nested more than \(AMF0.maximumDepth) deep (through a reference)")
+        }
+        return value
+    }
+
+    /// Levels of nesting below `value` (0 for a scalar or an empty container), counted no further than `limit` + 1.
+    /// Visits no more values than the reference tallied.
+    static func height(_ value: AMF0Value, within limit: Int) -> Int {
+        guard limit >= 0 else { return 1 }
+        var deepest = 0
+        func visit(_ child: AMF0Value) -> Bool {
+            deepest = max(deepest, 1 + height(child, within: limit - 1))
+            return deepest > limit
+        }
+        switch value {
+        case .object(let properties), .ecmaArray(let properties):
+            for p in properties where visit(p.value) { break }
+        case .strictArray(let values):
+            for v in values where visit(v) { break }
+        default: break
+        }
+        return deepest
+    }
+
+    /// Tallies a string by its length, 1 for every 16 bytes: a string read once and referred to many times must not
+    /// expand to gigabytes while counting as one value.
+    mutating func tally(string: String, _ cursor: AMFCursor) throws(AudioError) {
+        try tally(string.utf8.count / 16, cursor)
     }
 }

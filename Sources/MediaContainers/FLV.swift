@@ -233,7 +233,7 @@ public struct FLVContents: Sendable {
         guard file.size > 0 else { throw AudioError(.corruptFile, "'\(path)' is empty") }
         // The header's 9 bytes and PreviousTagSize0 wherever the header says (a data offset may be anything).
         let (header, first) = try FLVHeader.parse(prefix: Array(try file.bytes(at: 0, count: FLVHeader.size)), size: file.size) {
-            (offset: Int64) throws(AudioError) in readUInt32(Array(try file.bytes(at: offset, count: 4)), 0)
+            (offset: Int64) throws(AudioError) in try uint32(file, at: offset, path: path)
         }
         var summary = Summary(header: header, tagCount: 0, audioTagCount: 0, metadata: nil)
         var offset = Int64(first)
@@ -241,7 +241,7 @@ public struct FLVContents: Sendable {
             let head = try FLVTag.parseHeader(
                 try file.bytes(at: offset, count: FLVTag.headerSize), at: offset, left: file.size - offset)
             let end = offset + Int64(FLVTag.headerSize + head.size)
-            try FLVTag.checkPreviousTagSize(readUInt32(Array(try file.bytes(at: end, count: 4)), 0), head: head, at: offset)
+            try FLVTag.checkPreviousTagSize(try uint32(file, at: end, path: path), head: head, at: offset)
             if head.type == .script, summary.metadata == nil {
                 let data = Array(try file.bytes(at: offset + Int64(FLVTag.headerSize), count: head.size))
                 let values = try AMF0.decodeAll(data)
@@ -252,6 +252,16 @@ public struct FLVContents: Sendable {
             offset = end + 4
         }
         return summary
+    }
+
+    /// Four bytes at `offset`; a file that became shorter while it was read (rewritten meanwhile) is an error, not a
+    /// trap.
+    private static func uint32(_ file: FileWindow, at offset: Int64, path: String) throws(AudioError) -> UInt32 {
+        let bytes = Array(try file.bytes(at: offset, count: 4))
+        guard bytes.count == 4 else {
+            throw AudioError(.corruptFile, "'\(path)' ended at byte \(offset + Int64(bytes.count)) while it was read: it changed meanwhile")
+        }
+        return readUInt32(bytes, 0)
     }
 
     /// Reads and parses the file at `path` (every tag's data in memory: use ``check(path:)`` to validate).

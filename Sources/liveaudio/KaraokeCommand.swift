@@ -132,7 +132,7 @@ struct Karaoke: AsyncParsableCommand {
             let stop = StopFlag()
             let signals = StopSignals { stop.set() }
             try await session.start()
-            note("karaoke: \(session.deviceGrant.map { "\($0)" } ?? "") ; round trip \(String(format: "%.2f", Double(session.roundTripFrames) * 1000 / session.sampleRate)) ms (\(session.roundTripSource)\(session.calibrations > 1 ? ", \(session.calibrations) calibrations: a device xrun or a lost click in the first" : ""))")
+            note("karaoke: \(session.deviceGrant.map { "\($0)" } ?? "") ; round trip \(String(format: "%.2f", Double(session.roundTripFrames) * 1000 / session.sampleRate)) ms (\(session.roundTripSource)\(session.calibrations > 1 ? ", \(session.calibrations) calibrations: an xrun, a lost click or clicks apart in the first" : ""))")
             let bound = ClockBound(duration: duration, grace: 0)
             if interactive {
                 let terminal = Terminal()

@@ -84,6 +84,45 @@ func smallFLV(in dir: TemporaryDirectory) throws -> [UInt8] {
     }
 }
 
+@Suite struct AMFReferenceTests {
+    static func nested(_ levels: Int, amf3: Bool, around inner: [UInt8]) -> [UInt8] {
+        // AMF0: a strict array of one value; AMF3: a dense array of one value (no associative part).
+        let level: [UInt8] = amf3 ? [0x09, 0x03, 0x01] : [0x0A, 0, 0, 0, 1]
+        return (0..<levels).flatMap { _ in level } + inner
+    }
+
+    /// A value that a reference brings in counts as deep as it ends up nested: an array 40 deep holding a reference
+    /// to another 40 deep is 80 levels, past the limit of 64, as if written out (its writer wrote it out, and no reader
+    /// read that back — found by the AMF fuzz targets' round trips). 20 and 20 read, and write back to bytes that
+    /// read back the same.
+    @Test(arguments: [false, true]) func aReferenceCountsAsDeepAsItIsNested(amf3: Bool) throws {
+        let leaf: [UInt8] = amf3 ? [0x01] : [0x05]
+        let reference: [UInt8] = amf3 ? [0x09, 0x00] : [0x07, 0, 0]
+        func decode(_ bytes: [UInt8]) throws(AudioError) -> [AMF0Value] {
+            amf3 ? try AMF3Reader.decodeAll(bytes) : try AMF0.decodeAll(bytes)
+        }
+        let deep = Self.nested(40, amf3: amf3, around: leaf) + Self.nested(40, amf3: amf3, around: reference)
+        #expect(throws: AudioError.self) { try decode(deep) }
+        do throws(AudioError) { _ = try decode(deep) } catch { #expect(error.message.contains("nested more than 64 deep")) }
+        let shallow = Self.nested(20, amf3: amf3, around: leaf) + Self.nested(20, amf3: amf3, around: reference)
+        let values = try decode(shallow)
+        #expect(values.count == 2)
+        let written = AMF0.encode(values)
+        #expect(AMF0.encode(try AMF0.decodeAll(written)) == written)
+    }
+
+    /// A long string referred to many times counts by its length: 1,000 references to an array holding a 4 KiB
+    /// string stand for 4 MB of text, which the expansion bound refuses well before it is reached.
+    @Test func referencesToLongStringsCountByLength() throws {
+        let text = [UInt8](repeating: 0x61, count: 4096)
+        var bytes: [UInt8] = [0x0A, 0, 0, 0, 1, 0x0C, 0, 0, 0x10, 0] + text  // [ "aaaa…" ] (index 0)
+        let count = 300_000
+        bytes += [0x0A] + withUnsafeBytes(of: UInt32(count).bigEndian) { Array($0) }
+        for _ in 0..<count { bytes += [0x07, 0, 0] }
+        #expect(throws: AudioError.self) { try AMF0.decodeAll(bytes) }
+    }
+}
+
 @Suite struct FLVTests {
     /// The writer's file, read back: header, onMetaData with the fields players use, the sequence header with the
     /// AudioSpecificConfig, then one raw AAC tag per packet at round(n × 1024 × 1000 / rate) ms, each followed by

@@ -39,11 +39,16 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
 
     // MARK: Files
 
-    /// A scratch folder of this process's own (in /dev/shm where it exists: no disk writes per input).
+    /// A scratch folder of this process's own (in /dev/shm where it exists: no disk writes per input), with a folder
+    /// per target: targets run side by side in the tests, and a playlist the decoder reads must not find another
+    /// target's file. Removed when the process exits.
     static let scratch: String = {
         let base = FileManager.default.fileExists(atPath: "/dev/shm") ? "/dev/shm" : NSTemporaryDirectory()
         let dir = "\(base)/liveaudio-fuzz-\(getpid())"
-        try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        for target in FuzzTarget.allCases {
+            try? FileManager.default.createDirectory(atPath: "\(dir)/\(target.rawValue)", withIntermediateDirectories: true)
+        }
+        atexit { try? FileManager.default.removeItem(atPath: FuzzTarget.scratch) }
         return dir
     }()
 
@@ -93,7 +98,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     /// integer samples in [−1, 1), and a round trip: what was read, written in the same format and read back, is the
     /// same samples.
     static func wav(_ bytes: [UInt8]) {
-        let path = write(bytes, to: "input.wav")
+        let path = write(bytes, to: "wav/input.wav")
         let reader: WAVFileReader
         do { reader = try WAVFileReader(path: path) } catch { return }
         let info = reader.info
@@ -115,7 +120,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         if info.format.sampleType != .float32 {
             for channel in samples { for s in channel { check(s >= -1 && s <= 1, "integer sample \(s) outside [-1, 1]") } }
         }
-        let copy = "\(scratch)/copy.wav"
+        let copy = "\(scratch)/wav/copy.wav"
         do {
             let writer = try WAVFileWriter(path: copy, format: info.format, chunkFrames: room)
             let buffer = PCMBuffer(channelCount: info.format.channelCount, capacity: max(1, frames))
@@ -153,7 +158,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
                 check(frames.allSatisfy { $0.sampleRate == first.sampleRate && $0.channelConfiguration == first.channelConfiguration }, "mixed frames")
             }
         }
-        let path = write(bytes, to: "input.aac")
+        let path = write(bytes, to: "adts/input.aac")
         let file = Result { () throws(AudioError) in try ADTSStream.check(path: path) }
         switch (memory, file) {
         case (.success(let frames), .success(let summary)):
@@ -198,7 +203,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
                 }
             }
         }
-        let path = write(bytes, to: "input.flv")
+        let path = write(bytes, to: "flv/input.flv")
         let checked = Result { () throws(AudioError) in try FLVContents.check(path: path) }
         switch (parsed, checked) {
         case (.success(let contents), .success(let summary)):
@@ -371,8 +376,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         guard !bytes.contains(UInt8(ascii: "/")), !bytes.contains(UInt8(ascii: "\\")),
             let text = String(validating: bytes, as: UTF8.self)
         else { return }
-        let base = "\(scratch)/graph-base"
-        try? FileManager.default.createDirectory(atPath: base, withIntermediateDirectories: true)
+        let base = "\(scratch)/graphFile"
         let first = Result { () throws(AudioError) in try GraphFile.load(json: text, baseDirectory: base, maximumFrames: 256) }
         let second = Result { () throws(AudioError) in try GraphFile.load(json: text, baseDirectory: base, maximumFrames: 256) }
         switch (first, second) {
@@ -396,7 +400,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     /// the fuzzer reads no network and no other file.
     static func decoder(_ bytes: [UInt8]) {
         for marker in ["://", "#EXT", "ffconcat", "file:", "concat:"] where bytes.firstRange(of: Array(marker.utf8)) != nil { return }
-        let path = write(bytes, to: "input")
+        let path = write(bytes, to: "decoder/input")
         if let probe = try? AudioFileProbe.probe(path: path) {
             check(probe.description.sampleRate > 0 && probe.description.channelCount > 0, "probe \(probe.description)")
             check(!probe.duration.isNaN, "probe duration NaN")
