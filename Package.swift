@@ -71,7 +71,7 @@ let package = Package(
         // Devices: ALSA, JACK and virtual (WAV) backends, the I/O unit, microphone source, latency measurement.
         .target(
             name: "AudioDevices",
-            dependencies: ["AudioCore", "AudioGraph", "MediaContainers", "CALSA", "CJACK"],
+            dependencies: ["AudioCore", "AudioGraph", "MediaContainers", "CALSA", "CJACK", "CSystemCalls"],
             swiftSettings: strict
         ),
         // RTMP publishing: URLs, handshake, chunk streams, messages, the publisher on SwiftNIO (rtmps through

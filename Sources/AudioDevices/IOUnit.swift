@@ -1,5 +1,6 @@
 import AudioCore
 import AudioGraph
+import CSystemCalls
 import Synchronization
 
 /// Receives captured audio on the real-time thread, in the input bus's client format, with the sample time of the
@@ -104,6 +105,8 @@ public final class IOUnit: @unchecked Sendable {
     /// What happened on the device: start, xruns, faults, reconnects, warnings. Never fed from the render thread.
     public let events: AsyncStream<DeviceEvent>
     private let continuation: AsyncStream<DeviceEvent>.Continuation
+    /// The real-time probe's hook, found when the unit is made (never on the device thread).
+    private let renderScopeHook = la_find_render_scope_hook()
     private let request: DeviceRequest
 
     // Set before start, read on the render thread.
@@ -775,6 +778,10 @@ extension IOUnit: DeviceCycleHandler {
 
     /// The real-time cycle: capture to the handler and the input unit, then the graph (or callback) to the output.
     func deviceCycle(input captured: BufferView?, output: BufferView?, time: DeviceCycleTime) {
+        // The handler's scope for the real-time probe (nil unless a test preloads it): one branch per cycle.
+        let scope = renderScopeHook
+        scope?(1)
+        defer { scope?(-1) }
         let began = monotonicNanoseconds()
         // Two clocks: the capture, on its own clock, becomes the playback clock's frames.
         var input = captured

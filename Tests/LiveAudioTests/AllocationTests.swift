@@ -125,6 +125,7 @@ func probe(_ arguments: [String], environment: [String: String] = [:]) async thr
             #expect(report["canaryFrees"]! >= 1 && report["canaryLockWaits"]! >= 1, "\(backend): frees and locks are seen")
             #expect(report["deviceThreadAllocations"] == 0, "\(backend): \(report)")
             #expect(report["deviceThreadFrees"] == 0 && report["deviceThreadLockWaits"] == 0, "\(backend): \(report)")
+            Self.expectNoBlockingCalls(report, minimumCycles: minimumCycles, "\(backend)")
             #expect(report["conversionShortfalls"] == 0, "\(backend): \(report)")
             if backend.last == jack44.name { #expect(report["deviceRate"] == 44_100, "the conversion ran: \(report)") }
             if backend == ["virtual"] {
@@ -153,6 +154,7 @@ func probe(_ arguments: [String], environment: [String: String] = [:]) async thr
         #expect(report["deviceThreadAllocations"] == 0 && report["deviceThreadFrees"] == 0, "\(report)")
         #expect(report["referenceShortfalls"] == 0, "\(report)")
         #expect(report["deviceThreadLockWaits"] == 0, "\(report)")
+        Self.expectNoBlockingCalls(report, minimumCycles: 10_000, "jack with voice processing")
     }
 
     /// The whole karaoke session on JACK's dummy driver's thread (128 frames, our outputs looped to our inputs): the
@@ -170,6 +172,7 @@ func probe(_ arguments: [String], environment: [String: String] = [:]) async thr
         #expect(report["canaryAllocations"]! >= 1 && report["canaryFrees"]! >= 1 && report["canaryLockWaits"]! >= 1, "\(report)")
         #expect(report["deviceThreadAllocations"] == 0 && report["deviceThreadFrees"] == 0, "\(report)")
         #expect(report["deviceThreadLockWaits"] == 0, "\(report)")
+        Self.expectNoBlockingCalls(report, minimumCycles: 4000, "karaoke on jack")
         #expect(report["failed"] == 0 && report["outputs"] == 2, "\(report)")
     }
 
@@ -196,5 +199,17 @@ func probe(_ arguments: [String], environment: [String: String] = [:]) async thr
         #expect(report["deviceThreadAllocations"] == 0, "\(report)")
         #expect(report["deviceThreadFrees"] == 0, "\(report)")
         #expect(report["deviceThreadLockWaits"] == 0, "\(report)")
+        Self.expectNoBlockingCalls(report, minimumCycles: 1500, "alsa through pulse")
+    }
+
+    /// No blocking system call (I/O, poll, sleep, yield, open, close, sockets, ioctl) in the I/O unit's handler of a
+    /// device cycle — the scope the unit marks for the probe, which every watched cycle entered — while the canary's
+    /// deliberate 1 µs sleep there is counted. The device's own waiting around the handler is its job: ALSA's poll
+    /// inside its calls, JACK's between callbacks, the virtual device's file I/O and pacing.
+    static func expectNoBlockingCalls(_ report: [String: Int], minimumCycles: Int, _ what: String) {
+        // Counted from the reset, a cycle or two after the measured span begins.
+        #expect(report["scopeEntries"]! >= minimumCycles - 10, "\(what): the handler's scope was marked: \(report)")
+        #expect(report["canaryBlockingCalls"]! >= 1, "\(what): a sleep in the handler is seen: \(report)")
+        #expect(report["deviceThreadBlockingCalls"] == 0, "\(what): \(report)")
     }
 }

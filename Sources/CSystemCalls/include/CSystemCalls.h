@@ -6,8 +6,17 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <pthread.h>
+
+/// The real-time probe's scope hook (la_sync_probe_scope in libLiveAudioSyncProbe.so, which tests preload), or NULL
+/// when it is not loaded: the I/O unit calls it with +1 and −1 around each device cycle's handler, so the probe
+/// counts blocking calls made there and not the device's own waiting around it.
+typedef void (*la_render_scope_hook)(int delta);
+static inline la_render_scope_hook la_find_render_scope_hook(void) {
+    return (la_render_scope_hook)dlsym(RTLD_DEFAULT, "la_sync_probe_scope");
+}
 
 /// Starts writeback of a written file range without waiting for it (sync_file_range with
 /// SYNC_FILE_RANGE_WRITE). Returns 0, or -1 with errno set.
@@ -18,6 +27,8 @@ static inline int la_start_writeback(int fd, long long offset, long long count) 
 /// Names the calling thread (at most 15 bytes are kept), for ps, top and debuggers.
 static inline void la_set_thread_name(const char *name) { pthread_setname_np(pthread_self(), name); }
 #else
+typedef void (*la_render_scope_hook)(int delta);
+static inline la_render_scope_hook la_find_render_scope_hook(void) { return 0; }
 static inline void la_set_thread_name(const char *name) { (void)name; }
 static inline int la_start_writeback(int fd, long long offset, long long count) {
     (void)fd; (void)offset; (void)count;

@@ -282,7 +282,7 @@ func renderFile(directory: String, seconds: Double) throws {
 /// handler, graph, output copy.
 final class ThreadTap: RenderUnit, @unchecked Sendable {
     let armed = Synchronization.Atomic<Bool>(false)
-    /// Set for one cycle to allocate, free and lock on purpose: proves the counts see this thread.
+    /// Set for one cycle to allocate, free, lock and sleep on purpose: proves the counts see this thread.
     let canary = Synchronization.Atomic<Bool>(false)
     let watchedCycles = Synchronization.Atomic<Int>(0)
     /// While armed, every `stallEvery`-th cycle (0: never) holds the thread for `stallNanoseconds`, longer than
@@ -306,6 +306,8 @@ final class ThreadTap: RenderUnit, @unchecked Sendable {
                 free(malloc(64))
                 pthread_mutex_lock(canaryLock)
                 pthread_mutex_unlock(canaryLock)
+                var pause = timespec(tv_sec: 0, tv_nsec: 1000)
+                nanosleep(&pause, nil)
             }
             if stallEvery > 0, n % stallEvery == 0 {
                 let until = monotonicNanoseconds() + stallNanoseconds
@@ -452,6 +454,8 @@ func deviceCycles(
     let bytes = allocation_probe_bytes()
     let lockWaits = allocation_probe_lock_waits()
     let frees = allocation_probe_frees()
+    let blockingCalls = allocation_probe_blocking_calls()
+    let scopeEntries = allocation_probe_scope_entries()
     let measuredCycles = io.cycleCount - measuredFrom
     let measuredChanges = changes.load() - changesFrom
     let overflows = microphone.overflowCount - overflowsFrom
@@ -467,6 +471,7 @@ func deviceCycles(
     let canary = allocation_probe_count() - allocations
     let lockCanary = allocation_probe_lock_waits() - lockWaits
     let freeCanary = allocation_probe_frees() - frees
+    let blockingCanary = allocation_probe_blocking_calls() - blockingCalls
     tapUnit.armed.store(false, ordering: .releasing)
     waitFor(cycles: io.cycleCount + 2)
     stop.store(true)
@@ -494,6 +499,8 @@ func deviceCycles(
         "deviceThreadAllocations": Int(allocations), "deviceThreadBytes": Int(bytes), "canaryAllocations": Int(canary),
         "deviceThreadLockWaits": Int(lockWaits), "deviceThreadFrees": Int(frees), "canaryLockWaits": Int(lockCanary),
         "canaryFrees": Int(freeCanary), "measuredXruns": measuredXruns,
+        "deviceThreadBlockingCalls": Int(blockingCalls), "canaryBlockingCalls": Int(blockingCanary),
+        "scopeEntries": Int(scopeEntries),
         "changes": measuredChanges, "overflows": overflows, "consumed": consumed.load(), "xruns": xruns,
         "faults": faults, "deviceRate": deviceRate, "conversionShortfalls": conversionShortfalls,
         "clockShortfalls": clockShortfalls, "bridgedClocks": bridgedClocks, "measuredResyncs": measuredResyncs,
@@ -768,6 +775,8 @@ func karaokeSession(directory: String, jackServer: String) throws {
     let allocations = allocation_probe_count()
     let lockWaits = allocation_probe_lock_waits()
     let frees = allocation_probe_frees()
+    let blockingCalls = allocation_probe_blocking_calls()
+    let scopeEntries = allocation_probe_scope_entries()
     let watched = tapUnit.watchedCycles.load(ordering: .relaxed) - 2
     let measuredChanges = changes.load() - changesFrom
     let xruns = session.xruns - xrunsFrom
@@ -776,6 +785,7 @@ func karaokeSession(directory: String, jackServer: String) throws {
     let canary = allocation_probe_count() - allocations
     let lockCanary = allocation_probe_lock_waits() - lockWaits
     let freeCanary = allocation_probe_frees() - frees
+    let blockingCanary = allocation_probe_blocking_calls() - blockingCalls
     tapUnit.armed.store(false, ordering: .releasing)
     stop.store(true)
     while !control.isFinished { usleep(1000) }
@@ -787,6 +797,8 @@ func karaokeSession(directory: String, jackServer: String) throws {
         "watchedCycles": watched, "deviceThreadAllocations": Int(allocations), "deviceThreadLockWaits": Int(lockWaits),
         "deviceThreadFrees": Int(frees), "canaryAllocations": Int(canary), "canaryLockWaits": Int(lockCanary),
         "canaryFrees": Int(freeCanary), "changes": measuredChanges, "measuredXruns": xruns,
+        "deviceThreadBlockingCalls": Int(blockingCalls), "canaryBlockingCalls": Int(blockingCanary),
+        "scopeEntries": Int(scopeEntries),
         "droppedFrames": Int(summary.load()?.droppedFrames ?? -1), "failed": summary.load()?.error == nil ? 0 : 1,
         "outputs": summary.load()?.outputs.count ?? 0,
     ])

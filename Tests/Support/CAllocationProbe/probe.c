@@ -15,6 +15,8 @@ static void (*sync_watch)(int);
 static int (*sync_in_device)(void);
 static int64_t (*sync_lock_waits)(void);
 static int64_t (*sync_frees)(void);
+static int64_t (*sync_blocking_calls)(void);
+static int64_t (*sync_scope_entries)(void);
 static void (*sync_reset)(void);
 
 static void resolve_sync_probe(void) {
@@ -25,6 +27,8 @@ static void resolve_sync_probe(void) {
     sync_in_device = (int (*)(void))dlsym(RTLD_DEFAULT, "la_sync_probe_in_device");
     sync_lock_waits = (int64_t (*)(void))dlsym(RTLD_DEFAULT, "la_sync_probe_lock_waits");
     sync_frees = (int64_t (*)(void))dlsym(RTLD_DEFAULT, "la_sync_probe_frees");
+    sync_blocking_calls = (int64_t (*)(void))dlsym(RTLD_DEFAULT, "la_sync_probe_blocking_calls");
+    sync_scope_entries = (int64_t (*)(void))dlsym(RTLD_DEFAULT, "la_sync_probe_scope_entries");
     sync_reset = (void (*)(void))dlsym(RTLD_DEFAULT, "la_sync_probe_reset");
 }
 
@@ -63,3 +67,5 @@ int allocation_probe_sees_locks(void) {
 }
 int64_t allocation_probe_lock_waits(void) { return sync_lock_waits ? sync_lock_waits() : -1; }
 int64_t allocation_probe_frees(void) { return sync_frees ? sync_frees() : -1; }
+int64_t allocation_probe_blocking_calls(void) { return sync_blocking_calls ? sync_blocking_calls() : -1; }
+int64_t allocation_probe_scope_entries(void) { return sync_scope_entries ? sync_scope_entries() : -1; }

@@ -11,22 +11,43 @@
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stddef.h>
+#include <string.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <sys/epoll.h>
+#include <sys/ioctl.h>
+#include <sys/select.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 static _Thread_local int watched;
 static _Thread_local int in_device;
+/// Inside the I/O unit's handler for a device cycle (la_sync_probe_scope, called by LiveAudio itself).
+static _Thread_local int in_scope;
 static _Atomic int64_t lock_waits;
 static _Atomic int64_t frees;
+static _Atomic int64_t blocking_calls;
+static _Atomic int64_t scope_entries;
 
 void la_sync_probe_watch(int on) { watched = on; }
 int la_sync_probe_in_device(void) { return in_device; }
 int64_t la_sync_probe_lock_waits(void) { return atomic_load(&lock_waits); }
 int64_t la_sync_probe_frees(void) { return atomic_load(&frees); }
+int64_t la_sync_probe_blocking_calls(void) { return atomic_load(&blocking_calls); }
+int64_t la_sync_probe_scope_entries(void) { return atomic_load(&scope_entries); }
+void la_sync_probe_scope(int delta) {
+    in_scope += delta;
+    if (delta > 0 && watched) atomic_fetch_add_explicit(&scope_entries, 1, memory_order_relaxed);
+}
 void la_sync_probe_reset(void) {
     atomic_store(&lock_waits, 0);
     atomic_store(&frees, 0);
+    atomic_store(&blocking_calls, 0);
+    atomic_store(&scope_entries, 0);
 }
 
 static inline int counting(void) { return watched && !in_device; }
@@ -50,6 +71,28 @@ static inline void count_wait(void) {
     if (counting()) {
         atomic_fetch_add_explicit(&lock_waits, 1, memory_order_relaxed);
         print_backtrace();
+    }
+}
+
+// A system call that can block (I/O, waiting, sleeping, yielding, opening and closing), made by the handler of a
+// device cycle on a watched thread, outside a device library's call. The thread's waiting for its device around the
+// handler (the virtual device's file I/O and pacing, ALSA's poll inside snd_pcm_wait) is its job and is not counted.
+static _Thread_local int printing_backtrace;
+static inline void count_blocking(const char *what) {
+    if (watched && in_scope && !in_device && !printing_backtrace) {
+        atomic_fetch_add_explicit(&blocking_calls, 1, memory_order_relaxed);
+        if (want_backtrace < 0) want_backtrace = getenv("LA_SYNC_PROBE_BACKTRACE") != NULL;
+        if (want_backtrace) {
+            printing_backtrace = 1;
+            void *frames[32];
+            int n = backtrace(frames, 32);
+            static const char line[] = "--- counted blocking call: ";
+            (void)!syscall(SYS_write, 2, line, sizeof line - 1);
+            (void)!syscall(SYS_write, 2, what, strlen(what));
+            (void)!syscall(SYS_write, 2, "\n", 1);
+            backtrace_symbols_fd(frames, n, 2);
+            printing_backtrace = 0;
+        }
     }
 }
 
@@ -138,6 +181,84 @@ long syscall(long number, ...) {
     return next_syscall(number, a[0], a[1], a[2], a[3], a[4], a[5]);
 }
 
+// Blocking system calls. Each wrapper counts, then forwards to the C library's definition.
+#define BLOCKING(ret, name, params, args) \
+    ret name params { \
+        static ret(*next) params; \
+        if (!next) next = (ret(*) params)dlsym(RTLD_NEXT, #name); \
+        count_blocking(#name); \
+        return next args; \
+    }
+BLOCKING(ssize_t, read, (int fd, void *b, size_t n), (fd, b, n))
+BLOCKING(ssize_t, write, (int fd, const void *b, size_t n), (fd, b, n))
+BLOCKING(ssize_t, pread, (int fd, void *b, size_t n, off_t o), (fd, b, n, o))
+BLOCKING(ssize_t, pwrite, (int fd, const void *b, size_t n, off_t o), (fd, b, n, o))
+BLOCKING(ssize_t, pread64, (int fd, void *b, size_t n, off_t o), (fd, b, n, o))
+BLOCKING(ssize_t, pwrite64, (int fd, const void *b, size_t n, off_t o), (fd, b, n, o))
+BLOCKING(ssize_t, readv, (int fd, const struct iovec *v, int n), (fd, v, n))
+BLOCKING(ssize_t, writev, (int fd, const struct iovec *v, int n), (fd, v, n))
+BLOCKING(int, poll, (struct pollfd *f, nfds_t n, int t), (f, n, t))
+BLOCKING(int, ppoll, (struct pollfd *f, nfds_t n, const struct timespec *t, const sigset_t *m), (f, n, t, m))
+BLOCKING(int, select, (int n, fd_set *r, fd_set *w, fd_set *e, struct timeval *t), (n, r, w, e, t))
+BLOCKING(int, pselect, (int n, fd_set *r, fd_set *w, fd_set *e, const struct timespec *t, const sigset_t *m), (n, r, w, e, t, m))
+BLOCKING(int, epoll_wait, (int fd, struct epoll_event *e, int n, int t), (fd, e, n, t))
+BLOCKING(int, epoll_pwait, (int fd, struct epoll_event *e, int n, int t, const sigset_t *m), (fd, e, n, t, m))
+BLOCKING(int, nanosleep, (const struct timespec *r, struct timespec *m), (r, m))
+BLOCKING(int, clock_nanosleep, (clockid_t c, int f, const struct timespec *r, struct timespec *m), (c, f, r, m))
+BLOCKING(int, usleep, (useconds_t u), (u))
+BLOCKING(unsigned int, sleep, (unsigned int s), (s))
+BLOCKING(int, sched_yield, (void), ())
+BLOCKING(int, close, (int fd), (fd))
+BLOCKING(int, fsync, (int fd), (fd))
+BLOCKING(int, fdatasync, (int fd), (fd))
+BLOCKING(ssize_t, recv, (int fd, void *b, size_t n, int f), (fd, b, n, f))
+BLOCKING(ssize_t, recvfrom, (int fd, void *b, size_t n, int f, struct sockaddr *a, socklen_t *l), (fd, b, n, f, a, l))
+BLOCKING(ssize_t, recvmsg, (int fd, struct msghdr *m, int f), (fd, m, f))
+BLOCKING(ssize_t, send, (int fd, const void *b, size_t n, int f), (fd, b, n, f))
+BLOCKING(ssize_t, sendto, (int fd, const void *b, size_t n, int f, const struct sockaddr *a, socklen_t l), (fd, b, n, f, a, l))
+BLOCKING(ssize_t, sendmsg, (int fd, const struct msghdr *m, int f), (fd, m, f))
+BLOCKING(int, connect, (int fd, const struct sockaddr *a, socklen_t l), (fd, a, l))
+BLOCKING(int, accept, (int fd, struct sockaddr *a, socklen_t *l), (fd, a, l))
+BLOCKING(int, accept4, (int fd, struct sockaddr *a, socklen_t *l, int f), (fd, a, l, f))
+
+// The variadic ones: the optional argument is passed on as the C library reads it.
+int open(const char *path, int flags, ...) {
+    NEXT(open);
+    va_list ap;
+    va_start(ap, flags);
+    mode_t mode = (flags & (O_CREAT | O_TMPFILE)) ? (mode_t)va_arg(ap, int) : 0;
+    va_end(ap);
+    count_blocking("open");
+    return next_open(path, flags, mode);
+}
+int open64(const char *path, int flags, ...) {
+    NEXT(open64);
+    va_list ap;
+    va_start(ap, flags);
+    mode_t mode = (flags & (O_CREAT | O_TMPFILE)) ? (mode_t)va_arg(ap, int) : 0;
+    va_end(ap);
+    count_blocking("open64");
+    return next_open64(path, flags, mode);
+}
+int openat(int dir, const char *path, int flags, ...) {
+    NEXT(openat);
+    va_list ap;
+    va_start(ap, flags);
+    mode_t mode = (flags & (O_CREAT | O_TMPFILE)) ? (mode_t)va_arg(ap, int) : 0;
+    va_end(ap);
+    count_blocking("openat");
+    return next_openat(dir, path, flags, mode);
+}
+int ioctl(int fd, unsigned long request, ...) {
+    NEXT(ioctl);
+    va_list ap;
+    va_start(ap, request);
+    void *argument = va_arg(ap, void *);
+    va_end(ap);
+    count_blocking("ioctl");
+    return next_ioctl(fd, request, argument);
+}
+
 // ALSA: the PCM calls a driver makes are the device's work, and so are the locks and allocations inside them
 // (the pulse plugin talks to its server through libpulse's threaded mainloop).
 #define DEVICE_CALL(ret, name, params, args) \
@@ -162,6 +283,7 @@ DEVICE_CALL(int, snd_pcm_start, (snd_pcm_t *p), (p))
 DEVICE_CALL(int, snd_pcm_drop, (snd_pcm_t *p), (p))
 DEVICE_CALL(int, snd_pcm_resume, (snd_pcm_t *p), (p))
 DEVICE_CALL(int, snd_pcm_state, (snd_pcm_t *p), (p))
+DEVICE_CALL(int, snd_pcm_link, (snd_pcm_t *a, snd_pcm_t *b), (a, b))
 
 // JACK: its process thread belongs to the client only inside the process callback; before and after, libjack
 // waits for the next cycle.

@@ -14,5 +14,12 @@ void la_sync_probe_watch(int on);
 int la_sync_probe_in_device(void);
 int64_t la_sync_probe_lock_waits(void);
 int64_t la_sync_probe_frees(void);
+/// Blocking system calls (read, write, poll, select, epoll, sleeps, sched_yield, open, close, fsync, sockets, ioctl)
+/// made on watched threads inside the I/O unit's handler of a device cycle, outside a device library's call.
+int64_t la_sync_probe_blocking_calls(void);
+/// Handlers of device cycles entered on watched threads.
+int64_t la_sync_probe_scope_entries(void);
+/// Called by LiveAudio's I/O unit around each device cycle's handler (+1, −1), found with dlsym.
+void la_sync_probe_scope(int delta);
 void la_sync_probe_reset(void);
 #endif
