@@ -72,5 +72,5 @@ for t in "${targets[@]}"; do
     printf "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n" "$t" "$took" "${runs:-0}" "$rate" "${cov:-0}" "${ft:-0}" "${corp:-0}" "$result" >> "$results"
     echo "fuzz: $t: ${runs:-0} executions in ${took} s, coverage ${cov:-0} edges, ${ft:-0} features, corpus ${corp:-0}: $result"
 done
-column -t -s $'\t' "$results"
+if command -v column > /dev/null; then column -t -s $'\t' "$results"; else cat "$results"; fi
 exit $status
