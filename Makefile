@@ -6,7 +6,7 @@ OUT ?= out
 # Release builds link the Swift runtime and Foundation statically: the tool starts in 6 ms instead of 13.
 RELEASE := -c release --static-swift-stdlib
 
-.PHONY: demo test bench fuzz fuzz-corpus fuzz-smoke sanitize build release deps-demo deps-test deps-bench clean
+.PHONY: demo test bench soak fuzz fuzz-corpus fuzz-smoke sanitize build release deps-demo deps-test deps-bench deps-soak clean
 
 demo: deps-demo
 	$(SWIFT) build $(RELEASE) --product liveaudio
@@ -24,6 +24,14 @@ test: deps-test
 
 bench: deps-bench
 	scripts/bench.sh
+
+# The soak (docs/reliability.md): monitor with the voice chain and stream to nginx-rtmp on a JACK dummy server at 256
+# frames for SOAK_SECONDS (default 3600) beside the peer jack_simple_client; logs in $(OUT)/soak, the CSV and plot in
+# docs/soak.csv and docs/soak.png. Fails when memory moves more than 1 MiB after warm-up, anything drops, or our xruns exceed the peer's.
+soak: deps-soak
+	$(SWIFT) build $(RELEASE) --product liveaudio
+	python3 scripts/soak.py --binary .build/release/liveaudio --seconds $${SOAK_SECONDS:-3600} --out $(OUT)/soak \
+	    --plot docs/soak.png; status=$$?; cp $(OUT)/soak/soak.csv docs/soak.csv 2>/dev/null; exit $$status
 
 # Coverage-guided fuzzing (libFuzzer + AddressSanitizer) of every parser of untrusted bytes, FUZZ_SECONDS per target
 # (default 60); results in .build-fuzz/results.tsv, failing inputs in .build-fuzz/crashes/. See docs/reliability.md.
@@ -52,6 +60,8 @@ deps-test:
 	@scripts/install-deps.sh test
 deps-bench:
 	@scripts/install-deps.sh bench
+deps-soak:
+	@scripts/install-deps.sh soak
 
 clean:
 	rm -rf .build $(OUT) Benchmarks/.build

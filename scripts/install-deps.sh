@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the Debian packages LiveAudio's build, tests and benchmarks need, if they are missing.
-# Usage: scripts/install-deps.sh [test|bench|demo]   (default: test)
+# Usage: scripts/install-deps.sh [test|bench|soak|demo]   (default: test)
 set -euo pipefail
 profile=${1:-test}
 
@@ -27,7 +27,9 @@ case "$profile" in
   bench) pkgs+=(sox rubberband-cli hyperfine espeak-ng libspeexdsp-dev "${servers[@]}" "${rtmp[@]}") ;;
   demo) pkgs+=(espeak-ng) ;;
   test) pkgs+=("${servers[@]}" "${rtmp[@]}" "${tools[@]}") ;;
-  *) echo "install-deps: unknown profile '$profile' (use test, bench or demo)" >&2; exit 2 ;;
+  # The soak: the test servers, jack_simple_client (jackd2's example clients) as the peer, matplotlib for its plot.
+  soak) pkgs+=("${servers[@]}" "${rtmp[@]}" python3 python3-matplotlib) ;;
+  *) echo "install-deps: unknown profile '$profile' (use test, bench, soak or demo)" >&2; exit 2 ;;
 esac
 for p in "${pkgs[@]}"; do have "$p" || need+=("$p"); done
 

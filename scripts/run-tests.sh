@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
-# Runs every test in three phases (`make test` calls this after building):
+# Runs every test in four phases (`make test` calls this after building):
 #   1. the computing tests, in parallel: DSP, codecs, graphs, parsers, the allocation probes — CPU-bound, and
 #      indifferent to timing;
 #   2. the tests that run against real servers in real time — PulseAudio, JACK, nginx-rtmp, live sessions — in
 #      parallel among themselves, but never beside phase 1: on a two-core machine the probes and encoders would
 #      take the CPU the sound servers and pacing threads need, and the tests would measure the load, not the code;
-#   3. the karaoke sessions on JACK, alone (see below).
-# Both phases always run; the failures of both are repeated at the end, where a CI log is read. A new suite that
+#   3. the karaoke sessions on JACK, alone (see below);
+#   4. the soak's two-minute version, alone.
+# Every phase always runs; the failures of all are repeated at the end, where a CI log is read. A new suite that
 # plays, records or talks to a server belongs in REALTIME.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 SWIFT=${SWIFT:-swift}
-REALTIME='\.(TerminalDisplayTests|VoiceProcessingRealTimeTests|PulseAudioDeviceTests|JACKDeviceTests|DeviceCommandTests|PublisherTests|PublisherErrorTests|MisbehavingServerTests|InteroperabilityTests|LiveStreamTests|StreamCommandTests)/'
+REALTIME='\.(TerminalDisplayTests|VoiceProcessingRealTimeTests|PulseAudioDeviceTests|JACKDeviceTests|DeviceCommandTests|PublisherTests|PublisherErrorTests|MisbehavingServerTests|InteroperabilityTests|LiveStreamTests|StreamCommandTests|FaultInjectionTests)/'
 # Suites that run alone, after phase 2 (phase 3).
 ALONE='\.KaraokeSessionTests/'
 mkdir -p .build
@@ -26,7 +27,7 @@ python3 scripts/fuzz-smoke.py --binary .build/debug/liveaudio --inputs 400 --see
 # Every fuzz target for 20 s under libFuzzer and AddressSanitizer (the long runs: `make fuzz`); a crash, a broken
 # invariant or a leak fails the run, and its input is printed for Fuzz/regressions/ (which phase 1 replays).
 echo "== phase 1: fuzz targets =="
-SWIFT=$SWIFT FUZZ_SECONDS=20 scripts/fuzz.sh 2>&1 | tee .build/test-libfuzzer.log || status=1
+SWIFT=$SWIFT FUZZ_SECONDS=20 FUZZ_JOBS=2 scripts/fuzz.sh 2>&1 | tee .build/test-libfuzzer.log || status=1
 echo "== phase 2: real servers, real time =="
 $SWIFT test --skip-build --filter "$REALTIME" 2>&1 | tee .build/test-realtime.log || status=1
 if ! grep -qE "Test run with [1-9][0-9]* tests" .build/test-realtime.log; then
@@ -42,10 +43,17 @@ if ! grep -qE "Test run with [1-9][0-9]* tests" .build/test-karaoke.log; then
     echo "phase 3 ran no tests"
     status=1
 fi
+# The soak's two-minute version (`make soak` runs it for an hour on the release build): monitor with the voice chain
+# and stream to nginx-rtmp on a JACK dummy server at 256 frames beside the peer jack_simple_client, alone, so that the
+# xruns it compares are the programs', not the other tests' load.
+echo "== phase 4: soak (2 minutes) =="
+python3 scripts/soak.py --binary .build/debug/liveaudio --seconds "${TEST_SOAK_SECONDS:-120}" --out .build/soak 2>&1 \
+    | tee .build/test-soak.log
+[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 if [ "$status" -ne 0 ]; then
     echo
     echo "== what failed =="
-    grep -hE "✘|error:|Fatal error|crashed|^fuzz-smoke:|^crash:|^hang:|^fuzz: .*FAILED|fuzz invariant|^SUMMARY" .build/test-compute.log .build/test-fuzz.log .build/test-libfuzzer.log \
-        .build/test-realtime.log .build/test-karaoke.log | head -80
+    grep -hE "✘|error:|Fatal error|crashed|^fuzz-smoke:|^crash:|^hang:|^fuzz: .*FAILED|fuzz invariant|^SUMMARY|^soak: FAILED|^soak: .* exited" .build/test-compute.log .build/test-fuzz.log .build/test-libfuzzer.log \
+        .build/test-realtime.log .build/test-karaoke.log .build/test-soak.log | head -80
 fi
 exit "$status"

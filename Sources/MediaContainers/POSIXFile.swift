@@ -108,10 +108,40 @@ final class POSIXFile {
                 ?? sysWrite(fd, buffer + done, count - done)
             if n < 0 {
                 if errno == EINTR { continue }
-                throw AudioError(.fileIO, "cannot write '\(path)': \(errnoDescription())")
+                let code = errno
+                if done > 0 { dropPartialWrite(start: offset ?? (Int64(lseek(fd, 0, SEEK_CUR)) - Int64(done)), count: done, sequential: offset == nil) }
+                throw writeFailure(path: path, code: code)
             }
             done += n
         }
+    }
+
+    /// A write that failed part-way (a full disk takes what fits) leaves a piece of a record at the end of the file:
+    /// a torn ADTS frame or FLV tag, which decoders report as damage. The piece is cut off, so the file ends at the
+    /// last whole record. Only a piece at the end of the file is cut (a rewrite inside it changes no size).
+    private func dropPartialWrite(start: Int64, count: Int, sequential: Bool) {
+        guard start >= 0, size == start + Int64(count) else { return }
+        guard ftruncate(fd, off_t(start)) == 0 else { return }
+        if sequential { _ = lseek(fd, off_t(start), SEEK_SET) }
+    }
+}
+
+/// The error for a write that failed with `code`, with what the user can do about a full disk or a size limit.
+func writeFailure(path: String, code: Int32) -> AudioError {
+    let reason = String(cString: strerror(code))
+    switch code {
+    case ENOSPC, EDQUOT:
+        return AudioError(
+            .fileIO,
+            "cannot write '\(path)': the disk is full (\(reason)); the file holds what was written before — "
+                + "free some space or write to another disk")
+    case EFBIG:
+        return AudioError(
+            .fileIO,
+            "cannot write '\(path)': the file reached the largest size allowed (\(reason)): the file system's limit "
+                + "or the process's file size limit (ulimit -f); the file holds what was written before")
+    default:
+        return AudioError(.fileIO, "cannot write '\(path)': \(reason)")
     }
 }
 

@@ -86,8 +86,9 @@ public final class WAVFileWriter {
                 source.slice(from: done, frames: frames).upmixed(to: format.channelCount), into: chunk.view(frames: frames))
             try file.write(chunk.storage, count: frames * format.bytesPerFrame)
             done += frames
+            // Counted chunk by chunk: after a write error (a full disk) the header covers every whole chunk written.
+            framesWritten += Int64(frames)
         }
-        framesWritten += Int64(source.frameCount)
         let end = Int64(headerSize) + framesWritten * bytesPerFrame
         if end - writebackStarted >= Self.writebackBytes {
             file.startWriteback(offset: writebackStarted, count: end - writebackStarted)
@@ -110,8 +111,17 @@ public final class WAVFileWriter {
         guard !finished else { return }
         finished = true
         let dataBytes = framesWritten * Int64(format.bytesPerFrame)
-        if dataBytes & 1 == 1 { try file.write(bytes: [0]) }  // chunks are padded to even sizes
+        // Chunks are padded to even sizes. On a full disk the pad byte may not fit: the header is still completed
+        // (it needs no new space, and readers take a missing pad byte), then the error is reported.
+        var padFailure: AudioError?
+        if dataBytes & 1 == 1 {
+            do throws(AudioError) { try file.write(bytes: [0]) } catch { padFailure = error }
+        }
         try file.write(bytes: Self.header(format: format, dataBytes: dataBytes, frames: framesWritten), at: 0)
+        if let padFailure {
+            file.close()
+            throw padFailure
+        }
         if durably { try file.sync() }
         file.close()
     }

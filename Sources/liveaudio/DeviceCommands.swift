@@ -460,6 +460,14 @@ struct Monitor: AsyncParsableCommand {
     @Flag(help: "Time every cycle; print render time, callback jitter and load (p50/p99/p99.99/max) at the end.")
     var timing = false
 
+    @Option(
+        name: .customLong("status-interval"),
+        help: """
+            Print a status line every SECONDS while monitoring: time, cycles, xruns, faults, reconnects and the \
+            expected round trip (for logs and long runs; default: only the summary at the end).
+            """)
+    var statusInterval: Double?
+
     @Flag(
         name: .customLong("voice-processing"),
         help: """
@@ -501,6 +509,9 @@ struct Monitor: AsyncParsableCommand {
     func run() async throws {
         do throws(AudioError) {
             try validateDuration(duration)
+            if let statusInterval, !(statusInterval >= 0.1 && statusInterval <= 86_400) {
+                throw AudioError(.invalidParameter, "--status-interval takes 0.1 … 86400 seconds, not \(statusInterval)")
+            }
             let voiceSettings = try voiceSettings()
             let renderGraph: RenderGraph
             let inputUnit: InputUnit
@@ -540,6 +551,7 @@ struct Monitor: AsyncParsableCommand {
             let ladder = adaptive ? DeviceOptions.monitorLadder : [DeviceOptions.monitorBuffering]
             var rung = 0
             var voiceUnit: VoiceProcessingUnit?
+            var expectedRoundTrip = 0.0
             func open(_ rung: Int) throws(AudioError) -> (IOUnit, Task<Void, Never>, DeviceGrant) {
                 var configuration = try options.configuration(
                     input: inputFormat, output: renderGraph.format, inputDevice: input, outputDevice: output,
@@ -561,6 +573,7 @@ struct Monitor: AsyncParsableCommand {
                 let conversionMilliseconds = io.conversionLatency * 1000
                 let bridgeMilliseconds = io.clockBridgeLatency * 1000
                 let total = grant.nominalRoundTripMilliseconds + graphMilliseconds + conversionMilliseconds + bridgeMilliseconds
+                expectedRoundTrip = total
                 note(
                     "monitoring: \(grant); expected round trip "
                         + "\(String(format: "%.2f", total)) ms (device "
@@ -584,10 +597,22 @@ struct Monitor: AsyncParsableCommand {
             var earlier = (frames: Int64(0), cycles: 0, xruns: 0)
             var window = (start: monotonicNanoseconds(), xruns: 0)
             let bound = ClockBound(duration: duration, grace: ClockBound.deviceGrace(grant))
+            let started = monotonicNanoseconds()
+            var statusesPrinted = 0
             while !stop.isSet, !bound.hasPassed {
                 if let limit, earlier.frames + io.sampleTime >= limit { break }
                 if io.failure != nil { break }  // stopped for good by a fault
                 let now = monotonicNanoseconds()
+                if let statusInterval, Double(now - started) / 1e9 >= Double(statusesPrinted + 1) * statusInterval {
+                    statusesPrinted = Int(Double(now - started) / 1e9 / statusInterval)
+                    // Unbuffered (FileHandle), so a log or a pipe gets each line as it is printed.
+                    FileHandle.standardOutput.write(Data((
+                        "status \(String(format: "%.1f", Double(now - started) / 1e9)) s: "
+                            + "\(String(format: "%.3f", Double(earlier.frames + io.sampleTime) / grant.sampleRate)) s monitored, "
+                            + "\(earlier.cycles + io.cycleCount) cycles, xruns \(earlier.xruns + io.xrunCount), "
+                            + "faults \(io.faultCount), reconnects \(io.reconnectCount), "
+                            + "round trip \(String(format: "%.2f", expectedRoundTrip)) ms\n").utf8))
+                }
                 if io.xrunCount - window.xruns >= DeviceOptions.monitorXrunsToMove {
                     // The next rung that buffers more than the device granted (it may round a request up).
                     let held = grant.periodFrames * grant.periodCount

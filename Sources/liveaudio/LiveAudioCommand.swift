@@ -11,6 +11,22 @@ struct LiveAudioCommand: AsyncParsableCommand {
             Devices.self, Record.self, Play.self, Monitor.self, Karaoke.self, Latency.self, Render.self, Encode.self, Probe.self, Stream.self, Info.self,
         ]
     )
+
+    static func main() async {
+        // A file that outgrows the process's file size limit (ulimit -f) would otherwise kill the tool with SIGXFSZ,
+        // leaving its files unfinished; ignored, the write fails with EFBIG and the command ends with a clear error.
+        signal(SIGXFSZ, SIG_IGN)
+        do {
+            var command = try parseAsRoot()
+            if var asyncCommand = command as? AsyncParsableCommand {
+                try await asyncCommand.run()
+            } else {
+                try command.run()
+            }
+        } catch {
+            exit(withError: error)
+        }
+    }
 }
 
 /// Prints `error` the way every subcommand reports failures, and exits with status 1.

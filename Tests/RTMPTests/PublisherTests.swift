@@ -51,17 +51,6 @@ func publish(_ packets: ArraySlice<AACPacket>, to publisher: RTMPPublisher, offs
     }
 }
 
-/// ffprobe's audio packet timestamps (ms) and the stream's duration.
-func packetTimes(_ path: String) throws -> [Double] {
-    let r = try runProcess(
-        "ffprobe", ["-v", "error", "-select_streams", "a:0", "-show_entries", "packet=pts_time", "-of", "csv=p=0", path])
-    guard r.status == 0 else { throw FFmpegError(message: "ffprobe \(path): \(r.stderr)") }
-    // A packet with side data (the sequence header nginx repeats) prints it after the time: keep the first field.
-    return r.stdout.split(separator: "\n").compactMap { line in
-        line.split(separator: ",").first.flatMap { Double($0.trimmingCharacters(in: .whitespaces)) }.map { ($0 * 1000).rounded() }
-    }
-}
-
 @Suite("RTMP publisher against nginx-rtmp", .serialized)
 struct PublisherTests {
     @Test("A published stream is recorded whole: ffmpeg decodes it, its length is the input's within one packet, and the audio lines up")

@@ -139,3 +139,14 @@ public func maxAbsDifference(_ a: [Float], _ b: [Float]) -> Float {
     precondition(a.count == b.count, "lengths differ: \(a.count) vs \(b.count)")
     return zip(a, b).reduce(0) { max($0, abs($1.0 - $1.1)) }
 }
+
+/// ffprobe's audio packet timestamps (ms), in file order.
+public func packetTimes(_ path: String) throws -> [Double] {
+    let r = try runProcess(
+        "ffprobe", ["-v", "error", "-select_streams", "a:0", "-show_entries", "packet=pts_time", "-of", "csv=p=0", path])
+    guard r.status == 0 else { throw FFmpegError(message: "ffprobe \(path): \(r.stderr)") }
+    // A packet with side data (the sequence header nginx repeats) prints it after the time: keep the first field.
+    return r.stdout.split(separator: "\n").compactMap { line in
+        line.split(separator: ",").first.flatMap { Double($0.trimmingCharacters(in: .whitespaces)) }.map { ($0 * 1000).rounded() }
+    }
+}

@@ -1,0 +1,385 @@
+#!/usr/bin/env python3
+"""The soak: `liveaudio monitor` with the voice chain and `liveaudio stream` to nginx-rtmp, both on a JACK server
+(dummy driver, 256 frames at 48 kHz) for SOAK_SECONDS, beside the peer `jack_simple_client` alone on a second JACK
+server of the same settings, in the same run.
+
+    python3 scripts/soak.py --binary .build/release/liveaudio [--seconds 3600] [--out DIR] [--plot docs/soak.png]
+
+The dummy driver captures silence; so that the voice chain and the encoder work on a signal, both commands run the
+voice chain with a tone node (the "singer") mixed into the microphone — a copy of the chain the run writes into
+DIR, with no client added to the server. Every 10 s a row goes into DIR/soak.csv: resident
+memory of each process, xruns (liveaudio's own count and each server's log), encoder and RTMP drops, reconnects,
+the monitor's round trip and the stream's latency (capture to socket, p50/p99).
+
+Goals, checked at the end (exit status 1 when one is missed; the last line says which):
+  - memory flat after warm-up: each liveaudio process's resident memory moves within 1 MiB from the end of the
+    warm-up (the first quarter of the run, at most 120 s) to the end;
+  - 0 drops: no frame dropped by the encoder, no packet dropped by the RTMP queue, no reconnect;
+  - xruns no more than the peer's: the cycles a server reports our clients late for ("client = liveaudio… was not
+    finished") are no more than those it reports the peer late for on its own server. The dummy driver's own timer
+    xruns ("JackTimedDriver::Process XRun", the machine waking the driver late) come to every client alike; they are
+    counted and shown for both servers, not attributed to a client.
+
+Every process is started here and stopped by its PID; the servers listen on loopback (nginx) or local sockets (JACK).
+"""
+import argparse
+import csv
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+INTERVAL = 10.0
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def rss_kib(pid):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+def last_match(path, pattern):
+    """The last line of `path` that matches `pattern` (a compiled regex), as its match."""
+    found = None
+    try:
+        with open(path, errors="replace") as f:
+            for line in f:
+                m = pattern.search(line)
+                if m:
+                    found = m
+    except OSError:
+        pass
+    return found
+
+
+def jack_xruns(log):
+    """(timer xruns, {client: late cycles}) from a jackd log."""
+    timer, clients = 0, {}
+    try:
+        with open(log, errors="replace") as f:
+            for line in f:
+                if "JackTimedDriver::Process XRun" in line:
+                    timer += 1
+                m = re.search(r"JackEngine::XRun: client = (\S+) was not finished", line)
+                if m:
+                    clients[m.group(1)] = clients.get(m.group(1), 0) + 1
+    except OSError:
+        pass
+    return timer, clients
+
+
+class Processes:
+    """Every process this run starts, stopped by PID at the end (SIGTERM, then SIGKILL)."""
+
+    def __init__(self):
+        self.started = []
+
+    def start(self, name, args, log, env=None):
+        out = open(log, "w")
+        p = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        out.close()
+        self.started.append((name, p))
+        return p
+
+    def stop(self, p, sig=signal.SIGTERM, timeout=10):
+        if p.poll() is not None:
+            return p.returncode
+        try:
+            p.send_signal(sig)
+            return p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            return p.wait()
+
+    def stop_all(self):
+        for _, p in reversed(self.started):
+            self.stop(p)
+
+
+def wait_for(what, condition, seconds=15):
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        if condition():
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"soak: {what} did not happen within {seconds} s")
+
+
+def start_jack(procs, name, out, env):
+    log = os.path.join(out, f"jackd-{name}.log")
+    p = procs.start(f"jackd {name}", ["jackd", "-n", name, "-d", "dummy", "-r", "48000", "-p", "256", "-C", "2", "-P", "2"],
+                    log, env)
+    e = dict(env, JACK_DEFAULT_SERVER=name)
+    r = subprocess.run(["jack_wait", "-w", "-t", "10"], env=e, capture_output=True, text=True)
+    if r.returncode != 0 or p.poll() is not None:
+        raise RuntimeError(f"soak: jackd '{name}' did not start: {r.stdout}{r.stderr} (log {log})")
+    return p, log, e
+
+
+def start_nginx(procs, out):
+    port = free_port()
+    root = os.path.join(out, "nginx")
+    os.makedirs(root, exist_ok=True)
+    with open(os.path.join(root, "nginx.conf"), "w") as f:
+        f.write(f"""load_module /usr/lib/nginx/modules/ngx_rtmp_module.so;
+daemon off; master_process on; user root; worker_processes 1; pid {root}/nginx.pid; error_log {root}/error.log warn;
+events {{ worker_connections 64; }}
+rtmp {{ server {{ listen 127.0.0.1:{port}; chunk_size 4096;
+  application live {{ live on; allow publish 127.0.0.1; deny publish all; allow play all; }} }} }}
+""")
+    p = procs.start("nginx", ["nginx", "-p", root + "/", "-c", "nginx.conf", "-e", root + "/error.log"],
+                    os.path.join(root, "nginx.out"))
+
+    def accepting():
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return True
+        except OSError:
+            return False
+
+    wait_for("nginx accepting connections", accepting)
+    return p, port
+
+
+def singing_chain(path, out):
+    """The voice chain of `path` with a tone mixed into its input node's output, written into `out`."""
+    with open(path) as f:
+        chain = json.load(f)
+    mic = next(n["id"] for n in chain["nodes"] if n["type"] == "input")
+    chain["nodes"] += [{"id": "soak-singer", "type": "tone", "frequency": 220, "amplitude": 0.3, "channels": 1},
+                       {"id": "soak-mix", "type": "mixer", "inputs": 2}]
+    for c in chain["connections"]:
+        if c["from"] == mic:
+            c["from"] = "soak-mix"
+    chain["connections"] += [{"from": mic, "to": "soak-mix", "bus": 0}, {"from": "soak-singer", "to": "soak-mix", "bus": 1}]
+    target = os.path.join(out, "soak-chain.json")
+    with open(target, "w") as f:
+        json.dump(chain, f, indent=1)
+    return target
+
+
+def jack_ports(env):
+    r = subprocess.run(["jack_lsp"], env=env, capture_output=True, text=True)
+    return r.stdout.split()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--binary", default=".build/release/liveaudio")
+    ap.add_argument("--seconds", type=float, default=float(os.environ.get("SOAK_SECONDS", "3600")))
+    ap.add_argument("--out", default=None, help="folder for the CSV and the logs (default: a new temporary folder)")
+    ap.add_argument("--graph", default="examples/voice-chain.json")
+    ap.add_argument("--plot", default=None, help="draw the CSV into this PNG (needs matplotlib)")
+    args = ap.parse_args()
+
+    # SIGTERM (a CI runner's timeout, kill) ends the run through the same clean-up as Ctrl-C: every process stopped.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    out = args.out or tempfile.mkdtemp(prefix="liveaudio-soak-")
+    os.makedirs(out, exist_ok=True)
+    binary = os.path.abspath(args.binary)
+    if not os.access(binary, os.X_OK):
+        sys.exit(f"soak: no liveaudio binary at {binary}: build it first (make soak does)")
+    tag = f"lasoak{os.getpid()}"
+    ours_server, peer_server = tag + "a", tag + "b"
+    env = dict(os.environ)
+    env.pop("JACK_DEFAULT_SERVER", None)
+    procs = Processes()
+    csv_path = os.path.join(out, "soak.csv")
+    print(f"soak: {args.seconds:.0f} s, logs and CSV in {out}", flush=True)
+    try:
+        _, ours_log, ours_env = start_jack(procs, ours_server, out, env)
+        _, peer_log, peer_env = start_jack(procs, peer_server, out, env)
+        _, port = start_nginx(procs, out)
+        graph = singing_chain(args.graph, out)
+        monitor_log = os.path.join(out, "monitor.log")
+        stream_log = os.path.join(out, "stream.log")
+        before = set(jack_ports(ours_env))
+        monitor = procs.start("monitor", [binary, "monitor", "--backend", "jack", "--jack-server", ours_server,
+                                          "--graph", graph, "--status-interval", str(INTERVAL)], monitor_log, env)
+        stream = procs.start("stream", [binary, "stream", "--backend", "jack", "--jack-server", ours_server,
+                                        "--graph", graph, "--period", "256", "--to", f"rtmp://127.0.0.1:{port}/live/soak"],
+                             stream_log, env)
+        peer = procs.start("peer", ["jack_simple_client", "peer"], os.path.join(out, "peer.log"), peer_env)
+        wait_for("our two clients on the server", lambda: sum(
+            1 for p in set(jack_ports(ours_env)) - before if p.endswith(":in_1")) >= 2)
+        wait_for("the stream publishing", lambda: "publishing" in open(stream_log, errors="replace").read(), 20)
+        for name, p in [("monitor", monitor), ("stream", stream), ("peer", peer)]:
+            if p.poll() is not None:
+                raise RuntimeError(f"soak: {name} exited at start: {open(os.path.join(out, name + '.log')).read()}")
+
+        status_re = re.compile(r"^status ([\d.]+) s: .*xruns (\d+), faults (\d+), reconnects (\d+), round trip ([\d.]+) ms")
+        stats_re = re.compile(
+            r"^\s*([\d.]+) s, aac (\d+) packets, encoder drops (\d+) frames, xruns (\d+).*\| rtmp://\S+: (\w+): (\d+) packets.*"
+            r"dropped (\d+), reconnects (\d+)(?:, latency p50 (\d+) ms p99 (\d+) ms)?")
+        fields = ["seconds", "monitor_rss_kib", "stream_rss_kib", "peer_rss_kib", "monitor_xruns", "stream_xruns",
+                  "ours_server_late_cycles", "ours_server_timer_xruns", "peer_server_late_cycles", "peer_server_timer_xruns",
+                  "encoder_dropped_frames", "rtmp_dropped_packets", "rtmp_reconnects", "rtmp_packets_sent",
+                  "round_trip_ms", "stream_latency_p50_ms", "stream_latency_p99_ms"]
+        rows = []
+        start = time.monotonic()
+        with open(csv_path, "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=fields)
+            writer.writeheader()
+            tick = 0
+            while True:
+                tick += 1
+                due = start + tick * INTERVAL
+                while time.monotonic() < due:
+                    time.sleep(min(0.5, max(0.0, due - time.monotonic())))
+                    for name, p in [("monitor", monitor), ("stream", stream), ("peer", peer)]:
+                        if p.poll() is not None:
+                            raise RuntimeError(f"soak: {name} exited after {time.monotonic() - start:.0f} s "
+                                               f"(status {p.returncode}); log in {out}")
+                status = last_match(monitor_log, status_re)
+                stats = last_match(stream_log, stats_re)
+                timer_a, late_a = jack_xruns(ours_log)
+                timer_b, late_b = jack_xruns(peer_log)
+                row = {
+                    "seconds": round(time.monotonic() - start, 1),
+                    "monitor_rss_kib": rss_kib(monitor.pid), "stream_rss_kib": rss_kib(stream.pid),
+                    "peer_rss_kib": rss_kib(peer.pid),
+                    "monitor_xruns": int(status.group(2)) if status else "",
+                    "stream_xruns": int(stats.group(4)) if stats else "",
+                    "ours_server_late_cycles": sum(v for k, v in late_a.items() if k.startswith("liveaudio")),
+                    "ours_server_timer_xruns": timer_a,
+                    "peer_server_late_cycles": sum(v for k, v in late_b.items() if k.startswith("peer")),
+                    "peer_server_timer_xruns": timer_b,
+                    "encoder_dropped_frames": int(stats.group(3)) if stats else "",
+                    "rtmp_dropped_packets": int(stats.group(7)) if stats else "",
+                    "rtmp_reconnects": int(stats.group(8)) if stats else "",
+                    "rtmp_packets_sent": int(stats.group(6)) if stats else "",
+                    "round_trip_ms": float(status.group(5)) if status else "",
+                    "stream_latency_p50_ms": int(stats.group(9)) if stats and stats.group(9) else "",
+                    "stream_latency_p99_ms": int(stats.group(10)) if stats and stats.group(10) else "",
+                }
+                rows.append(row)
+                writer.writerow(row)
+                f.flush()
+                print("soak: " + ", ".join(f"{k} {v}" for k, v in row.items()), flush=True)
+                if time.monotonic() - start >= args.seconds:
+                    break
+        monitor_status = procs.stop(monitor, signal.SIGINT, 20)
+        stream_status = procs.stop(stream, signal.SIGINT, 20)
+    except RuntimeError as e:
+        print(e, flush=True)
+        procs.stop_all()
+        print(f"soak: FAILED (logs in {out})")
+        return 1
+    finally:
+        procs.stop_all()
+
+    result = judge(rows, args.seconds, monitor_status, stream_status, monitor_log, stream_log)
+    with open(os.path.join(out, "soak-summary.json"), "w") as f:
+        json.dump(result, f, indent=2)
+    if args.plot:
+        plot(rows, args.plot, result)
+    for line in result["lines"]:
+        print("soak: " + line)
+    print("soak: " + ("passed" if result["passed"] else "FAILED: " + "; ".join(result["failures"])) + f" (CSV {csv_path})")
+    return 0 if result["passed"] else 1
+
+
+def judge(rows, seconds, monitor_status, stream_status, monitor_log, stream_log):
+    failures, lines = [], []
+    # Warm-up: allocations that grow to a fixed size — the RTMP latency window holds its last 4096 packets, 87 s of
+    # 1024-frame packets at 48 kHz — and the allocator's arenas settling.
+    warmup = min(120.0, seconds / 4)
+    settled = [r for r in rows if r["seconds"] >= warmup]
+    if len(settled) < 2:
+        failures.append(f"too few samples after the {warmup:.0f} s warm-up ({len(settled)})")
+    memory = {}
+    for who in ["monitor", "stream", "peer"]:
+        values = [r[f"{who}_rss_kib"] for r in settled if r[f"{who}_rss_kib"] is not None]
+        if len(values) < 2:
+            continue
+        growth = values[-1] - values[0]
+        spread = max(values) - min(values)
+        # Least-squares slope over the settled samples, KiB per hour.
+        xs = [r["seconds"] for r in settled if r[f"{who}_rss_kib"] is not None]
+        mx, my = sum(xs) / len(xs), sum(values) / len(values)
+        den = sum((x - mx) ** 2 for x in xs) or 1
+        slope = sum((x - mx) * (y - my) for x, y in zip(xs, values)) / den * 3600
+        memory[who] = {"start_kib": values[0], "end_kib": values[-1], "growth_kib": growth, "spread_kib": spread,
+                       "slope_kib_per_hour": round(slope, 1)}
+        lines.append(f"{who} resident memory after warm-up: {values[0] / 1024:.1f} → {values[-1] / 1024:.1f} MiB "
+                     f"(growth {growth} KiB, band {spread} KiB, slope {slope:.0f} KiB/h)")
+        if who != "peer" and spread > 1024:
+            failures.append(f"{who} memory moved {spread} KiB after warm-up (goal: within 1024)")
+    last = rows[-1] if rows else {}
+    drops = {k: last.get(k) for k in ["encoder_dropped_frames", "rtmp_dropped_packets", "rtmp_reconnects"]}
+    lines.append("drops: encoder {encoder_dropped_frames} frames, RTMP queue {rtmp_dropped_packets} packets, "
+                 "reconnects {rtmp_reconnects}".format(**drops))
+    for k, v in drops.items():
+        if v != 0:
+            failures.append(f"{k} {v} (goal 0)")
+    ours_late = last.get("ours_server_late_cycles", 0)
+    peer_late = last.get("peer_server_late_cycles", 0)
+    lines.append(f"xruns: our clients late {ours_late} cycles (monitor counted {last.get('monitor_xruns')}, stream "
+                 f"{last.get('stream_xruns')}); peer late {peer_late}; driver timer xruns: our server "
+                 f"{last.get('ours_server_timer_xruns')}, peer's {last.get('peer_server_timer_xruns')}")
+    if ours_late > peer_late:
+        failures.append(f"our clients were late {ours_late} cycles, the peer {peer_late} (goal: no more)")
+    p99 = [r["stream_latency_p99_ms"] for r in rows if r["stream_latency_p99_ms"] != ""]
+    if p99:
+        lines.append(f"stream latency p99: median {sorted(p99)[len(p99) // 2]} ms, highest {max(p99)} ms; "
+                     f"monitor round trip {last.get('round_trip_ms')} ms")
+    if monitor_status != 0 or stream_status != 0:
+        failures.append(f"exit status monitor {monitor_status}, stream {stream_status} (see {monitor_log}, {stream_log})")
+    return {"seconds": rows[-1]["seconds"] if rows else 0, "warmup_seconds": warmup, "memory": memory, "drops": drops,
+            "our_late_cycles": ours_late, "peer_late_cycles": peer_late,
+            "timer_xruns": {"ours": last.get("ours_server_timer_xruns"), "peer": last.get("peer_server_timer_xruns")},
+            "monitor_xruns": last.get("monitor_xruns"), "stream_xruns": last.get("stream_xruns"),
+            "passed": not failures, "failures": failures, "lines": lines}
+
+
+def plot(rows, path, result):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    t = [r["seconds"] / 60 for r in rows]
+    fig, ax = plt.subplots(3, 1, figsize=(9, 9), sharex=True)
+    for who, colour in [("monitor", "tab:blue"), ("stream", "tab:orange"), ("peer", "tab:gray")]:
+        ax[0].plot(t, [(r[f"{who}_rss_kib"] or 0) / 1024 for r in rows], label=who, color=colour)
+    ax[0].axvline(result["warmup_seconds"] / 60, color="k", lw=0.5, ls=":")
+    ax[0].set_ylabel("resident memory (MiB)")
+    ax[0].legend(loc="center right")
+    ax[1].step(t, [r["ours_server_late_cycles"] for r in rows], where="post", label="our clients late (cycles)")
+    ax[1].step(t, [r["peer_server_late_cycles"] for r in rows], where="post", label="peer late (cycles)")
+    ax[1].step(t, [r["ours_server_timer_xruns"] for r in rows], where="post", ls="--", label="our server: driver timer xruns")
+    ax[1].step(t, [r["peer_server_timer_xruns"] for r in rows], where="post", ls="--", label="peer's server: driver timer xruns")
+    ax[1].step(t, [r["rtmp_dropped_packets"] or 0 for r in rows], where="post", label="RTMP dropped packets")
+    ax[1].set_ylabel("count (cumulative)")
+    ax[1].legend(loc="upper left", fontsize=8)
+    ax[2].plot(t, [r["stream_latency_p50_ms"] or None for r in rows], label="stream latency p50")
+    ax[2].plot(t, [r["stream_latency_p99_ms"] or None for r in rows], label="stream latency p99")
+    ax[2].plot(t, [r["round_trip_ms"] or None for r in rows], label="monitor round trip (expected)")
+    ax[2].set_ylabel("ms")
+    ax[2].set_xlabel("minutes")
+    ax[2].legend(loc="upper left", fontsize=8)
+    fig.suptitle(f"liveaudio soak: monitor (voice chain) + stream to nginx-rtmp, JACK dummy 256 frames, "
+                 f"{result['seconds'] / 60:.0f} min")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    print(f"soak: plot in {path}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
