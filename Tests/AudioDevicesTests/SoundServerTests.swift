@@ -305,6 +305,33 @@ final class StallOnce: @unchecked Sendable {
         #expect(m.roundTripFrames.allSatisfy { $0 == m.medianFrames }, "the JACK graph is sample-exact")
     }
 
+    /// The capture's host times are on CLOCK_MONOTONIC, like every other backend's: each cycle's input host time
+    /// lies one period (the capture's duration) and a little scheduling before the moment the handler runs. JACK's
+    /// own clock is CLOCK_MONOTONIC_RAW in jackd2 on Linux; taken as it was, host times were off by the two clocks'
+    /// difference (247 ms on a machine up for a while, where this test failed; on a fresh boot it is near 0).
+    @Test func captureHostTimesAreOnTheMonotonicClock() async throws {
+        let jack = try await JACKServer.started(periodFrames: 256)
+        defer { jack.stop() }
+        let format = try StreamFormat.graph(sampleRate: 48_000, channelCount: 1)
+        let io = try IOUnit(
+            IOUnit.Configuration(backend: .jack, inputFormat: format, inputDevice: "system", jackServer: jack.name))
+        let earliest = Atomic<Int64>(.max)
+        let latest = Atomic<Int64>(.min)
+        try io.setCaptureHandler { _, stamp in
+            let age = Int64(bitPattern: monotonicNanoseconds()) - Int64(bitPattern: stamp.hostTime)
+            earliest.min(age, ordering: .relaxed)
+            latest.max(age, ordering: .relaxed)
+        }
+        _ = try io.start()
+        while io.sampleTime < 48_000 { try await Task.sleep(nanoseconds: 10_000_000) }
+        io.stop()
+        let period = Int64(256.0 / 48_000 * 1e9)
+        let young = earliest.load(ordering: .relaxed)
+        let old = latest.load(ordering: .relaxed)
+        #expect(young >= period - 1_000_000, "a capture stamped \(young) ns before its handler ran (one period: \(period))")
+        #expect(old <= period + 50_000_000, "a capture stamped \(old) ns before its handler ran (one period: \(period))")
+    }
+
     /// Capture and playback ports carry audio exactly: what the output callback plays comes back on the input,
     /// one period later, bit for bit.
     @Test func portsCarryAudioExactly() async throws {

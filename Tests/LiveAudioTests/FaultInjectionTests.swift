@@ -68,6 +68,10 @@ import TestSupport
         }
         // Packets of ~21.3 ms: 47 a second.
         let missing = encoded.count - recorded
+        print(
+            "fault injection: nginx-rtmp killed \(kills) times in \(kills * 10) s; \(reconnects) reconnects; \(encoded.count) packets "
+                + "encoded, \(recorded) recorded in \(kills + 1) recordings, \(dropped) dropped by the queue, "
+                + "\(missing - dropped) lost in flight")
         #expect(dropped <= missing, "dropped \(dropped), missing \(missing)")
         #expect(missing - dropped <= 47 * kills, "lost in flight: \(missing - dropped) packets over \(kills) kills")
         // The outages (3 s, and the reconnect's back-off) are longer than the 2 s queue: drops are expected.
