@@ -15,10 +15,13 @@ Goals, checked at the end (exit status 1 when one is missed; the last line says 
   - memory flat after warm-up: each liveaudio process's resident memory moves within 1 MiB from the end of the
     warm-up (the first quarter of the run, at most 120 s) to the end;
   - 0 drops: no frame dropped by the encoder, no packet dropped by the RTMP queue, no reconnect;
-  - xruns no more than the peer's: the cycles a server reports our clients late for ("client = liveaudio… was not
-    finished") are no more than those it reports the peer late for on its own server. The dummy driver's own timer
-    xruns ("JackTimedDriver::Process XRun", the machine waking the driver late) come to every client alike; they are
-    counted and shown for both servers, not attributed to a client.
+  - xruns no more than the peer's: after the warm-up, the cycles a server reports each of our clients late for
+    ("client = liveaudio… was not finished", "… finished after current callback") are no more than those it reports
+    the peer late for on its own server (`--xrun-allowance N` allows N more; `make test`'s two-minute run allows 2,
+    see scripts/run-tests.sh). The dummy driver's own timer xruns ("JackTimedDriver::Process XRun", the machine
+    waking the driver late) come to every client alike; they are counted and shown for both servers, not attributed
+    to a client. Late cycles of ours in a 10 s row where the peer's server also had an xrun are shown apart: the
+    machine stalled for both.
 
 Every process is started here and stopped by its PID; the servers listen on loopback (nginx) or local sockets (JACK).
 """
@@ -35,6 +38,16 @@ import tempfile
 import time
 
 INTERVAL = 10.0
+
+
+def die_with_parent():
+    import ctypes
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def read(path):
+    with open(path, errors="replace") as f:
+        return f.read()
 
 
 def free_port():
@@ -78,7 +91,8 @@ def jack_xruns(log):
             for line in f:
                 if "JackTimedDriver::Process XRun" in line:
                     timer += 1
-                m = re.search(r"JackEngine::XRun: client = (\S+) was not finished", line)
+                m = re.search(r"client = (\S+) was not finished", line) or re.search(
+                    r"client (\S+) finished after current callback", line)
                 if m:
                     clients[m.group(1)] = clients.get(m.group(1), 0) + 1
     except OSError:
@@ -94,7 +108,10 @@ class Processes:
 
     def start(self, name, args, log, env=None):
         out = open(log, "w")
-        p = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        # Each child dies with this script (PR_SET_PDEATHSIG), even when the script is killed outright: servers left
+        # behind would fill JACK's list of eight servers.
+        p = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+                             preexec_fn=die_with_parent)
         out.close()
         self.started.append((name, p))
         return p
@@ -110,6 +127,8 @@ class Processes:
             return p.wait()
 
     def stop_all(self):
+        # A second SIGTERM while stopping does not cut the clean-up short.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         for _, p in reversed(self.started):
             self.stop(p)
 
@@ -188,7 +207,19 @@ def main():
     ap.add_argument("--out", default=None, help="folder for the CSV and the logs (default: a new temporary folder)")
     ap.add_argument("--graph", default="examples/voice-chain.json")
     ap.add_argument("--plot", default=None, help="draw the CSV into this PNG (needs matplotlib)")
+    ap.add_argument("--xrun-allowance", type=int, default=0,
+                    help="late cycles each of our clients may have beyond the peer's (default 0)")
+    ap.add_argument("--judge", default=None, metavar="CSV", help="judge (and plot) an earlier run's CSV instead of running")
     args = ap.parse_args()
+    if args.judge:
+        rows = read_csv(args.judge)
+        result = judge(rows, rows[-1]["seconds"], 0, 0, "-", "-", args.xrun_allowance)
+        if args.plot:
+            plot(rows, args.plot, result)
+        for line in result["lines"]:
+            print("soak: " + line)
+        print("soak: " + ("passed" if result["passed"] else "FAILED: " + "; ".join(result["failures"])))
+        return 0 if result["passed"] else 1
 
     # SIGTERM (a CI runner's timeout, kill) ends the run through the same clean-up as Ctrl-C: every process stopped.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -220,17 +251,21 @@ def main():
         peer = procs.start("peer", ["jack_simple_client", "peer"], os.path.join(out, "peer.log"), peer_env)
         wait_for("our two clients on the server", lambda: sum(
             1 for p in set(jack_ports(ours_env)) - before if p.endswith(":in_1")) >= 2)
-        wait_for("the stream publishing", lambda: "publishing" in open(stream_log, errors="replace").read(), 20)
+        # Which JACK client is which: the monitor's has output ports.
+        ports = set(jack_ports(ours_env)) - before
+        monitor_client = next(p.split(":")[0] for p in ports if p.endswith(":out_1"))
+        stream_client = next(p.split(":")[0] for p in ports if p.endswith(":in_1") and not p.startswith(monitor_client + ":"))
+        wait_for("the stream publishing", lambda: "publishing" in read(stream_log), 20)
         for name, p in [("monitor", monitor), ("stream", stream), ("peer", peer)]:
             if p.poll() is not None:
-                raise RuntimeError(f"soak: {name} exited at start: {open(os.path.join(out, name + '.log')).read()}")
+                raise RuntimeError(f"soak: {name} exited at start: {read(os.path.join(out, name + '.log'))}")
 
         status_re = re.compile(r"^status ([\d.]+) s: .*xruns (\d+), faults (\d+), reconnects (\d+), round trip ([\d.]+) ms")
         stats_re = re.compile(
             r"^\s*([\d.]+) s, aac (\d+) packets, encoder drops (\d+) frames, xruns (\d+).*\| rtmp://\S+: (\w+): (\d+) packets.*"
             r"dropped (\d+), reconnects (\d+)(?:, latency p50 (\d+) ms p99 (\d+) ms)?")
         fields = ["seconds", "monitor_rss_kib", "stream_rss_kib", "peer_rss_kib", "monitor_xruns", "stream_xruns",
-                  "ours_server_late_cycles", "ours_server_timer_xruns", "peer_server_late_cycles", "peer_server_timer_xruns",
+                  "ours_server_late_cycles", "monitor_late_cycles", "stream_late_cycles", "ours_server_timer_xruns", "peer_server_late_cycles", "peer_server_timer_xruns",
                   "encoder_dropped_frames", "rtmp_dropped_packets", "rtmp_reconnects", "rtmp_packets_sent",
                   "round_trip_ms", "stream_latency_p50_ms", "stream_latency_p99_ms"]
         rows = []
@@ -259,6 +294,8 @@ def main():
                     "monitor_xruns": int(status.group(2)) if status else "",
                     "stream_xruns": int(stats.group(4)) if stats else "",
                     "ours_server_late_cycles": sum(v for k, v in late_a.items() if k.startswith("liveaudio")),
+                    "monitor_late_cycles": late_a.get(monitor_client, 0),
+                    "stream_late_cycles": late_a.get(stream_client, 0),
                     "ours_server_timer_xruns": timer_a,
                     "peer_server_late_cycles": sum(v for k, v in late_b.items() if k.startswith("peer")),
                     "peer_server_timer_xruns": timer_b,
@@ -286,7 +323,7 @@ def main():
     finally:
         procs.stop_all()
 
-    result = judge(rows, args.seconds, monitor_status, stream_status, monitor_log, stream_log)
+    result = judge(rows, args.seconds, monitor_status, stream_status, monitor_log, stream_log, args.xrun_allowance)
     with open(os.path.join(out, "soak-summary.json"), "w") as f:
         json.dump(result, f, indent=2)
     if args.plot:
@@ -297,7 +334,16 @@ def main():
     return 0 if result["passed"] else 1
 
 
-def judge(rows, seconds, monitor_status, stream_status, monitor_log, stream_log):
+def read_csv(path):
+    rows = []
+    with open(path) as f:
+        for r in csv.DictReader(f):
+            rows.append({k: (None if v == "" and k.endswith("rss_kib") else
+                             ("" if v == "" else float(v) if "." in v else int(v))) for k, v in r.items()})
+    return rows
+
+
+def judge(rows, seconds, monitor_status, stream_status, monitor_log, stream_log, allowance=0):
     failures, lines = [], []
     # Warm-up: allocations that grow to a fixed size — the RTMP latency window holds its last 4096 packets, 87 s of
     # 1024-frame packets at 48 kHz — and the allocator's arenas settling.
@@ -330,13 +376,34 @@ def judge(rows, seconds, monitor_status, stream_status, monitor_log, stream_log)
     for k, v in drops.items():
         if v != 0:
             failures.append(f"{k} {v} (goal 0)")
-    ours_late = last.get("ours_server_late_cycles", 0)
-    peer_late = last.get("peer_server_late_cycles", 0)
-    lines.append(f"xruns: our clients late {ours_late} cycles (monitor counted {last.get('monitor_xruns')}, stream "
-                 f"{last.get('stream_xruns')}); peer late {peer_late}; driver timer xruns: our server "
-                 f"{last.get('ours_server_timer_xruns')}, peer's {last.get('peer_server_timer_xruns')}")
-    if ours_late > peer_late:
-        failures.append(f"our clients were late {ours_late} cycles, the peer {peer_late} (goal: no more)")
+    # Late cycles counted from the last row of the warm-up (a debug build's first cycles are not the soak's).
+    base = ([r for r in rows if r["seconds"] < warmup] or [{}])[-1]
+
+    def after(key, row=last):
+        return (row.get(key) or 0) - (base.get(key) or 0)
+
+    per_client = "monitor_late_cycles" in last
+    ours = {"monitor": after("monitor_late_cycles"), "stream": after("stream_late_cycles")} if per_client else \
+        {"our clients together": after("ours_server_late_cycles")}
+    peer_late = after("peer_server_late_cycles")
+    # Rows in which both servers saw an xrun: the machine stalled for everybody.
+    shared = 0
+    for previous, row in zip(rows, rows[1:]):
+        if row["seconds"] < warmup:
+            continue
+        ours_step = (row.get("ours_server_late_cycles") or 0) - (previous.get("ours_server_late_cycles") or 0)
+        peer_step = sum((row.get(k) or 0) - (previous.get(k) or 0) for k in ["peer_server_late_cycles", "peer_server_timer_xruns"])
+        if ours_step and peer_step:
+            shared += ours_step
+    lines.append("xruns after warm-up: " + ", ".join(f"{k} late {v} cycles" for k, v in ours.items())
+                 + f" ({shared} of them in a 10 s row where the peer's server had one too); peer late {peer_late}; "
+                 f"driver timer xruns: our server {after('ours_server_timer_xruns')}, peer's {after('peer_server_timer_xruns')}; "
+                 f"liveaudio's own counts over the whole run: monitor {last.get('monitor_xruns')}, stream {last.get('stream_xruns')}")
+    for who, late in ours.items():
+        if late > peer_late + allowance:
+            failures.append(f"{who} late {late} cycles, the peer {peer_late}"
+                            + (f" (goal: no more than {allowance} beyond it)" if allowance else " (goal: no more)"))
+    ours_late = sum(ours.values())
     p99 = [r["stream_latency_p99_ms"] for r in rows if r["stream_latency_p99_ms"] != ""]
     if p99:
         lines.append(f"stream latency p99: median {sorted(p99)[len(p99) // 2]} ms, highest {max(p99)} ms; "
@@ -344,8 +411,8 @@ def judge(rows, seconds, monitor_status, stream_status, monitor_log, stream_log)
     if monitor_status != 0 or stream_status != 0:
         failures.append(f"exit status monitor {monitor_status}, stream {stream_status} (see {monitor_log}, {stream_log})")
     return {"seconds": rows[-1]["seconds"] if rows else 0, "warmup_seconds": warmup, "memory": memory, "drops": drops,
-            "our_late_cycles": ours_late, "peer_late_cycles": peer_late,
-            "timer_xruns": {"ours": last.get("ours_server_timer_xruns"), "peer": last.get("peer_server_timer_xruns")},
+            "our_late_cycles": ours, "our_late_in_shared_stalls": shared, "peer_late_cycles": peer_late,
+            "timer_xruns": {"ours": after("ours_server_timer_xruns"), "peer": after("peer_server_timer_xruns")},
             "monitor_xruns": last.get("monitor_xruns"), "stream_xruns": last.get("stream_xruns"),
             "passed": not failures, "failures": failures, "lines": lines}
 

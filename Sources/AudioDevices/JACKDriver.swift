@@ -284,8 +284,8 @@ final class JACKDriver: AudioDriver, @unchecked Sendable {
         let host: UInt64
         if jack_get_cycle_times(client, &currentFrames, &currentMicroseconds, &nextMicroseconds, &periodMicroseconds) == 0 {
             // JACK's times are on JACK's clock (jack_get_time), which is not CLOCK_MONOTONIC everywhere: jackd2 on
-            // Linux reads CLOCK_MONOTONIC_RAW, which NTP never slews, so the two part by up to a second over a long
-            // uptime (247 ms on the soak's machine: a stream's latency read 312 ms for 65). The cycle's start is
+            // Linux reads CLOCK_MONOTONIC_RAW, which NTP never slews, so the two part by NTP's frequency correction
+            // times the uptime (247 ms on the soak's machine: a stream's latency read 312 ms for 65). The cycle's start is
             // moved onto CLOCK_MONOTONIC by the clocks' difference now (two vDSO reads, no system call).
             let jackNow = Int64(jack_get_time()) * 1000
             let offset = Int64(bitPattern: monotonicNanoseconds()) - jackNow

@@ -100,7 +100,12 @@ final class POSIXFile {
         }
     }
 
+    /// Each record (an ADTS frame, an FLV tag, a WAV chunk) is one call: a call that fails part-way is cut off
+    /// whole (see `dropPartialWrite`).
     func write(_ buffer: UnsafeRawPointer, count: Int, at offset: Int64? = nil) throws(AudioError) {
+        // The size before a positional write: a rewrite that ran past the end is cut back to it, never into what
+        // was there before.
+        let sizeBefore = offset == nil ? 0 : size
         var done = 0
         while done < count {
             let n =
@@ -109,7 +114,14 @@ final class POSIXFile {
             if n < 0 {
                 if errno == EINTR { continue }
                 let code = errno
-                if done > 0 { dropPartialWrite(start: offset ?? (Int64(lseek(fd, 0, SEEK_CUR)) - Int64(done)), count: done, sequential: offset == nil) }
+                if done > 0 {
+                    if let offset {
+                        dropPartialWrite(start: max(offset, sizeBefore), end: offset + Int64(done), sequential: false)
+                    } else {
+                        let end = Int64(lseek(fd, 0, SEEK_CUR))
+                        dropPartialWrite(start: end - Int64(done), end: end, sequential: true)
+                    }
+                }
                 throw writeFailure(path: path, code: code)
             }
             done += n
@@ -118,9 +130,9 @@ final class POSIXFile {
 
     /// A write that failed part-way (a full disk takes what fits) leaves a piece of a record at the end of the file:
     /// a torn ADTS frame or FLV tag, which decoders report as damage. The piece is cut off, so the file ends at the
-    /// last whole record. Only a piece at the end of the file is cut (a rewrite inside it changes no size).
-    private func dropPartialWrite(start: Int64, count: Int, sequential: Bool) {
-        guard start >= 0, size == start + Int64(count) else { return }
+    /// last whole record. Only bytes this call added at the end of the file are cut (`start` ≤ `end` = the size).
+    private func dropPartialWrite(start: Int64, end: Int64, sequential: Bool) {
+        guard start >= 0, start < end, size == end else { return }
         guard ftruncate(fd, off_t(start)) == 0 else { return }
         if sequential { _ = lseek(fd, off_t(start), SEEK_SET) }
     }
@@ -133,13 +145,12 @@ func writeFailure(path: String, code: Int32) -> AudioError {
     case ENOSPC, EDQUOT:
         return AudioError(
             .fileIO,
-            "cannot write '\(path)': the disk is full (\(reason)); the file holds what was written before — "
-                + "free some space or write to another disk")
+            "cannot write '\(path)': the disk is full (\(reason)); free some space or write to another disk")
     case EFBIG:
         return AudioError(
             .fileIO,
             "cannot write '\(path)': the file reached the largest size allowed (\(reason)): the file system's limit "
-                + "or the process's file size limit (ulimit -f); the file holds what was written before")
+                + "or the process's file size limit (ulimit -f)")
     default:
         return AudioError(.fileIO, "cannot write '\(path)': \(reason)")
     }
