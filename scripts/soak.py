@@ -223,7 +223,8 @@ def main():
 
     # SIGTERM (a CI runner's timeout, kill) ends the run through the same clean-up as Ctrl-C: every process stopped.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    out = args.out or tempfile.mkdtemp(prefix="liveaudio-soak-")
+    # Absolute: nginx takes its paths relative to its prefix (a relative --out failed to start it).
+    out = os.path.abspath(args.out or tempfile.mkdtemp(prefix="liveaudio-soak-"))
     os.makedirs(out, exist_ok=True)
     binary = os.path.abspath(args.binary)
     if not os.access(binary, os.X_OK):
