@@ -28,9 +28,11 @@ bench: deps-bench
 # The soak (docs/reliability.md): monitor with the voice chain and stream to nginx-rtmp on a JACK dummy server at 256
 # frames for SOAK_SECONDS (default 3600) beside the peer jack_simple_client; logs in $(OUT)/soak, the CSV and plot in
 # docs/soak.csv and docs/soak.png. Fails when memory moves more than 1 MiB after warm-up, anything drops, or our xruns exceed the peer's.
+# Debian's python3, which has the python3-matplotlib that deps-soak installs (a python3 earlier in PATH may not).
+SOAK_PYTHON ?= $(if $(wildcard /usr/bin/python3),/usr/bin/python3,python3)
 soak: deps-soak
 	$(SWIFT) build $(RELEASE) --product liveaudio
-	python3 scripts/soak.py --binary .build/release/liveaudio --seconds $${SOAK_SECONDS:-3600} --out $(OUT)/soak \
+	$(SOAK_PYTHON) scripts/soak.py --binary .build/release/liveaudio --seconds $${SOAK_SECONDS:-3600} --out $(OUT)/soak \
 	    --plot docs/soak.png; status=$$?; cp $(OUT)/soak/soak.csv docs/soak.csv 2>/dev/null; exit $$status
 
 # Coverage-guided fuzzing (libFuzzer + AddressSanitizer) of every parser of untrusted bytes, FUZZ_SECONDS per target
