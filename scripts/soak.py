@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The soak: `liveaudio monitor` with the voice chain and `liveaudio stream` to nginx-rtmp, both on a JACK server
 (dummy driver, 256 frames at 48 kHz) for SOAK_SECONDS, beside the peer `jack_simple_client` alone on a second JACK
-server of the same settings, in the same run.
+server of the same settings, in the same run: two of them, one for each client of ours, so that both servers run
+two clients and each of ours is compared with a peer client that met the same machine.
 
     python3 scripts/soak.py --binary .build/release/liveaudio [--seconds 3600] [--out DIR] [--plot docs/soak.png]
 
@@ -15,9 +16,10 @@ Goals, checked at the end (exit status 1 when one is missed; the last line says 
   - memory flat after warm-up: each liveaudio process's resident memory moves within 1 MiB from the end of the
     warm-up (the first quarter of the run, at most 120 s) to the end;
   - 0 drops: no frame dropped by the encoder, no packet dropped by the RTMP queue, no reconnect;
-  - xruns no more than the peer's: after the warm-up, the cycles a server reports each of our clients late for
-    ("client = liveaudio… was not finished", "… finished after current callback") are no more than those it reports
-    the peer late for on its own server (`--xrun-allowance N` allows N more; `make test`'s two-minute run prints the
+  - xruns no more than the peer's: after the warm-up, the cycles a server reports a client late for ("client = X was
+    not finished", "… finished after current callback") are counted for each client, and ours are compared with the
+    peer's rank for rank: our client late most often is late no more often than the peer client late most often, and
+    likewise for the second (`--xrun-allowance N` allows N more each; `make test`'s two-minute run prints the
     comparison without judging it, `--xruns-reported-only`, see scripts/run-tests.sh). The dummy driver's own timer xruns ("JackTimedDriver::Process XRun", the machine
     waking the driver late) come to every client alike; they are counted and shown for both servers, not attributed
     to a client. Late cycles of ours in a 10 s row where the peer's server also had an xrun are shown apart: the
@@ -251,7 +253,9 @@ def main():
         stream = procs.start("stream", [binary, "stream", "--backend", "jack", "--jack-server", ours_server,
                                         "--graph", graph, "--period", "256", "--to", f"rtmp://127.0.0.1:{port}/live/soak"],
                              stream_log, env)
-        peer = procs.start("peer", ["jack_simple_client", "peer"], os.path.join(out, "peer.log"), peer_env)
+        # Two peer clients, as our server runs two (jack_simple_client copies its input to its output each cycle).
+        peer = procs.start("peer", ["jack_simple_client", "peer1"], os.path.join(out, "peer.log"), peer_env)
+        peer2 = procs.start("peer2", ["jack_simple_client", "peer2"], os.path.join(out, "peer2.log"), peer_env)
         wait_for("our two clients on the server", lambda: sum(
             1 for p in set(jack_ports(ours_env)) - before if p.endswith(":in_1")) >= 2)
         # Which JACK client is which: the monitor's has output ports.
@@ -259,7 +263,7 @@ def main():
         monitor_client = next(p.split(":")[0] for p in ports if p.endswith(":out_1"))
         stream_client = next(p.split(":")[0] for p in ports if p.endswith(":in_1") and not p.startswith(monitor_client + ":"))
         wait_for("the stream publishing", lambda: "publishing" in read(stream_log), 20)
-        for name, p in [("monitor", monitor), ("stream", stream), ("peer", peer)]:
+        for name, p in [("monitor", monitor), ("stream", stream), ("peer", peer), ("peer2", peer2)]:
             if p.poll() is not None:
                 raise RuntimeError(f"soak: {name} exited at start: {read(os.path.join(out, name + '.log'))}")
 
@@ -268,7 +272,8 @@ def main():
             r"^\s*([\d.]+) s, aac (\d+) packets, encoder drops (\d+) frames, xruns (\d+).*\| rtmp://\S+: (\w+): (\d+) packets.*"
             r"dropped (\d+), reconnects (\d+)(?:, latency p50 (\d+) ms p99 (\d+) ms)?")
         fields = ["seconds", "monitor_rss_kib", "stream_rss_kib", "peer_rss_kib", "monitor_xruns", "stream_xruns",
-                  "ours_server_late_cycles", "monitor_late_cycles", "stream_late_cycles", "ours_server_timer_xruns", "peer_server_late_cycles", "peer_server_timer_xruns",
+                  "ours_server_late_cycles", "monitor_late_cycles", "stream_late_cycles", "ours_server_timer_xruns",
+                  "peer_server_late_cycles", "peer1_late_cycles", "peer2_late_cycles", "peer_server_timer_xruns",
                   "encoder_dropped_frames", "rtmp_dropped_packets", "rtmp_reconnects", "rtmp_packets_sent",
                   "round_trip_ms", "stream_latency_p50_ms", "stream_latency_p99_ms"]
         rows = []
@@ -282,7 +287,7 @@ def main():
                 due = start + tick * INTERVAL
                 while time.monotonic() < due:
                     time.sleep(min(0.5, max(0.0, due - time.monotonic())))
-                    for name, p in [("monitor", monitor), ("stream", stream), ("peer", peer)]:
+                    for name, p in [("monitor", monitor), ("stream", stream), ("peer", peer), ("peer2", peer2)]:
                         if p.poll() is not None:
                             raise RuntimeError(f"soak: {name} exited after {time.monotonic() - start:.0f} s "
                                                f"(status {p.returncode}); log in {out}")
@@ -301,6 +306,7 @@ def main():
                     "stream_late_cycles": late_a.get(stream_client, 0),
                     "ours_server_timer_xruns": timer_a,
                     "peer_server_late_cycles": sum(v for k, v in late_b.items() if k.startswith("peer")),
+                    "peer1_late_cycles": late_b.get("peer1", 0), "peer2_late_cycles": late_b.get("peer2", 0),
                     "peer_server_timer_xruns": timer_b,
                     "encoder_dropped_frames": int(stats.group(3)) if stats else "",
                     "rtmp_dropped_packets": int(stats.group(7)) if stats else "",
@@ -390,6 +396,9 @@ def judge(rows, seconds, monitor_status, stream_status, monitor_log, stream_log,
     ours = {"monitor": after("monitor_late_cycles"), "stream": after("stream_late_cycles")} if per_client else \
         {"our clients together": after("ours_server_late_cycles")}
     peer_late = after("peer_server_late_cycles")
+    # Two peer clients (runs before 2026-11-26 had one, and only the server's total).
+    peers = {"peer1": after("peer1_late_cycles"), "peer2": after("peer2_late_cycles")} if "peer1_late_cycles" in last \
+        else {"peer": peer_late}
     # Rows in which both servers saw an xrun: the machine stalled for everybody.
     shared = 0
     for previous, row in zip(rows, rows[1:]):
@@ -400,16 +409,19 @@ def judge(rows, seconds, monitor_status, stream_status, monitor_log, stream_log,
         if ours_step and peer_step:
             shared += ours_step
     lines.append("xruns after warm-up: " + ", ".join(f"{k} late {v} cycles" for k, v in ours.items())
-                 + f" ({shared} of them in a 10 s row where the peer's server had one too); peer late {peer_late}; "
+                 + f" ({shared} of them in a 10 s row where the peer's server had one too); "
+                 + ", ".join(f"{k} late {v}" for k, v in peers.items()) + "; "
                  f"driver timer xruns: our server {after('ours_server_timer_xruns')}, peer's {after('peer_server_timer_xruns')}; "
                  f"liveaudio's own counts over the whole run: monitor {last.get('monitor_xruns')}, stream {last.get('stream_xruns')}")
-    for who, late in ours.items():
+    # Rank for rank: our client late most often against the peer client late most often, and so on.
+    ranked_peers = sorted(peers.items(), key=lambda kv: -kv[1])
+    for (who, late), (peer_name, peer_count) in zip(sorted(ours.items(), key=lambda kv: -kv[1]),
+                                                    ranked_peers + [ranked_peers[-1]] * len(ours)):
         if allowance is None:
-            lines.append(f"xruns reported, not judged in this run: {who} late {late} cycles, the peer {peer_late}")
-        elif late > peer_late + allowance:
-            failures.append(f"{who} late {late} cycles, the peer {peer_late}"
+            lines.append(f"xruns reported, not judged in this run: {who} late {late} cycles, {peer_name} {peer_count}")
+        elif late > peer_count + allowance:
+            failures.append(f"{who} late {late} cycles, {peer_name} {peer_count}"
                             + (f" (goal: no more than {allowance} beyond it)" if allowance else " (goal: no more)"))
-    ours_late = sum(ours.values())
     p99 = [r["stream_latency_p99_ms"] for r in rows if r["stream_latency_p99_ms"] != ""]
     if p99:
         lines.append(f"stream latency p99: median {sorted(p99)[len(p99) // 2]} ms, highest {max(p99)} ms; "
@@ -417,7 +429,7 @@ def judge(rows, seconds, monitor_status, stream_status, monitor_log, stream_log,
     if monitor_status != 0 or stream_status != 0:
         failures.append(f"exit status monitor {monitor_status}, stream {stream_status} (see {monitor_log}, {stream_log})")
     return {"seconds": rows[-1]["seconds"] if rows else 0, "warmup_seconds": warmup, "memory": memory, "drops": drops,
-            "our_late_cycles": ours, "our_late_in_shared_stalls": shared, "peer_late_cycles": peer_late,
+            "our_late_cycles": ours, "our_late_in_shared_stalls": shared, "peer_late_cycles": peers,
             "timer_xruns": {"ours": after("ours_server_timer_xruns"), "peer": after("peer_server_timer_xruns")},
             "monitor_xruns": last.get("monitor_xruns"), "stream_xruns": last.get("stream_xruns"),
             "passed": not failures, "failures": failures, "lines": lines}
@@ -434,8 +446,16 @@ def plot(rows, path, result):
     ax[0].axvline(result["warmup_seconds"] / 60, color="k", lw=0.5, ls=":")
     ax[0].set_ylabel("resident memory (MiB)")
     ax[0].legend(loc="center right")
-    ax[1].step(t, [r["ours_server_late_cycles"] for r in rows], where="post", label="our clients late (cycles)")
-    ax[1].step(t, [r["peer_server_late_cycles"] for r in rows], where="post", label="peer late (cycles)")
+    if "monitor_late_cycles" in rows[-1]:
+        ax[1].step(t, [r["monitor_late_cycles"] for r in rows], where="post", label="monitor late (cycles)")
+        ax[1].step(t, [r["stream_late_cycles"] for r in rows], where="post", label="stream late (cycles)")
+    else:
+        ax[1].step(t, [r["ours_server_late_cycles"] for r in rows], where="post", label="our clients late (cycles)")
+    if "peer1_late_cycles" in rows[-1]:
+        ax[1].step(t, [r["peer1_late_cycles"] for r in rows], where="post", label="peer1 late (cycles)")
+        ax[1].step(t, [r["peer2_late_cycles"] for r in rows], where="post", label="peer2 late (cycles)")
+    else:
+        ax[1].step(t, [r["peer_server_late_cycles"] for r in rows], where="post", label="peer late (cycles)")
     ax[1].step(t, [r["ours_server_timer_xruns"] for r in rows], where="post", ls="--", label="our server: driver timer xruns")
     ax[1].step(t, [r["peer_server_timer_xruns"] for r in rows], where="post", ls="--", label="peer's server: driver timer xruns")
     ax[1].step(t, [r["rtmp_dropped_packets"] or 0 for r in rows], where="post", label="RTMP dropped packets")
