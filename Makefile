@@ -28,7 +28,7 @@ bench: deps-bench
 # The soak (docs/reliability.md): monitor with the voice chain and stream to nginx-rtmp on a JACK dummy server at 256
 # frames for SOAK_SECONDS (default 3600) beside two peer jack_simple_clients on a second server; logs in $(OUT)/soak,
 # the CSV and plot in docs/soak.csv and docs/soak.png. Fails when memory moves more than 1 MiB after warm-up, anything
-# drops, or our clients are late for more cycles than the peer clients (rank for rank).
+# drops, or our server shows its clients more xruns than the peer's server shows its two.
 # Debian's python3, which has the python3-matplotlib that deps-soak installs (a python3 earlier in PATH may not).
 SOAK_PYTHON ?= $(if $(wildcard /usr/bin/python3),/usr/bin/python3,python3)
 soak: deps-soak

@@ -49,8 +49,8 @@ fi
 # and the exit statuses; the xruns against the peer are printed, not judged: on this shared 2-vCPU virtual machine two
 # minutes are decided by stalls of several milliseconds that come to whatever runs (in one clean-clone run a stall 20
 # to 40 s in made the stream's client late 7 cycles and the peer 2, with the dummy driver's own timer late on both
-# servers), and a client that works longer each cycle (ours run the voice chain and the encoder, the peer copies its
-# input) is the likelier to straddle a stall. `make soak` judges them.
+# servers), and a client that works longer each cycle (ours run the voice chain and the encoder, the peer writes a
+# sine) is the likelier to straddle a stall. `make soak` judges them.
 echo "== phase 4: soak (2 minutes) =="
 python3 scripts/soak.py --binary .build/debug/liveaudio --seconds "${TEST_SOAK_SECONDS:-120}" --xruns-reported-only --out .build/soak 2>&1 \
     | tee .build/test-soak.log

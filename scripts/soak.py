@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """The soak: `liveaudio monitor` with the voice chain and `liveaudio stream` to nginx-rtmp, both on a JACK server
-(dummy driver, 256 frames at 48 kHz) for SOAK_SECONDS, beside the peer `jack_simple_client` alone on a second JACK
-server of the same settings, in the same run: two of them, one for each client of ours, so that both servers run
-two clients and each of ours is compared with a peer client that met the same machine.
+(dummy driver, 256 frames at 48 kHz) for SOAK_SECONDS, beside the peer `jack_simple_client` on a second JACK server
+of the same settings, in the same run: two of them, one for each client of ours, so that both servers run
+two clients and their xruns compare like with like.
 
     python3 scripts/soak.py --binary .build/release/liveaudio [--seconds 3600] [--out DIR] [--plot docs/soak.png]
 
@@ -16,14 +16,17 @@ Goals, checked at the end (exit status 1 when one is missed; the last line says 
   - memory flat after warm-up: each liveaudio process's resident memory moves within 1 MiB from the end of the
     warm-up (the first quarter of the run, at most 120 s) to the end;
   - 0 drops: no frame dropped by the encoder, no packet dropped by the RTMP queue, no reconnect;
-  - xruns no more than the peer's: after the warm-up, the cycles a server reports a client late for ("client = X was
-    not finished", "… finished after current callback") are counted for each client, and ours are compared with the
-    peer's rank for rank: our client late most often is late no more often than the peer client late most often, and
-    likewise for the second (`--xrun-allowance N` allows N more each; `make test`'s two-minute run prints the
-    comparison without judging it, `--xruns-reported-only`, see scripts/run-tests.sh). The dummy driver's own timer xruns ("JackTimedDriver::Process XRun", the machine
-    waking the driver late) come to every client alike; they are counted and shown for both servers, not attributed
-    to a client. Late cycles of ours in a 10 s row where the peer's server also had an xrun are shown apart: the
-    machine stalled for both.
+  - xruns no more than the peer's: after the warm-up, the xruns our server showed its clients are no more than the
+    peer's server showed its own (`--xrun-allowance N` allows N more; `make test`'s two-minute run prints the
+    comparison without judging it, `--xruns-reported-only`, see scripts/run-tests.sh). A server shows every client
+    on it an xrun for each cycle its graph did not finish in ("ProcessGraphAsyncMaster: Process error") and each
+    time the dummy driver's own timer woke late ("JackTimedDriver::Process XRun"): those are counted from each
+    server's log. Both servers run two clients, so the two counts compare like with like.
+    Shown beside it, not judged: which clients each server named late ("client = X was not finished, state = …"),
+    ranked, and how many of those were late while running their callback (state Running: a callback that overran)
+    rather than not yet woken (Triggered: in a stall that held every thread back, the client woken last is named,
+    and that is an order, not a cost). Late cycles of ours in a 10 s row where the peer's server also had an xrun
+    are shown apart: the machine stalled for both.
 
 Every process is started here and stopped by its PID; the servers listen on loopback (nginx) or local sockets (JACK).
 """
@@ -86,20 +89,25 @@ def last_match(path, pattern):
 
 
 def jack_xruns(log):
-    """(timer xruns, {client: late cycles}) from a jackd log."""
-    timer, clients = 0, {}
+    """From a jackd log: the driver's timer xruns, the cycles the graph did not finish in ("Process error"), each
+    client's late cycles, and those it was late for while running its callback (rather than not yet woken)."""
+    timer, unfinished, clients, running = 0, 0, {}, 0
     try:
         with open(log, errors="replace") as f:
             for line in f:
                 if "JackTimedDriver::Process XRun" in line:
                     timer += 1
+                if "ProcessGraphAsyncMaster: Process error" in line or "ProcessGraphSyncMaster: Process error" in line:
+                    unfinished += 1
                 m = re.search(r"client = (\S+) was not finished", line) or re.search(
                     r"client (\S+) finished after current callback", line)
                 if m:
                     clients[m.group(1)] = clients.get(m.group(1), 0) + 1
+                    if "state = Running" in line or "finished after current callback" in line:
+                        running += 1
     except OSError:
         pass
-    return timer, clients
+    return timer, unfinished, clients, running
 
 
 class Processes:
@@ -253,7 +261,7 @@ def main():
         stream = procs.start("stream", [binary, "stream", "--backend", "jack", "--jack-server", ours_server,
                                         "--graph", graph, "--period", "256", "--to", f"rtmp://127.0.0.1:{port}/live/soak"],
                              stream_log, env)
-        # Two peer clients, as our server runs two (jack_simple_client copies its input to its output each cycle).
+        # Two peer clients, as our server runs two (jack_simple_client writes a sine to its two outputs each cycle).
         peer = procs.start("peer", ["jack_simple_client", "peer1"], os.path.join(out, "peer.log"), peer_env)
         peer2 = procs.start("peer2", ["jack_simple_client", "peer2"], os.path.join(out, "peer2.log"), peer_env)
         wait_for("our two clients on the server", lambda: sum(
@@ -273,7 +281,9 @@ def main():
             r"dropped (\d+), reconnects (\d+)(?:, latency p50 (\d+) ms p99 (\d+) ms)?")
         fields = ["seconds", "monitor_rss_kib", "stream_rss_kib", "peer_rss_kib", "monitor_xruns", "stream_xruns",
                   "ours_server_late_cycles", "monitor_late_cycles", "stream_late_cycles", "ours_server_timer_xruns",
+                  "ours_server_unfinished_cycles", "ours_late_while_running",
                   "peer_server_late_cycles", "peer1_late_cycles", "peer2_late_cycles", "peer_server_timer_xruns",
+                  "peer_server_unfinished_cycles", "peer_late_while_running",
                   "encoder_dropped_frames", "rtmp_dropped_packets", "rtmp_reconnects", "rtmp_packets_sent",
                   "round_trip_ms", "stream_latency_p50_ms", "stream_latency_p99_ms"]
         rows = []
@@ -293,8 +303,8 @@ def main():
                                                f"(status {p.returncode}); log in {out}")
                 status = last_match(monitor_log, status_re)
                 stats = last_match(stream_log, stats_re)
-                timer_a, late_a = jack_xruns(ours_log)
-                timer_b, late_b = jack_xruns(peer_log)
+                timer_a, unfinished_a, late_a, running_a = jack_xruns(ours_log)
+                timer_b, unfinished_b, late_b, running_b = jack_xruns(peer_log)
                 row = {
                     "seconds": round(time.monotonic() - start, 1),
                     "monitor_rss_kib": rss_kib(monitor.pid), "stream_rss_kib": rss_kib(stream.pid),
@@ -304,10 +314,12 @@ def main():
                     "ours_server_late_cycles": sum(v for k, v in late_a.items() if k.startswith("liveaudio")),
                     "monitor_late_cycles": late_a.get(monitor_client, 0),
                     "stream_late_cycles": late_a.get(stream_client, 0),
-                    "ours_server_timer_xruns": timer_a,
+                    "ours_server_timer_xruns": timer_a, "ours_server_unfinished_cycles": unfinished_a,
+                    "ours_late_while_running": running_a,
                     "peer_server_late_cycles": sum(v for k, v in late_b.items() if k.startswith("peer")),
                     "peer1_late_cycles": late_b.get("peer1", 0), "peer2_late_cycles": late_b.get("peer2", 0),
-                    "peer_server_timer_xruns": timer_b,
+                    "peer_server_timer_xruns": timer_b, "peer_server_unfinished_cycles": unfinished_b,
+                    "peer_late_while_running": running_b,
                     "encoder_dropped_frames": int(stats.group(3)) if stats else "",
                     "rtmp_dropped_packets": int(stats.group(7)) if stats else "",
                     "rtmp_reconnects": int(stats.group(8)) if stats else "",
@@ -348,8 +360,9 @@ def read_csv(path):
     rows = []
     with open(path) as f:
         for r in csv.DictReader(f):
-            rows.append({k: (None if v == "" and k.endswith("rss_kib") else
-                             ("" if v == "" else float(v) if "." in v else int(v))) for k, v in r.items()})
+            # A row cut short (the run killed while writing it) has None for its missing columns.
+            rows.append({k: (None if not v and k.endswith("rss_kib") else
+                             ("" if not v else float(v) if "." in v else int(v))) for k, v in r.items()})
     return rows
 
 
@@ -413,14 +426,30 @@ def judge(rows, seconds, monitor_status, stream_status, monitor_log, stream_log,
                  + ", ".join(f"{k} late {v}" for k, v in peers.items()) + "; "
                  f"driver timer xruns: our server {after('ours_server_timer_xruns')}, peer's {after('peer_server_timer_xruns')}; "
                  f"liveaudio's own counts over the whole run: monitor {last.get('monitor_xruns')}, stream {last.get('stream_xruns')}")
-    # Rank for rank: our client late most often against the peer client late most often, and so on.
+    # Judged: the xruns each server showed its two clients — the cycles its graph did not finish in and its driver's
+    # timer waking late, each of which JACK reports to every client on the server — ours against the peer's. Which
+    # client a server names late in a cycle is shown, not judged: in a stall that held every thread back, it is the
+    # client woken last (its state "Triggered": not yet running), and that is an order, not a cost; a callback that
+    # overran its cycle shows as late "while running".
     ranked_peers = sorted(peers.items(), key=lambda kv: -kv[1])
-    for (who, late), (peer_name, peer_count) in zip(sorted(ours.items(), key=lambda kv: -kv[1]),
-                                                    ranked_peers + [ranked_peers[-1]] * len(ours)):
+    rank = list(zip(sorted(ours.items(), key=lambda kv: -kv[1]), ranked_peers + [ranked_peers[-1]] * len(ours)))
+    lines.append("clients named late, rank for rank: " + "; ".join(f"{w} {n} against {pn} {pc}" for (w, n), (pn, pc) in rank)
+                 + (f"; late while running their callback: ours {after('ours_late_while_running')}, "
+                    f"the peer's {after('peer_late_while_running')}" if "ours_late_while_running" in last else ""))
+    if "ours_server_unfinished_cycles" in last:
+        server = {who: after(f"{who}_server_unfinished_cycles") + after(f"{who}_server_timer_xruns") for who in ["ours", "peer"]}
+        lines.append(f"xruns each server showed its clients after warm-up: ours {server['ours']} "
+                     f"({after('ours_server_unfinished_cycles')} cycles unfinished, {after('ours_server_timer_xruns')} timer), "
+                     f"the peer's {server['peer']} ({after('peer_server_unfinished_cycles')} unfinished, "
+                     f"{after('peer_server_timer_xruns')} timer)")
+        judged = [("our server's xruns", server["ours"], "the peer's", server["peer"])]
+    else:  # a CSV from before 2026-11-26: client against client, rank for rank
+        judged = [(f"{w} late", n, pn, pc) for (w, n), (pn, pc) in rank]
+    for who, count, peer_name, peer_count in judged:
         if allowance is None:
-            lines.append(f"xruns reported, not judged in this run: {who} late {late} cycles, {peer_name} {peer_count}")
-        elif late > peer_count + allowance:
-            failures.append(f"{who} late {late} cycles, {peer_name} {peer_count}"
+            lines.append(f"xruns reported, not judged in this run: {who} {count}, {peer_name} {peer_count}")
+        elif count > peer_count + allowance:
+            failures.append(f"{who} {count}, {peer_name} {peer_count}"
                             + (f" (goal: no more than {allowance} beyond it)" if allowance else " (goal: no more)"))
     p99 = [r["stream_latency_p99_ms"] for r in rows if r["stream_latency_p99_ms"] != ""]
     if p99:
@@ -431,6 +460,8 @@ def judge(rows, seconds, monitor_status, stream_status, monitor_log, stream_log,
     return {"seconds": rows[-1]["seconds"] if rows else 0, "warmup_seconds": warmup, "memory": memory, "drops": drops,
             "our_late_cycles": ours, "our_late_in_shared_stalls": shared, "peer_late_cycles": peers,
             "timer_xruns": {"ours": after("ours_server_timer_xruns"), "peer": after("peer_server_timer_xruns")},
+            "unfinished_cycles": {"ours": after("ours_server_unfinished_cycles"), "peer": after("peer_server_unfinished_cycles")},
+            "late_while_running": {"ours": after("ours_late_while_running"), "peer": after("peer_late_while_running")},
             "monitor_xruns": last.get("monitor_xruns"), "stream_xruns": last.get("stream_xruns"),
             "passed": not failures, "failures": failures, "lines": lines}
 
@@ -456,6 +487,10 @@ def plot(rows, path, result):
         ax[1].step(t, [r["peer2_late_cycles"] for r in rows], where="post", label="peer2 late (cycles)")
     else:
         ax[1].step(t, [r["peer_server_late_cycles"] for r in rows], where="post", label="peer late (cycles)")
+    if "ours_server_unfinished_cycles" in rows[-1]:
+        for who, name in [("ours", "our server"), ("peer", "peer's server")]:
+            ax[1].step(t, [r[f"{who}_server_unfinished_cycles"] + r[f"{who}_server_timer_xruns"] for r in rows], where="post",
+                       lw=2.5, label=f"{name}: xruns shown to its clients (judged)")
     ax[1].step(t, [r["ours_server_timer_xruns"] for r in rows], where="post", ls="--", label="our server: driver timer xruns")
     ax[1].step(t, [r["peer_server_timer_xruns"] for r in rows], where="post", ls="--", label="peer's server: driver timer xruns")
     ax[1].step(t, [r["rtmp_dropped_packets"] or 0 for r in rows], where="post", label="RTMP dropped packets")

@@ -35,6 +35,15 @@ import TestSupport
         #expect(!FileManager.default.fileExists(atPath: dir.file("x.wav")))
     }
 
+    /// `monitor --status-interval` takes 0.1 … 86400 seconds; anything else is refused before a device opens, with
+    /// the range in the message.
+    @Test(arguments: ["0", "0.05", "-1", "86401", "nan"]) func statusIntervalOutOfRangeIsRefused(value: String) async throws {
+        let r = try await runTool(
+            liveaudio, ["monitor", "--backend", "virtual", "--input", "/nonexistent/in.wav", "--status-interval=\(value)"])
+        #expect(r.status == 1, "\(value): \(r.stderr)")
+        #expect(r.stderr.contains("--status-interval takes 0.1 … 86400 seconds"), "\(value): \(r.stderr)")
+    }
+
     /// `--clocks` takes auto, one or two; anything else is refused before a device opens. `monitor --clocks two`
     /// says the clocks are two and puts the bridge's latency in the round trip it expects.
     @Test func monitorOnTwoClocks() async throws {

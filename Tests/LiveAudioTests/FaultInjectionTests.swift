@@ -194,11 +194,13 @@ import TestSupport
     // MARK: - The disk filling up
 
     /// `record` onto a disk that fills up: exit status 1 with a message that says the disk is full, and the WAV
-    /// holds what was recorded before, sample for sample, and decodes without a complaint.
+    /// holds what was recorded before, sample for sample, and decodes without a complaint. Run twice: on a small
+    /// tmpfs, and under a file size limit (`ulimit -f`, what stands in where a test cannot mount), where the tool must
+    /// not die of SIGXFSZ but end with an error that names the limit.
     /// The virtual device runs in real time: at `--pace fast` on a busy machine the recorder's writer fell behind and
     /// its ring overflowed (counted, as it should be), and the file was no longer the tone sample for sample.
-    @Test func recordOnAFullDisk() async throws {
-        let disk = try SmallDisk(kibibytes: 768)
+    @Test(arguments: [true, false]) func recordOnAFullDisk(mount: Bool) async throws {
+        let disk = try SmallDisk(kibibytes: 768, mount: mount)
         defer { disk.remove() }
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
@@ -217,89 +219,7 @@ import TestSupport
         #expect(maxAbsDifference(recorded, Array(tone.prefix(recorded.count))) < 1e-6)
     }
 
-    /// `stream` to an FLV and an ADTS file on a disk that fills up: exit status 1 naming the full disk, and both
-    /// files end at their last whole packet — FFmpeg decodes them without a complaint, and they hold the tone.
-    @Test func streamToFilesOnAFullDisk() async throws {
-        let disk = try SmallDisk(kibibytes: 512)
-        defer { disk.remove() }
-        let dir = try TemporaryDirectory()
-        defer { dir.remove() }
-        try FFmpeg.run(["-f", "lavfi", "-i", "aevalsrc=0.5*sin(2*PI*440*t):s=48000:d=120", "-ac", "2", "-ar", "48000", dir.file("in.wav")])
-        let r = try await disk.run(
-            liveaudio,
-            ["stream", "--input", dir.file("in.wav"), "--no-realtime", "--to", disk.file("out.flv"), "--to", disk.file("out.aac"),
-             "--quiet"])
-        #expect(r.status == 1, "\(r.stderr)")
-        #expect(r.stderr.contains(disk.expectedMessage), "\(r.stderr)")
-        for name in ["out.flv", "out.aac"] {
-            let check = try runProcess("ffmpeg", ["-v", "error", "-i", disk.file(name), "-f", "null", "-"])
-            #expect(check.status == 0 && check.stderr.isEmpty, "\(name): \(check.stderr)")
-            let decoded = try disk.decode(name, channels: 2, into: dir)[0]
-            #expect(decoded.count > 5 * 48_000, "\(name): \(decoded.count) frames")
-            if decoded.count > 5 * 48_000 {
-                #expect(SignalCheck.toneAmplitude(decoded[(decoded.count - 48_000)..<(decoded.count - 4800)], frequency: 440) > 0.25)
-            }
-        }
-    }
-
-    /// The same with a file size limit (`ulimit -f`), where a test cannot mount a small disk: the tool does not die
-    /// of SIGXFSZ, it ends with an error that names the limit, and the WAV decodes.
-    @Test func aFileSizeLimitEndsTheRecordingCleanly() async throws {
-        let disk = try SmallDisk(kibibytes: 512, mount: false)
-        defer { disk.remove() }
-        let dir = try TemporaryDirectory()
-        defer { dir.remove() }
-        let tone = (0..<(48_000 * 30)).map { Float(0.3 * sin(2 * Double.pi * 440 * Double($0) / 48_000)) }
-        try writeWAV(dir.file("tone.wav"), channels: [tone])
-        let r = try await disk.run(
-            liveaudio, ["record", "-o", disk.file("rec.wav"), "--backend", "virtual", "--device", dir.file("tone.wav"),
-                        "--duration", "30"])
-        #expect(r.status == 1, "\(r.stderr)")
-        #expect(r.stderr.contains("ulimit -f"), "\(r.stderr)")
-        let recorded = try disk.decode("rec.wav", channels: 1, into: dir)[0]
-        #expect(recorded.count * 4 > disk.bytes / 2, "\(recorded.count) frames")
-        #expect(maxAbsDifference(recorded, Array(tone.prefix(recorded.count))) < 1e-6)
-    }
-
     // MARK: - SIGKILL at random moments
-
-    /// `encode` killed (SIGKILL) at random moments, three times for ADTS and three for FLV: every packet that
-    /// reached the file plays — FFmpeg decodes the whole file without a complaint, and the audio is the input's
-    /// from its start. The moments come from a seed that changes daily (printed on failure).
-    @Test func encodeKilledAtRandomMoments() async throws {
-        let dir = try TemporaryDirectory()
-        defer { dir.remove() }
-        try FFmpeg.run(["-f", "lavfi", "-i", "aevalsrc=0.5*sin(2*PI*440*t):s=48000:d=300", "-ac", "2", "-ar", "48000", dir.file("in.wav")])
-        let seed = UInt64(Self.dailySeed)
-        var generator = SplitMix(seed: seed)
-        for container in ["aac", "flv"] {
-            for attempt in 1...3 {
-                let output = dir.file("out-\(attempt).\(container)")
-                let delay = 0.2 + Double(generator.next() % 1000) / 1000 * 1.5
-                let encoder = try ChildProcess(liveaudio, ["encode", dir.file("in.wav"), "-o", output], log: dir.file("encode.log"))
-                defer { encoder.stop(signal: SIGKILL) }
-                try await offPool {
-                    try waitUntil("the encoder writing", seconds: 30, interval: 50_000) { Self.size(output) > 16_384 }
-                    Thread.sleep(forTimeInterval: delay)
-                    kill(encoder.pid, SIGKILL)
-                }
-                let status = await encoder.finished(timeout: 10)
-                let what = "\(container) attempt \(attempt), killed \(delay) s after 16 KiB (seed \(seed))"
-                #expect(status == 128 + SIGKILL, "\(what): it ended by itself (\(status)), the input is too short")
-                let check = try runProcess("ffmpeg", ["-v", "error", "-i", output, "-f", "null", "-"])
-                #expect(check.status == 0 && check.stderr.isEmpty, "\(what): \(check.stderr)")
-                let decoded = try FFmpeg.decode(output, channels: 2)[0]
-                // All of it plays: every packet FFmpeg's demuxer finds in the file decodes to its 1024 frames (less
-                // the encoder's priming, which FLV's first packet and ADTS's drop).
-                let packets = try packetTimes(output).count
-                #expect(decoded.count >= (packets - 2) * 1024, "\(what): \(decoded.count) frames from \(packets) packets")
-                #expect(decoded.count > 48_000, "\(what)")
-                if decoded.count > 48_000 {
-                    #expect(SignalCheck.toneAmplitude(decoded[(decoded.count - 48_000)..<(decoded.count - 4800)], frequency: 440) > 0.25, "\(what)")
-                }
-            }
-        }
-    }
 
     /// `record` killed (SIGKILL) at random moments: the WAV plays up to the last second before the kill (its header
     /// is brought up to date every half second), sample for sample the microphone's.
@@ -339,6 +259,76 @@ import TestSupport
 
     static func size(_ path: String) -> Int {
         ((try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? NSNumber)?.intValue ?? 0
+    }
+}
+
+/// The faults that need no real time — `encode` killed, `stream --no-realtime` onto a full disk — in a suite of their
+/// own, which `make test` runs in its first phase beside the computing tests: they encode at full speed, and in the
+/// real-time phase that CPU was taken from the sound servers' threads.
+@Suite struct FileFaultInjectionTests {
+    var liveaudio: String { productsDirectory + "/liveaudio" }
+
+    /// `stream` to an FLV and an ADTS file on a disk that fills up: exit status 1 naming the full disk, and both
+    /// files end at their last whole packet — FFmpeg decodes them without a complaint, and they hold the tone.
+    @Test func streamToFilesOnAFullDisk() async throws {
+        let disk = try SmallDisk(kibibytes: 512)
+        defer { disk.remove() }
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        try FFmpeg.run(["-f", "lavfi", "-i", "aevalsrc=0.5*sin(2*PI*440*t):s=48000:d=120", "-ac", "2", "-ar", "48000", dir.file("in.wav")])
+        let r = try await disk.run(
+            liveaudio,
+            ["stream", "--input", dir.file("in.wav"), "--no-realtime", "--to", disk.file("out.flv"), "--to", disk.file("out.aac"),
+             "--quiet"])
+        #expect(r.status == 1, "\(r.stderr)")
+        #expect(r.stderr.contains(disk.expectedMessage), "\(r.stderr)")
+        for name in ["out.flv", "out.aac"] {
+            let check = try runProcess("ffmpeg", ["-v", "error", "-i", disk.file(name), "-f", "null", "-"])
+            #expect(check.status == 0 && check.stderr.isEmpty, "\(name): \(check.stderr)")
+            let decoded = try disk.decode(name, channels: 2, into: dir)[0]
+            #expect(decoded.count > 5 * 48_000, "\(name): \(decoded.count) frames")
+            if decoded.count > 5 * 48_000 {
+                #expect(SignalCheck.toneAmplitude(decoded[(decoded.count - 48_000)..<(decoded.count - 4800)], frequency: 440) > 0.25)
+            }
+        }
+    }
+
+    /// `encode` killed (SIGKILL) at random moments, three times for ADTS and three for FLV: every packet that
+    /// reached the file plays — FFmpeg decodes the whole file without a complaint, and the audio is the input's
+    /// from its start. The moments come from a seed that changes daily (printed on failure).
+    @Test func encodeKilledAtRandomMoments() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        try FFmpeg.run(["-f", "lavfi", "-i", "aevalsrc=0.5*sin(2*PI*440*t):s=48000:d=300", "-ac", "2", "-ar", "48000", dir.file("in.wav")])
+        let seed = UInt64(FaultInjectionTests.dailySeed)
+        var generator = SplitMix(seed: seed)
+        for container in ["aac", "flv"] {
+            for attempt in 1...3 {
+                let output = dir.file("out-\(attempt).\(container)")
+                let delay = 0.2 + Double(generator.next() % 1000) / 1000 * 1.5
+                let encoder = try ChildProcess(liveaudio, ["encode", dir.file("in.wav"), "-o", output], log: dir.file("encode.log"))
+                defer { encoder.stop(signal: SIGKILL) }
+                try await offPool {
+                    try waitUntil("the encoder writing", seconds: 30, interval: 50_000) { FaultInjectionTests.size(output) > 16_384 }
+                    Thread.sleep(forTimeInterval: delay)
+                    kill(encoder.pid, SIGKILL)
+                }
+                let status = await encoder.finished(timeout: 10)
+                let what = "\(container) attempt \(attempt), killed \(delay) s after 16 KiB (seed \(seed))"
+                #expect(status == 128 + SIGKILL, "\(what): it ended by itself (\(status)), the input is too short")
+                let check = try runProcess("ffmpeg", ["-v", "error", "-i", output, "-f", "null", "-"])
+                #expect(check.status == 0 && check.stderr.isEmpty, "\(what): \(check.stderr)")
+                let decoded = try FFmpeg.decode(output, channels: 2)[0]
+                // All of it plays: every packet FFmpeg's demuxer finds in the file decodes to its 1024 frames (less
+                // the encoder's priming, which FLV's first packet and ADTS's drop).
+                let packets = try packetTimes(output).count
+                #expect(decoded.count >= (packets - 2) * 1024, "\(what): \(decoded.count) frames from \(packets) packets")
+                #expect(decoded.count > 48_000, "\(what)")
+                if decoded.count > 48_000 {
+                    #expect(SignalCheck.toneAmplitude(decoded[(decoded.count - 48_000)..<(decoded.count - 4800)], frequency: 440) > 0.25, "\(what)")
+                }
+            }
+        }
     }
 }
 
