@@ -25,8 +25,8 @@ Goals, checked at the end (exit status 1 when one is missed; the last line says 
     Shown beside it, not judged: which clients each server named late ("client = X was not finished, state = …"),
     ranked, and how many of those were late while running their callback (state Running: a callback that overran)
     rather than not yet woken (Triggered: in a stall that held every thread back, the client woken last is named,
-    and that is an order, not a cost). Late cycles of ours in a 10 s row where the peer's server also had an xrun
-    are shown apart: the machine stalled for both.
+    and that is an order, not a cost). Each server's xruns are also split by 10 s row: rows where both servers had
+    xruns (the machine stalled for both) and rows where only one did.
 
 Every process is started here and stopped by its PID; the servers listen on loopback (nginx) or local sockets (JACK).
 """
@@ -412,17 +412,24 @@ def judge(rows, seconds, monitor_status, stream_status, monitor_log, stream_log,
     # Two peer clients (runs before 2026-11-26 had one, and only the server's total).
     peers = {"peer1": after("peer1_late_cycles"), "peer2": after("peer2_late_cycles")} if "peer1_late_cycles" in last \
         else {"peer": peer_late}
-    # Rows in which both servers saw an xrun: the machine stalled for everybody.
-    shared = 0
-    for previous, row in zip(rows, rows[1:]):
-        if row["seconds"] < warmup:
-            continue
-        ours_step = (row.get("ours_server_late_cycles") or 0) - (previous.get("ours_server_late_cycles") or 0)
-        peer_step = sum((row.get(k) or 0) - (previous.get(k) or 0) for k in ["peer_server_late_cycles", "peer_server_timer_xruns"])
-        if ours_step and peer_step:
-            shared += ours_step
-    lines.append("xruns after warm-up: " + ", ".join(f"{k} late {v} cycles" for k, v in ours.items())
-                 + f" ({shared} of them in a 10 s row where the peer's server had one too); "
+    # Each server's xruns (the judged count; in CSVs from before 2026-11-26, our clients' late cycles and the peer's
+    # late cycles and timer xruns), split by 10 s row: rows where both servers had xruns (the machine stalled for
+    # both) and rows where only one did.
+    per_server = "ours_server_unfinished_cycles" in last
+
+    def xruns(row, who):
+        if per_server:
+            return (row.get(f"{who}_server_unfinished_cycles") or 0) + (row.get(f"{who}_server_timer_xruns") or 0)
+        keys = ["ours_server_late_cycles"] if who == "ours" else ["peer_server_late_cycles", "peer_server_timer_xruns"]
+        return sum(row.get(k) or 0 for k in keys)
+
+    split = {"both": {"ours": 0, "peer": 0}, "alone": {"ours": 0, "peer": 0}}
+    counted = [base] + [r for r in rows if r["seconds"] >= warmup]  # from the same base as after()
+    for previous, row in zip(counted, counted[1:]):
+        step = {who: xruns(row, who) - xruns(previous, who) for who in ["ours", "peer"]}
+        for who in step:
+            split["both" if all(step.values()) else "alone"][who] += step[who]
+    lines.append("xruns after warm-up: " + ", ".join(f"{k} late {v} cycles" for k, v in ours.items()) + "; "
                  + ", ".join(f"{k} late {v}" for k, v in peers.items()) + "; "
                  f"driver timer xruns: our server {after('ours_server_timer_xruns')}, peer's {after('peer_server_timer_xruns')}; "
                  f"liveaudio's own counts over the whole run: monitor {last.get('monitor_xruns')}, stream {last.get('stream_xruns')}")
@@ -441,7 +448,9 @@ def judge(rows, seconds, monitor_status, stream_status, monitor_log, stream_log,
         lines.append(f"xruns each server showed its clients after warm-up: ours {server['ours']} "
                      f"({after('ours_server_unfinished_cycles')} cycles unfinished, {after('ours_server_timer_xruns')} timer), "
                      f"the peer's {server['peer']} ({after('peer_server_unfinished_cycles')} unfinished, "
-                     f"{after('peer_server_timer_xruns')} timer)")
+                     f"{after('peer_server_timer_xruns')} timer); in 10 s rows where both servers had xruns: ours "
+                     f"{split['both']['ours']}, the peer's {split['both']['peer']}; where only one did: ours "
+                     f"{split['alone']['ours']}, the peer's {split['alone']['peer']}")
         judged = [("our server's xruns", server["ours"], "the peer's", server["peer"])]
     else:  # a CSV from before 2026-11-26: client against client, rank for rank
         judged = [(f"{w} late", n, pn, pc) for (w, n), (pn, pc) in rank]
@@ -458,7 +467,7 @@ def judge(rows, seconds, monitor_status, stream_status, monitor_log, stream_log,
     if monitor_status != 0 or stream_status != 0:
         failures.append(f"exit status monitor {monitor_status}, stream {stream_status} (see {monitor_log}, {stream_log})")
     return {"seconds": rows[-1]["seconds"] if rows else 0, "warmup_seconds": warmup, "memory": memory, "drops": drops,
-            "our_late_cycles": ours, "our_late_in_shared_stalls": shared, "peer_late_cycles": peers,
+            "our_late_cycles": ours, "xruns_in_shared_and_lone_rows": split, "peer_late_cycles": peers,
             "timer_xruns": {"ours": after("ours_server_timer_xruns"), "peer": after("peer_server_timer_xruns")},
             "unfinished_cycles": {"ours": after("ours_server_unfinished_cycles"), "peer": after("peer_server_unfinished_cycles")},
             "late_while_running": {"ours": after("ours_late_while_running"), "peer": after("peer_late_while_running")},
