@@ -15,6 +15,24 @@ import TestSupport
         return path
     }
 
+    /// No xrun was the session's: the server's log names our client late in no cycle its own thread was on time
+    /// for, and every xrun the session counted is one the server sent. At 128 frames a cycle is 2.7 ms, and this
+    /// machine (a virtual one, its kernel without preemption) now and then runs no thread for that long: the
+    /// dummy driver's thread, the server's highest priority, then wakes a period late and the next cycle finds our
+    /// client signalled and not yet run (measured: 2 of 21 runs of the 128-frame case, each such a stall, the
+    /// server's log in the output). Those xruns are the machine's and are printed; one in a cycle the server's
+    /// thread was on time for would be ours, and fails.
+    static func expectNoXrunOfOurs(_ counted: Int, on jack: JACKServer, sourceLocation: SourceLocation = #_sourceLocation) {
+        let log = jack.xruns()
+        if counted > 0 || log.notifications > 0 {
+            print("xruns: the session counted \(counted); the server's log: \(log)")
+        }
+        #expect(log.late(prefix: "liveaudio") == 0, "our client was late in cycles the server was on time for: \(log)\n\(jack.output)",
+                sourceLocation: sourceLocation)
+        #expect(counted <= log.notifications, "the session counted \(counted) xruns, the server sent \(log.notifications): \(log)",
+                sourceLocation: sourceLocation)
+    }
+
     static func power(_ x: ArraySlice<Float>) -> Double { x.reduce(0.0) { $0 + Double($1) * Double($1) } / Double(max(1, x.count)) }
 
     /// The sync rule on JACK at 128, 256 and 1024 frames: the dry-voice stem (the accompaniment heard back through the
@@ -53,7 +71,8 @@ import TestSupport
         }
         let summary = await session.stop()
         print("karaoke on JACK at \(period): \(summary)")
-        #expect(summary.error == nil && summary.xruns == 0 && summary.accompanimentUnderruns == 0 && summary.droppedFrames == 0)
+        #expect(summary.error == nil && summary.accompanimentUnderruns == 0 && summary.droppedFrames == 0)
+        Self.expectNoXrunOfOurs(summary.xruns, on: jack)
         #expect(summary.roundTripSource == "calibration" && summary.roundTripFrames >= period, "\(summary.roundTripFrames) frames")
         // The song is played at the graph's channel count: stereo here, the mono file on both channels.
         let accompaniment = try FFmpeg.decode(stems + "/accompaniment.wav", channels: 2)[0]
@@ -242,7 +261,8 @@ import TestSupport
             while !session.songHasEnded, Date() < deadline { usleep(10_000) }
         }
         let summary = await session.stop()
-        #expect(summary.error == nil && summary.xruns == 0)
+        #expect(summary.error == nil)
+        Self.expectNoXrunOfOurs(summary.xruns, on: jack)
         let dry = try FFmpeg.decode(dir.file("stems/voice-dry.wav"), channels: 1)[0]
         let wet = try FFmpeg.decode(dir.file("stems/voice-wet.wav"), channels: 1)[0]
         let lag = try #require(SignalCheck.lag(of: Array(dry.prefix(5 * 48_000)), in: wet, window: 48_000, search: 2400))

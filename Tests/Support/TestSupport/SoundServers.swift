@@ -297,6 +297,76 @@ public final class JACKServer: @unchecked Sendable {
         }
     }
 
+    /// The xruns this server has logged since it started, by cause. jackd notifies every client of each, so a
+    /// client's xrun count alone cannot tell a callback that overran from a machine that did not run the server's
+    /// threads in time; the log can. Each cycle the graph did not finish in ends with "Process error", after the
+    /// clients that were not finished are named; when the dummy driver's own thread (the server's highest
+    /// priority) woke a period or more late, it says so ("JackTimedDriver::Process XRun") just before, and the next
+    /// cycle comes at once and finds the clients it had signalled not yet done: the machine stalled every thread.
+    public struct Xruns: Sendable, CustomStringConvertible {
+        /// Times the dummy driver's thread woke late: the machine did not run the server in time.
+        public var timerLate = 0
+        /// Cycles the graph did not finish in, whatever the cause.
+        public var unfinishedCycles = 0
+        /// Of those, the cycles that came right after the driver's thread woke late.
+        public var afterStalls = 0
+        /// Clients named late in cycles the driver's thread was on time for, while running their callback
+        /// ("state = Running", or "finished after current callback"): the callback took longer than the cycle.
+        public var overran: [String: Int] = [:]
+        /// Clients named late in cycles the driver's thread was on time for, before they had started
+        /// ("state = Triggered"): signalled and not yet run.
+        public var notWoken: [String: Int] = [:]
+
+        /// The cycles clients whose names begin with `prefix` were late in while the server's thread was on time.
+        public func late(prefix: String) -> Int {
+            (overran.merging(notWoken, uniquingKeysWith: +)).filter { $0.key.hasPrefix(prefix) }.values.reduce(0, +)
+        }
+
+        /// The xrun notifications the server sent its clients: one for each late wake of its thread, one for each
+        /// client named late.
+        public var notifications = 0
+
+        public var description: String {
+            "timer late \(timerLate), unfinished cycles \(unfinishedCycles) (\(afterStalls) right after the timer), "
+                + "otherwise overran \(overran), not woken \(notWoken)"
+        }
+    }
+
+    /// What the server has printed so far.
+    public var output: String { (try? String(contentsOfFile: log, encoding: .utf8)) ?? "" }
+
+    /// Reads this server's log for its xruns (see ``Xruns``).
+    public func xruns() -> Xruns {
+        var x = Xruns()
+        var stalled = false
+        var named: [(client: String, running: Bool)] = []
+        for line in output.split(separator: "\n") {
+            if line.contains("JackTimedDriver::Process XRun") {
+                x.timerLate += 1
+                x.notifications += 1
+                stalled = true
+            } else if let r = line.range(of: "client = "), let end = line.range(of: " was not finished", range: r.upperBound..<line.endIndex) {
+                named.append((String(line[r.upperBound..<end.lowerBound]), line.contains("state = Running")))
+                x.notifications += 1
+            } else if let r = line.range(of: "XRun: client "), let end = line.range(of: " finished after current callback") {
+                named.append((String(line[r.upperBound..<end.lowerBound]), true))
+                x.notifications += 1
+            } else if line.contains("ProcessGraph"), line.contains("Process error") {
+                x.unfinishedCycles += 1
+                if stalled {
+                    x.afterStalls += 1
+                } else {
+                    for n in named {
+                        if n.running { x.overran[n.client, default: 0] += 1 } else { x.notWoken[n.client, default: 0] += 1 }
+                    }
+                }
+                named = []
+                stalled = false
+            }
+        }
+        return x
+    }
+
     /// Kills the server at once (SIGKILL, by PID), as a crash would.
     public func kill() {
         server?.stop(signal: SIGKILL)
