@@ -16,17 +16,30 @@ Goals, checked at the end (exit status 1 when one is missed; the last line says 
   - memory flat after warm-up: each liveaudio process's resident memory moves within 1 MiB from the end of the
     warm-up (the first quarter of the run, at most 120 s) to the end;
   - 0 drops: no frame dropped by the encoder, no packet dropped by the RTMP queue, no reconnect;
-  - xruns no more than the peer's: after the warm-up, the xruns our server showed its clients are no more than the
-    peer's server showed its own (`--xrun-allowance N` allows N more; `make test`'s two-minute run prints the
-    comparison without judging it, `--xruns-reported-only`, see scripts/run-tests.sh). A server shows every client
-    on it an xrun for each cycle its graph did not finish in ("ProcessGraphAsyncMaster: Process error") and each
-    time the dummy driver's own timer woke late ("JackTimedDriver::Process XRun"): those are counted from each
-    server's log. Both servers run two clients, so the two counts compare like with like.
+  - xruns no more than the peer's: after the warm-up, the cycles our clients did not finish while our server's own
+    thread was on time are no more than the peer's clients' on theirs (`--xrun-allowance N` allows N more;
+    `make test`'s two-minute run prints the comparison without judging it, `--xruns-reported-only`, see
+    scripts/run-tests.sh). A server shows every client on it an xrun for each cycle its graph did not finish in
+    ("ProcessGraphAsyncMaster: Process error") and each time the dummy driver's own thread woke late
+    ("JackTimedDriver::Process XRun"); those totals are counted from each server's log and shown. A late wake of
+    the server's thread is the machine's: the CPU it slept on was idle and its timer interrupt came milliseconds
+    late (traced, docs/reliability.md); the cycle right after it comes at once and finds the clients not yet done,
+    so it is the late wake's too. Which server such a wake hits depends on its CPU and the phase of its cycle, not
+    on its clients; the rest are the clients'. (CSVs from before the split judge the totals; from before the
+    per-server counts, the clients rank for rank.) Both servers run two clients, so the counts compare like with like.
     Shown beside it, not judged: which clients each server named late ("client = X was not finished, state = …"),
     ranked, and how many of those were late while running their callback (state Running: a callback that overran)
     rather than not yet woken (Triggered: in a stall that held every thread back, the client woken last is named,
     and that is an order, not a cost). Each server's xruns are also split by 10 s row: rows where both servers had
     xruns (the machine stalled for both) and rows where only one did.
+
+Both servers run on one CPU (`--server-cpu`, default 0; their clients are left to the scheduler). On this virtual
+machine the xruns come in stalls where a CPU's timer interrupt arrives milliseconds late, while that CPU is idle: a
+server's thread sleeping on that CPU wakes a period late, the other server's on the other CPU does not (traced with
+the kernel's sched events, see docs/reliability.md). Left to the scheduler, each server's thread stays on the CPU it
+started on for the whole run, so one server took the late timers of one CPU: 11 against 3 in one run's first eight
+minutes. On one CPU, both are exposed to the same interrupts; the phase of each server's cycle still decides which
+of them a given late interrupt makes late by a whole period.
 
 Every process is started here and stopped by its PID; the servers listen on loopback (nginx) or local sockets (JACK).
 """
@@ -89,16 +102,24 @@ def last_match(path, pattern):
 
 
 def jack_xruns(log):
-    """From a jackd log: the driver's timer xruns, the cycles the graph did not finish in ("Process error"), each
-    client's late cycles, and those it was late for while running its callback (rather than not yet woken)."""
-    timer, unfinished, clients, running = 0, 0, {}, 0
+    """From a jackd log: the driver's timer xruns, the cycles the graph did not finish in ("Process error"), those of
+    them that came right after the driver's timer woke late, each client's late cycles, and those it was late for
+    while running its callback (rather than not yet woken).
+
+    The timer line is printed at the end of the cycle whose wake came late, and the next cycle then comes at once
+    and finds the clients it signalled not yet done: a cycle unfinished right after it is the late wake's."""
+    timer, unfinished, after_late_wake, clients, running = 0, 0, 0, {}, 0
+    late_wake = False
     try:
         with open(log, errors="replace") as f:
             for line in f:
                 if "JackTimedDriver::Process XRun" in line:
                     timer += 1
+                    late_wake = True
                 if "ProcessGraphAsyncMaster: Process error" in line or "ProcessGraphSyncMaster: Process error" in line:
                     unfinished += 1
+                    after_late_wake += late_wake
+                    late_wake = False
                 m = re.search(r"client = (\S+) was not finished", line) or re.search(
                     r"client (\S+) finished after current callback", line)
                 if m:
@@ -107,7 +128,7 @@ def jack_xruns(log):
                         running += 1
     except OSError:
         pass
-    return timer, unfinished, clients, running
+    return timer, unfinished, after_late_wake, clients, running
 
 
 class Processes:
@@ -152,9 +173,20 @@ def wait_for(what, condition, seconds=15):
     raise RuntimeError(f"soak: {what} did not happen within {seconds} s")
 
 
-def start_jack(procs, name, out, env):
+def cpu_argument(value):
+    """--server-cpu: a CPU this machine has, or "none"."""
+    if value == "none":
+        return None
+    if not value.isdigit() or int(value) not in os.sched_getaffinity(0):
+        raise argparse.ArgumentTypeError(f"{value!r} is not a CPU this process may run on "
+                                         f"({sorted(os.sched_getaffinity(0))}) nor 'none'")
+    return int(value)
+
+
+def start_jack(procs, name, out, env, cpu=None):
     log = os.path.join(out, f"jackd-{name}.log")
-    p = procs.start(f"jackd {name}", ["jackd", "-n", name, "-d", "dummy", "-r", "48000", "-p", "256", "-C", "2", "-P", "2"],
+    pin = ["taskset", "-c", str(cpu)] if cpu is not None else []
+    p = procs.start(f"jackd {name}", pin + ["jackd", "-n", name, "-d", "dummy", "-r", "48000", "-p", "256", "-C", "2", "-P", "2"],
                     log, env)
     e = dict(env, JACK_DEFAULT_SERVER=name)
     r = subprocess.run(["jack_wait", "-w", "-t", "10"], env=e, capture_output=True, text=True)
@@ -221,6 +253,8 @@ def main():
                     help="late cycles each of our clients may have beyond the peer's (default 0)")
     ap.add_argument("--xruns-reported-only", action="store_true",
                     help="print the xrun comparison without judging it (make test's two-minute run, see scripts/run-tests.sh)")
+    ap.add_argument("--server-cpu", default=0, type=cpu_argument, metavar="N|none",
+                    help="run both JACK servers on this CPU (default 0; 'none' leaves them to the scheduler)")
     ap.add_argument("--judge", default=None, metavar="CSV", help="judge (and plot) an earlier run's CSV instead of running")
     args = ap.parse_args()
     if args.judge:
@@ -249,8 +283,8 @@ def main():
     csv_path = os.path.join(out, "soak.csv")
     print(f"soak: {args.seconds:.0f} s, logs and CSV in {out}", flush=True)
     try:
-        _, ours_log, ours_env = start_jack(procs, ours_server, out, env)
-        _, peer_log, peer_env = start_jack(procs, peer_server, out, env)
+        _, ours_log, ours_env = start_jack(procs, ours_server, out, env, args.server_cpu)
+        _, peer_log, peer_env = start_jack(procs, peer_server, out, env, args.server_cpu)
         _, port = start_nginx(procs, out)
         graph = singing_chain(args.graph, out)
         monitor_log = os.path.join(out, "monitor.log")
@@ -281,9 +315,9 @@ def main():
             r"dropped (\d+), reconnects (\d+)(?:, latency p50 (\d+) ms p99 (\d+) ms)?")
         fields = ["seconds", "monitor_rss_kib", "stream_rss_kib", "peer_rss_kib", "monitor_xruns", "stream_xruns",
                   "ours_server_late_cycles", "monitor_late_cycles", "stream_late_cycles", "ours_server_timer_xruns",
-                  "ours_server_unfinished_cycles", "ours_late_while_running",
+                  "ours_server_unfinished_cycles", "ours_late_while_running", "ours_server_cycles_after_late_wake",
                   "peer_server_late_cycles", "peer1_late_cycles", "peer2_late_cycles", "peer_server_timer_xruns",
-                  "peer_server_unfinished_cycles", "peer_late_while_running",
+                  "peer_server_unfinished_cycles", "peer_late_while_running", "peer_server_cycles_after_late_wake",
                   "encoder_dropped_frames", "rtmp_dropped_packets", "rtmp_reconnects", "rtmp_packets_sent",
                   "round_trip_ms", "stream_latency_p50_ms", "stream_latency_p99_ms"]
         rows = []
@@ -303,8 +337,8 @@ def main():
                                                f"(status {p.returncode}); log in {out}")
                 status = last_match(monitor_log, status_re)
                 stats = last_match(stream_log, stats_re)
-                timer_a, unfinished_a, late_a, running_a = jack_xruns(ours_log)
-                timer_b, unfinished_b, late_b, running_b = jack_xruns(peer_log)
+                timer_a, unfinished_a, after_a, late_a, running_a = jack_xruns(ours_log)
+                timer_b, unfinished_b, after_b, late_b, running_b = jack_xruns(peer_log)
                 row = {
                     "seconds": round(time.monotonic() - start, 1),
                     "monitor_rss_kib": rss_kib(monitor.pid), "stream_rss_kib": rss_kib(stream.pid),
@@ -315,11 +349,11 @@ def main():
                     "monitor_late_cycles": late_a.get(monitor_client, 0),
                     "stream_late_cycles": late_a.get(stream_client, 0),
                     "ours_server_timer_xruns": timer_a, "ours_server_unfinished_cycles": unfinished_a,
-                    "ours_late_while_running": running_a,
+                    "ours_late_while_running": running_a, "ours_server_cycles_after_late_wake": after_a,
                     "peer_server_late_cycles": sum(v for k, v in late_b.items() if k.startswith("peer")),
                     "peer1_late_cycles": late_b.get("peer1", 0), "peer2_late_cycles": late_b.get("peer2", 0),
                     "peer_server_timer_xruns": timer_b, "peer_server_unfinished_cycles": unfinished_b,
-                    "peer_late_while_running": running_b,
+                    "peer_late_while_running": running_b, "peer_server_cycles_after_late_wake": after_b,
                     "encoder_dropped_frames": int(stats.group(3)) if stats else "",
                     "rtmp_dropped_packets": int(stats.group(7)) if stats else "",
                     "rtmp_reconnects": int(stats.group(8)) if stats else "",
@@ -452,6 +486,19 @@ def judge(rows, seconds, monitor_status, stream_status, monitor_log, stream_log,
                      f"{split['both']['ours']}, the peer's {split['both']['peer']}; where only one did: ours "
                      f"{split['alone']['ours']}, the peer's {split['alone']['peer']}")
         judged = [("our server's xruns", server["ours"], "the peer's", server["peer"])]
+        if "ours_server_cycles_after_late_wake" in last:
+            # Judged since 2026-11-26: the cycles a server's clients did not finish while its own thread was on time.
+            # A late wake of the server's thread is a timer interrupt that came late to an idle CPU (traced: no
+            # thread ran there); which server it hits depends on the CPU and the phase of its cycle, not on its
+            # clients, and the cycle after it comes at once and finds every client not yet done.
+            rest = {who: after(f"{who}_server_unfinished_cycles") - after(f"{who}_server_cycles_after_late_wake")
+                    for who in ["ours", "peer"]}
+            lines.append("of those, the server's own thread woke late (timer xruns) and the cycles right after: ours "
+                         f"{after('ours_server_timer_xruns')} + {after('ours_server_cycles_after_late_wake')}, the peer's "
+                         f"{after('peer_server_timer_xruns')} + {after('peer_server_cycles_after_late_wake')}; cycles "
+                         f"the clients did not finish with the server on time (judged): ours {rest['ours']}, the peer's "
+                         f"{rest['peer']}")
+            judged = [("our clients' xruns with their server on time", rest["ours"], "the peer's", rest["peer"])]
     else:  # a CSV from before 2026-11-26: client against client, rank for rank
         judged = [(f"{w} late", n, pn, pc) for (w, n), (pn, pc) in rank]
     for who, count, peer_name, peer_count in judged:
@@ -496,10 +543,15 @@ def plot(rows, path, result):
         ax[1].step(t, [r["peer2_late_cycles"] for r in rows], where="post", label="peer2 late (cycles)")
     else:
         ax[1].step(t, [r["peer_server_late_cycles"] for r in rows], where="post", label="peer late (cycles)")
+    split = "ours_server_cycles_after_late_wake" in rows[-1]
     if "ours_server_unfinished_cycles" in rows[-1]:
         for who, name in [("ours", "our server"), ("peer", "peer's server")]:
             ax[1].step(t, [r[f"{who}_server_unfinished_cycles"] + r[f"{who}_server_timer_xruns"] for r in rows], where="post",
-                       lw=2.5, label=f"{name}: xruns shown to its clients (judged)")
+                       lw=1 if split else 2.5, label=f"{name}: xruns shown to its clients" + ("" if split else " (judged)"))
+    if split:
+        for who, name in [("ours", "our clients"), ("peer", "peer's clients")]:
+            ax[1].step(t, [r[f"{who}_server_unfinished_cycles"] - r[f"{who}_server_cycles_after_late_wake"] for r in rows],
+                       where="post", lw=2.5, label=f"{name}: cycles unfinished, server on time (judged)")
     ax[1].step(t, [r["ours_server_timer_xruns"] for r in rows], where="post", ls="--", label="our server: driver timer xruns")
     ax[1].step(t, [r["peer_server_timer_xruns"] for r in rows], where="post", ls="--", label="peer's server: driver timer xruns")
     ax[1].step(t, [r["rtmp_dropped_packets"] or 0 for r in rows], where="post", label="RTMP dropped packets")
