@@ -23,8 +23,9 @@ Goals, checked at the end (exit status 1 when one is missed; the last line says 
     ("ProcessGraphAsyncMaster: Process error") and each time the dummy driver's own thread woke late
     ("JackTimedDriver::Process XRun"); those totals are counted from each server's log and shown. A late wake of
     the server's thread is the machine's: the CPU it slept on was idle and its timer interrupt came milliseconds
-    late (traced, docs/reliability.md); the cycle right after it comes at once and finds the clients not yet done,
-    so it is the late wake's too. Which server such a wake hits depends on its CPU and the phase of its cycle, not
+    late (traced, docs/reliability.md); an unfinished cycle right after it (it comes at once, and the clients it
+    signalled may not have run yet) is the late wake's too. The log has no times: a late wake whose next cycle
+    finished leaves nothing after it, and the next unfinished cycle, however much later, is counted as its. Which server such a wake hits depends on its CPU and the phase of its cycle, not
     on its clients; the rest are the clients'. (CSVs from before the split judge the totals; from before the
     per-server counts, the clients rank for rank.) Both servers run two clients, so the counts compare like with like.
     Shown beside it, not judged: which clients each server named late ("client = X was not finished, state = …"),
@@ -106,8 +107,9 @@ def jack_xruns(log):
     them that came right after the driver's timer woke late, each client's late cycles, and those it was late for
     while running its callback (rather than not yet woken).
 
-    The timer line is printed at the end of the cycle whose wake came late, and the next cycle then comes at once
-    and finds the clients it signalled not yet done: a cycle unfinished right after it is the late wake's."""
+    The timer line is printed at the end of the cycle whose wake came late, and the next cycle then comes at once,
+    maybe before the clients it signalled have run: a cycle unfinished right after it is the late wake's. (The log
+    has no times: the next unfinished cycle after a late wake counts as its, however much later it comes.)"""
     timer, unfinished, after_late_wake, clients, running = 0, 0, 0, {}, 0
     late_wake = False
     try:
@@ -116,7 +118,7 @@ def jack_xruns(log):
                 if "JackTimedDriver::Process XRun" in line:
                     timer += 1
                     late_wake = True
-                if "ProcessGraphAsyncMaster: Process error" in line or "ProcessGraphSyncMaster: Process error" in line:
+                if "ProcessGraph" in line and "Process error" in line:
                     unfinished += 1
                     after_late_wake += late_wake
                     late_wake = False
@@ -250,10 +252,10 @@ def main():
     ap.add_argument("--graph", default="examples/voice-chain.json")
     ap.add_argument("--plot", default=None, help="draw the CSV into this PNG (needs matplotlib)")
     ap.add_argument("--xrun-allowance", type=int, default=0,
-                    help="late cycles each of our clients may have beyond the peer's (default 0)")
+                    help="xruns our server's clients may have beyond the peer's, as judged (default 0)")
     ap.add_argument("--xruns-reported-only", action="store_true",
                     help="print the xrun comparison without judging it (make test's two-minute run, see scripts/run-tests.sh)")
-    ap.add_argument("--server-cpu", default=0, type=cpu_argument, metavar="N|none",
+    ap.add_argument("--server-cpu", default="0", type=cpu_argument, metavar="N|none",
                     help="run both JACK servers on this CPU (default 0; 'none' leaves them to the scheduler)")
     ap.add_argument("--judge", default=None, metavar="CSV", help="judge (and plot) an earlier run's CSV instead of running")
     args = ap.parse_args()
@@ -394,7 +396,9 @@ def read_csv(path):
     rows = []
     with open(path) as f:
         for r in csv.DictReader(f):
-            # A row cut short (the run killed while writing it) has None for its missing columns.
+            # A row cut short (the run killed while writing it) has None for its missing columns: left out.
+            if None in r.values():
+                continue
             rows.append({k: (None if not v and k.endswith("rss_kib") else
                              ("" if not v else float(v) if "." in v else int(v))) for k, v in r.items()})
     return rows
@@ -490,7 +494,7 @@ def judge(rows, seconds, monitor_status, stream_status, monitor_log, stream_log,
             # Judged since 2026-11-26: the cycles a server's clients did not finish while its own thread was on time.
             # A late wake of the server's thread is a timer interrupt that came late to an idle CPU (traced: no
             # thread ran there); which server it hits depends on the CPU and the phase of its cycle, not on its
-            # clients, and the cycle after it comes at once and finds every client not yet done.
+            # clients, and the cycle after it comes at once, maybe before the clients it signalled have run.
             rest = {who: after(f"{who}_server_unfinished_cycles") - after(f"{who}_server_cycles_after_late_wake")
                     for who in ["ours", "peer"]}
             lines.append("of those, the server's own thread woke late (timer xruns) and the cycles right after: ours "

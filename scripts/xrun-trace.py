@@ -13,8 +13,8 @@ not). Saving a dump takes about a second of one CPU, after the xrun it was taken
 `report` reads the dumps. For each one: the xrun lines that set it off; each server's real-time thread (the dummy
 driver's) waking more than 1.5 periods after its previous wake, and whether the CPU it was to wake on logged
 anything meanwhile (nothing: the CPU was idle and its timer interrupt came late; something: which threads ran
-there); and each real-time client's longest wait from being woken to running, in the last LOOK seconds before the
-dump. Only the span that every CPU's buffer still holds is read.
+there); and each real-time thread's longest wait from being woken to running (the servers' and the clients'), in the
+last LOOK seconds before the dump. Only the span that every CPU's buffer still holds is read.
 """
 import argparse
 import glob
@@ -47,54 +47,70 @@ def record(args):
     if not os.path.isdir(args.watch):
         sys.exit(f"xrun-trace: no folder {args.watch} to watch (the soak's --out)")
     os.makedirs(args.out, exist_ok=True)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    write("tracing_on", "0")
-    write("trace", "")
-    write("buffer_size_kb", str(args.buffer_kib))
-    write("trace_clock", "mono")
-    write("options/record-tgid", "1")
-    for e in EVENTS:
-        write(f"events/{e}/enable", "1")
-    write("tracing_on", "1")
-    sizes, dumps = {}, 0
-    print(f"xrun-trace: watching {args.watch}, dumps into {args.out}", flush=True)
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, lambda *_: sys.exit(0))
+    saved = {name: read_setting(name) for name in ["buffer_size_kb", "trace_clock", "options/record-tgid"]}
     try:
-        while dumps < args.dumps:
-            time.sleep(0.1)
-            for log in glob.glob(os.path.join(args.watch, "jackd-*.log")):
-                size = os.path.getsize(log)
-                old = sizes.get(log, size)
-                sizes[log] = size
-                if size <= old:
-                    continue
-                with open(log, errors="replace") as f:
-                    f.seek(old)
-                    new = f.read()
-                if "XRun" not in new and "not finished" not in new and "Process error" not in new:
-                    continue
-                time.sleep(0.05)  # the stall's last cycles into the buffer too
-                write("tracing_on", "0")
-                name = os.path.join(args.out, f"dump{dumps:03d}")
-                with open(name + ".info", "w") as f:
-                    f.write(f"{os.path.basename(log)}\n{new}\n")
-                    f.write(subprocess.run(["ps", "-eLo", "pid,tid,cls,rtprio,comm,args"], capture_output=True,
-                                           text=True).stdout)
-                with open(os.path.join(TRACING, "trace")) as src, open(name + ".trace", "w") as dst:
-                    for chunk in iter(lambda: src.read(1 << 20), ""):
-                        dst.write(chunk)
-                write("trace", "")
-                write("tracing_on", "1")
-                dumps += 1
-                print(f"xrun-trace: {name} ({os.path.basename(log)})", flush=True)
-                for other in glob.glob(os.path.join(args.watch, "jackd-*.log")):
-                    sizes[other] = os.path.getsize(other)  # what they logged during the dump is not a new xrun
-                break
+        write("tracing_on", "0")
+        write("trace", "")
+        write("buffer_size_kb", str(args.buffer_kib))
+        write("trace_clock", "mono")
+        write("options/record-tgid", "1")
+        for e in EVENTS:
+            write(f"events/{e}/enable", "1")
+        write("tracing_on", "1")
+        watch(args)
     finally:
         write("tracing_on", "0")
         for e in EVENTS:
             write(f"events/{e}/enable", "0")
         write("trace", "")
-        write("buffer_size_kb", "7")
+        for name, value in saved.items():
+            write(name, value)
+
+
+def read_setting(name):
+    """A tracefs setting as it can be written back (trace_clock lists every clock, the current one in brackets)."""
+    with open(os.path.join(TRACING, name)) as f:
+        text = f.read().strip()
+    current = re.search(r"\[(\S+)\]", text)
+    return current.group(1) if current else text.split()[0]
+
+
+def watch(args):
+    sizes, dumps = {}, 0
+    print(f"xrun-trace: watching {args.watch}, dumps into {args.out}", flush=True)
+    while dumps < args.dumps:
+        time.sleep(0.1)
+        for log in glob.glob(os.path.join(args.watch, "jackd-*.log")):
+            size = os.path.getsize(log)
+            old = sizes.get(log, size)
+            sizes[log] = size
+            if size <= old:
+                continue
+            with open(log, errors="replace") as f:
+                f.seek(old)
+                new = f.read()
+            if "XRun" not in new and "not finished" not in new and "Process error" not in new:
+                continue
+            time.sleep(0.05)  # the stall's last cycles into the buffer too
+            write("tracing_on", "0")
+            name = os.path.join(args.out, f"dump{dumps:03d}")
+            with open(name + ".info", "w") as f:
+                f.write(f"{os.path.basename(log)}\n{new}\n")
+                f.write(subprocess.run(["ps", "-eLo", "pid,tid,cls,rtprio,comm,args"], capture_output=True,
+                                       text=True).stdout)
+            with open(os.path.join(TRACING, "trace")) as src, open(name + ".trace", "w") as dst:
+                for chunk in iter(lambda: src.read(1 << 20), ""):
+                    dst.write(chunk)
+            write("trace", "")
+            write("tracing_on", "1")
+            dumps += 1
+            print(f"xrun-trace: {name} ({os.path.basename(log)})", flush=True)
+            for other in glob.glob(os.path.join(args.watch, "jackd-*.log")):
+                # what they logged during the dump is in this dump's window, not a new xrun
+                sizes[other] = os.path.getsize(other)
+            break
 
 
 def threads(info_lines):
@@ -154,13 +170,20 @@ def report(args):
                         due = last_wake[tid] + period
                         target = int(f["target_cpu"])
                         there = [e for e in span if due <= e[0] < t and e[1] == target]
+                        before = [e for e in span if e[0] < due and e[1] == target and e[4] == "sched_switch"]
+                        running = before[-1][5]["next_comm"] if before else "?"
                         ran = sorted({e[5]["next_comm"] for e in there if e[4] == "sched_switch"} - {"swapper/%d" % target})
+                        if there:
+                            what = f"that CPU logged {len(there)} events meanwhile, ran: {', '.join(ran) or 'nothing new'}"
+                        elif running.startswith("swapper"):
+                            what = "that CPU was idle from before the due time and logged nothing: its timer interrupt late"
+                        else:
+                            what = (f"that CPU logged nothing from the due time, running {running} (without a switch, "
+                                    "or not run by the host)")
                         print(f"   {rt[tid][1]}: woke {1000 * (t - last_wake[tid]):.2f} ms after its last wake "
-                              f"({1000 * (t - due):.2f} ms late) on CPU {target}; "
-                              + ("that CPU logged nothing from the due time: idle, its timer interrupt late"
-                                 if not there else f"that CPU logged {len(there)} events meanwhile, ran: {', '.join(ran) or 'nothing'}"))
+                              f"({1000 * (t - due):.2f} ms late) on CPU {target}; {what}")
                     last_wake[tid] = t
-                elif tid in rt:
+                if tid in rt:
                     woken.setdefault(tid, t)
             elif kind == "sched_switch":
                 tid = int(f["next_pid"])
@@ -174,7 +197,7 @@ def report(args):
                   if span[i][0] - span[i - 1][0] > 0.005]
         if silent:
             print("   every CPU silent more than 5 ms: " + ", ".join(f"{1000 * g:.1f} ms ending at {t:.4f}" for t, g in silent))
-        print("   longest wake-to-run of the real-time clients: "
+        print("   longest wake-to-run of the real-time threads: "
               + ", ".join(f"{rt[tid][1]} {1000 * d:.2f} ms" for tid, d in sorted(waits.items(), key=lambda x: rt[x[0]][1])))
 
 

@@ -301,8 +301,9 @@ public final class JACKServer: @unchecked Sendable {
     /// client's xrun count alone cannot tell a callback that overran from a machine that did not run the server's
     /// threads in time; the log can. Each cycle the graph did not finish in ends with "Process error", after the
     /// clients that were not finished are named; when the dummy driver's own thread (the server's highest
-    /// priority) woke a period or more late, it says so ("JackTimedDriver::Process XRun") just before, and the next
-    /// cycle comes at once and finds the clients it had signalled not yet done: the machine stalled every thread.
+    /// priority) woke a period or more late, it says so ("JackTimedDriver::Process XRun") at the end of that cycle,
+    /// and the next cycle comes at once, maybe before the clients it signalled have run. The log has no times: the
+    /// next unfinished cycle after a late wake is counted as the wake's, however much later it comes.
     public struct Xruns: Sendable, CustomStringConvertible {
         /// Times the dummy driver's thread woke late: the machine did not run the server in time.
         public var timerLate = 0
@@ -332,8 +333,11 @@ public final class JACKServer: @unchecked Sendable {
         }
     }
 
-    /// What the server has printed so far.
-    public var output: String { (try? String(contentsOfFile: log, encoding: .utf8)) ?? "" }
+    /// What the server has printed so far ("" when its log cannot be read; a byte that is not UTF-8 is replaced).
+    public var output: String {
+        guard let data = FileManager.default.contents(atPath: log) else { return "" }
+        return String(decoding: data, as: UTF8.self)
+    }
 
     /// Reads this server's log for its xruns (see ``Xruns``).
     public func xruns() -> Xruns {
@@ -348,7 +352,9 @@ public final class JACKServer: @unchecked Sendable {
             } else if let r = line.range(of: "client = "), let end = line.range(of: " was not finished", range: r.upperBound..<line.endIndex) {
                 named.append((String(line[r.upperBound..<end.lowerBound]), line.contains("state = Running")))
                 x.notifications += 1
-            } else if let r = line.range(of: "XRun: client "), let end = line.range(of: " finished after current callback") {
+            } else if let r = line.range(of: "XRun: client "),
+                let end = line.range(of: " finished after current callback", range: r.upperBound..<line.endIndex)
+            {
                 named.append((String(line[r.upperBound..<end.lowerBound]), true))
                 x.notifications += 1
             } else if line.contains("ProcessGraph"), line.contains("Process error") {
