@@ -7,8 +7,9 @@
 `record` keeps the last seconds of the scheduler's events (sched_switch, sched_waking, sched_wakeup,
 sched_migrate_task) in the kernel's trace buffer while a soak runs (`scripts/soak.py --out SOAK_DIR`). Each time a
 jackd log in SOAK_DIR grows an xrun line, it stops the buffer, saves it with the list of threads (`ps -eL`), clears
-it and starts it again; up to `--dumps` times. It needs root and tracefs (mounted at /sys/kernel/tracing if it is
-not). Saving a dump takes about a second of one CPU, after the xrun it was taken for; the buffer is 16 MiB a CPU.
+it and starts it again. The logs are `*jackd-*.log`: the soak's, or, with `--watch $TMPDIR`, the tests'
+`liveaudio-jackd-*.log`. It does this up to `--dumps` times. It needs root and tracefs (mounted at
+/sys/kernel/tracing if it is not). Saving a dump takes about a second of one CPU, after the xrun it was taken for; the buffer is 16 MiB a CPU.
 
 `report` reads the dumps. For each one: the xrun lines that set it off; each server's real-time thread (the dummy
 driver's) waking more than 1.5 periods after its previous wake, and whether the CPU it was to wake on logged
@@ -82,7 +83,7 @@ def watch(args):
     print(f"xrun-trace: watching {args.watch}, dumps into {args.out}", flush=True)
     while dumps < args.dumps:
         time.sleep(0.1)
-        for log in glob.glob(os.path.join(args.watch, "jackd-*.log")):
+        for log in glob.glob(os.path.join(args.watch, "*jackd-*.log")):
             size = os.path.getsize(log)
             old = sizes.get(log, size)
             sizes[log] = size
@@ -107,7 +108,7 @@ def watch(args):
             write("tracing_on", "1")
             dumps += 1
             print(f"xrun-trace: {name} ({os.path.basename(log)})", flush=True)
-            for other in glob.glob(os.path.join(args.watch, "jackd-*.log")):
+            for other in glob.glob(os.path.join(args.watch, "*jackd-*.log")):
                 # what they logged during the dump is in this dump's window, not a new xrun
                 sizes[other] = os.path.getsize(other)
             break
@@ -205,7 +206,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="command", required=True)
     r = sub.add_parser("record", help="keep the scheduler's events and save them at each xrun")
-    r.add_argument("--watch", required=True, help="the soak's --out folder (its jackd-*.log files)")
+    r.add_argument("--watch", required=True, help="the soak's --out folder, or $TMPDIR for the tests' servers (*jackd-*.log)")
     r.add_argument("--out", required=True, help="folder for the dumps")
     r.add_argument("--dumps", type=int, default=40, help="stop after this many dumps (default 40)")
     r.add_argument("--buffer-kib", type=int, default=16384, help="trace buffer per CPU (default 16384)")
