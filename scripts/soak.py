@@ -17,17 +17,22 @@ Goals, checked at the end (exit status 1 when one is missed; the last line says 
     warm-up (the first quarter of the run, at most 120 s) to the end;
   - 0 drops: no frame dropped by the encoder, no packet dropped by the RTMP queue, no reconnect;
   - xruns no more than the peer's: after the warm-up, the cycles our clients did not finish while our server's own
-    thread was on time are no more than the peer's clients' on theirs (`--xrun-allowance N` allows N more;
-    `make test`'s two-minute run prints the comparison without judging it, `--xruns-reported-only`, see
-    scripts/run-tests.sh). A server shows every client on it an xrun for each cycle its graph did not finish in
-    ("ProcessGraphAsyncMaster: Process error") and each time the dummy driver's own thread woke late
-    ("JackTimedDriver::Process XRun"); those totals are counted from each server's log and shown. A late wake of
-    the server's thread is the machine's: the CPU it slept on was idle and its timer interrupt came milliseconds
-    late (traced, docs/reliability.md); an unfinished cycle right after it (it comes at once, and the clients it
-    signalled may not have run yet) is the late wake's too. The log has no times: a late wake whose next cycle
-    finished leaves nothing after it, and the next unfinished cycle, however much later, is counted as its. Which server such a wake hits depends on its CPU and the phase of its cycle, not
-    on its clients; the rest are the clients'. (CSVs from before the split judge the totals; from before the
-    per-server counts, the clients rank for rank.) Both servers run two clients, so the counts compare like with like.
+    thread was on time and the peer's server had no xrun at the same moment are no more than the peer's clients'
+    counted the same way (`--xrun-allowance N` allows N more; `make test`'s two-minute run prints the comparison
+    without judging it, `--xruns-reported-only`, see scripts/run-tests.sh). A server shows every client on it an
+    xrun for each cycle its graph did not finish in ("ProcessGraphAsyncMaster: Process error") and each time the
+    dummy driver's own thread woke late ("JackTimedDriver::Process XRun"); those totals are counted from each
+    server's log and shown. Each log line is stamped with the time this script read it. Not judged, as the
+    machine's:
+      - a late wake of the server's thread: the CPU it slept on was idle and its timer interrupt came milliseconds
+        late (traced, docs/reliability.md); which server such a wake hits depends on the phase of its cycle, not
+        on its clients;
+      - the first unfinished cycle after a late wake, when it comes within 100 ms of it: it comes at once, and the
+        clients it signalled may not have run yet;
+      - an unfinished cycle within 10 ms of an xrun of the other server: a stall that hit both servers at once.
+    (CSVs from before the stamps judge without the last rule; from before the split, the totals; from before the
+    per-server counts, the clients rank for rank.) Both servers run two clients, so the counts compare like with
+    like.
     Shown beside it, not judged: which clients each server named late ("client = X was not finished, state = …"),
     ranked, and how many of those were late while running their callback (state Running: a callback that overran)
     rather than not yet woken (Triggered: in a stall that held every thread back, the client woken last is named,
@@ -45,6 +50,7 @@ of them a given late interrupt makes late by a whole period.
 Every process is started here and stopped by its PID; the servers listen on loopback (nginx) or local sockets (JACK).
 """
 import argparse
+import bisect
 import csv
 import json
 import os
@@ -54,6 +60,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 INTERVAL = 10.0
@@ -62,6 +69,9 @@ INTERVAL = 10.0
 def die_with_parent():
     import ctypes
     ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    # SIGINT stops our commands at the end: a script started in the background (`&`) has it ignored, and
+    # liveaudio, like any command, keeps a SIGINT it was started ignoring ignored.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def read(path):
@@ -102,29 +112,46 @@ def last_match(path, pattern):
     return found
 
 
+# An unfinished cycle is a late wake's when its first line comes within this many seconds of the wake's: the cycle
+# after a late wake comes at once (the driver does not sleep after it), so its lines follow within a period or two;
+# the rest is room for jackd's logger thread (an ordinary thread, which writes what the real-time threads queue) and
+# for the reader here, which stamps lines as they arrive (about 19 periods at 256 frames).
+STALL_WINDOW = 0.1
+STAMP = re.compile(r"^(\d+\.\d{6}) ")
+
+
 def jack_xruns(log):
     """From a jackd log: the driver's timer xruns, the cycles the graph did not finish in ("Process error"), those of
     them that came right after the driver's timer woke late, each client's late cycles, and those it was late for
     while running its callback (rather than not yet woken).
 
     The timer line is printed at the end of the cycle whose wake came late, and the next cycle then comes at once,
-    maybe before the clients it signalled have run: a cycle unfinished right after it is the late wake's. (The log
-    has no times: the next unfinished cycle after a late wake counts as its, however much later it comes.)"""
+    maybe before the clients it signalled have run: the first unfinished cycle after it, when its first line comes
+    within STALL_WINDOW of the wake's, is the late wake's. Each line of the log is stamped with the time it was read
+    (see Processes.start); in a log without stamps (runs before 2026-11-26), the next unfinished cycle after a late
+    wake counts as its, however much later it comes."""
     timer, unfinished, after_late_wake, clients, running = 0, 0, 0, {}, 0
-    late_wake = False
+    late_wake = None  # the time of the last late wake not yet followed by an unfinished cycle (0.0: unstamped)
+    cycle_begun = None  # the time of the first line of the unfinished cycle being read (its late clients)
     try:
         with open(log, errors="replace") as f:
             for line in f:
+                m = STAMP.match(line)
+                at = float(m.group(1)) if m else 0.0
                 if "JackTimedDriver::Process XRun" in line:
                     timer += 1
-                    late_wake = True
+                    late_wake = at
                 if "ProcessGraph" in line and "Process error" in line:
                     unfinished += 1
-                    after_late_wake += late_wake
-                    late_wake = False
+                    # From the cycle's first line: jackd's logger can hold a line back until the next one comes.
+                    begun = at if cycle_begun is None else cycle_begun
+                    after_late_wake += late_wake is not None and begun - late_wake <= STALL_WINDOW
+                    late_wake = None
+                    cycle_begun = None
                 m = re.search(r"client = (\S+) was not finished", line) or re.search(
                     r"client (\S+) finished after current callback", line)
                 if m:
+                    cycle_begun = at if cycle_begun is None else cycle_begun
                     clients[m.group(1)] = clients.get(m.group(1), 0) + 1
                     if "state = Running" in line or "finished after current callback" in line:
                         running += 1
@@ -133,19 +160,81 @@ def jack_xruns(log):
     return timer, unfinished, after_late_wake, clients, running
 
 
+# An xrun of one server within this many seconds of an xrun of the other is the same stall of the machine: both
+# servers hit at once. In the stamped hour, such pairs came 0.02-1.8 ms apart (one 5.5 ms: the next cycle of the
+# same stall), and the next nearest 245 ms; at 256 frames a cycle is 5.3 ms.
+COINCIDENT = 0.01
+
+
+def jack_events(log):
+    """From a stamped jackd log: each late wake of the driver's thread ("wake", its time) and each unfinished cycle
+    ("cycle", the time of its first line, whether it is the first after a late wake within STALL_WINDOW)."""
+    events, late_wake, begun = [], None, None
+    try:
+        with open(log, errors="replace") as f:
+            for line in f:
+                m = STAMP.match(line)
+                if not m:
+                    continue
+                at = float(m.group(1))
+                if "JackTimedDriver::Process XRun" in line:
+                    events.append(("wake", at, False))
+                    late_wake = at
+                elif "was not finished" in line or "finished after current callback" in line:
+                    begun = at if begun is None else begun
+                elif "ProcessGraph" in line and "Process error" in line:
+                    begun = at if begun is None else begun
+                    events.append(("cycle", begun, late_wake is not None and begun - late_wake <= STALL_WINDOW))
+                    late_wake, begun = None, None
+    except OSError:
+        pass
+    return events
+
+
+def coincident(ours_log, peer_log):
+    """Per server, of its unfinished cycles that were not the first after its own late wake, those within
+    COINCIDENT of an xrun (a late wake or an unfinished cycle) of the other server; and of its late wakes, those
+    within COINCIDENT of one of the other's xruns."""
+    events = {"ours": jack_events(ours_log), "peer": jack_events(peer_log)}
+    found = {}
+    for who, other in [("ours", "peer"), ("peer", "ours")]:
+        times = sorted(t for _, t, _ in events[other])
+
+        def near(t):
+            i = bisect.bisect_left(times, t - COINCIDENT)
+            return i < len(times) and times[i] <= t + COINCIDENT
+
+        found[who] = (sum(1 for kind, t, after in events[who] if kind == "cycle" and not after and near(t)),
+                      sum(1 for kind, t, _ in events[who] if kind == "wake" and near(t)))
+    return found
+
+
 class Processes:
     """Every process this run starts, stopped by PID at the end (SIGTERM, then SIGKILL)."""
 
     def __init__(self):
         self.started = []
+        self.copiers = []
 
-    def start(self, name, args, log, env=None):
-        out = open(log, "w")
+    def start(self, name, args, log, env=None, stamped=False):
+        """Starts `args` with its output in `log`; `stamped`: each line as read, after the time it was read
+        (time.monotonic(), in seconds with 6 decimals), so that the log tells how far apart two lines came."""
+        out = open(log, "wb" if stamped else "w")
         # Each child dies with this script (PR_SET_PDEATHSIG), even when the script is killed outright: servers left
         # behind would fill JACK's list of eight servers.
-        p = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True,
-                             preexec_fn=die_with_parent)
-        out.close()
+        p = subprocess.Popen(args, stdout=subprocess.PIPE if stamped else out, stderr=subprocess.STDOUT, env=env,
+                             start_new_session=True, preexec_fn=die_with_parent)
+        if stamped:
+            def copy(source=p.stdout, sink=out):
+                with source, sink:
+                    for line in iter(source.readline, b""):
+                        sink.write(b"%.6f " % time.monotonic() + line)
+                        sink.flush()
+            copier = threading.Thread(target=copy, name=f"log {name}", daemon=True)
+            copier.start()
+            self.copiers.append(copier)
+        else:
+            out.close()
         self.started.append((name, p))
         return p
 
@@ -164,6 +253,8 @@ class Processes:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         for _, p in reversed(self.started):
             self.stop(p)
+        for copier in self.copiers:  # the stopped servers' last lines into their logs
+            copier.join(timeout=5)
 
 
 def wait_for(what, condition, seconds=15):
@@ -189,7 +280,7 @@ def start_jack(procs, name, out, env, cpu=None):
     log = os.path.join(out, f"jackd-{name}.log")
     pin = ["taskset", "-c", str(cpu)] if cpu is not None else []
     p = procs.start(f"jackd {name}", pin + ["jackd", "-n", name, "-d", "dummy", "-r", "48000", "-p", "256", "-C", "2", "-P", "2"],
-                    log, env)
+                    log, env, stamped=True)
     e = dict(env, JACK_DEFAULT_SERVER=name)
     r = subprocess.run(["jack_wait", "-w", "-t", "10"], env=e, capture_output=True, text=True)
     if r.returncode != 0 or p.poll() is not None:
@@ -257,6 +348,9 @@ def main():
                     help="print the xrun comparison without judging it (make test's two-minute run, see scripts/run-tests.sh)")
     ap.add_argument("--server-cpu", default="0", type=cpu_argument, metavar="N|none",
                     help="run both JACK servers on this CPU (default 0; 'none' leaves them to the scheduler)")
+    ap.add_argument("--first", choices=["ours", "peer"], default="ours",
+                    help="which JACK server starts first (default ours): the two are the same jackd, so a difference "
+                         "in their late wakes that follows the order is the machine's")
     ap.add_argument("--judge", default=None, metavar="CSV", help="judge (and plot) an earlier run's CSV instead of running")
     args = ap.parse_args()
     if args.judge:
@@ -283,10 +377,15 @@ def main():
     env.pop("JACK_DEFAULT_SERVER", None)
     procs = Processes()
     csv_path = os.path.join(out, "soak.csv")
-    print(f"soak: {args.seconds:.0f} s, logs and CSV in {out}", flush=True)
+    print(f"soak: {args.seconds:.0f} s, logs and CSV in {out}; servers on CPU {'any' if args.server_cpu is None else args.server_cpu}, "
+          f"{args.first} started first", flush=True)
     try:
-        _, ours_log, ours_env = start_jack(procs, ours_server, out, env, args.server_cpu)
-        _, peer_log, peer_env = start_jack(procs, peer_server, out, env, args.server_cpu)
+        if args.first == "ours":
+            _, ours_log, ours_env = start_jack(procs, ours_server, out, env, args.server_cpu)
+            _, peer_log, peer_env = start_jack(procs, peer_server, out, env, args.server_cpu)
+        else:
+            _, peer_log, peer_env = start_jack(procs, peer_server, out, env, args.server_cpu)
+            _, ours_log, ours_env = start_jack(procs, ours_server, out, env, args.server_cpu)
         _, port = start_nginx(procs, out)
         graph = singing_chain(args.graph, out)
         monitor_log = os.path.join(out, "monitor.log")
@@ -320,6 +419,8 @@ def main():
                   "ours_server_unfinished_cycles", "ours_late_while_running", "ours_server_cycles_after_late_wake",
                   "peer_server_late_cycles", "peer1_late_cycles", "peer2_late_cycles", "peer_server_timer_xruns",
                   "peer_server_unfinished_cycles", "peer_late_while_running", "peer_server_cycles_after_late_wake",
+                  "ours_server_cycles_with_peer_xrun", "peer_server_cycles_with_ours_xrun",
+                  "ours_server_late_wakes_with_peer_xrun", "peer_server_late_wakes_with_ours_xrun",
                   "encoder_dropped_frames", "rtmp_dropped_packets", "rtmp_reconnects", "rtmp_packets_sent",
                   "round_trip_ms", "stream_latency_p50_ms", "stream_latency_p99_ms"]
         rows = []
@@ -341,6 +442,7 @@ def main():
                 stats = last_match(stream_log, stats_re)
                 timer_a, unfinished_a, after_a, late_a, running_a = jack_xruns(ours_log)
                 timer_b, unfinished_b, after_b, late_b, running_b = jack_xruns(peer_log)
+                together = coincident(ours_log, peer_log)
                 row = {
                     "seconds": round(time.monotonic() - start, 1),
                     "monitor_rss_kib": rss_kib(monitor.pid), "stream_rss_kib": rss_kib(stream.pid),
@@ -356,6 +458,10 @@ def main():
                     "peer1_late_cycles": late_b.get("peer1", 0), "peer2_late_cycles": late_b.get("peer2", 0),
                     "peer_server_timer_xruns": timer_b, "peer_server_unfinished_cycles": unfinished_b,
                     "peer_late_while_running": running_b, "peer_server_cycles_after_late_wake": after_b,
+                    "ours_server_cycles_with_peer_xrun": together["ours"][0],
+                    "peer_server_cycles_with_ours_xrun": together["peer"][0],
+                    "ours_server_late_wakes_with_peer_xrun": together["ours"][1],
+                    "peer_server_late_wakes_with_ours_xrun": together["peer"][1],
                     "encoder_dropped_frames": int(stats.group(3)) if stats else "",
                     "rtmp_dropped_packets": int(stats.group(7)) if stats else "",
                     "rtmp_reconnects": int(stats.group(8)) if stats else "",
@@ -382,6 +488,8 @@ def main():
 
     result = judge(rows, args.seconds, monitor_status, stream_status, monitor_log, stream_log,
                    None if args.xruns_reported_only else args.xrun_allowance)
+    # The logs' stamps are time.monotonic(): a row's time in them is this plus its seconds.
+    result["servers"] = {"cpu": args.server_cpu, "started_first": args.first, "monotonic_start": start}
     with open(os.path.join(out, "soak-summary.json"), "w") as f:
         json.dump(result, f, indent=2)
     if args.plot:
@@ -500,9 +608,23 @@ def judge(rows, seconds, monitor_status, stream_status, monitor_log, stream_log,
             lines.append("of those, the server's own thread woke late (timer xruns) and the cycles right after: ours "
                          f"{after('ours_server_timer_xruns')} + {after('ours_server_cycles_after_late_wake')}, the peer's "
                          f"{after('peer_server_timer_xruns')} + {after('peer_server_cycles_after_late_wake')}; cycles "
-                         f"the clients did not finish with the server on time (judged): ours {rest['ours']}, the peer's "
+                         f"the clients did not finish with the server on time: ours {rest['ours']}, the peer's "
                          f"{rest['peer']}")
             judged = [("our clients' xruns with their server on time", rest["ours"], "the peer's", rest["peer"])]
+            if "ours_server_cycles_with_peer_xrun" in last:
+                # Judged since the stamped logs (2026-11-26): of those, the cycles the other server had no xrun
+                # within COINCIDENT of. A stall that hit both servers at once is the machine's.
+                shared = {"ours": after("ours_server_cycles_with_peer_xrun"), "peer": after("peer_server_cycles_with_ours_xrun")}
+                alone = {who: rest[who] - shared[who] for who in rest}
+                lines.append("of the cycles the clients did not finish with the server on time, those with an xrun "
+                             f"on the other server within {COINCIDENT * 1000:.0f} ms: ours {shared['ours']}, the "
+                             f"peer's {shared['peer']}; with none (judged): ours {alone['ours']}, the peer's "
+                             f"{alone['peer']}; the servers' late wakes with an xrun on the other server within "
+                             f"{COINCIDENT * 1000:.0f} ms: ours {after('ours_server_late_wakes_with_peer_xrun')} of "
+                             f"{after('ours_server_timer_xruns')}, the peer's {after('peer_server_late_wakes_with_ours_xrun')} "
+                             f"of {after('peer_server_timer_xruns')}")
+                judged = [("our clients' xruns with their server on time and the peer's server without one",
+                           alone["ours"], "the peer's", alone["peer"])]
     else:  # a CSV from before 2026-11-26: client against client, rank for rank
         judged = [(f"{w} late", n, pn, pc) for (w, n), (pn, pc) in rank]
     for who, count, peer_name, peer_count in judged:
@@ -552,10 +674,14 @@ def plot(rows, path, result):
         for who, name in [("ours", "our server"), ("peer", "peer's server")]:
             ax[1].step(t, [r[f"{who}_server_unfinished_cycles"] + r[f"{who}_server_timer_xruns"] for r in rows], where="post",
                        lw=1 if split else 2.5, label=f"{name}: xruns shown to its clients" + ("" if split else " (judged)"))
+    shared = "ours_server_cycles_with_peer_xrun" in rows[-1]
     if split:
+        other = {"ours": "ours_server_cycles_with_peer_xrun", "peer": "peer_server_cycles_with_ours_xrun"}
         for who, name in [("ours", "our clients"), ("peer", "peer's clients")]:
-            ax[1].step(t, [r[f"{who}_server_unfinished_cycles"] - r[f"{who}_server_cycles_after_late_wake"] for r in rows],
-                       where="post", lw=2.5, label=f"{name}: cycles unfinished, server on time (judged)")
+            ax[1].step(t, [r[f"{who}_server_unfinished_cycles"] - r[f"{who}_server_cycles_after_late_wake"]
+                           - (r[other[who]] if shared else 0) for r in rows],
+                       where="post", lw=2.5, label=f"{name}: cycles unfinished, server on time"
+                       + (", other server without xrun" if shared else "") + " (judged)")
     ax[1].step(t, [r["ours_server_timer_xruns"] for r in rows], where="post", ls="--", label="our server: driver timer xruns")
     ax[1].step(t, [r["peer_server_timer_xruns"] for r in rows], where="post", ls="--", label="peer's server: driver timer xruns")
     ax[1].step(t, [r["rtmp_dropped_packets"] or 0 for r in rows], where="post", label="RTMP dropped packets")

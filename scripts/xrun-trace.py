@@ -14,7 +14,8 @@ it and starts it again. The logs are `*jackd-*.log`: the soak's, or, with `--wat
 `report` reads the dumps. For each one: the xrun lines that set it off; each server's real-time thread (the dummy
 driver's) waking more than 1.5 periods after its previous wake, and whether the CPU it was to wake on logged
 anything meanwhile (nothing: the CPU was idle and its timer interrupt came late; something: which threads ran
-there); and each real-time thread's longest wait from being woken to running (the servers' and the clients'), in the
+there); each real-time client thread that ran more than 1 ms after it was woken, and what the CPU it was woken
+onto did meanwhile; and each real-time thread's longest wait from being woken to running (the servers' and the clients'), in the
 last LOOK seconds before the dump. Only the span that every CPU's buffer still holds is read.
 """
 import argparse
@@ -29,6 +30,7 @@ import time
 TRACING = "/sys/kernel/tracing"
 EVENTS = ["sched/sched_switch", "sched/sched_waking", "sched/sched_wakeup", "sched/sched_migrate_task"]
 LOOK = 0.6
+SLOW = 0.001  # a client's wait from wake to run worth a line of its own
 LINE = re.compile(r"^\s*(.+?)-(\d+)\s+\(\s*([\d-]+)\)\s+\[(\d+)\]\s+\S+\s+([\d.]+): (\w+): (.*)$")
 FIELD = re.compile(r"(\w+)=(\S+)")
 
@@ -162,6 +164,28 @@ def report(args):
         print(f"== {os.path.basename(trace)} ({info[0]}): "
               + " | ".join(l.strip() for l in info[1:10] if "XRun" in l or "not finished" in l))
         last_wake, woken, waits = {}, {}, {}
+
+        def waited(tid, t, cpu):
+            """A real-time thread woken at woken[tid] runs at t on cpu: its wait, and for a client that waited
+            more than SLOW, what the CPU it was woken onto did meanwhile."""
+            at, target = woken.pop(tid)
+            waits[tid] = max(waits.get(tid, 0), t - at)
+            if rt[tid][0] != "client" or t - at <= SLOW:
+                return
+            there = [e for e in span if at < e[0] < t and e[1] == target]
+            switches = [e for e in there if e[4] == "sched_switch"]
+            ran = sorted({e[5]["next_comm"] for e in switches} - {"swapper/%d" % target})
+            before = [e for e in span if e[0] <= at and e[1] == target and e[4] == "sched_switch"]
+            running = before[-1][5]["next_comm"] if before else "?"
+            if not switches and running.startswith("swapper"):
+                # An idle CPU logs the wake-ups it takes (this one, and any sent meanwhile) when it takes them.
+                what = f"that CPU was idle and switched to nothing meanwhile ({len(there)} wake-ups taken late)"
+            elif not switches:
+                what = f"that CPU switched to nothing meanwhile, running {running} (in the kernel, or not run by the host)"
+            else:
+                what = f"that CPU logged {len(there)} events meanwhile, ran: {', '.join(ran) or 'nothing new'}"
+            print(f"   {rt[tid][1]}: ran {1000 * (t - at):.2f} ms after it was woken, onto CPU {target}"
+                  + (f", on CPU {cpu}" if cpu != target else "") + f"; {what}")
         for i, (t, cpu, ctx, comm, kind, f) in enumerate(span):
             if kind == "sched_waking":
                 tid = int(f["pid"])
@@ -185,15 +209,13 @@ def report(args):
                               f"({1000 * (t - due):.2f} ms late) on CPU {target}; {what}")
                     last_wake[tid] = t
                 if tid in rt:
-                    woken.setdefault(tid, t)
+                    woken.setdefault(tid, (t, int(f["target_cpu"])))
             elif kind == "sched_switch":
                 tid = int(f["next_pid"])
                 if tid in woken:
-                    d = t - woken.pop(tid)
-                    waits[tid] = max(waits.get(tid, 0), d)
+                    waited(tid, t, cpu)
             if ctx in woken:  # already running: its switch in from idle is not always in the buffer
-                d = t - woken.pop(ctx)
-                waits[ctx] = max(waits.get(ctx, 0), d)
+                waited(ctx, t, cpu)
         silent = [(span[i][0], span[i][0] - span[i - 1][0]) for i in range(1, len(span))
                   if span[i][0] - span[i - 1][0] > 0.005]
         if silent:

@@ -16,26 +16,91 @@ import TestSupport
     }
 
     /// No xrun was the session's: the server's log names our client late in no cycle its own thread was on time
-    /// for, and every xrun the session counted is one the server sent. At 128 frames a cycle is 2.7 ms, and on this
-    /// virtual machine a CPU's timer interrupt now and then comes that much late: the dummy driver's thread, the
-    /// server's highest priority, wakes a period late and the next cycle finds our client signalled and not yet
-    /// run (2 of 21 runs of the 128-frame case here, and a CI run, had xruns, each with the server's thread waking
-    /// late; traced in docs/reliability.md, "Soak"). Those xruns are the machine's and are printed; one in a cycle
-    /// the server's thread was on time for would be ours, and fails. (The log has no times: a cycle of ours left
-    /// unfinished after a late wake whose own next cycle finished would be counted as the wake's.)
+    /// for, but for a wake-up or two that came late, and every xrun the session counted is one the server sent.
+    /// At 128 frames a cycle is 2.7 ms, and on this virtual machine (its kernel preempts nothing, "Dynamic Preempt:
+    /// none", and an idle CPU is halted, not polled) an idle CPU now and then comes back that much late:
+    /// - its timer interrupt late: the dummy driver's thread, the server's highest priority, wakes a period late,
+    ///   and the next cycle finds our client signalled and not yet run (2 of 21 runs of the 128-frame case here,
+    ///   and a CI run). The first unfinished cycle after the late wake, within `JACKServer.stallWindow` of it, is
+    ///   the machine's;
+    /// - the server's wake-up of our client, sent on time to an idle CPU, arriving late (traced with
+    ///   scripts/xrun-trace.py: sent at 66904.466255 from CPU 1, taken on CPU 0, idle meanwhile, 3.7 ms later; 1 of
+    ///   8 runs). jackd names our client "Triggered" (signalled, not yet run) in that cycle.
+    /// Our callback overrunning its cycle ("Running", "finished after current callback") with the server on time is
+    /// ours and fails; so do more than `lateWakeUpsAllowed` cycles of ours not yet run with the server on time, as
+    /// a real-time thread hogging our client's CPU makes (13 in a run, measured).
     static func expectNoXrunOfOurs(_ counted: Int, on jack: JACKServer, sourceLocation: SourceLocation = #_sourceLocation) {
-        let log = jack.xruns()
+        var log = jack.xruns()
+        // The server's last lines reach its log through a pipe and a reader thread: a moment after the session.
+        for _ in 0..<10 where counted > log.notifications {
+            usleep(100_000)
+            log = jack.xruns()
+        }
         // A log that cannot be read would count nothing and pass: the server's banner must be in it.
         #expect(jack.output.contains("JACK server starting"), "the server's log is not readable: \(jack.output.prefix(200))",
                 sourceLocation: sourceLocation)
         if counted > 0 || log.notifications > 0 {
             print("xruns: the session counted \(counted); the server's log: \(log)")
         }
-        #expect(log.late(prefix: "liveaudio") == 0, "our client was late in cycles the server was on time for: \(log)\n\(jack.output)",
+        #expect(log.overran(prefix: "liveaudio") == 0, "our callback overran cycles the server was on time for: \(log)\n\(jack.output)",
+                sourceLocation: sourceLocation)
+        #expect(log.notWoken(prefix: "liveaudio") <= lateWakeUpsAllowed,
+                "our client was not yet run in more cycles the server was on time for than a late wake-up explains: \(log)\n\(jack.output)",
                 sourceLocation: sourceLocation)
         // jackd's logger drops a line when it is busy (it says "message buffer overruns" when it stops): rare.
         #expect(counted <= log.notifications, "the session counted \(counted) xruns, the server sent \(log.notifications): \(log)",
                 sourceLocation: sourceLocation)
+    }
+
+    /// Cycles of a run our client may be named not yet run in, with the server on time: the machine's late
+    /// wake-ups (see ``expectNoXrunOfOurs(_:on:sourceLocation:)``), at most one seen in a run.
+    static let lateWakeUpsAllowed = 2
+
+    /// How the log is read: an unfinished cycle right after a late wake of the server's thread is the wake's; one
+    /// that comes later (the wake's own next cycle finished) names its late clients as theirs; a callback that
+    /// overran ("Running", "finished after current callback") and a client not yet run ("Triggered") apart.
+    @Test func theServersLogTellsAStallFromALateClient() {
+        let log = """
+            10.000000 jackdmp 1.9.21
+            10.000100 JACK server starting in realtime mode with priority 2
+            11.000000 JackTimedDriver::Process XRun = 16 usec
+            11.006000 JackEngine::XRun: client = liveaudio was not finished, state = Triggered
+            11.006010 JackAudioDriver::ProcessGraphAsyncMaster: Process error
+            12.000000 JackTimedDriver::Process XRun = 21 usec
+            14.000000 JackEngine::XRun: client = liveaudio-01 was not finished, state = Triggered
+            14.000010 JackAudioDriver::ProcessGraphAsyncMaster: Process error
+            15.000000 JackEngine::XRun: client = liveaudio was not finished, state = Running
+            15.000010 JackEngine::XRun: client peer finished after current callback
+            15.000020 JackAudioDriver::ProcessGraphAsyncMaster: Process error
+            """
+        let x = JACKServer.xruns(inLog: log)
+        #expect(x.timerLate == 2)
+        #expect(x.unfinishedCycles == 3)
+        #expect(x.afterStalls == 1)
+        #expect(x.notWoken == ["liveaudio-01": 1])
+        #expect(x.overran == ["liveaudio": 1, "peer": 1])
+        #expect(x.late(prefix: "liveaudio") == 2)
+        #expect(x.overran(prefix: "liveaudio") == 1 && x.notWoken(prefix: "liveaudio") == 1)
+        #expect(x.notifications == 6)
+        // Within the window, the same late client is the stall's.
+        let soon = log.replacingOccurrences(of: "14.000000 JackEngine", with: "12.050000 JackEngine")
+            .replacingOccurrences(of: "14.000010 JackAudio", with: "12.050010 JackAudio")
+        #expect(JACKServer.xruns(inLog: soon).afterStalls == 2)
+        #expect(JACKServer.xruns(inLog: soon).notWoken.isEmpty)
+        // From the cycle's first line: a "Process error" the logger held back past the window is still the stall's.
+        let heldBack = soon.replacingOccurrences(of: "12.050010 JackAudio", with: "40.000000 JackAudio")
+        #expect(JACKServer.xruns(inLog: heldBack).afterStalls == 2)
+        // Just past the window, the cycle is the client's.
+        let past = log.replacingOccurrences(of: "14.000000 JackEngine", with: "12.100100 JackEngine")
+            .replacingOccurrences(of: "14.000010 JackAudio", with: "12.100110 JackAudio")
+        #expect(JACKServer.xruns(inLog: past).afterStalls == 1)
+        #expect(JACKServer.xruns(inLog: past).notWoken == ["liveaudio-01": 1])
+        // A line without a stamp counts as read with the line before it; a number that is not a stamp is text.
+        let unstamped = "11.000000 JackTimedDriver::Process XRun = 16 usec\n"
+            + "JackEngine::XRun: client = liveaudio was not finished, state = Triggered\n"
+            + "1e3 JackAudioDriver::ProcessGraphAsyncMaster: Process error\n"
+        #expect(JACKServer.xruns(inLog: unstamped).afterStalls == 1)
+        #expect(JACKServer.xruns(inLog: unstamped).unfinishedCycles == 1)
     }
 
     static func power(_ x: ArraySlice<Float>) -> Double { x.reduce(0.0) { $0 + Double($1) * Double($1) } / Double(max(1, x.count)) }

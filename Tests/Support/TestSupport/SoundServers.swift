@@ -16,10 +16,12 @@ public final class ChildProcess: @unchecked Sendable {
     private var status: Int32?
 
     /// Starts `executable` (a path, or a name looked up in PATH) with `arguments`; its output goes to `log` (or
-    /// /dev/null).
-    public init(_ executable: String, _ arguments: [String], environment: [String: String] = [:], log: String? = nil)
-        throws
-    {
+    /// /dev/null). `stampedLog`: each line of the output goes to `log` as it is read, after the time it was read
+    /// (the monotonic clock, in seconds with 6 decimals), so that the log tells how far apart two lines came.
+    public init(
+        _ executable: String, _ arguments: [String], environment: [String: String] = [:], log: String? = nil,
+        stampedLog: Bool = false
+    ) throws {
         name = executable
         self.log = log
         var env = ProcessInfo.processInfo.environment
@@ -27,9 +29,24 @@ public final class ChildProcess: @unchecked Sendable {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
-        let target = log ?? "/dev/null"
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, target, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        var stamping: (read: Int32, write: Int32, log: Int32)?
+        if stampedLog, let log {
+            // A new file, not the old one truncated: the reader of a server killed just before may still be
+            // writing its last lines into the old one.
+            unlink(log)
+            let file = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0o644)
+            var ends: [Int32] = [-1, -1]
+            guard file >= 0, la_pipe_cloexec(&ends) == 0 else {
+                let reason = String(cString: strerror(errno))
+                if file >= 0 { close(file) }
+                throw SoundServerError("cannot make the log \(log) for \(executable): \(reason)")
+            }
+            stamping = (ends[0], ends[1], file)
+            posix_spawn_file_actions_adddup2(&actions, ends[1], 1)
+        } else {
+            posix_spawn_file_actions_addopen(&actions, 1, log ?? "/dev/null", O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        }
         posix_spawn_file_actions_adddup2(&actions, 1, 2)
         // Nothing else of this process: a server that inherited the write end of another test's pipe (a tool's
         // output being read to its end) kept that test waiting for as long as the server lived.
@@ -42,10 +59,60 @@ public final class ChildProcess: @unchecked Sendable {
         }
         var child: pid_t = 0
         let result = posix_spawnp(&child, executable, &actions, nil, argv, envp)
+        if let (readEnd, writeEnd, file) = stamping {
+            close(writeEnd)  // the child's now: the reader sees the end when the child's copies close
+            if result == 0 {
+                Self.copyStamped(from: readEnd, to: file, name: executable)
+            } else {
+                close(readEnd)
+                close(file)
+            }
+        }
         guard result == 0 else {
             throw SoundServerError("cannot start \(executable): \(String(cString: strerror(result))) (is it installed? `make test` installs it)")
         }
         pid = child
+    }
+
+    /// Copies lines from `readEnd` into `file`, each after the time it was read, on a thread of its own until the
+    /// writer closes its end (the process ended); then closes both.
+    private static func copyStamped(from readEnd: Int32, to file: Int32, name: String) {
+        let thread = Thread {
+            var pending: [UInt8] = []
+            var chunk = [UInt8](repeating: 0, count: 4096)
+            var stamp: [UInt8] = []
+            while true {
+                let n = chunk.withUnsafeMutableBytes { read(readEnd, $0.baseAddress, $0.count) }
+                if n < 0, errno == EINTR { continue }
+                guard n > 0 else { break }
+                var now = timespec()
+                clock_gettime(CLOCK_MONOTONIC, &now)
+                stamp = Array(String(format: "%ld.%06ld ", now.tv_sec, now.tv_nsec / 1000).utf8)
+                pending += chunk[0..<n]
+                var out: [UInt8] = []
+                while let newline = pending.firstIndex(of: UInt8(ascii: "\n")) {
+                    out += stamp
+                    out += pending[...newline]
+                    pending.removeSubrange(...newline)
+                }
+                writeAll(file, out)
+            }
+            if !pending.isEmpty { writeAll(file, stamp + pending + [UInt8(ascii: "\n")]) }
+            close(readEnd)
+            close(file)
+        }
+        thread.name = "log \(name)"
+        thread.start()
+    }
+
+    private static func writeAll(_ file: Int32, _ bytes: [UInt8]) {
+        var offset = 0
+        while offset < bytes.count {
+            let n = bytes[offset...].withUnsafeBytes { write(file, $0.baseAddress, $0.count) }
+            if n < 0, errno == EINTR { continue }
+            guard n > 0 else { return }
+            offset += n
+        }
     }
 
     /// True until the process has ended (and been reaped).
@@ -253,7 +320,7 @@ public final class JACKServer: @unchecked Sendable {
         for attempt in 0..<3 {
             server = try ChildProcess(
                 "jackd", ["-n", name, "-d", "dummy", "-r", "\(sampleRate)", "-p", "\(periodFrames)", "-C", "2", "-P", "2"],
-                log: log)
+                log: log, stampedLog: true)
             let r = try runProcess("jack_wait", ["-w", "-t", "10"], environment: environment)
             if r.status == 0 { return }
             let output = server?.output ?? ""
@@ -302,8 +369,9 @@ public final class JACKServer: @unchecked Sendable {
     /// threads in time; the log can. Each cycle the graph did not finish in ends with "Process error", after the
     /// clients that were not finished are named; when the dummy driver's own thread (the server's highest
     /// priority) woke a period or more late, it says so ("JackTimedDriver::Process XRun") at the end of that cycle,
-    /// and the next cycle comes at once, maybe before the clients it signalled have run. The log has no times: the
-    /// next unfinished cycle after a late wake is counted as the wake's, however much later it comes.
+    /// and the next cycle comes at once, maybe before the clients it signalled have run: the first unfinished cycle
+    /// after a late wake, when it comes within ``stallWindow`` of it, is the wake's. (Each line of the log is stamped with the time the test
+    /// process read it.)
     public struct Xruns: Sendable, CustomStringConvertible {
         /// Times the dummy driver's thread woke late: the machine did not run the server in time.
         public var timerLate = 0
@@ -319,9 +387,13 @@ public final class JACKServer: @unchecked Sendable {
         public var notWoken: [String: Int] = [:]
 
         /// The cycles clients whose names begin with `prefix` were late in while the server's thread was on time.
-        public func late(prefix: String) -> Int {
-            (overran.merging(notWoken, uniquingKeysWith: +)).filter { $0.key.hasPrefix(prefix) }.values.reduce(0, +)
-        }
+        public func late(prefix: String) -> Int { overran(prefix: prefix) + notWoken(prefix: prefix) }
+
+        /// Of those, the cycles their callback overran.
+        public func overran(prefix: String) -> Int { overran.filter { $0.key.hasPrefix(prefix) }.values.reduce(0, +) }
+
+        /// Of those, the cycles they were signalled in and not yet run.
+        public func notWoken(prefix: String) -> Int { notWoken.filter { $0.key.hasPrefix(prefix) }.values.reduce(0, +) }
 
         /// The xrun notifications the server sent its clients: one for each late wake of its thread, one for each
         /// client named late.
@@ -339,27 +411,47 @@ public final class JACKServer: @unchecked Sendable {
         return String(decoding: data, as: UTF8.self)
     }
 
+    /// How soon after a late wake of the server's thread the first unfinished cycle after it counts as the
+    /// wake's, from the cycle's first line: the cycle after a late wake comes at once, so its lines follow within a
+    /// period or two; the rest is room for jackd's logger thread (an ordinary thread, which writes what the
+    /// real-time threads queue) and for the reader that stamps the lines as they come (a test process under load).
+    public static let stallWindow = 0.1
+
     /// Reads this server's log for its xruns (see ``Xruns``).
-    public func xruns() -> Xruns {
+    public func xruns() -> Xruns { Self.xruns(inLog: output) }
+
+    /// Reads a jackd log whose lines are stamped with the seconds they were read at ("SECONDS.MICROS ", see
+    /// ``xruns()``); a line without a stamp counts as read at the time of the line before it.
+    public static func xruns(inLog log: String) -> Xruns {
         var x = Xruns()
-        var stalled = false
+        var lateWake: Double?  // the time of the last late wake not yet followed by an unfinished cycle
+        var cycleBegun: Double?  // the time of the first line of the unfinished cycle being read
+        var at = 0.0
         var named: [(client: String, running: Bool)] = []
-        for line in output.split(separator: "\n") {
+        for stamped in log.split(separator: "\n") {
+            var line = stamped
+            if let (time, rest) = stamp(stamped) {
+                at = time
+                line = rest
+            }
             if line.contains("JackTimedDriver::Process XRun") {
                 x.timerLate += 1
                 x.notifications += 1
-                stalled = true
+                lateWake = at
             } else if let r = line.range(of: "client = "), let end = line.range(of: " was not finished", range: r.upperBound..<line.endIndex) {
                 named.append((String(line[r.upperBound..<end.lowerBound]), line.contains("state = Running")))
                 x.notifications += 1
+                cycleBegun = cycleBegun ?? at
             } else if let r = line.range(of: "XRun: client "),
                 let end = line.range(of: " finished after current callback", range: r.upperBound..<line.endIndex)
             {
                 named.append((String(line[r.upperBound..<end.lowerBound]), true))
                 x.notifications += 1
+                cycleBegun = cycleBegun ?? at
             } else if line.contains("ProcessGraph"), line.contains("Process error") {
                 x.unfinishedCycles += 1
-                if stalled {
+                // From the cycle's first line: jackd's logger can hold a line back until the next one comes.
+                if let lateWake, (cycleBegun ?? at) - lateWake <= stallWindow {
                     x.afterStalls += 1
                 } else {
                     for n in named {
@@ -367,10 +459,21 @@ public final class JACKServer: @unchecked Sendable {
                     }
                 }
                 named = []
-                stalled = false
+                lateWake = nil
+                cycleBegun = nil
             }
         }
         return x
+    }
+
+    /// A line's stamp ("SECONDS.MICROS ", six digits after the point) and the rest of the line, or nil.
+    static func stamp(_ line: Substring) -> (Double, Substring)? {
+        guard let space = line.firstIndex(of: " "), let point = line[..<space].firstIndex(of: ".") else { return nil }
+        let whole = line[..<point], fraction = line[line.index(after: point)..<space]
+        guard !whole.isEmpty, whole.allSatisfy(\.isASCII), whole.allSatisfy(\.isNumber), fraction.count == 6,
+            fraction.allSatisfy(\.isASCII), fraction.allSatisfy(\.isNumber), let time = Double(line[..<space])
+        else { return nil }
+        return (time, line[line.index(after: space)...])
     }
 
     /// Kills the server at once (SIGKILL, by PID), as a crash would.

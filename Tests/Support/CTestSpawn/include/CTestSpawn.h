@@ -8,4 +8,8 @@
 /// Returns 0 or an error number.
 int la_spawn_close_from(void *actions, int from);
 
+/// Makes a pipe whose two ends close on exec (`ends[0]` to read, `ends[1]` to write), in one step, so that no child
+/// another thread spawns meanwhile inherits them. Returns 0, or -1 with errno set.
+int la_pipe_cloexec(int ends[2]);
+
 #endif
