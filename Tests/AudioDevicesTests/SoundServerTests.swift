@@ -295,10 +295,17 @@ final class StallOnce: @unchecked Sendable {
         let jack = try await JACKServer.started(periodFrames: period)
         defer { jack.stop() }
         let server = jack.name
-        let m = try await offPool {
-            try LatencyMeter.measure(
-                IOUnit.Configuration(backend: .jack, inputDevice: "self", outputDevice: "self", jackServer: server),
-                clicks: 3)
+        let m: LatencyMeasurement
+        do {
+            m = try await offPool {
+                try LatencyMeter.measure(
+                    IOUnit.Configuration(backend: .jack, inputDevice: "self", outputDevice: "self", jackServer: server),
+                    clicks: 3)
+            }
+        } catch {
+            // What the server saw (xruns, a client it dropped) is the first thing to read; it is gone after stop().
+            print("loopback at \(period) frames failed; the server's log:\n\(jack.output)")
+            throw error
         }
         #expect(m.grant.periodFrames == period)
         #expect(abs(m.medianFrames - period) <= period, "theoretical: one period; measured \(m.medianFrames)")

@@ -370,8 +370,8 @@ public final class JACKServer: @unchecked Sendable {
     /// clients that were not finished are named; when the dummy driver's own thread (the server's highest
     /// priority) woke a period or more late, it says so ("JackTimedDriver::Process XRun") at the end of that cycle,
     /// and the next cycle comes at once, maybe before the clients it signalled have run: the first unfinished cycle
-    /// after a late wake, when it comes within ``stallWindow`` of it, is the wake's. (Each line of the log is stamped with the time the test
-    /// process read it.)
+    /// after a late wake, when it comes within ``stallWindow`` of it, is the wake's. (Each line of the log is
+    /// stamped with the time the test process read it.)
     public struct Xruns: Sendable, CustomStringConvertible {
         /// Times the dummy driver's thread woke late: the machine did not run the server in time.
         public var timerLate = 0
