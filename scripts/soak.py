@@ -120,44 +120,50 @@ STALL_WINDOW = 0.1
 STAMP = re.compile(r"^(\d+\.\d{6}) ")
 
 
-def jack_xruns(log):
-    """From a jackd log: the driver's timer xruns, the cycles the graph did not finish in ("Process error"), those of
-    them that came right after the driver's timer woke late, each client's late cycles, and those it was late for
-    while running its callback (rather than not yet woken).
+def jack_events(log):
+    """From a jackd log whose lines are stamped with the time they were read (see Processes.start; a line without a
+    stamp counts as read with the line before it): each late wake of the driver's thread ("wake", its time) and each
+    cycle the graph did not finish in ("cycle", the time of its first line, whether it is the wake's, and the clients
+    it named late with whether each was running its callback rather than not yet woken).
 
-    The timer line is printed at the end of the cycle whose wake came late, and the next cycle then comes at once,
-    maybe before the clients it signalled have run: the first unfinished cycle after it, when its first line comes
-    within STALL_WINDOW of the wake's, is the late wake's. Each line of the log is stamped with the time it was read
-    (see Processes.start); in a log without stamps (runs before 2026-11-26), the next unfinished cycle after a late
-    wake counts as its, however much later it comes."""
-    timer, unfinished, after_late_wake, clients, running = 0, 0, 0, {}, 0
-    late_wake = None  # the time of the last late wake not yet followed by an unfinished cycle (0.0: unstamped)
-    cycle_begun = None  # the time of the first line of the unfinished cycle being read (its late clients)
+    The timer line ("JackTimedDriver::Process XRun") is printed at the end of the cycle whose wake came late, and the
+    next cycle then comes at once, maybe before the clients it signalled have run: the first unfinished cycle after
+    it, when its first line comes within STALL_WINDOW of the wake's, is the late wake's. Timed from the cycle's first
+    line: jackd's logger can hold a line back until the next one comes."""
+    events, late_wake, begun, named, at = [], None, None, [], 0.0
     try:
         with open(log, errors="replace") as f:
             for line in f:
                 m = STAMP.match(line)
-                at = float(m.group(1)) if m else 0.0
-                if "JackTimedDriver::Process XRun" in line:
-                    timer += 1
-                    late_wake = at
-                if "ProcessGraph" in line and "Process error" in line:
-                    unfinished += 1
-                    # From the cycle's first line: jackd's logger can hold a line back until the next one comes.
-                    begun = at if cycle_begun is None else cycle_begun
-                    after_late_wake += late_wake is not None and begun - late_wake <= STALL_WINDOW
-                    late_wake = None
-                    cycle_begun = None
-                m = re.search(r"client = (\S+) was not finished", line) or re.search(
+                at = float(m.group(1)) if m else at
+                client = re.search(r"client = (\S+) was not finished", line) or re.search(
                     r"client (\S+) finished after current callback", line)
-                if m:
-                    cycle_begun = at if cycle_begun is None else cycle_begun
-                    clients[m.group(1)] = clients.get(m.group(1), 0) + 1
-                    if "state = Running" in line or "finished after current callback" in line:
-                        running += 1
+                if "JackTimedDriver::Process XRun" in line:
+                    events.append(("wake", at, False, []))
+                    late_wake = at
+                elif client:
+                    begun = at if begun is None else begun
+                    named.append((client.group(1),
+                                  "state = Running" in line or "finished after current callback" in line))
+                elif "ProcessGraph" in line and "Process error" in line:
+                    begun = at if begun is None else begun
+                    events.append(("cycle", begun, late_wake is not None and begun - late_wake <= STALL_WINDOW, named))
+                    late_wake, begun, named = None, None, []
     except OSError:
         pass
-    return timer, unfinished, after_late_wake, clients, running
+    return events
+
+
+def jack_xruns(events):
+    """From jack_events: the timer xruns, the unfinished cycles, those of them that were a late wake's, each
+    client's late cycles, and how many of those it was late for while running its callback."""
+    cycles = [e for e in events if e[0] == "cycle"]
+    clients = {}
+    for _, _, _, named in cycles:
+        for name, _ in named:
+            clients[name] = clients.get(name, 0) + 1
+    return (len(events) - len(cycles), len(cycles), sum(1 for e in cycles if e[2]), clients,
+            sum(running for e in cycles for _, running in e[3]))
 
 
 # An xrun of one server within this many seconds of an xrun of the other is the same stall of the machine: both
@@ -166,46 +172,20 @@ def jack_xruns(log):
 COINCIDENT = 0.01
 
 
-def jack_events(log):
-    """From a stamped jackd log: each late wake of the driver's thread ("wake", its time) and each unfinished cycle
-    ("cycle", the time of its first line, whether it is the first after a late wake within STALL_WINDOW)."""
-    events, late_wake, begun = [], None, None
-    try:
-        with open(log, errors="replace") as f:
-            for line in f:
-                m = STAMP.match(line)
-                if not m:
-                    continue
-                at = float(m.group(1))
-                if "JackTimedDriver::Process XRun" in line:
-                    events.append(("wake", at, False))
-                    late_wake = at
-                elif "was not finished" in line or "finished after current callback" in line:
-                    begun = at if begun is None else begun
-                elif "ProcessGraph" in line and "Process error" in line:
-                    begun = at if begun is None else begun
-                    events.append(("cycle", begun, late_wake is not None and begun - late_wake <= STALL_WINDOW))
-                    late_wake, begun = None, None
-    except OSError:
-        pass
-    return events
-
-
-def coincident(ours_log, peer_log):
-    """Per server, of its unfinished cycles that were not the first after its own late wake, those within
-    COINCIDENT of an xrun (a late wake or an unfinished cycle) of the other server; and of its late wakes, those
-    within COINCIDENT of one of the other's xruns."""
-    events = {"ours": jack_events(ours_log), "peer": jack_events(peer_log)}
+def coincident(events):
+    """Per server ("ours", "peer" in `events`, each from jack_events), of its unfinished cycles that were not a late
+    wake's, those within COINCIDENT of an xrun (a late wake or an unfinished cycle) of the other server; and of its
+    late wakes, those within COINCIDENT of one of the other's xruns."""
     found = {}
     for who, other in [("ours", "peer"), ("peer", "ours")]:
-        times = sorted(t for _, t, _ in events[other])
+        times = sorted(e[1] for e in events[other])
 
         def near(t):
             i = bisect.bisect_left(times, t - COINCIDENT)
             return i < len(times) and times[i] <= t + COINCIDENT
 
-        found[who] = (sum(1 for kind, t, after in events[who] if kind == "cycle" and not after and near(t)),
-                      sum(1 for kind, t, _ in events[who] if kind == "wake" and near(t)))
+        found[who] = (sum(1 for kind, t, after, _ in events[who] if kind == "cycle" and not after and near(t)),
+                      sum(1 for kind, t, _, _ in events[who] if kind == "wake" and near(t)))
     return found
 
 
@@ -440,9 +420,10 @@ def main():
                                                f"(status {p.returncode}); log in {out}")
                 status = last_match(monitor_log, status_re)
                 stats = last_match(stream_log, stats_re)
-                timer_a, unfinished_a, after_a, late_a, running_a = jack_xruns(ours_log)
-                timer_b, unfinished_b, after_b, late_b, running_b = jack_xruns(peer_log)
-                together = coincident(ours_log, peer_log)
+                events = {"ours": jack_events(ours_log), "peer": jack_events(peer_log)}
+                timer_a, unfinished_a, after_a, late_a, running_a = jack_xruns(events["ours"])
+                timer_b, unfinished_b, after_b, late_b, running_b = jack_xruns(events["peer"])
+                together = coincident(events)
                 row = {
                     "seconds": round(time.monotonic() - start, 1),
                     "monitor_rss_kib": rss_kib(monitor.pid), "stream_rss_kib": rss_kib(stream.pid),
