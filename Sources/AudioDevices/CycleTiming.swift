@@ -1,4 +1,5 @@
 import AudioCore
+import CSystemCalls
 import Synchronization
 
 /// One device cycle as the real-time thread saw it.
@@ -10,12 +11,41 @@ public struct CycleTiming: Hashable, Sendable {
     /// The cycle's sample time (continues across reconnects, jumping by the gap).
     public var sampleTime: Int64
     public var frames: Int
+    /// Nanoseconds of CPU the real-time thread itself used in the cycle, user and system. Below `duration` by the
+    /// time the thread was off its CPU: preempted, blocked, or its virtual CPU not run by the host.
+    public var cpuTime: UInt64
+    /// Times the thread gave up its CPU in the cycle waiting for something (a lock, I/O, a page from disk): none is
+    /// the real-time rule.
+    public var voluntarySwitches: Int
+    /// Times the thread was taken off its CPU in the cycle for another thread.
+    public var involuntarySwitches: Int
 
-    public init(start: UInt64, duration: UInt64, sampleTime: Int64, frames: Int) {
+    public init(start: UInt64, duration: UInt64, sampleTime: Int64, frames: Int, cpuTime: UInt64 = 0,
+                voluntarySwitches: Int = 0, involuntarySwitches: Int = 0) {
         self.start = start
         self.duration = duration
         self.sampleTime = sampleTime
         self.frames = frames
+        self.cpuTime = cpuTime
+        self.voluntarySwitches = voluntarySwitches
+        self.involuntarySwitches = involuntarySwitches
+    }
+}
+
+/// A thread's use of the machine up to a moment (see ``CycleTiming``).
+struct ThreadUsage {
+    var cpuTime: UInt64 = 0
+    var voluntarySwitches = 0
+    var involuntarySwitches = 0
+
+    /// The calling thread's, now (zero where the system cannot say).
+    @inline(__always)
+    static func current() -> ThreadUsage {
+        var cpu: Int64 = 0
+        var voluntary: Int64 = 0
+        var involuntary: Int64 = 0
+        guard la_thread_usage(&cpu, &voluntary, &involuntary) == 0 else { return ThreadUsage() }
+        return ThreadUsage(cpuTime: UInt64(max(0, cpu)), voluntarySwitches: Int(voluntary), involuntarySwitches: Int(involuntary))
     }
 }
 
@@ -46,10 +76,12 @@ public struct Percentiles: Hashable, Sendable {
 
 /// What a run's cycle timings say: how long each cycle took, and how regularly the device called it.
 ///
-/// *Render time* is the time spent inside the cycle. *Callback jitter* is how far each interval between two
-/// consecutive cycles' starts strays from the audio it stands for (the earlier cycle's frames at the sample
-/// rate), in absolute value; intervals across a reconnect are left out. *Load* is render time over the cycle's
-/// own duration of audio: above 1 the cycle cannot keep up.
+/// *Render time* is the time spent inside the cycle; *CPU time* the part of it the thread ran (the rest it was
+/// off its CPU). *Callback jitter* is how far each interval between two consecutive cycles' starts strays from the
+/// audio it stands for (the earlier cycle's frames at the sample rate), in absolute value; intervals across a
+/// reconnect are left out. *Load* is render time over the cycle's own duration of audio: above 1 the cycle cannot
+/// keep up. Cycles *blocked* gave up their CPU waiting for something, which a real-time thread must not do;
+/// cycles *preempted* were taken off it for another thread.
 public struct CycleTimingSummary: Hashable, Sendable, CustomStringConvertible {
     public var cycles: Int
     public var sampleRate: Double
@@ -59,6 +91,11 @@ public struct CycleTimingSummary: Hashable, Sendable, CustomStringConvertible {
     public var jitterMicroseconds: Percentiles
     /// Render time over the cycle's audio duration (0…1 keeps up).
     public var load: Percentiles
+    /// CPU time per cycle, microseconds.
+    public var cpuMicroseconds: Percentiles
+    /// Cycles with a voluntary context switch, and with an involuntary one.
+    public var blockedCycles: Int
+    public var preemptedCycles: Int
     /// The most common cycle size, frames (the largest of equally common ones).
     public var typicalFrames: Int
 
@@ -66,6 +103,9 @@ public struct CycleTimingSummary: Hashable, Sendable, CustomStringConvertible {
         cycles = timings.count
         self.sampleRate = sampleRate
         renderMicroseconds = Percentiles(timings.map { Double($0.duration) / 1000 })
+        cpuMicroseconds = Percentiles(timings.map { Double($0.cpuTime) / 1000 })
+        blockedCycles = timings.count(where: { $0.voluntarySwitches > 0 })
+        preemptedCycles = timings.count(where: { $0.involuntarySwitches > 0 })
         load = Percentiles(
             timings.filter { $0.frames > 0 }.map { Double($0.duration) / 1e9 / (Double($0.frames) / sampleRate) })
         var deviations: [Double] = []
@@ -87,7 +127,9 @@ public struct CycleTimingSummary: Hashable, Sendable, CustomStringConvertible {
         }
         return "\(cycles) cycles of \(typicalFrames) frames (\(String(format2: Double(typicalFrames) * 1000 / sampleRate)) ms): "
             + "render \(row(renderMicroseconds)); callback jitter \(row(jitterMicroseconds)); "
-            + "load p99 \(String(format2: load.p99 * 100)) %"
+            + "load p99 \(String(format2: load.p99 * 100)) %; "
+            + "CPU p50 \(String(format2: cpuMicroseconds.p50)), p99 \(String(format2: cpuMicroseconds.p99)), "
+            + "max \(String(format2: cpuMicroseconds.max)) µs; cycles blocked \(blockedCycles), preempted \(preemptedCycles)"
     }
 }
 
@@ -105,13 +147,23 @@ final class CycleTimingRecorder: @unchecked Sendable {
 
     deinit { records.deallocate() }
 
+    /// The thread's usage at a cycle's start, to pass to ``record(start:end:sampleTime:frames:usageAtStart:)``
+    /// (two system calls). Real-time thread only.
+    @inline(__always)
+    func usageAtStart() -> ThreadUsage { ThreadUsage.current() }
+
     /// Real-time thread only.
     @inline(__always)
-    func record(start: UInt64, end: UInt64, sampleTime: Int64, frames: Int) {
+    func record(start: UInt64, end: UInt64, sampleTime: Int64, frames: Int, usageAtStart: ThreadUsage) {
         let n = published.load(ordering: .relaxed)
         guard n < capacity else { return }
+        let usage = ThreadUsage.current()
         (records + n).initialize(
-            to: CycleTiming(start: start, duration: end &- start, sampleTime: sampleTime, frames: frames))
+            to: CycleTiming(
+                start: start, duration: end &- start, sampleTime: sampleTime, frames: frames,
+                cpuTime: usage.cpuTime &- usageAtStart.cpuTime,
+                voluntarySwitches: usage.voluntarySwitches - usageAtStart.voluntarySwitches,
+                involuntarySwitches: usage.involuntarySwitches - usageAtStart.involuntarySwitches))
         published.store(n + 1, ordering: .releasing)
     }
 

@@ -305,9 +305,10 @@ public final class IOUnit: @unchecked Sendable {
     /// Frames of reference the capture processor found missing (silence instead): 0 in normal operation.
     public var captureReferenceShortfalls: Int { captureProcessing?.referenceShortfalls.load(ordering: .relaxed) ?? 0 }
 
-    /// Records when each of the next `capacity` cycles started and how long it took (see ``cycleTimings``), from
-    /// the next ``start()`` on, across stops and reconnects, until full; 0 stops recording. The storage is
-    /// allocated here, so the real-time thread only writes into it.
+    /// Records when each of the next `capacity` cycles started, how long it took and how much of that the thread ran
+    /// (see ``cycleTimings``), from the next ``start()`` on, across stops and reconnects, until full; 0 stops
+    /// recording. The storage is allocated here, so the real-time thread only writes into it; it reads its own CPU
+    /// time and context switches with four system calls a cycle, none of which waits.
     /// - Throws: ``AudioError`` `.invalidParameter` for a negative or huge capacity, `.invalidState` while running.
     public func recordCycleTimings(capacity: Int) throws(AudioError) {
         try requireStopped("change cycle timing")
@@ -783,6 +784,7 @@ extension IOUnit: DeviceCycleHandler {
         scope?(1)
         defer { scope?(-1) }
         let began = monotonicNanoseconds()
+        let usageAtStart = timing?.usageAtStart() ?? ThreadUsage()
         // Two clocks: the capture, on its own clock, becomes the playback clock's frames.
         var input = captured
         var time = time
@@ -805,7 +807,7 @@ extension IOUnit: DeviceCycleHandler {
             self.input?.current = nil
             cycles.add(1, ordering: .relaxed)
             lastSampleEnd.store(sampleTime + Int64(frames), ordering: .releasing)
-            timing?.record(start: began, end: monotonicNanoseconds(), sampleTime: sampleTime, frames: frames)
+            timing?.record(start: began, end: monotonicNanoseconds(), sampleTime: sampleTime, frames: frames, usageAtStart: usageAtStart)
             return
         }
         if var input {
@@ -850,7 +852,7 @@ extension IOUnit: DeviceCycleHandler {
         self.input?.current = nil
         cycles.add(1, ordering: .relaxed)
         lastSampleEnd.store(sampleTime + Int64(frames), ordering: .releasing)
-        timing?.record(start: began, end: monotonicNanoseconds(), sampleTime: sampleTime, frames: frames)
+        timing?.record(start: began, end: monotonicNanoseconds(), sampleTime: sampleTime, frames: frames, usageAtStart: usageAtStart)
     }
 }
 

@@ -98,6 +98,8 @@ public final class KaraokeSession: @unchecked Sendable {
         /// The RTMP outputs' settings (queue, TLS trust, logger).
         public var rtmp = RTMPPublisher.Configuration()
         public var roundTrip = RoundTrip.device
+        /// Cycles of the device to record the timing of (``cycleTimings``): 0, none.
+        public var cycleTimingCapacity = 0
 
         public init(song: String) { self.song = song }
     }
@@ -365,6 +367,7 @@ public final class KaraokeSession: @unchecked Sendable {
         device.conversionQuality = .low
         let io = try IOUnit(device)
         self.io = io
+        try io.recordCycleTimings(capacity: configuration.cycleTimingCapacity)
         routeFlag.io = io
         try io.setInputUnit(input)
         try io.setOutputGraph(g)
@@ -705,6 +708,10 @@ public final class KaraokeSession: @unchecked Sendable {
 
     /// The error that stopped the device for good (reconnect off, or not back within the timeout), or the encoder
     /// or an encoded file.
+    /// The device's cycles so far, as ``Configuration/cycleTimingCapacity`` asked: when each started, how long it
+    /// took, and how much of that the device's thread ran.
+    public var cycleTimings: [CycleTiming] { io.cycleTimings }
+
     public var failure: AudioError? { io.failure ?? encoded.withLock { $0 }?.failure }
 
     /// False while the route is lost (``DeviceEvent/routeLost(_:)``): the headphones are silent, the recordings and

@@ -404,6 +404,49 @@ func monitorThroughVirtualDevice(input: String, output: String, sizes: VirtualDe
         }
     }
 
+    /// A cycle's CPU time and context switches tell the thread's own work from waiting: a cycle that sleeps 3 ms
+    /// ran for almost none of it and gave up its CPU (a blocked cycle), one that computes for 3 ms ran for most of
+    /// it, and the plain cycles' CPU time is never more than their wall time.
+    @Test func cycleTimingsTellWorkFromWaiting() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        try writeWAV(dir.file("in.wav"), channels: [[Float](repeating: 0.1, count: 9600)])
+        let mono = try StreamFormat.graph(sampleRate: 48_000, channelCount: 1)
+        let io = try IOUnit(
+            IOUnit.Configuration(
+                backend: .virtual, inputFormat: mono, inputDevice: dir.file("in.wav"), periodFrames: 480,
+                virtual: VirtualDeviceOptions(pacing: .asFastAsPossible)))
+        nonisolated(unsafe) var cycle = 0
+        try io.setCaptureHandler { _, _ in
+            // The device's thread only.
+            cycle += 1
+            if cycle == 4 { usleep(3000) }
+            if cycle == 8 {
+                let end = monotonicNanoseconds() + 3_000_000
+                var x = 1.0
+                while monotonicNanoseconds() < end { x = (x * 1.000001).squareRoot() }
+                if x == 0 { print(x) }
+            }
+        }
+        try io.recordCycleTimings(capacity: 100)
+        try io.start()
+        try await offPool {
+            defer { io.stop() }
+            try waitUntil("9600 frames", interval: 200) { io.sampleTime >= 9600 }
+        }
+        let timings = io.cycleTimings
+        try #require(timings.count >= 10)
+        let slept = timings[3], worked = timings[7]
+        #expect(slept.duration >= 3_000_000 && slept.voluntarySwitches >= 1, "\(slept)")
+        #expect(slept.cpuTime < slept.duration / 4, "\(slept)")
+        #expect(worked.duration >= 3_000_000 && worked.cpuTime >= worked.duration / 2, "\(worked)")
+        // The CPU time is read just after each clock reading: it can exceed the wall time by one read's cost.
+        for t in timings { #expect(t.cpuTime <= t.duration + 100_000, "\(t)") }
+        #expect(timings.reduce(0) { $0 + $1.cpuTime } > 0)
+        let summary = CycleTimingSummary(timings, sampleRate: 48_000)
+        #expect(summary.blockedCycles >= 1 && summary.cpuMicroseconds.max >= 1500, "\(summary)")
+    }
+
     /// Percentiles by nearest rank, and a summary's arithmetic on timings made up by hand: 100-frame cycles at
     /// 48 kHz stand for 2083.3 µs each; a reconnect's gap is not jitter.
     @Test func cycleTimingSummaryArithmetic() {
@@ -416,13 +459,19 @@ func monitorThroughVirtualDevice(input: String, output: String, sizes: VirtualDe
             CycleTiming(start: UInt64(s), duration: 500_000, sampleTime: Int64(i * 100), frames: 100)
         }
         // A reconnect: the sample time jumps, the start is a second later.
-        timings.append(CycleTiming(start: UInt64(starts[3] + 1e9), duration: 1_000_000, sampleTime: 48_400, frames: 100))
+        timings.append(
+            CycleTiming(start: UInt64(starts[3] + 1e9), duration: 1_000_000, sampleTime: 48_400, frames: 100,
+                        cpuTime: 200_000, voluntarySwitches: 2, involuntarySwitches: 1))
+        timings[1].involuntarySwitches = 1
         let s = CycleTimingSummary(timings, sampleRate: 48_000)
         #expect(s.jitterMicroseconds.count == 3)
         #expect(abs(s.jitterMicroseconds.p50 - 10) < 0.01 && abs(s.jitterMicroseconds.max - 15) < 0.01)
         #expect(s.renderMicroseconds.p50 == 500 && s.renderMicroseconds.max == 1000)
         #expect(abs(s.load.max - 1_000_000 / period) < 1e-9)
         #expect(s.description.hasPrefix("5 cycles of 100 frames (2.08 ms): render p50 500.00,"))
+        #expect(s.cpuMicroseconds.max == 200 && s.cpuMicroseconds.p50 == 0)
+        #expect(s.blockedCycles == 1 && s.preemptedCycles == 2)
+        #expect(s.description.hasSuffix("CPU p50 0.00, p99 200.00, max 200.00 µs; cycles blocked 1, preempted 2"), "\(s.description)")
     }
 
     /// Run as fast as possible, the virtual device waits for a file source's read-ahead instead of outrunning it:

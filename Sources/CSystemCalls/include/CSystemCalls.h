@@ -24,12 +24,19 @@ static inline int la_start_writeback(int fd, long long offset, long long count) 
     return sync_file_range(fd, (off_t)offset, (off_t)count, SYNC_FILE_RANGE_WRITE);
 }
 
+/// The calling thread's own use of the machine so far: CPU time, user and system, in nanoseconds (its
+/// CLOCK_THREAD_CPUTIME_ID, which counts up to the call; getrusage's times lag by up to a scheduler tick), and how
+/// often it gave up its CPU waiting for something (voluntary context switches) or was made to (involuntary ones),
+/// from getrusage with RUSAGE_THREAD. Returns 0, or -1 with errno set.
+int la_thread_usage(long long *cpu_nanoseconds, long long *voluntary, long long *involuntary);
+
 /// Names the calling thread (at most 15 bytes are kept), for ps, top and debuggers.
 static inline void la_set_thread_name(const char *name) { pthread_setname_np(pthread_self(), name); }
 #else
 typedef void (*la_render_scope_hook)(int delta);
 static inline la_render_scope_hook la_find_render_scope_hook(void) { return 0; }
 static inline void la_set_thread_name(const char *name) { (void)name; }
+int la_thread_usage(long long *cpu_nanoseconds, long long *voluntary, long long *involuntary);
 static inline int la_start_writeback(int fd, long long offset, long long count) {
     (void)fd; (void)offset; (void)count;
     return 0;

@@ -399,6 +399,24 @@ public final class JACKServer: @unchecked Sendable {
         /// client named late.
         public var notifications = 0
 
+        /// Each naming of a late client in a cycle the driver's thread was on time for, with the time the cycle's
+        /// first line was read (CLOCK_MONOTONIC seconds, as ``CycleTiming``'s starts): the cycle ended a little
+        /// before.
+        public var lateClients: [LateClient] = []
+
+        public struct LateClient: Sendable, Hashable {
+            public var client: String
+            /// Running its callback ("overran"), or signalled and not yet run.
+            public var running: Bool
+            public var at: Double
+
+            public init(client: String, running: Bool, at: Double) {
+                self.client = client
+                self.running = running
+                self.at = at
+            }
+        }
+
         public var description: String {
             "timer late \(timerLate), unfinished cycles \(unfinishedCycles) (\(afterStalls) right after the timer), "
                 + "otherwise overran \(overran), not woken \(notWoken)"
@@ -456,6 +474,7 @@ public final class JACKServer: @unchecked Sendable {
                 } else {
                     for n in named {
                         if n.running { x.overran[n.client, default: 0] += 1 } else { x.notWoken[n.client, default: 0] += 1 }
+                        x.lateClients.append(Xruns.LateClient(client: n.client, running: n.running, at: cycleBegun ?? at))
                     }
                 }
                 named = []
