@@ -52,7 +52,7 @@ let package = Package(
         .target(name: "AudioGraph", dependencies: ["AudioCore", "CFloatEnvironment"], swiftSettings: strict),
         // Flush-to-zero for the render thread (C, header only).
         .target(name: "CFloatEnvironment"),
-        // System calls Swift's Glibc module leaves out (C, header only).
+        // System calls Swift's Glibc module leaves out (C).
         .target(name: "CSystemCalls"),
         // The units: generators, mixer, gain, players, effects, converter, time-pitch, voice processing.
         .target(

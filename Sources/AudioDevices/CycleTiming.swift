@@ -11,17 +11,22 @@ public struct CycleTiming: Hashable, Sendable {
     /// The cycle's sample time (continues across reconnects, jumping by the gap).
     public var sampleTime: Int64
     public var frames: Int
-    /// Nanoseconds of CPU the real-time thread itself used in the cycle, user and system. Below `duration` by the
-    /// time the thread was off its CPU: preempted, blocked, or its virtual CPU not run by the host.
+    /// Nanoseconds of CPU the real-time thread itself used in the cycle, user and system (its
+    /// `CLOCK_THREAD_CPUTIME_ID`), at most `duration`: less by the time the thread was off its CPU, preempted,
+    /// blocked, or its virtual CPU not run by the host. Two things the kernel may charge to the thread anyway: time
+    /// the host took, on a hypervisor that does not report it as steal time (KVM's and Xen's do), and interrupts
+    /// handled while it ran, on a kernel without `CONFIG_IRQ_TIME_ACCOUNTING`.
     public var cpuTime: UInt64
     /// Times the thread gave up its CPU in the cycle waiting for something (a lock, I/O, a page from disk): none is
-    /// the real-time rule.
+    /// the real-time rule. (A `sched_yield` counts as involuntary; a spin counts as neither.)
     public var voluntarySwitches: Int
     /// Times the thread was taken off its CPU in the cycle for another thread.
     public var involuntarySwitches: Int
+    /// Whether the three above were measured (false where the system cannot say: then they are 0).
+    public var usageMeasured: Bool
 
     public init(start: UInt64, duration: UInt64, sampleTime: Int64, frames: Int, cpuTime: UInt64 = 0,
-                voluntarySwitches: Int = 0, involuntarySwitches: Int = 0) {
+                voluntarySwitches: Int = 0, involuntarySwitches: Int = 0, usageMeasured: Bool = false) {
         self.start = start
         self.duration = duration
         self.sampleTime = sampleTime
@@ -29,23 +34,24 @@ public struct CycleTiming: Hashable, Sendable {
         self.cpuTime = cpuTime
         self.voluntarySwitches = voluntarySwitches
         self.involuntarySwitches = involuntarySwitches
+        self.usageMeasured = usageMeasured
     }
 }
 
 /// A thread's use of the machine up to a moment (see ``CycleTiming``).
 struct ThreadUsage {
-    var cpuTime: UInt64 = 0
-    var voluntarySwitches = 0
-    var involuntarySwitches = 0
+    var cpuTime: UInt64
+    var voluntarySwitches: Int
+    var involuntarySwitches: Int
 
-    /// The calling thread's, now (zero where the system cannot say).
+    /// The calling thread's, now, or nil where the system cannot say. Two system calls, neither of which waits.
     @inline(__always)
-    static func current() -> ThreadUsage {
+    static func current() -> ThreadUsage? {
         var cpu: Int64 = 0
         var voluntary: Int64 = 0
         var involuntary: Int64 = 0
-        guard la_thread_usage(&cpu, &voluntary, &involuntary) == 0 else { return ThreadUsage() }
-        return ThreadUsage(cpuTime: UInt64(max(0, cpu)), voluntarySwitches: Int(voluntary), involuntarySwitches: Int(involuntary))
+        guard la_thread_usage(&cpu, &voluntary, &involuntary) == 0, cpu >= 0 else { return nil }
+        return ThreadUsage(cpuTime: UInt64(cpu), voluntarySwitches: Int(voluntary), involuntarySwitches: Int(involuntary))
     }
 }
 
@@ -91,7 +97,7 @@ public struct CycleTimingSummary: Hashable, Sendable, CustomStringConvertible {
     public var jitterMicroseconds: Percentiles
     /// Render time over the cycle's audio duration (0…1 keeps up).
     public var load: Percentiles
-    /// CPU time per cycle, microseconds.
+    /// CPU time per cycle, microseconds (of the cycles it was measured in).
     public var cpuMicroseconds: Percentiles
     /// Cycles with a voluntary context switch, and with an involuntary one.
     public var blockedCycles: Int
@@ -103,7 +109,7 @@ public struct CycleTimingSummary: Hashable, Sendable, CustomStringConvertible {
         cycles = timings.count
         self.sampleRate = sampleRate
         renderMicroseconds = Percentiles(timings.map { Double($0.duration) / 1000 })
-        cpuMicroseconds = Percentiles(timings.map { Double($0.cpuTime) / 1000 })
+        cpuMicroseconds = Percentiles(timings.filter(\.usageMeasured).map { Double($0.cpuTime) / 1000 })
         blockedCycles = timings.count(where: { $0.voluntarySwitches > 0 })
         preemptedCycles = timings.count(where: { $0.involuntarySwitches > 0 })
         load = Percentiles(
@@ -143,27 +149,35 @@ final class CycleTimingRecorder: @unchecked Sendable {
     init(capacity: Int) {
         self.capacity = capacity
         records = .allocate(capacity: Swift.max(1, capacity))
+        // Written here, so that the real-time thread does not take the storage's first page faults.
+        records.initialize(repeating: CycleTiming(start: 0, duration: 0, sampleTime: 0, frames: 0), count: Swift.max(1, capacity))
     }
 
     deinit { records.deallocate() }
 
-    /// The thread's usage at a cycle's start, to pass to ``record(start:end:sampleTime:frames:usageAtStart:)``
-    /// (two system calls). Real-time thread only.
+    /// The thread's usage at a cycle's start, after the cycle's clock reading, to pass to
+    /// ``record(start:sampleTime:frames:usageAtStart:)``: nil once the recorder is full. Real-time thread only.
     @inline(__always)
-    func usageAtStart() -> ThreadUsage { ThreadUsage.current() }
+    func usageAtStart() -> ThreadUsage? {
+        published.load(ordering: .relaxed) < capacity ? ThreadUsage.current() : nil
+    }
 
-    /// Real-time thread only.
+    /// Records a cycle that began at `start` and ends now. The usage is read before the end's clock, so that the
+    /// CPU time is measured within the cycle's wall time. Real-time thread only.
     @inline(__always)
-    func record(start: UInt64, end: UInt64, sampleTime: Int64, frames: Int, usageAtStart: ThreadUsage) {
+    func record(start: UInt64, sampleTime: Int64, frames: Int, usageAtStart: ThreadUsage?) {
         let n = published.load(ordering: .relaxed)
         guard n < capacity else { return }
-        let usage = ThreadUsage.current()
-        (records + n).initialize(
-            to: CycleTiming(
-                start: start, duration: end &- start, sampleTime: sampleTime, frames: frames,
-                cpuTime: usage.cpuTime &- usageAtStart.cpuTime,
-                voluntarySwitches: usage.voluntarySwitches - usageAtStart.voluntarySwitches,
-                involuntarySwitches: usage.involuntarySwitches - usageAtStart.involuntarySwitches))
+        let usage = usageAtStart == nil ? nil : ThreadUsage.current()
+        let end = monotonicNanoseconds()
+        var timing = CycleTiming(start: start, duration: end &- start, sampleTime: sampleTime, frames: frames)
+        if let a = usageAtStart, let b = usage {
+            timing.cpuTime = b.cpuTime > a.cpuTime ? b.cpuTime - a.cpuTime : 0
+            timing.voluntarySwitches = max(0, b.voluntarySwitches - a.voluntarySwitches)
+            timing.involuntarySwitches = max(0, b.involuntarySwitches - a.involuntarySwitches)
+            timing.usageMeasured = true
+        }
+        records[n] = timing
         published.store(n + 1, ordering: .releasing)
     }
 

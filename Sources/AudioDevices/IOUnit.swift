@@ -784,7 +784,7 @@ extension IOUnit: DeviceCycleHandler {
         scope?(1)
         defer { scope?(-1) }
         let began = monotonicNanoseconds()
-        let usageAtStart = timing?.usageAtStart() ?? ThreadUsage()
+        let usageAtStart = timing?.usageAtStart()
         // Two clocks: the capture, on its own clock, becomes the playback clock's frames.
         var input = captured
         var time = time
@@ -807,7 +807,7 @@ extension IOUnit: DeviceCycleHandler {
             self.input?.current = nil
             cycles.add(1, ordering: .relaxed)
             lastSampleEnd.store(sampleTime + Int64(frames), ordering: .releasing)
-            timing?.record(start: began, end: monotonicNanoseconds(), sampleTime: sampleTime, frames: frames, usageAtStart: usageAtStart)
+            timing?.record(start: began, sampleTime: sampleTime, frames: frames, usageAtStart: usageAtStart)
             return
         }
         if var input {
@@ -852,7 +852,7 @@ extension IOUnit: DeviceCycleHandler {
         self.input?.current = nil
         cycles.add(1, ordering: .relaxed)
         lastSampleEnd.store(sampleTime + Int64(frames), ordering: .releasing)
-        timing?.record(start: began, end: monotonicNanoseconds(), sampleTime: sampleTime, frames: frames, usageAtStart: usageAtStart)
+        timing?.record(start: began, sampleTime: sampleTime, frames: frames, usageAtStart: usageAtStart)
     }
 }
 

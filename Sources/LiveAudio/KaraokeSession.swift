@@ -706,12 +706,12 @@ public final class KaraokeSession: @unchecked Sendable {
         Meters(voice: monitor.meter(bus: 1), accompaniment: monitor.meter(bus: 0), output: routeGate.meter.read())
     }
 
-    /// The error that stopped the device for good (reconnect off, or not back within the timeout), or the encoder
-    /// or an encoded file.
     /// The device's cycles so far, as ``Configuration/cycleTimingCapacity`` asked: when each started, how long it
     /// took, and how much of that the device's thread ran.
     public var cycleTimings: [CycleTiming] { io.cycleTimings }
 
+    /// The error that stopped the device for good (reconnect off, or not back within the timeout), or the encoder
+    /// or an encoded file.
     public var failure: AudioError? { io.failure ?? encoded.withLock { $0 }?.failure }
 
     /// False while the route is lost (``DeviceEvent/routeLost(_:)``): the headphones are silent, the recordings and
