@@ -12,10 +12,11 @@ public struct CycleTiming: Hashable, Sendable {
     public var sampleTime: Int64
     public var frames: Int
     /// Nanoseconds of CPU the real-time thread itself used in the cycle, user and system (its
-    /// `CLOCK_THREAD_CPUTIME_ID`), at most `duration`: less by the time the thread was off its CPU, preempted,
-    /// blocked, or its virtual CPU not run by the host. Two things the kernel may charge to the thread anyway: time
-    /// the host took, on a hypervisor that does not report it as steal time (KVM's and Xen's do), and interrupts
-    /// handled while it ran, on a kernel without `CONFIG_IRQ_TIME_ACCOUNTING`.
+    /// `CLOCK_THREAD_CPUTIME_ID`), at most `duration` (give or take the 0.05 % NTP may slew the wall clock by): less
+    /// by the time the thread was off its CPU, preempted, blocked, or its virtual CPU not run by the host. Two things
+    /// the kernel may charge to the thread anyway: time the host took, unless the hypervisor reports it as steal time
+    /// and the kernel accounts for it (KVM and Xen with `CONFIG_PARAVIRT_TIME_ACCOUNTING`), and interrupts handled
+    /// while it ran, on a kernel without `CONFIG_IRQ_TIME_ACCOUNTING`.
     public var cpuTime: UInt64
     /// Times the thread gave up its CPU in the cycle waiting for something (a lock, I/O, a page from disk): none is
     /// the real-time rule. (A `sched_yield` counts as involuntary; a spin counts as neither.)

@@ -307,8 +307,9 @@ public final class IOUnit: @unchecked Sendable {
 
     /// Records when each of the next `capacity` cycles started, how long it took and how much of that the thread ran
     /// (see ``cycleTimings``), from the next ``start()`` on, across stops and reconnects, until full; 0 stops
-    /// recording. The storage is allocated here, so the real-time thread only writes into it; it reads its own CPU
-    /// time and context switches with four system calls a cycle, none of which waits.
+    /// recording. The storage (64 bytes a cycle) is allocated and written here, so the real-time thread only writes
+    /// into pages it has; it reads its own CPU time and context switches with four system calls a cycle until the
+    /// storage is full, none of which waits.
     /// - Throws: ``AudioError`` `.invalidParameter` for a negative or huge capacity, `.invalidState` while running.
     public func recordCycleTimings(capacity: Int) throws(AudioError) {
         try requireStopped("change cycle timing")

@@ -41,8 +41,10 @@ import TestSupport
         _ counted: Int, on jack: JACKServer, timings: [CycleTiming], periodFrames: Int, sampleRate: Double = 48_000,
         sourceLocation: SourceLocation = #_sourceLocation
     ) {
+        // The server's last lines reach its log through a pipe and a reader thread: a moment after the session, and
+        // a line naming our client late need not have been counted by the session before it stopped.
+        usleep(200_000)
         var log = jack.xruns()
-        // The server's last lines reach its log through a pipe and a reader thread: a moment after the session.
         for _ in 0..<10 where counted > log.notifications {
             usleep(100_000)
             log = jack.xruns()
@@ -70,13 +72,13 @@ import TestSupport
             print("our cycles: \(CycleTimingSummary(timings, sampleRate: sampleRate))")
         }
         for late in log.lateClients where late.client.hasPrefix("liveaudio") {
-            // The cycle jackd found unfinished began a period or two before its line was read, give or take the
-            // logger's and the reader's delays.
+            // The cycle jackd found unfinished began a period or two before its line was read, plus the logger's
+            // and the reader's delays (up to `JACKServer.stallWindow`, as for a late wake).
             let near = timings.filter {
-                Double($0.start) / 1e9 > late.at - 2 * Double(period) / 1e9 - 0.02 && Double($0.start) / 1e9 <= late.at
+                Double($0.start) / 1e9 > late.at - 2 * Double(period) / 1e9 - JACKServer.stallWindow && Double($0.start) / 1e9 <= late.at
             }
-            print(String(format: "  %@ late (%@) at %.6f; our cycles before it:", late.client, late.running ? "running" : "not yet run", late.at))
-            for t in near.suffix(4) { print("    " + show(t)) }
+            print(String(format: "  %@ late (%@) at %.6f; our busiest cycles before it:", late.client, late.running ? "running" : "not yet run", late.at))
+            for t in near.sorted(by: { $0.cpuTime > $1.cpuTime }).prefix(3) { print("    " + show(t)) }
             let ours = near.filter { $0.cpuTime >= period / 2 || $0.voluntarySwitches > 0 }
             #expect(ours.isEmpty, "jackd named our client late at \(late.at), after our callback computed half a period or waited: \(ours.map(show))",
                     sourceLocation: sourceLocation)
