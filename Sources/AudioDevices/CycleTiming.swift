@@ -23,11 +23,15 @@ public struct CycleTiming: Hashable, Sendable {
     public var voluntarySwitches: Int
     /// Times the thread was taken off its CPU in the cycle for another thread.
     public var involuntarySwitches: Int
-    /// Whether the three above were measured (false where the system cannot say: then they are 0).
+    /// Page faults the thread took in the cycle: memory it touched for the first time (the kernel maps and clears
+    /// a page, or a 2 MiB huge page, on the thread's CPU time) or that had to be read in. None after the warm-up is
+    /// the real-time rule.
+    public var pageFaults: Int
+    /// Whether the four above were measured (false where the system cannot say: then they are 0).
     public var usageMeasured: Bool
 
     public init(start: UInt64, duration: UInt64, sampleTime: Int64, frames: Int, cpuTime: UInt64 = 0,
-                voluntarySwitches: Int = 0, involuntarySwitches: Int = 0, usageMeasured: Bool = false) {
+                voluntarySwitches: Int = 0, involuntarySwitches: Int = 0, pageFaults: Int = 0, usageMeasured: Bool = false) {
         self.start = start
         self.duration = duration
         self.sampleTime = sampleTime
@@ -35,6 +39,7 @@ public struct CycleTiming: Hashable, Sendable {
         self.cpuTime = cpuTime
         self.voluntarySwitches = voluntarySwitches
         self.involuntarySwitches = involuntarySwitches
+        self.pageFaults = pageFaults
         self.usageMeasured = usageMeasured
     }
 }
@@ -44,6 +49,7 @@ struct ThreadUsage {
     var cpuTime: UInt64
     var voluntarySwitches: Int
     var involuntarySwitches: Int
+    var pageFaults: Int
 
     /// The calling thread's, now, or nil where the system cannot say. Two system calls, neither of which waits.
     @inline(__always)
@@ -51,8 +57,10 @@ struct ThreadUsage {
         var cpu: Int64 = 0
         var voluntary: Int64 = 0
         var involuntary: Int64 = 0
-        guard la_thread_usage(&cpu, &voluntary, &involuntary) == 0, cpu >= 0 else { return nil }
-        return ThreadUsage(cpuTime: UInt64(cpu), voluntarySwitches: Int(voluntary), involuntarySwitches: Int(involuntary))
+        var faults: Int64 = 0
+        guard la_thread_usage(&cpu, &voluntary, &involuntary, &faults) == 0, cpu >= 0 else { return nil }
+        return ThreadUsage(
+            cpuTime: UInt64(cpu), voluntarySwitches: Int(voluntary), involuntarySwitches: Int(involuntary), pageFaults: Int(faults))
     }
 }
 
@@ -176,6 +184,7 @@ final class CycleTimingRecorder: @unchecked Sendable {
             timing.cpuTime = b.cpuTime > a.cpuTime ? b.cpuTime - a.cpuTime : 0
             timing.voluntarySwitches = max(0, b.voluntarySwitches - a.voluntarySwitches)
             timing.involuntarySwitches = max(0, b.involuntarySwitches - a.involuntarySwitches)
+            timing.pageFaults = max(0, b.pageFaults - a.pageFaults)
             timing.usageMeasured = true
         }
         records[n] = timing

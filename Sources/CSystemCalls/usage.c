@@ -9,20 +9,22 @@
 #include <sys/resource.h>
 #include <time.h>
 
-int la_thread_usage(long long *cpu_nanoseconds, long long *voluntary, long long *involuntary) {
+int la_thread_usage(long long *cpu_nanoseconds, long long *voluntary, long long *involuntary, long long *page_faults) {
     struct timespec cpu;
     struct rusage usage;
     if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu) != 0 || getrusage(RUSAGE_THREAD, &usage) != 0) return -1;
     *cpu_nanoseconds = (long long)cpu.tv_sec * 1000000000LL + (long long)cpu.tv_nsec;
     *voluntary = usage.ru_nvcsw;
     *involuntary = usage.ru_nivcsw;
+    *page_faults = usage.ru_minflt + usage.ru_majflt;
     return 0;
 }
 #else
-int la_thread_usage(long long *cpu_nanoseconds, long long *voluntary, long long *involuntary) {
+int la_thread_usage(long long *cpu_nanoseconds, long long *voluntary, long long *involuntary, long long *page_faults) {
     *cpu_nanoseconds = 0;
     *voluntary = 0;
     *involuntary = 0;
+    *page_faults = 0;
     return -1;
 }
 #endif

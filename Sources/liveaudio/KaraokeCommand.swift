@@ -78,6 +78,9 @@ struct Karaoke: AsyncParsableCommand {
     @Flag(name: .customLong("no-screen"), help: "On a terminal too, print a status line a second instead of the live screen.")
     var noScreen = false
 
+    @Flag(help: "Time every cycle of the device thread; print render time, callback jitter, load and CPU time (p50/p99/max) at the end.")
+    var timing = false
+
     func run() async throws {
         do throws(AudioError) {
             try validateDuration(duration)
@@ -110,6 +113,9 @@ struct Karaoke: AsyncParsableCommand {
             // On the screen, the outputs' line says how each connection is; log lines would scroll it away.
             c.rtmp = try destinations.rtmpConfiguration(logLevel: Terminal.isInteractive && !noScreen ? .critical : .warning)
             c.stemsDirectory = stems
+            // As `monitor --timing`: a cycle every 16 frames at most for the duration, or the first million cycles.
+            let timingCapacity = duration.map { Int($0 * c.sampleRate / 16) + 4096 } ?? 1_000_000
+            if timing { c.cycleTimingCapacity = timingCapacity }
             if let stems { try? FileManager.default.createDirectory(atPath: stems, withIntermediateDirectories: true) }
             switch latencyMs {
             case nil: c.roundTrip = .device
@@ -132,6 +138,7 @@ struct Karaoke: AsyncParsableCommand {
             let stop = StopFlag()
             let signals = StopSignals { stop.set() }
             try await session.start()
+            let deviceRate = session.deviceGrant?.sampleRate ?? session.sampleRate
             note("karaoke: \(session.deviceGrant.map { "\($0)" } ?? "") ; round trip \(String(format: "%.2f", Double(session.roundTripFrames) * 1000 / session.sampleRate)) ms (\(session.roundTripSource)\(session.calibrations > 1 ? ", \(session.calibrations) calibrations: an xrun, a lost click or clicks apart in the first" : ""))")
             let bound = ClockBound(duration: duration, grace: 0)
             if interactive {
@@ -177,6 +184,12 @@ struct Karaoke: AsyncParsableCommand {
                     + "(\(summary.roundTripSource)); xruns \(summary.xruns), accompaniment underruns "
                     + "\(summary.accompanimentUnderruns), recorded \(summary.recordedFrames) frames, dropped \(summary.droppedFrames)")
             for output in summary.outputs { print("  \(output)") }
+            if timing {
+                let timings = session.cycleTimings
+                print(
+                    "cycle timing: \(CycleTimingSummary(timings, sampleRate: deviceRate))"
+                        + (timings.count >= timingCapacity ? " (the first \(timingCapacity) cycles)" : ""))
+            }
             if let error = summary.error { throw error }
             for output in summary.outputs {
                 if let r = output.rtmp, r.state == .failed {

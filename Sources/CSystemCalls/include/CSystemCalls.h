@@ -9,6 +9,7 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sys/eventfd.h>
 
 /// The real-time probe's scope hook (la_sync_probe_scope in libLiveAudioSyncProbe.so, which tests preload), or NULL
 /// when it is not loaded: the I/O unit calls it with +1 and −1 around each device cycle's handler, so the probe
@@ -27,16 +28,21 @@ static inline int la_start_writeback(int fd, long long offset, long long count) 
 /// The calling thread's own use of the machine so far: CPU time, user and system, in nanoseconds (its
 /// CLOCK_THREAD_CPUTIME_ID, which counts up to the call; getrusage's times lag by up to a scheduler tick), and how
 /// often it gave up its CPU waiting for something (voluntary context switches) or was made to (involuntary ones),
-/// from getrusage with RUSAGE_THREAD. Returns 0, or -1 with errno set.
-int la_thread_usage(long long *cpu_nanoseconds, long long *voluntary, long long *involuntary);
+/// and the page faults it took (minor and major: memory touched for the first time, or paged in), from getrusage
+/// with RUSAGE_THREAD. Returns 0, or -1 with errno set.
+int la_thread_usage(long long *cpu_nanoseconds, long long *voluntary, long long *involuntary, long long *page_faults);
 
 /// Names the calling thread (at most 15 bytes are kept), for ps, top and debuggers.
 static inline void la_set_thread_name(const char *name) { pthread_setname_np(pthread_self(), name); }
+
+/// A non-blocking, close-on-exec eventfd (a counter one thread writes and another polls), or -1 with errno set.
+static inline int la_eventfd(void) { return eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK); }
 #else
 typedef void (*la_render_scope_hook)(int delta);
 static inline la_render_scope_hook la_find_render_scope_hook(void) { return 0; }
 static inline void la_set_thread_name(const char *name) { (void)name; }
-int la_thread_usage(long long *cpu_nanoseconds, long long *voluntary, long long *involuntary);
+static inline int la_eventfd(void) { return -1; }
+int la_thread_usage(long long *cpu_nanoseconds, long long *voluntary, long long *involuntary, long long *page_faults);
 static inline int la_start_writeback(int fd, long long offset, long long count) {
     (void)fd; (void)offset; (void)count;
     return 0;
