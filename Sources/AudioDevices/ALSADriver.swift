@@ -3,6 +3,7 @@ import Glibc
 #endif
 import AudioCore
 import CALSA
+import CSystemCalls
 import Synchronization
 
 /// One open ALSA PCM (capture or playback), configured for interleaved read/write.
@@ -156,8 +157,14 @@ final class ALSAPCM: @unchecked Sendable {
 /// to the handler, and writes the output to the playback PCM. Duplex streams are linked (`snd_pcm_link`) where the
 /// device allows, and run on one clock either way: a cycle is driven by the capture side, and playback is kept
 /// `periodCount` periods ahead. Under- and overruns (`-EPIPE`) and suspends (`-ESTRPIPE`) are counted and
-/// recovered by re-preparing both streams; any other error, or no progress for ``stallTimeout`` seconds, is a
-/// fault: the thread leaves its loop and the I/O unit is told off the real-time path.
+/// recovered by re-preparing both streams (one, on two clocks); any other error, or no progress for ``stallTimeout``
+/// seconds, is a fault: the thread leaves its loop and the I/O unit is told off the real-time path.
+///
+/// The recovery runs on a thread of its own (`la-alsa-recover`), where waiting is allowed: through a sound server's
+/// plugin (PulseAudio's), dropping, preparing and starting a stream are requests to the server, each waited for
+/// without a time limit. The real-time thread hands the job over and waits for it in `poll` with a time limit, as it
+/// waits for its device, so a server that never answers is a stall, not a hung thread. That thread also closes the
+/// streams at the end, so every call that restarts or closes them comes from one thread.
 final class ALSADriver: AudioDriver, @unchecked Sendable {
     let grant: DeviceGrant
     private let capture: ALSAPCM?
@@ -170,6 +177,20 @@ final class ALSADriver: AudioDriver, @unchecked Sendable {
     private let inputFloat: PCMBuffer?
     private let outputFloat: PCMBuffer?
     private var linked = false
+    // The recovery thread's: a job the real-time thread stores (``RecoveryJob``) and the count of jobs done, whose
+    // outcome is `recoveryFailure` (written before the count is, read after it). `recoveryDoneFD` (an eventfd) tells
+    // the real-time thread a job is done.
+    private let recoveryJob = Atomic<Int>(0)
+    private let recoveriesDone = Atomic<Int>(0)
+    private var recoveriesAsked = 0
+    private var recoveryFailure: LoopFailure?
+    private let recoveryWake = WakeSignal()
+    private let recoveryDoneFD: Int32
+    private var recoveryThread: WorkerThread?
+    /// The recovery thread's own silence to prime playback with (the real-time thread's buffer is its own).
+    private let silence: RawPCMBuffer?
+    private let closing = BlockingCondition()
+    private var closed = false
     /// Capture and playback on two clocks: the loop follows playback and reads capture as it arrives.
     private let independentClocks: Bool
     /// The real-time priority the thread asks for (SCHED_FIFO).
@@ -236,6 +257,10 @@ final class ALSADriver: AudioDriver, @unchecked Sendable {
         // On two clocks a cycle reads whatever capture holds: up to its whole buffer.
         let captureRead = twoClocks ? max(cap?.bufferFrames ?? 0, period) : period
         inputRaw = try cap.map { (c) throws(AudioError) in RawPCMBuffer(format: try interleaved(c), capacity: captureRead) }
+        silence = try play.map { (p) throws(AudioError) in RawPCMBuffer(format: try interleaved(p), capacity: period) }
+        // Without an eventfd (none left to the process) the real-time thread still sees each recovery done, on its
+        // next look, 100 ms at most later.
+        recoveryDoneFD = la_eventfd()
         outputRaw = try play.map { (p) throws(AudioError) in RawPCMBuffer(format: try interleaved(p), capacity: period) }
         inputFloat = cap.map { PCMBuffer(channelCount: $0.channels, capacity: captureRead) }
         outputFloat = play.map { PCMBuffer(channelCount: $0.channels, capacity: period) }
@@ -243,12 +268,16 @@ final class ALSADriver: AudioDriver, @unchecked Sendable {
         stallTimeout = max(1.0, 4 * bufferSeconds)
     }
 
-    deinit { stop() }
+    deinit {
+        stop()
+        if recoveryDoneFD >= 0 { Glibc.close(recoveryDoneFD) }
+    }
 
     func start(handler: DeviceCycleHandler, onFault: @escaping @Sendable (AudioError) -> Void) throws(AudioError) -> [String] {
         precondition(thread == nil, "an ALSA driver starts once")
         try startStreams()
         running.store(true, ordering: .releasing)
+        recoveryThread = try WorkerThread(name: "la-alsa-recover") { [self] in runRecoveryThread() }
         let ready = BlockingCondition()
         let report = Locked<String??>(nil)
         thread = try WorkerThread(name: "la-alsa-io") { [self] in
@@ -274,20 +303,45 @@ final class ALSADriver: AudioDriver, @unchecked Sendable {
 
     func stop() {
         running.store(false, ordering: .releasing)
-        thread?.join()
+        thread?.join()  // bounded: each wait of the loop, for the device or a recovery, has a time limit
         // libpulse (behind ALSA's pulse plugin) can deadlock closing a stream whose server was killed: its mainloop
         // thread waits for shared memory the dead server will never release, holding the lock snd_pcm_drop needs.
-        // So the streams close on a thread of their own; after `closeTimeout` that thread is left behind with them
-        // (the real-time thread has been joined: nothing else touches them), and the caller carries on.
+        // So the streams close on the recovery thread (after any restart it is in); after `closeTimeout` that
+        // thread is left behind with them, and the caller carries on.
         let capture = capture
         let playback = playback
-        if capture != nil || playback != nil, !Self.closed(capture, playback) {
-            let closed = runWithin(Self.closeTimeout, name: "la-alsa-close") {
+        guard capture != nil || playback != nil, !Self.closed(capture, playback) else { return }
+        let done: Bool
+        if recoveryThread != nil {
+            done = finishRecoveryThread(within: Self.closeTimeout)
+        } else {
+            done = runWithin(Self.closeTimeout, name: "la-alsa-close") {
                 capture?.close()
                 playback?.close()
             }
-            if !closed { abandonedCloses.add(1, ordering: .relaxed) }
         }
+        if !done { abandonedCloses.add(1, ordering: .relaxed) }
+    }
+
+    /// Asks the recovery thread to close the streams and end; false when it has not within `seconds` (it is then
+    /// left behind, holding the driver). Control thread, once the real-time thread has been joined.
+    private func finishRecoveryThread(within seconds: Double) -> Bool {
+        recoveryJob.store(RecoveryJob.close.rawValue, ordering: .releasing)
+        recoveryWake.signal()
+        let deadline = monotonicNanoseconds() + UInt64(seconds * 1e9)
+        closing.lock()
+        while !closed {
+            let now = monotonicNanoseconds()
+            if now >= deadline { break }
+            closing.wait(timeout: Double(deadline - now) / 1e9)
+        }
+        let done = closed
+        closing.unlock()
+        if done {
+            recoveryThread?.join()
+            recoveryThread = nil
+        }
+        return done
     }
 
     /// Closes that did not finish within ``closeTimeout`` (their threads were left behind).
@@ -317,17 +371,17 @@ final class ALSADriver: AudioDriver, @unchecked Sendable {
         }
     }
 
-    /// Prepares both streams, fills the playback buffer with silence, and starts them together. Control thread
-    /// (the first start).
+    /// Links the streams (one clock), prepares them, fills the playback buffer with silence, and starts them
+    /// together. Control thread (the first start).
     private func startStreams() throws(AudioError) {
+        if let capture, let playback, !independentClocks {
+            linked = snd_pcm_link(capture.handle, playback.handle) == 0
+        }
         if let failure = restartStreams() { throw failure.error }
     }
 
-    /// ``startStreams()`` without allocating: also what xrun recovery runs on the real-time thread.
+    /// ``startStreams()`` after the link: also what one-clock xrun recovery runs (on the recovery thread).
     private func restartStreams() -> LoopFailure? {
-        if let capture, let playback, !linked, !independentClocks {
-            linked = snd_pcm_link(capture.handle, playback.handle) == 0
-        }
         // One at a time, not through an array: an array literal allocates.
         if let failure = prepare(capture) ?? prepare(playback) { return failure }
         primePlayback()
@@ -349,13 +403,14 @@ final class ALSADriver: AudioDriver, @unchecked Sendable {
     }
 
     /// Fills the whole playback buffer with silence, so the first cycle's output lands a buffer ahead of capture.
+    /// Control thread (the first start) or recovery thread.
     private func primePlayback() {
-        guard let playback, let outputRaw else { return }
-        memset(outputRaw.storage, 0, outputRaw.capacity * outputRaw.format.bytesPerFrame)
+        guard let playback, let silence else { return }
+        memset(silence.storage, 0, silence.capacity * silence.format.bytesPerFrame)
         var queued = 0
         while queued < playback.bufferFrames {
-            let frames = min(outputRaw.capacity, playback.bufferFrames - queued)
-            let r = snd_pcm_writei(playback.handle, outputRaw.storage, snd_pcm_uframes_t(frames))
+            let frames = min(silence.capacity, playback.bufferFrames - queued)
+            let r = snd_pcm_writei(playback.handle, silence.storage, snd_pcm_uframes_t(frames))
             if r <= 0 { break }
             queued += r
         }
@@ -403,27 +458,17 @@ final class ALSADriver: AudioDriver, @unchecked Sendable {
                     }
                     switch recover(Int32(r), capture) {
                     case .failed(let e): return e
+                    case .stopped: return nil
                     case .recovered:
                         got = 0
                         sampleTime += gap(since: lastCycleHost, nsPerFrame: nsPerFrame, period: period)
+                        // Counted: a recovery found by the next wait measures from here, not again from the last cycle.
+                        lastCycleHost = monotonicNanoseconds()
                     }
                 }
             } else if let playback {
-                while true {
-                    let avail = snd_pcm_avail_update(playback.handle)
-                    if avail >= period { break }
-                    if !running.load(ordering: .acquiring) { return nil }
-                    if avail < 0 {
-                        switch recover(Int32(avail), playback) {
-                        case .failed(let e): return e
-                        case .recovered: sampleTime += gap(since: lastCycleHost, nsPerFrame: nsPerFrame, period: period)
-                        }
-                        // Wait before looking again: a stream that is back in an xrun at once must not spin this
-                        // real-time thread; the stall limit ends it.
-                        if let failure = wait(playback, since: lastCycleHost) { return failure }
-                        continue
-                    }
-                    if let failure = wait(playback, since: lastCycleHost) { return failure }
+                if let failure = waitForRoom(playback, period: period, sampleTime: &sampleTime, lastCycleHost: &lastCycleHost).ending {
+                    return failure
                 }
             }
             let now = monotonicNanoseconds()
@@ -462,16 +507,10 @@ final class ALSADriver: AudioDriver, @unchecked Sendable {
             sampleTime += Int64(period)
 
             // 4. Playback.
-            if let playback, let output {
-                switch play(output, to: playback, since: lastCycleHost) {
-                case .next: break
-                case .restarted:
-                    sampleTime += gap(since: lastCycleHost, nsPerFrame: nsPerFrame, period: period)
-                    // Counted: a recovery found by the next wait measures from here, not again from the last cycle.
-                    lastCycleHost = monotonicNanoseconds()
-                case .stop: return nil
-                case .fail(let failure): return failure
-                }
+            if let playback, let output,
+                let failure = play(output, to: playback, sampleTime: &sampleTime, lastCycleHost: &lastCycleHost).ending
+            {
+                return failure
             }
         }
         return nil
@@ -479,15 +518,46 @@ final class ALSADriver: AudioDriver, @unchecked Sendable {
 
     private enum Step {
         case next
-        /// Playback had run dry (an underrun found by the write) and was restarted: the period was dropped and the
-        /// time since the last cycle, beyond a period, is a gap in the stream.
-        case restarted
         case stop
         case fail(LoopFailure)
+
+        /// Whether the loop ends here: `.some(nil)` stopped, `.some(failure)` failed, nil goes on.
+        var ending: LoopFailure?? {
+            switch self {
+            case .next: nil
+            case .stop: .some(nil)
+            case .fail(let failure): .some(failure)
+            }
+        }
+    }
+
+    /// Waits for room for a period of playback (the playback clock pacing the loop), recovering xruns: the time
+    /// since the last cycle, beyond a period, is then a gap in the stream's sample time.
+    private func waitForRoom(_ playback: ALSAPCM, period: Int, sampleTime: inout Int64, lastCycleHost: inout UInt64) -> Step {
+        while true {
+            let avail = snd_pcm_avail_update(playback.handle)
+            if avail >= period { return .next }
+            if !running.load(ordering: .acquiring) { return .stop }
+            if avail < 0 {
+                switch recover(Int32(avail), playback) {
+                case .failed(let e): return .fail(e)
+                case .stopped: return .stop
+                case .recovered:
+                    sampleTime += gap(since: lastCycleHost, nsPerFrame: 1e9 / grant.sampleRate, period: period)
+                    // Counted: a recovery found by the next wait measures from here, not again from the last cycle.
+                    lastCycleHost = monotonicNanoseconds()
+                }
+                // Wait before looking again: a stream that is back in an xrun at once must not spin this real-time
+                // thread; the stall limit ends it.
+            }
+            if let failure = wait(playback, since: lastCycleHost) { return .fail(failure) }
+        }
     }
 
     /// Writes a cycle's output to playback, waiting for room as needed.
-    private func play(_ output: BufferView, to playback: ALSAPCM, since lastCycleHost: UInt64) -> Step {
+    /// An underrun found by the write restarts playback (primed with silence): the period is dropped, and the time
+    /// since the last cycle, beyond a period, is a gap in the stream's sample time.
+    private func play(_ output: BufferView, to playback: ALSAPCM, sampleTime: inout Int64, lastCycleHost: inout UInt64) -> Step {
         guard let outputRaw else { return .next }
         let period = output.frameCount
         PCMConversion.encode(output, into: outputRaw.view(frames: period))
@@ -506,9 +576,12 @@ final class ALSADriver: AudioDriver, @unchecked Sendable {
             }
             switch recover(Int32(r), playback) {
             case .failed(let e): return .fail(e)
+            case .stopped: return .stop
             case .recovered:
-                // The restart primed the buffer with silence; this period is dropped.
-                return .restarted
+                sampleTime += gap(since: lastCycleHost, nsPerFrame: 1e9 / grant.sampleRate, period: period)
+                // Counted: a recovery found by the next wait measures from here, not again from the last cycle.
+                lastCycleHost = monotonicNanoseconds()
+                return .next
             }
         }
         return .next
@@ -529,19 +602,8 @@ final class ALSADriver: AudioDriver, @unchecked Sendable {
         captureStallLimit = stallTimeout + Self.startupGrace
         while running.load(ordering: .acquiring) {
             // 1. Room for one period of playback: the playback clock paces the loop.
-            while true {
-                let avail = snd_pcm_avail_update(playback.handle)
-                if avail >= period { break }
-                if !running.load(ordering: .acquiring) { return nil }
-                if avail < 0 {
-                    switch recover(Int32(avail), playback) {
-                    case .failed(let e): return e
-                    case .recovered: sampleTime += gap(since: lastCycleHost, nsPerFrame: nsPerFrame, period: period)
-                    }
-                    if let failure = wait(playback, since: lastCycleHost) { return failure }
-                    continue
-                }
-                if let failure = wait(playback, since: lastCycleHost) { return failure }
+            if let failure = waitForRoom(playback, period: period, sampleTime: &sampleTime, lastCycleHost: &lastCycleHost).ending {
+                return failure
             }
             let now = monotonicNanoseconds()
             lastCycleHost = now
@@ -552,7 +614,11 @@ final class ALSADriver: AudioDriver, @unchecked Sendable {
             while got < inputRaw.capacity {
                 let avail = snd_pcm_avail_update(capture.handle)
                 if avail < 0 {
-                    if case .failed(let e) = recover(Int32(avail), capture) { return e }
+                    switch recover(Int32(avail), capture) {
+                    case .failed(let e): return e
+                    case .stopped: return nil
+                    case .recovered: break
+                    }
                     break
                 }
                 if avail == 0 { break }
@@ -564,7 +630,11 @@ final class ALSADriver: AudioDriver, @unchecked Sendable {
                     continue
                 }
                 if r == -Int(EAGAIN) || r == 0 { break }
-                if case .failed(let e) = recover(Int32(r), capture) { return e }
+                switch recover(Int32(r), capture) {
+                case .failed(let e): return e
+                case .stopped: return nil
+                case .recovered: break
+                }
                 break
             }
             if got > 0 {
@@ -595,14 +665,8 @@ final class ALSADriver: AudioDriver, @unchecked Sendable {
             sampleTime += Int64(period)
 
             // 5. Playback.
-            switch play(output, to: playback, since: lastCycleHost) {
-            case .next: break
-            case .restarted:
-                sampleTime += gap(since: lastCycleHost, nsPerFrame: nsPerFrame, period: period)
-                // Counted: a recovery found by the next wait measures from here, not again from the last cycle.
-                lastCycleHost = monotonicNanoseconds()
-            case .stop: return nil
-            case .fail(let failure): return failure
+            if let failure = play(output, to: playback, sampleTime: &sampleTime, lastCycleHost: &lastCycleHost).ending {
+                return failure
             }
         }
         return nil
@@ -610,7 +674,69 @@ final class ALSADriver: AudioDriver, @unchecked Sendable {
 
     private enum Recovery {
         case recovered
+        /// The driver was stopped while the recovery ran.
+        case stopped
         case failed(LoopFailure)
+    }
+
+    /// What the recovery thread is asked to do.
+    private enum RecoveryJob: Int {
+        case idle = 0
+        /// One clock: drop both streams and start them again together.
+        case restartBoth
+        /// Two clocks: restart the stream that had the xrun alone.
+        case restartCapture, restartPlayback
+        /// A suspend: resume the stream, or restart as above when it cannot yet.
+        case resumeCapture, resumePlayback
+        /// Close the streams and end (``stop()``).
+        case close
+    }
+
+    /// The recovery thread: runs jobs until told to close the streams. Real-time too where allowed (below the
+    /// device thread), so a busy machine does not lengthen a recovery the device thread waits for.
+    private func runRecoveryThread() {
+        _ = RealtimeScheduling.promoteCurrentThread(priority: Self.realtimePriority - 10)
+        while true {
+            let raw = recoveryJob.load(ordering: .acquiring)
+            guard let job = RecoveryJob(rawValue: raw), job != .idle else {
+                recoveryWake.wait(timeout: 0.1)
+                continue
+            }
+            if job == .close {
+                capture?.close()
+                playback?.close()
+                closing.lock()
+                closed = true
+                closing.broadcast()
+                closing.unlock()
+                return
+            }
+            recoveryFailure = perform(job)
+            // Not over a close that stop() stored meanwhile: the next look finds it.
+            _ = recoveryJob.compareExchange(expected: raw, desired: RecoveryJob.idle.rawValue, ordering: .acquiringAndReleasing)
+            recoveriesDone.add(1, ordering: .releasing)
+            var one: UInt64 = 1
+            _ = write(recoveryDoneFD, &one, 8)
+        }
+    }
+
+    /// One recovery job, on the recovery thread.
+    private func perform(_ job: RecoveryJob) -> LoopFailure? {
+        func restartBoth() -> LoopFailure? {
+            if let capture { snd_pcm_drop(capture.handle) }
+            if let playback { snd_pcm_drop(playback.handle) }
+            return restartStreams()
+        }
+        switch job {
+        case .restartBoth: return restartBoth()
+        case .restartCapture: return capture.flatMap { restartAlone($0) }
+        case .restartPlayback: return playback.flatMap { restartAlone($0) }
+        case .resumeCapture, .resumePlayback:
+            guard let pcm = job == .resumeCapture ? capture : playback else { return nil }
+            if snd_pcm_resume(pcm.handle) == 0 { return nil }
+            return independentClocks ? restartAlone(pcm) : restartBoth()
+        case .idle, .close: return nil
+        }
     }
 
     /// Waits (up to 100 ms at a time) for `pcm` to be ready; a fault once nothing has moved for ``stallTimeout``.
@@ -624,26 +750,35 @@ final class ALSADriver: AudioDriver, @unchecked Sendable {
         return nil
     }
 
-    /// Counts and recovers an under- or overrun or a suspend by restarting both streams; anything else fails.
-    /// Real-time thread: no allocation, no sleeping (a stream that cannot resume yet is restarted instead).
+    /// Counts an under- or overrun or a suspend and has the recovery thread restart the stream(s) (a suspended one
+    /// resumed where it can be) while this thread waits for it, up to the stall limit, in `poll` on an eventfd as it
+    /// waits for its device; anything else fails. Real-time thread: atomics, a semaphore post, poll and read; no
+    /// lock, no allocation.
     private func recover(_ error: Int32, _ pcm: ALSAPCM) -> Recovery {
         guard error == -EPIPE || error == -ESTRPIPE else { return .failed(.call(code: error, pcm: pcm, doing: "")) }
         counters.xruns.add(1, ordering: .relaxed)
-        if error == -ESTRPIPE, snd_pcm_resume(pcm.handle) == 0 { return .recovered }
-        if independentClocks {
-            if pcm.isCapture {
-                captureStallLimit = stallTimeout + Self.startupGrace
-            } else {
-                stallLimit = stallTimeout + Self.startupGrace
-            }
-            if let failure = restartAlone(pcm) { return .failed(failure) }
-            return .recovered
-        }
-        if let capture { snd_pcm_drop(capture.handle) }
-        if let playback { snd_pcm_drop(playback.handle) }
         // A restarted stream may take as long as a new one to get going.
-        stallLimit = stallTimeout + Self.startupGrace
-        if let failure = restartStreams() { return .failed(failure) }
+        let limit = stallTimeout + Self.startupGrace
+        if independentClocks, pcm.isCapture { captureStallLimit = limit } else { stallLimit = limit }
+        let job: RecoveryJob =
+            if error == -ESTRPIPE { pcm.isCapture ? .resumeCapture : .resumePlayback }
+            else if !independentClocks { .restartBoth }
+            else { pcm.isCapture ? .restartCapture : .restartPlayback }
+        recoveriesAsked += 1
+        let ticket = recoveriesAsked
+        recoveryJob.store(job.rawValue, ordering: .releasing)
+        recoveryWake.signal()
+        let asked = monotonicNanoseconds()
+        var fd = pollfd(fd: recoveryDoneFD, events: Int16(POLLIN), revents: 0)
+        while recoveriesDone.load(ordering: .acquiring) < ticket {
+            if !running.load(ordering: .acquiring) { return .stopped }
+            let waited = Double(monotonicNanoseconds() &- asked) / 1e9
+            if waited > limit { return .failed(.stalled(pcm: pcm, seconds: waited)) }
+            _ = poll(&fd, 1, 100)
+            var count: UInt64 = 0
+            _ = read(recoveryDoneFD, &count, 8)
+        }
+        if let failure = recoveryFailure { return .failed(failure) }
         return .recovered
     }
 

@@ -49,11 +49,16 @@ protocol AudioDriver: AnyObject, Sendable {
     /// True while the playback reaches somewhere: for JACK, while an output port is connected. Control thread, while
     /// the driver runs.
     var outputRouted: Bool { get }
+    /// Whether the playback device the request names is there to play to, as far as opening the driver does not
+    /// already say (for JACK, whose clients open whatever ports exist: whether the named client has input ports).
+    /// Control thread, before start.
+    var playbackReachable: Bool { get }
 }
 
 extension AudioDriver {
     var inputHasEnded: Bool { false }
     var outputRouted: Bool { true }
+    var playbackReachable: Bool { true }
 }
 
 /// Counters a driver's real-time thread updates and the control side reads.

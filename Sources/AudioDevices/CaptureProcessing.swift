@@ -42,7 +42,7 @@ final class CaptureProcessing: @unchecked Sendable {
     /// Frames a ``CaptureReferenceTap`` gave in the cycle under way (``CaptureReference/graphTap``): one block a cycle
     /// is taken, and a cycle without one puts silence in its place, so the reference keeps its lag. Device thread.
     private var tappedFrames = 0
-    /// The unit's latency in nanoseconds, as of the last ``willRender(cycleFrames:largestCycle:)``.
+    /// The unit's latency in nanoseconds, as of the last ``willRender(_:largestCycle:)``.
     private(set) var latencyNanoseconds: UInt64 = 0
 
     /// - Throws: ``AudioError`` `.formatMismatch` when the unit's input bus 0 or output bus 0 is not the capture's
@@ -98,12 +98,12 @@ final class CaptureProcessing: @unchecked Sendable {
         fifo?.reset()
     }
 
-    /// Tells the unit what the cycles will be (see ``RenderGraph/willRender(cycleFrames:)``), and puts the largest
+    /// Tells the unit what the cycles will be (see ``RenderGraph/willRender(_:)``), and puts the largest
     /// cycle's worth of silence in the reference: each cycle takes its capture's frames before its playback's go in,
     /// so the reference then never runs short whatever the cycles' sizes, and keeps one lag. Control thread, while
     /// the device is stopped.
-    func willRender(cycleFrames: Int?, largestCycle: Int) {
-        graph.willRender(cycleFrames: cycleFrames)
+    func willRender(_ mode: RenderingMode, largestCycle: Int) {
+        graph.willRender(mode)
         latencyNanoseconds = UInt64(latency * 1e9)
         guard let fifo else { return }
         fifo.reset()

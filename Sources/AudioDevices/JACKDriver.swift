@@ -160,6 +160,13 @@ final class JACKDriver: AudioDriver, @unchecked Sendable {
         jack_client_close(client)
     }
 
+    /// Whether the client the playback is to be connected to has input ports now (`self` and `none`: always).
+    var playbackReachable: Bool {
+        let device = request.outputDevice ?? "system"
+        if outputPorts.isEmpty || device == "self" || device == "none" { return true }
+        return (try? ports(of: device, output: false, forInput: false)) != nil
+    }
+
     /// True while one of the output ports is connected somewhere (the route: a port of the system, another client's,
     /// or our own input's). Without output ports, or once the server has gone (its fault says so), true: nothing
     /// is asked of a server that is not there.

@@ -19,12 +19,12 @@ public final class OfflineRenderer: @unchecked Sendable {
 
     /// - Parameter readAhead: a worker serving the graph's file sources (see ``RenderGraph/readingAheadUnits``),
     ///   or nil to read on the rendering thread.
-    /// Tells the graph's units there is no deadline (``RenderGraph/willRender(cycleFrames:)``): units that work on
+    /// Tells the graph's units there is no deadline (``RenderGraph/willRender(_:)``): units that work on
     /// threads of their own wait for them, and the output does not depend on how fast they were.
     public init(graph: RenderGraph, readAhead: ReadAheadWorker? = nil) {
         self.graph = graph
         self.readAhead = readAhead
-        graph.willRender(cycleFrames: nil)
+        graph.willRender(.offline)
     }
 
     /// Renders the next `frames` frames and returns them; the view is valid until the next call. Does not

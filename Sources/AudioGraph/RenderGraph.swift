@@ -122,9 +122,8 @@ public final class RenderGraph: @unchecked Sendable {
         var insertionOrder: [NodeID] = []
         var sources: [Endpoint: Source] = [:]
         var state: State = .uninitialized
-        /// What ``willRender(cycleFrames:)`` last said (told to nodes added later too); nothing said yet: false.
-        var cycleAnnounced = false
-        var announcedCycle: Int?
+        /// What ``willRender(_:)`` last said (told to nodes added later too); nil until said.
+        var announcedMode: RenderingMode?
     }
 
     private let control: Locked<Topology>
@@ -200,7 +199,7 @@ public final class RenderGraph: @unchecked Sendable {
                 let id = NodeID(graph: identity, raw: t.nextID)
                 t.nextID += 1
                 let record = NodeRecord(id: id, name: name ?? "\(unit.kind)#\(id.raw)", unit: unit)
-                if t.cycleAnnounced { unit.willRender(cycleFrames: t.announcedCycle.map { unitCycle($0, unit) }) }
+                if let mode = t.announcedMode { unit.willRender(unitMode(mode, unit)) }
                 if t.state != .uninitialized {
                     try unit.prepare(spec(for: unit))
                     record.allocateBuffers(maximumFrames: maximumFrames)
@@ -248,30 +247,30 @@ public final class RenderGraph: @unchecked Sendable {
     /// Every node, in the order added.
     public var nodes: [NodeID] { control.withLock { $0.insertionOrder } }
 
-    /// Tells every unit what the cycles to come are (``RenderUnit/willRender(cycleFrames:)``): nil for no deadline,
-    /// or the most frames a real-time cycle will ask for. Control thread, while not rendering.
+    /// Tells every unit what the cycles to come are (``RenderUnit/willRender(_:)``): offline, or real-time cycles of
+    /// at most so many frames. Control thread, while not rendering.
     /// Nodes added later are told as they are added.
     /// A unit at another rate than the graph's (behind a converter) is told its own cycle: scaled by the rates, and
     /// 128 frames more for the converter's blocks. Units may reset themselves in answer: as ``reset()``, this waits
     /// for the cycle in progress to leave, and cycles meanwhile are silence.
-    public func willRender(cycleFrames: Int?) {
+    public func willRender(_ mode: RenderingMode) {
         control.withLock { t in
-            t.cycleAnnounced = true
-            t.announcedCycle = cycleFrames
+            t.announcedMode = mode
             resetting.store(true, ordering: .sequentiallyConsistent)
             waitForRendersToLeave()
             for id in t.insertionOrder {
                 let unit = t.nodes[id]!.unit
-                unit.willRender(cycleFrames: cycleFrames.map { unitCycle($0, unit) })
+                unit.willRender(unitMode(mode, unit))
             }
             resetting.store(false, ordering: .releasing)
         }
     }
 
-    /// `frames` of the graph's cycle as `unit`'s rate sees it.
-    private func unitCycle(_ frames: Int, _ unit: RenderUnit) -> Int {
+    /// The graph's mode as `unit`'s rate sees it: its cycles scaled by the rates.
+    private func unitMode(_ mode: RenderingMode, _ unit: RenderUnit) -> RenderingMode {
         let rate = unit.busSampleRate ?? format.sampleRate
-        return rate == format.sampleRate ? frames : Int((Double(frames) * rate / format.sampleRate).rounded(.up)) + 128
+        guard case .realTime(let frames) = mode, rate != format.sampleRate else { return mode }
+        return .realTime(maximumCycleFrames: Int((Double(frames) * rate / format.sampleRate).rounded(.up)) + 128)
     }
 
     /// The units that read ahead of the render (file sources), in the order added: what a ``ReadAheadWorker``

@@ -256,12 +256,11 @@ open class RenderUnit: @unchecked Sendable {
     open func reset() {}
 
     /// What the host promises about the cycles to come, before they begin (control thread, never while rendering):
-    /// `cycleFrames` nil — no deadline (offline rendering, a virtual device run as fast as it goes), so a unit that
-    /// hands work to a thread of its own may wait for it; a number — real-time cycles of at most that many frames,
-    /// which must never wait. A unit whose latency depends on that says so in ``latency`` afterwards. Units that
-    /// have never been told assume no deadline, so a host that renders in real time must tell them:
-    /// ``RenderGraph/willRender(cycleFrames:)`` tells every unit (the I/O unit does it for the graphs it runs).
-    open func willRender(cycleFrames: Int?) {}
+    /// ``RenderingMode/offline`` or real-time cycles of at most so many frames. A unit whose latency depends on that
+    /// says so in ``latency`` afterwards. Units that have never been told assume ``RenderingMode/offline``, so a host
+    /// that renders in real time must tell them: ``RenderGraph/willRender(_:)`` tells every unit (the I/O unit does
+    /// it for the graphs it runs).
+    open func willRender(_ mode: RenderingMode) {}
 
     /// Renders `context.frameCount` frames (0 … spec.maximumFrames) into the output views.
     /// Render thread only: no allocation, lock, logging or I/O.
@@ -357,3 +356,16 @@ public protocol FiniteSource: AnyObject {
     var hasFinished: Bool { get }
 }
 
+/// What a host promises of the cycles to come (``RenderUnit/willRender(_:)``, ``RenderGraph/willRender(_:)``).
+public enum RenderingMode: Hashable, Sendable {
+    /// No deadline: offline rendering, a virtual device run as fast as it goes. A unit that hands work to a thread
+    /// of its own may wait for it, so the output does not depend on how fast that thread was.
+    case offline
+    /// Cycles on a real-time thread with a deadline, of at most `maximumCycleFrames` frames: nothing may wait.
+    case realTime(maximumCycleFrames: Int)
+
+    /// The largest real-time cycle; nil offline.
+    public var maximumCycleFrames: Int? {
+        if case .realTime(let frames) = self { frames } else { nil }
+    }
+}

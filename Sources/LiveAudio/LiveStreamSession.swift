@@ -317,7 +317,7 @@ public final class LiveStreamSession: @unchecked Sendable {
             } else if fileReader != nil {
                 let realTime = if case .file(_, let r) = configuration.input { r } else { true }
                 // The pacer's blocks: real-time ones, or none with a deadline.
-                loaded?.graph.willRender(cycleFrames: realTime ? Self.fileBlock : nil)
+                loaded?.graph.willRender(realTime ? .realTime(maximumCycleFrames: Self.fileBlock) : .offline)
                 pacer = try WorkerThread(name: "la-stream-file") { [self] in pace(fileReader!, realTime: realTime) }
             }
         } catch {

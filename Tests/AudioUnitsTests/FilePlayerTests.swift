@@ -158,7 +158,7 @@ import TestSupport
         let graph = try RenderGraph(format: mono, maximumFrames: 4096)
         try graph.connect(try graph.addNode(player), to: graph.output)
         try graph.initialize()
-        graph.willRender(cycleFrames: 480)
+        graph.willRender(.realTime(maximumCycleFrames: 480))
         let worker = try ReadAheadWorker(units: graph.readingAheadUnits)
         defer { worker.stop() }
         try worker.waitUntilReady(frames: 480)

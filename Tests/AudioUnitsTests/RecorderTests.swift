@@ -52,7 +52,7 @@ import TestSupport
         try graph.connect(node, to: graph.output)
         try graph.initialize()
         let renderer = OfflineRenderer(graph: graph)
-        graph.willRender(cycleFrames: 960)
+        graph.willRender(.realTime(maximumCycleFrames: 960))
         recorder.writerDelayForTesting = 0.5
         for _ in 0..<50 { _ = try renderer.render(frames: 960) }
         recorder.writerDelayForTesting = 0

@@ -616,14 +616,14 @@ enum VoiceMaterial {
         // on a loaded machine.
         let format = try StreamFormat.graph(sampleRate: VoiceMaterial.rate, channelCount: 1)
         let graph = try RenderGraph(format: format, maximumFrames: 4096)
-        graph.willRender(cycleFrames: 2048)
+        graph.willRender(.realTime(maximumCycleFrames: 2048))
         // Added after the graph was told: told as it is added.
         let unit = try Self.unitBetween(mic: mic, reference: far, in: graph)
         let latency = Int((unit.latency * VoiceMaterial.rate).rounded())
         #expect(latency == 1150 + 2048 + 240, "\(latency) frames")
         // The offline renderer says "no deadline"; this test plays a device, so it says real time again after it.
         let renderer = OfflineRenderer(graph: graph)
-        graph.willRender(cycleFrames: 2048)
+        graph.willRender(.realTime(maximumCycleFrames: 2048))
         #expect(Int((unit.latency * VoiceMaterial.rate).rounded()) == latency)
         var out: [Float] = []
         var longest: UInt64 = 0
@@ -650,7 +650,7 @@ enum VoiceMaterial {
         let unit = try Self.unitBetween(mic: mic, reference: far, in: graph)
         let renderer = OfflineRenderer(graph: graph)
         // Real time after the offline renderer's "no deadline": cycles of up to 2048 frames, rendered 1024 at a time.
-        graph.willRender(cycleFrames: 2048)
+        graph.willRender(.realTime(maximumCycleFrames: 2048))
         let latency = Int((unit.latency * VoiceMaterial.rate).rounded())
         var out: [Float] = []
         var longest: UInt64 = 0

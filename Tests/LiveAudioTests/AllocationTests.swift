@@ -177,9 +177,10 @@ func probe(_ arguments: [String], environment: [String: String] = [:]) async thr
     }
 
     /// The ALSA driver's own thread, through PulseAudio (the pulse plugin), with an xrun forced every 150 cycles
-    /// (the tap holds the thread for 40 ms, longer than the buffer): the cycles and every recovery — drop, prepare,
-    /// prime, start — make no allocation, free or lock wait of their own. What ALSA and libpulse do inside their
-    /// calls is the device's and is not counted; a deliberate allocation, free and lock on the thread are.
+    /// (the tap holds the thread for 40 ms, longer than the buffer): the cycles and the hand-over of every recovery
+    /// to the recovery thread make no allocation, free or lock wait of their own, and the recovery itself — drop,
+    /// prepare, prime, start — runs on that thread, not this one. What ALSA and libpulse do inside their calls is
+    /// the device's and is not counted; a deliberate allocation, free and lock on the thread are.
     @Test func alsaThreadNeverAllocatesOrLocksThroughXruns() async throws {
         let graph = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
             .appendingPathComponent("../../examples/voice-chain.json").standardized.path
@@ -200,6 +201,11 @@ func probe(_ arguments: [String], environment: [String: String] = [:]) async thr
         #expect(report["deviceThreadFrees"] == 0, "\(report)")
         #expect(report["deviceThreadLockWaits"] == 0, "\(report)")
         Self.expectNoBlockingCalls(report, minimumCycles: 1500, "alsa through pulse")
+        // The recoveries ran on the recovery thread: each drops, prepares and starts the two streams (six calls: the
+        // pulse plugin's streams cannot be linked), and none of it on the device thread; the cycles above went on
+        // through them.
+        #expect(report["deviceControls"]! >= 4 * report["measuredXruns"]!, "the streams were restarted: \(report)")
+        #expect(report["deviceThreadDeviceControls"] == 0, "no stream restarted on the device thread: \(report)")
     }
 
     /// No blocking system call (I/O, poll, sleep, yield, open, close, sockets, ioctl) in the I/O unit's handler of a

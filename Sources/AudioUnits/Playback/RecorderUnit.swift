@@ -15,7 +15,7 @@ import Synchronization
 ///   voice recorded one round trip late lands where it was sung). A writer that falls behind by more than the ring
 ///   (``bufferedSeconds``) loses frames; they are written as silence, in place, so the file keeps its length and its
 ///   alignment, and counted in ``droppedFrames``.
-/// - **Offline** (no deadline: ``RenderUnit/willRender(cycleFrames:)`` told nil, or never told) the render waits
+/// - **Offline** (no deadline: ``RenderUnit/willRender(_:)`` told ``RenderingMode/offline``, or never told) the render waits
 ///   for the writer when the ring is full, so an offline render records every frame whatever the disk's speed.
 /// - **The file** is valid while recording: its header is brought up to date every half second; ``finish()`` drains
 ///   the ring and completes it. A write error (a full disk) stops the writing and is ``failure``; what was written
@@ -226,10 +226,10 @@ public final class RecorderUnit: RenderUnit, @unchecked Sendable {
         shared.recordFrom.store(sampleTime, ordering: .releasing)
     }
 
-    /// Offline (`nil`, and before any announcement) the render waits for room in the ring, so nothing is lost
-    /// however fast the graph renders; in real time it never waits, and what finds no room is silence in the file.
-    override public func willRender(cycleFrames: Int?) {
-        shared.waits.store(cycleFrames == nil, ordering: .releasing)
+    /// Offline (and before any announcement) the render waits for room in the ring, so nothing is lost however fast
+    /// the graph renders; in real time it never waits, and what finds no room is silence in the file.
+    override public func willRender(_ mode: RenderingMode) {
+        shared.waits.store(mode == .offline, ordering: .releasing)
     }
 
     override public var propertyNames: [String] { super.propertyNames + ["path", "framesWritten", "droppedFrames"] }

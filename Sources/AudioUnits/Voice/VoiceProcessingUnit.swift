@@ -38,7 +38,7 @@ import Glibc
 /// - Threads: the library (which locks a mutex of its own in every call) runs on a worker thread of the unit's
 ///   own (`la-voice`); the render thread only hands it whole 10 ms frames and takes processed ones back, through
 ///   fixed single-producer, single-consumer FIFOs — no lock, no allocation. Without a deadline (offline, and until
-///   a host says otherwise through ``RenderUnit/willRender(cycleFrames:)``) the render thread waits for the worker
+///   a host says otherwise through ``RenderUnit/willRender(_:)``) the render thread waits for the worker
 ///   each cycle, so the output is exactly the same as if it ran the library itself. In real time it never waits:
 ///   the output is held back by the largest cycle and half a 10 ms frame more, so the worker has a cycle to
 ///   process each frame, and ``latency`` counts it (at 256-frame cycles: 1,150 + 496 frames). A frame the worker
@@ -117,7 +117,7 @@ public final class VoiceProcessingUnit: RenderUnit, @unchecked Sendable {
     private var droppingFrame = false
     private var owed = 0
     private var discard = PCMBuffer(channelCount: 1, capacity: 0)
-    /// What the host said of its cycles (``willRender(cycleFrames:)``): no deadline (`waits`, also until told) — the
+    /// What the host said of its cycles (``willRender(_:)``): no deadline (`waits`, also until told) — the
     /// render thread waits for the worker; real-time cycles of at most `announcedCycle` frames — it never waits, and
     /// the output is held back `lead` frames more (the largest cycle and half a 10 ms frame) so the worker has a
     /// cycle to process each frame.
@@ -474,7 +474,8 @@ public final class VoiceProcessingUnit: RenderUnit, @unchecked Sendable {
     /// Without a deadline (and until told otherwise) the render thread waits for the worker and the latency is the
     /// library's alone; with real-time cycles it never waits, and the latency grows by the largest cycle and half a
     /// 10 ms frame. ``IOUnit`` and the live-stream session tell it what their devices run.
-    override public func willRender(cycleFrames: Int?) {
+    override public func willRender(_ mode: RenderingMode) {
+        let cycleFrames = mode.maximumCycleFrames
         if cycleFrames == announcedCycle, waits == (cycleFrames == nil) { return }
         announcedCycle = cycleFrames
         waits = cycleFrames == nil

@@ -286,7 +286,7 @@ final class ThreadTap: RenderUnit, @unchecked Sendable {
     let canary = Synchronization.Atomic<Bool>(false)
     let watchedCycles = Synchronization.Atomic<Int>(0)
     /// While armed, every `stallEvery`-th cycle (0: never) holds the thread for `stallNanoseconds`, longer than
-    /// the device buffer: an xrun, and the driver's recovery on this thread.
+    /// the device buffer: an xrun, which this thread hands to the driver's recovery thread and waits for.
     var stallEvery = 0
     var stallNanoseconds: UInt64 = 40_000_000
     private let canaryLock = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
@@ -365,8 +365,8 @@ func deviceCycles(
         configuration.inputDevice = "self"
         configuration.outputDevice = "self"
     } else if backend == .alsa, let (input, output) = alsaDevices {
-        // Through a sound server (ALSA's pulse plugin), with an xrun forced every 150 cycles: the recovery runs
-        // on the watched thread too.
+        // Through a sound server (ALSA's pulse plugin), with an xrun forced every 150 cycles: the hand-over of the
+        // recovery is watched too.
         configuration.inputDevice = input
         configuration.outputDevice = output
         configuration.periodFrames = 256
@@ -448,6 +448,7 @@ func deviceCycles(
     let overflowsFrom = microphone.overflowCount
     let xrunsFrom = io.xrunCount
     let resyncsFrom = io.clockResyncs
+    let controlsFrom = allocation_probe_device_controls()
     // With voice processing, 10,000 cycles (27 s at 128 frames): the count.
     waitFor(cycles: measuredFrom + (voiceProcessing ? 10_000 : realTime ? 1500 : 4000), changes: changesFrom + 100)
     let allocations = allocation_probe_count()
@@ -460,6 +461,9 @@ func deviceCycles(
     let measuredChanges = changes.load() - changesFrom
     let overflows = microphone.overflowCount - overflowsFrom
     let measuredXruns = io.xrunCount - xrunsFrom
+    // After the xruns: every recovery counted above has asked its restarts by now (the xrun is counted first).
+    let deviceControls = allocation_probe_device_controls() - controlsFrom
+    let watchedDeviceControls = allocation_probe_watched_device_controls()
     let measuredResyncs = io.clockResyncs - resyncsFrom
     // The canary: one deliberate allocation, free and lock on the device thread must be counted.
     tapUnit.canary.store(true, ordering: .releasing)
@@ -500,7 +504,8 @@ func deviceCycles(
         "deviceThreadLockWaits": Int(lockWaits), "deviceThreadFrees": Int(frees), "canaryLockWaits": Int(lockCanary),
         "canaryFrees": Int(freeCanary), "measuredXruns": measuredXruns,
         "deviceThreadBlockingCalls": Int(blockingCalls), "canaryBlockingCalls": Int(blockingCanary),
-        "scopeEntries": Int(scopeEntries),
+        "scopeEntries": Int(scopeEntries), "deviceControls": Int(deviceControls),
+        "deviceThreadDeviceControls": Int(watchedDeviceControls),
         "changes": measuredChanges, "overflows": overflows, "consumed": consumed.load(), "xruns": xruns,
         "faults": faults, "deviceRate": deviceRate, "conversionShortfalls": conversionShortfalls,
         "clockShortfalls": clockShortfalls, "bridgedClocks": bridgedClocks, "measuredResyncs": measuredResyncs,

@@ -17,6 +17,8 @@ static int64_t (*sync_lock_waits)(void);
 static int64_t (*sync_frees)(void);
 static int64_t (*sync_blocking_calls)(void);
 static int64_t (*sync_scope_entries)(void);
+static int64_t (*sync_device_controls)(void);
+static int64_t (*sync_watched_device_controls)(void);
 static void (*sync_reset)(void);
 
 static void resolve_sync_probe(void) {
@@ -29,6 +31,8 @@ static void resolve_sync_probe(void) {
     sync_frees = (int64_t (*)(void))dlsym(RTLD_DEFAULT, "la_sync_probe_frees");
     sync_blocking_calls = (int64_t (*)(void))dlsym(RTLD_DEFAULT, "la_sync_probe_blocking_calls");
     sync_scope_entries = (int64_t (*)(void))dlsym(RTLD_DEFAULT, "la_sync_probe_scope_entries");
+    sync_device_controls = (int64_t (*)(void))dlsym(RTLD_DEFAULT, "la_sync_probe_device_controls");
+    sync_watched_device_controls = (int64_t (*)(void))dlsym(RTLD_DEFAULT, "la_sync_probe_watched_device_controls");
     sync_reset = (void (*)(void))dlsym(RTLD_DEFAULT, "la_sync_probe_reset");
 }
 
@@ -69,3 +73,7 @@ int64_t allocation_probe_lock_waits(void) { return sync_lock_waits ? sync_lock_w
 int64_t allocation_probe_frees(void) { return sync_frees ? sync_frees() : -1; }
 int64_t allocation_probe_blocking_calls(void) { return sync_blocking_calls ? sync_blocking_calls() : -1; }
 int64_t allocation_probe_scope_entries(void) { return sync_scope_entries ? sync_scope_entries() : -1; }
+int64_t allocation_probe_device_controls(void) { return sync_device_controls ? sync_device_controls() : -1; }
+int64_t allocation_probe_watched_device_controls(void) {
+    return sync_watched_device_controls ? sync_watched_device_controls() : -1;
+}

@@ -278,10 +278,26 @@ DEVICE_CALL(snd_pcm_sframes_t, snd_pcm_writei, (snd_pcm_t *p, const void *b, snd
 DEVICE_CALL(int, snd_pcm_wait, (snd_pcm_t *p, int t), (p, t))
 DEVICE_CALL(int, snd_pcm_delay, (snd_pcm_t *p, snd_pcm_sframes_t *d), (p, d))
 DEVICE_CALL(snd_pcm_sframes_t, snd_pcm_avail_update, (snd_pcm_t *p), (p))
-DEVICE_CALL(int, snd_pcm_prepare, (snd_pcm_t *p), (p))
-DEVICE_CALL(int, snd_pcm_start, (snd_pcm_t *p), (p))
-DEVICE_CALL(int, snd_pcm_drop, (snd_pcm_t *p), (p))
-DEVICE_CALL(int, snd_pcm_resume, (snd_pcm_t *p), (p))
+// Restarting a stream (an xrun's recovery): a device call too, counted on any thread and on watched ones, so a test
+// sees the recovery happen and where.
+static _Atomic int64_t device_controls, watched_device_controls;
+int64_t la_sync_probe_device_controls(void) { return atomic_load(&device_controls); }
+int64_t la_sync_probe_watched_device_controls(void) { return atomic_load(&watched_device_controls); }
+#define DEVICE_CONTROL(name) \
+    int name(snd_pcm_t *p) { \
+        static int (*next)(snd_pcm_t *); \
+        if (!next) next = (int (*)(snd_pcm_t *))dlsym(RTLD_NEXT, #name); \
+        atomic_fetch_add_explicit(&device_controls, 1, memory_order_relaxed); \
+        if (watched) atomic_fetch_add_explicit(&watched_device_controls, 1, memory_order_relaxed); \
+        in_device++; \
+        int r = next(p); \
+        in_device--; \
+        return r; \
+    }
+DEVICE_CONTROL(snd_pcm_prepare)
+DEVICE_CONTROL(snd_pcm_start)
+DEVICE_CONTROL(snd_pcm_drop)
+DEVICE_CONTROL(snd_pcm_resume)
 DEVICE_CALL(int, snd_pcm_state, (snd_pcm_t *p), (p))
 DEVICE_CALL(int, snd_pcm_link, (snd_pcm_t *a, snd_pcm_t *b), (a, b))
 

@@ -22,4 +22,8 @@ int64_t allocation_probe_frees(void);
 /// handlers ran there (the scope the I/O unit marks); -1 without the sync probe.
 int64_t allocation_probe_blocking_calls(void);
 int64_t allocation_probe_scope_entries(void);
+/// ALSA streams dropped, prepared, started or resumed (xrun recovery and starts), on any thread and on watched
+/// threads; -1 without the sync probe. Not reset.
+int64_t allocation_probe_device_controls(void);
+int64_t allocation_probe_watched_device_controls(void);
 #endif
