@@ -103,6 +103,7 @@ public struct AACPacket: Hashable, Sendable {
 /// Thread safety: one thread at a time (an encoder holds FFmpeg state). Not for the real-time thread: it
 /// allocates and calls the codec. Capture and render sides hand PCM to an ``AACEncodingWorker`` instead.
 public final class AACEncoder: @unchecked Sendable {
+    // Unchecked Sendable: FFmpeg context and staging: one thread at a time (the encoding worker's from `start`; `flush` after its join)
     public let settings: AACEncoderSettings
     /// The client format ``encode(_:sampleTime:)`` takes.
     public let inputFormat: StreamFormat

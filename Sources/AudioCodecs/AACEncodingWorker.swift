@@ -18,6 +18,7 @@ import Synchronization
 /// Thread safety: ``push(_:sampleTime:)-(RawBufferView,_)`` from one producer thread at a time (the real-time
 /// thread); ``start()`` and ``finish()`` from a control thread; the counters from any thread.
 public final class AACEncodingWorker: @unchecked Sendable {
+    // Unchecked Sendable: open slot (`open*`) the producer's, `thread`/`finished` control's (start, finish); ring SPSC; rest atomic
     public typealias Handler = @Sendable ([AACPacket]) throws -> Void
 
     public let encoder: AACEncoder

@@ -34,6 +34,7 @@ public enum AACContainer: String, Sendable, CaseIterable {
 /// Thread safety: one thread at a time (it may move between threads, e.g. into an ``AACEncodingWorker`` handler);
 /// does file I/O. ``packetsWritten`` may be read from any thread.
 public final class AACFileWriter: @unchecked Sendable {
+    // Unchecked Sendable: container writers: the encoding worker's handler, then `finish`/`discard` after its join; `written` atomic
     public let path: String
     public let container: AACContainer
     /// Packets written so far; any thread may read it while another writes (a live session's statistics do; a

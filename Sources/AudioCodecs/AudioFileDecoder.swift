@@ -19,6 +19,7 @@ import MediaContainers
 /// Thread safety: one thread at a time. Decoding allocates: use it from a reader thread (``FileSourceUnit``'s
 /// read-ahead) or offline, never on a real-time thread.
 public final class AudioFileDecoder: AudioFileReader, @unchecked Sendable {
+    // Unchecked Sendable: one thread at a time (read-ahead worker or offline caller): `session`, `position`, `reopenFailure`
     public let path: String
     /// The rate ``read(into:)`` delivers.
     public let sampleRate: Double
@@ -406,7 +407,7 @@ public enum AudioFile {
     /// - Throws: ``AudioError``: `.fileIO`, `.unsupportedFile`, `.corruptFile` (damaged WAV headers are
     ///   reported as such, not passed on to FFmpeg).
     public static func open(path: String, sampleRate: Double? = nil, channelCount: Int? = nil) throws(AudioError)
-        -> any AudioFileReader
+        -> any AudioFileReader & Sendable
     {
         do throws(AudioError) {
             let wav = try WAVFileReader(path: path)

@@ -73,6 +73,7 @@ public struct BufferView {
 ///
 /// Thread safety: a buffer has no internal synchronization; give it to one thread at a time.
 public final class PCMBuffer: @unchecked Sendable {
+    // Unchecked Sendable: raw storage, no lock: given to one thread at a time (a node's render, a ring's side); `frameLength` the holder's
     public let channelCount: Int
     /// The most frames the buffer can hold.
     public let capacity: Int
@@ -146,6 +147,7 @@ public struct RawBufferView {
 
 /// An owning buffer in any ``StreamFormat`` (Int16 interleaved from a device, 24-bit from a file, …).
 public final class RawPCMBuffer: @unchecked Sendable {
+    // Unchecked Sendable: immutable header over raw storage; the bytes are given to one thread at a time
     public let format: StreamFormat
     public let capacity: Int
     public let planeStride: Int

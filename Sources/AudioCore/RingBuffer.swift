@@ -7,7 +7,7 @@ import Synchronization
 ///
 /// Thread safety: ``write(_:)`` from the producer thread only, ``read(into:)`` from the consumer thread only;
 /// ``availableToRead``, ``availableToWrite`` and ``reset()`` as documented on each.
-public final class FrameRingBuffer: @unchecked Sendable {
+public final class FrameRingBuffer: Sendable {
     public let channelCount: Int
     public let capacity: Int
     private let storage: PCMBuffer
@@ -104,6 +104,7 @@ public final class FrameRingBuffer: @unchecked Sendable {
 /// every slot is taken, ``beginWrite()`` returns nil and the producer counts an overflow — it never waits. The
 /// consumer reads committed slots in order with ``peek()`` and frees them with ``release()``.
 public final class SlotRingBuffer: @unchecked Sendable {
+    // Unchecked Sendable: SPSC: a slot's bytes, length and stamp written before `written` (releasing), read after it (acquiring)
     /// One committed slot, seen by the consumer; valid until ``SlotRingBuffer/release()``.
     public struct Slot {
         public let bytes: UnsafeRawBufferPointer

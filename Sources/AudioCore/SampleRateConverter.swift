@@ -22,6 +22,7 @@ import CSoxr
 /// converter has been primed (see the allocation probe's converter test); create, reset and deinit on a control
 /// thread.
 public final class SampleRateConverter: @unchecked Sendable {
+    // Unchecked Sendable: soxr handle and channel tables: one thread at a time (the render or device thread); made and reset while stopped
     /// libsoxr's five standard qualities (those of SoX's `rate` effect).
     public enum Quality: String, Sendable, CaseIterable {
         /// Cubic interpolation.

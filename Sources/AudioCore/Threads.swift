@@ -4,13 +4,14 @@ import Glibc
 import Darwin
 #endif
 import CSystemCalls
+import Synchronization
 
 /// A thread of our own (POSIX), named, joined when its work is done. For readers, writers and workers that may
 /// block — the render thread is the host's or the device's, never one of these.
-public final class WorkerThread: @unchecked Sendable {
+public final class WorkerThread: Sendable {
     public let name: String
-    private var thread: pthread_t
-    private var joined = false
+    private let thread: pthread_t
+    private let joined = Atomic<Bool>(false)
 
     private final class Start {
         let name: String
@@ -53,13 +54,12 @@ public final class WorkerThread: @unchecked Sendable {
 
     /// Waits until the thread's body has returned. Call once; later calls return at once.
     public func join() {
-        guard !joined else { return }
-        joined = true
+        guard !joined.exchange(true, ordering: .acquiringAndReleasing) else { return }
         pthread_join(thread, nil)
     }
 
     deinit {
-        if !joined { pthread_detach(thread) }
+        if !joined.load(ordering: .acquiring) { pthread_detach(thread) }
     }
 }
 
@@ -74,7 +74,7 @@ public func runWithin(_ seconds: Double, name: String, _ body: @escaping @Sendab
         worker = try WorkerThread(name: name) {
             body()
             completion.condition.lock()
-            completion.finished = true
+            completion.finished.store(true, ordering: .relaxed)
             completion.condition.broadcast()
             completion.condition.unlock()
         }
@@ -84,22 +84,23 @@ public func runWithin(_ seconds: Double, name: String, _ body: @escaping @Sendab
     }
     let deadline = monotonicNanoseconds() + UInt64(max(0, seconds) * 1e9)
     completion.condition.lock()
-    while !completion.finished, monotonicNanoseconds() < deadline {
+    while !completion.finished.load(ordering: .relaxed), monotonicNanoseconds() < deadline {
         completion.condition.wait(timeout: Double(deadline - monotonicNanoseconds()) / 1e9)
     }
-    let finished = completion.finished
+    let finished = completion.finished.load(ordering: .relaxed)
     completion.condition.unlock()
     if finished { worker.join() }  // else the thread is detached when `worker` goes
     return finished
 }
 
-private final class Completion: @unchecked Sendable {
+private final class Completion: Sendable {
     let condition = BlockingCondition()
-    var finished = false
+    let finished = Atomic<Bool>(false)
 }
 
 /// A mutex with a condition variable, for threads that may block. Never use it on a render thread.
 public final class BlockingCondition: @unchecked Sendable {
+    // Unchecked Sendable: owns a pthread mutex and condvar, allocated once and never moved; the pthread calls are thread-safe
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>
     private let condition: UnsafeMutablePointer<pthread_cond_t>
 
@@ -154,6 +155,7 @@ private func realtimeDeadline(after seconds: Double) -> timespec {
 /// plus a futex wake when someone sleeps on it — no lock, no allocation — so a render thread may call it to wake
 /// the worker that drains its ring buffer.
 public final class WakeSignal: @unchecked Sendable {
+    // Unchecked Sendable: wraps a sem_t pointer; sem_post/sem_timedwait are thread-safe
     private let semaphore: UnsafeMutablePointer<sem_t>
 
     public init() {

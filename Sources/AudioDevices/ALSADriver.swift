@@ -8,6 +8,7 @@ import Synchronization
 
 /// One open ALSA PCM (capture or playback), configured for interleaved read/write.
 final class ALSAPCM: @unchecked Sendable {
+    // Unchecked Sendable: format fields set by `configure` in ALSADriver.init, read-only after; `handle` used by one thread at a time
     let handle: OpaquePointer
     let name: String
     let isCapture: Bool
@@ -166,6 +167,7 @@ final class ALSAPCM: @unchecked Sendable {
 /// waits for its device, so a server that never answers is a stall, not a hung thread. That thread also closes the
 /// streams at the end, so every call that restarts or closes them comes from one thread.
 final class ALSADriver: AudioDriver, @unchecked Sendable {
+    // Unchecked Sendable: loop vars the la-alsa-io thread's; recovery outcome published by `recoveriesDone`; `closed` under `closing`
     let grant: DeviceGrant
     private let capture: ALSAPCM?
     private let playback: ALSAPCM?

@@ -22,7 +22,7 @@ public enum CaptureReference: Sendable, Equatable {
 ///
 /// Thread safety: made and started on the control thread while the I/O unit is stopped; ``process(_:timeStamp:)``
 /// and ``played(_:)`` on the device thread only.
-final class CaptureProcessing: @unchecked Sendable {
+final class CaptureProcessing: Sendable {
     let unit: RenderUnit
     let reference: CaptureReference
     private let graph: RenderGraph
@@ -41,9 +41,10 @@ final class CaptureProcessing: @unchecked Sendable {
     let maximumFrames: Int
     /// Frames a ``CaptureReferenceTap`` gave in the cycle under way (``CaptureReference/graphTap``): one block a cycle
     /// is taken, and a cycle without one puts silence in its place, so the reference keeps its lag. Device thread.
-    private var tappedFrames = 0
+    private let tappedFrames = Atomic<Int>(0)
     /// The unit's latency in nanoseconds, as of the last ``willRender(_:largestCycle:)``.
-    private(set) var latencyNanoseconds: UInt64 = 0
+    var latencyNanoseconds: UInt64 { latencyBits.load(ordering: .relaxed) }
+    private let latencyBits = Atomic<UInt64>(0)
 
     /// - Throws: ``AudioError`` `.formatMismatch` when the unit's input bus 0 or output bus 0 is not the capture's
     ///   rate and channel count, `.invalidBus` when it has no input or more than two.
@@ -104,7 +105,7 @@ final class CaptureProcessing: @unchecked Sendable {
     /// the device is stopped.
     func willRender(_ mode: RenderingMode, largestCycle: Int) {
         graph.willRender(mode)
-        latencyNanoseconds = UInt64(latency * 1e9)
+        latencyBits.store(UInt64(latency * 1e9), ordering: .relaxed)
         guard let fifo else { return }
         fifo.reset()
         let silence = referenceScratch.view(frames: min(largestCycle, referenceScratch.capacity))
@@ -154,15 +155,15 @@ final class CaptureProcessing: @unchecked Sendable {
     /// What a ``CaptureReferenceTap`` passed this cycle (with ``CaptureReference/graphTap``); a second tap in the same
     /// cycle is ignored. Device thread.
     func tapped(_ block: BufferView) {
-        guard reference == .graphTap, tappedFrames == 0 else { return }
+        guard reference == .graphTap, tappedFrames.load(ordering: .relaxed) == 0 else { return }
         push(block)
-        tappedFrames = block.frameCount
+        tappedFrames.store(block.frameCount, ordering: .relaxed)
     }
 
     /// The output cycle is over: silence in place of a tap that did not render (a graph being reset, no tap).
     private func endTappedCycle(frames: Int) {
-        if tappedFrames == 0 { pushSilence(frames: frames) }
-        tappedFrames = 0
+        if tappedFrames.load(ordering: .relaxed) == 0 { pushSilence(frames: frames) }
+        tappedFrames.store(0, ordering: .relaxed)
     }
 
     /// Into the reference, mixed to its channels. Device thread.
@@ -223,16 +224,27 @@ final class CaptureProcessing: @unchecked Sendable {
 /// accompaniment — in the output graph the I/O unit renders. The reference is what the speaker plays of that bus:
 /// times ``gain`` (the volume applied after the tap, set by whoever sets that volume), and silence while the I/O unit's
 /// route is lost. Real-time safe.
+///
+/// Make it after the I/O unit's capture processor (``IOUnit/setCaptureProcessor(_:reference:)`` with `.graphTap`):
+/// the tap feeds that processor, and holds it and the unit's ``IOUnit/outputRoute``, not the unit.
 public final class CaptureReferenceTap: RenderUnit, @unchecked Sendable {
-    /// The I/O unit whose output graph holds this tap (it owns the graph: no reference is counted here).
-    unowned(unsafe) let io: IOUnit
+    // Unchecked Sendable: RenderUnit subclass; `lastGain`, `scratch` the render thread's; `gain` atomic; `processing`, `route` Sendable
+    private let processing: CaptureProcessing
+    private let route: OutputRoute
     private let gainBits = Atomic<UInt32>(Float(1).bitPattern)
     /// The gain at the end of the last cycle: each cycle ramps from it to the new one.
     private var lastGain: Float = 1
     private let scratch: PCMBuffer
 
+    /// - Throws: ``AudioError`` `.invalidState` when `io` has no capture processor referenced to a graph tap.
     public init(format: StreamFormat, io: IOUnit, maximumFrames: Int = DeviceRequest.maximumPeriodFrames) throws(AudioError) {
-        self.io = io
+        guard let processing = io.captureProcessing, processing.reference == .graphTap else {
+            throw AudioError(
+                .invalidState,
+                "the I/O unit has no capture processor referenced to a graph tap: call setCaptureProcessor(_:reference: .graphTap) first")
+        }
+        self.processing = processing
+        route = io.outputRoute
         scratch = PCMBuffer(channelCount: format.channelCount, capacity: max(1, maximumFrames))
         let f = try StreamFormat.graph(sampleRate: format.sampleRate, channelCount: format.channelCount)
         super.init(kind: "captureReferenceTap", inputs: [f], outputs: [f])
@@ -247,9 +259,9 @@ public final class CaptureReferenceTap: RenderUnit, @unchecked Sendable {
     override public func render(_ context: RenderContext) {
         let input = context.input(0)
         context.output(0).copy(from: input)
-        let target: Float = io.isOutputRouted ? gain : 0
+        let target: Float = route.isRouted ? gain : 0
         if target == 1 && lastGain == 1 {
-            io.tapCaptureReference(input)
+            processing.tapped(input)
             return
         }
         let frames = min(context.frameCount, scratch.capacity)
@@ -265,6 +277,6 @@ public final class CaptureReferenceTap: RenderUnit, @unchecked Sendable {
             }
         }
         lastGain = target
-        io.tapCaptureReference(out)
+        processing.tapped(out)
     }
 }

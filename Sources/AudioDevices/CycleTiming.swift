@@ -151,6 +151,7 @@ public struct CycleTimingSummary: Hashable, Sendable, CustomStringConvertible {
 /// Per-cycle timings recorded on the real-time thread into storage allocated before the start: one writer that
 /// fills a record and then publishes the count, readers that copy what was published. Full, it stops recording.
 final class CycleTimingRecorder: @unchecked Sendable {
+    // Unchecked Sendable: one writer fills `records[n]`, then publishes `published` (releasing); readers copy below the acquired count
     let capacity: Int
     private let records: UnsafeMutablePointer<CycleTiming>
     private let published = Atomic<Int>(0)

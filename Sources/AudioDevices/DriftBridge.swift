@@ -25,6 +25,7 @@ import Darwin
 /// Thread safety: made and reset on the control side; ``push(_:)`` and ``pull(frames:)`` on the device thread
 /// (neither allocates nor locks); the counters and ``correction`` from any thread.
 final class DriftBridge: @unchecked Sendable {
+    // Unchecked Sendable: FIFO, converter and loop state the device thread's; made and reset while stopped; level, drift, counters atomic
     let period: Int
     /// Frames of capture the FIFO aims to hold.
     let target: Int

@@ -10,7 +10,7 @@ extension IOUnit {
         guard configuration.inputFormat != nil else {
             throw AudioError(.invalidBus, "bus 1 (input) is disabled: give the configuration an inputFormat")
         }
-        cycle.captureHandler = handler
+        cycle.state.whileStopped.captureHandler = handler
     }
 
     /// Pulls bus 0's playback from `graph` each cycle. The graph's rate and channel count must match the output
@@ -26,8 +26,8 @@ extension IOUnit {
                 "the graph renders \(graph.format.channelCount) ch at \(formatHz(graph.format.sampleRate)) but bus 0 "
                     + "plays \(format.channelCount) ch at \(formatHz(format.sampleRate))")
         }
-        cycle.graph = graph
-        cycle.outputCallback = nil
+        cycle.state.whileStopped.graph = graph
+        cycle.state.whileStopped.outputCallback = nil
     }
 
     /// Fills bus 0's playback from `callback` each cycle, in ``Configuration/outputFormat``.
@@ -36,19 +36,20 @@ extension IOUnit {
         guard configuration.outputFormat != nil else {
             throw AudioError(.invalidBus, "bus 0 (output) is disabled: give the configuration an outputFormat")
         }
-        cycle.outputCallback = callback
-        cycle.graph = nil
+        cycle.state.whileStopped.outputCallback = callback
+        cycle.state.whileStopped.graph = nil
     }
 
     /// A graph node whose output is this unit's capture (bus 1) in the graph's Float32 layout: the microphone in a
     /// monitoring graph. Created once; add it to the graph that ``setOutputGraph(_:)`` pulls.
     public func inputUnit() throws(AudioError) -> InputUnit {
-        if let input = cycle.input { return input }
+        if let input { return input }
         guard let format = configuration.inputFormat else {
             throw AudioError(.invalidBus, "bus 1 (input) is disabled: give the configuration an inputFormat")
         }
         let unit = try InputUnit(sampleRate: format.sampleRate, channelCount: format.channelCount)
-        cycle.input = unit
+        input = unit
+        cycle.state.whileStopped.input = unit
         return unit
     }
 
@@ -66,7 +67,8 @@ extension IOUnit {
                 "the input node gives \(produced.channelCount) ch at \(formatHz(produced.sampleRate)) but bus 1 captures "
                     + "\(format.channelCount) ch at \(formatHz(format.sampleRate))")
         }
-        cycle.input = unit
+        input = unit
+        cycle.state.whileStopped.input = unit
     }
 
     /// Puts `unit` on the capture bus — the VoiceProcessingIO role: every capture goes through it before the capture
@@ -82,15 +84,17 @@ extension IOUnit {
     public func setCaptureProcessor(_ unit: RenderUnit?, reference: CaptureReference = .outputBus) throws(AudioError) {
         try requireStopped("set the capture processor")
         guard let unit else {
-            cycle.captureProcessing = nil
+            captureProcessing = nil
+            cycle.state.whileStopped.captureProcessing = nil
             return
         }
         guard let format = configuration.inputFormat else {
             throw AudioError(.invalidBus, "bus 1 (input) is disabled: give the configuration an inputFormat")
         }
-        cycle.captureProcessing = try CaptureProcessing(
+        captureProcessing = try CaptureProcessing(
             unit: unit, captureFormat: format, maximumFrames: DeviceRequest.maximumPeriodFrames,
             reference: configuration.outputFormat == nil ? .none : reference)
+        cycle.state.whileStopped.captureProcessing = captureProcessing
     }
 
     /// Tells `graph` — one the capture handler renders — what the device's cycles are before each start, as the
@@ -102,16 +106,14 @@ extension IOUnit {
     }
 
     /// The unit on the capture bus, if any (see ``setCaptureProcessor(_:reference:)``).
-    public var captureProcessor: RenderUnit? { cycle.captureProcessing?.unit }
+    public var captureProcessor: RenderUnit? { captureProcessing?.unit }
     /// Seconds the unit on the capture bus delays the capture; 0 without one. Final once started: a unit that works
     /// on a thread of its own (voiceProcessing) adds the device's cycle to it. The capture handler's host times
     /// are moved back by it; sample times count the frames as they come.
-    public var captureProcessingLatency: Double { cycle.captureProcessing?.latency ?? 0 }
-    /// A ``CaptureReferenceTap``'s block for the capture processor's reference. Device thread, in the output graph.
-    func tapCaptureReference(_ block: BufferView) { cycle.captureProcessing?.tapped(block) }
+    public var captureProcessingLatency: Double { captureProcessing?.latency ?? 0 }
 
     /// Frames of reference the capture processor found missing (silence instead): 0 in normal operation.
-    public var captureReferenceShortfalls: Int { cycle.captureProcessing?.referenceShortfalls.load(ordering: .relaxed) ?? 0 }
+    public var captureReferenceShortfalls: Int { captureProcessing?.referenceShortfalls.load(ordering: .relaxed) ?? 0 }
 
     /// Records when each of the next `capacity` cycles started, how long it took and how much of that the thread ran
     /// (see ``cycleTimings``), from the next ``start()`` on, across stops and reconnects, until full; 0 stops
@@ -124,11 +126,12 @@ extension IOUnit {
         guard capacity >= 0, capacity <= 50_000_000 else {
             throw AudioError(.invalidParameter, "cycle timing capacity must be 0…50,000,000 cycles, got \(capacity)")
         }
-        cycle.timing = capacity > 0 ? CycleTimingRecorder(capacity: capacity) : nil
+        timing = capacity > 0 ? CycleTimingRecorder(capacity: capacity) : nil
+        cycle.state.whileStopped.timing = timing
     }
 
     /// The cycle timings recorded so far (see ``recordCycleTimings(capacity:)``); readable while running.
-    public var cycleTimings: [CycleTiming] { cycle.timing?.snapshot ?? [] }
+    public var cycleTimings: [CycleTiming] { timing?.snapshot ?? [] }
 
     func requireStopped(_ verb: String) throws(AudioError) {
         condition.lock()

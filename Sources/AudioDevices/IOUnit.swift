@@ -28,7 +28,8 @@ public typealias CaptureHandler = @Sendable (_ buffer: RawBufferView, _ timeStam
 /// with faults, the route and the time, and whose actions it performs.
 ///
 /// Thread safety: configure before ``start()``; ``start()``, ``stop()`` and the counters from any control thread.
-public final class IOUnit: @unchecked Sendable {  // control state under `condition`; the device thread's in `cycle`
+public final class IOUnit: @unchecked Sendable {
+    // Unchecked Sendable: control state under `condition` (set while stopped or locked); the device thread's in `cycle`; status `Locked`
     public enum Bus: Int, Sendable {
         case output = 0
         case input = 1
@@ -43,8 +44,15 @@ public final class IOUnit: @unchecked Sendable {  // control state under `condit
     let cycle = DeviceCycle()
     /// Graphs rendered in the capture handler, told the cycles as the output graph is.
     var handlerGraphs: [RenderGraph] = []
-    /// Whether the playback reaches somewhere (the supervisor's word; read by anything, the render thread included).
-    private let routed = Atomic<Bool>(true)
+    // What the control side reads of the cycle's parts while it runs: set with them, while stopped.
+    var captureProcessing: CaptureProcessing?
+    var input: InputUnit?
+    var timing: CycleTimingRecorder?
+    /// The bridges of the driver that runs (replaced under `condition` at each open).
+    private var bridges: (rate: RateBridge?, drift: DriftBridge?) = (nil, nil)
+    /// Whether the playback reaches somewhere now (the supervisor's word): for a graph's units to read, the render
+    /// thread's included, without holding the unit.
+    public let outputRoute = OutputRoute()
     /// A fault a driver reported, with the driver's name (the latest driver's, when two report); its own lock, so a
     /// driver thread never waits on `condition`, which is held while drivers are opened.
     private let pendingFault = Locked<(AudioError, DeviceSupervisor.DriverID)?>(nil)
@@ -126,7 +134,7 @@ public final class IOUnit: @unchecked Sendable {  // control state under `condit
     private func withBridges<T>(_ body: (RateBridge?, DriftBridge?) -> T) -> T {
         condition.lock()
         defer { condition.unlock() }
-        return body(cycle.rateBridge, cycle.driftBridge)
+        return body(bridges.rate, bridges.drift)
     }
     /// Cycles run since the unit was created.
     public var cycleCount: Int { cycle.cycles.load(ordering: .relaxed) }
@@ -149,7 +157,7 @@ public final class IOUnit: @unchecked Sendable {  // control state under `condit
     public var sampleTime: Int64 { cycle.sampleEnd }
     /// True while the playback reaches somewhere: false from a route loss (the output device gone, or on JACK no
     /// output port connected) until it returns. Checked every 100 ms; real-time safe to read (an atomic load).
-    public var isOutputRouted: Bool { routed.load(ordering: .acquiring) }
+    public var isOutputRouted: Bool { outputRoute.isRouted }
     /// True once a virtual device's input file has ended.
     public var inputHasEnded: Bool {
         condition.lock()
@@ -168,26 +176,26 @@ public final class IOUnit: @unchecked Sendable {  // control state under `condit
         condition.lock()
         defer { condition.unlock() }
         guard !isRunning else { throw AudioError(.invalidState, "the I/O unit is already running") }
-        if let graph = cycle.graph {
+        if let graph = cycle.state.whileStopped.graph {
             if graph.state == .uninitialized { try graph.initialize() }
             if graph.state == .initialized { try graph.start() }
             let reading = graph.readingAheadUnits
-            if !reading.isEmpty, cycle.readAhead == nil {
+            if !reading.isEmpty, cycle.state.whileStopped.readAhead == nil {
                 let worker = try ReadAheadWorker(units: reading, name: "la-io-read")
                 try worker.waitUntilReady(frames: configuration.periodFrames * configuration.periodCount)
-                cycle.readAhead = worker
+                cycle.state.whileStopped.readAhead = worker
             }
         }
-        try cycle.captureProcessing?.start()
+        try cycle.state.whileStopped.captureProcessing?.start()
         stopping = false
         // A start continues the sample time where the last run ended, without a gap: nothing to place by the clock.
-        cycle.lastCycleNanoseconds = 0
-        cycle.resyncAnchor = 0
-        cycle.resyncPending = false
+        cycle.state.whileStopped.lastCycleNanoseconds = 0
+        cycle.state.whileStopped.resyncAnchor = 0
+        cycle.state.whileStopped.resyncPending = false
         pendingFault.withLock { $0 = nil }
         if let error = perform(supervisor.start(now: monotonicNanoseconds())) {
-            cycle.readAhead?.stop()
-            cycle.readAhead = nil
+            cycle.state.whileStopped.readAhead?.stop()
+            cycle.state.whileStopped.readAhead = nil
             throw error
         }
         isRunning = true
@@ -218,12 +226,12 @@ public final class IOUnit: @unchecked Sendable {  // control state under `condit
         _ = perform(supervisor.stop())
         let events = heldEvents ?? []
         heldEvents = nil
-        cycle.sampleTimeOffset = cycle.sampleEnd
-        cycle.resyncPending = false
+        cycle.state.whileStopped.sampleTimeOffset = cycle.sampleEnd
+        cycle.state.whileStopped.resyncPending = false
         isRunning = false
         condition.unlock()
-        cycle.readAhead?.stop()
-        cycle.readAhead = nil
+        cycle.state.whileStopped.readAhead?.stop()
+        cycle.state.whileStopped.readAhead = nil
         for event in events { continuation.yield(event) }
     }
 
@@ -299,7 +307,7 @@ public final class IOUnit: @unchecked Sendable {  // control state under `condit
     }
 
     private func publish() {
-        routed.store(supervisor.isOutputRouted, ordering: .releasing)
+        outputRoute.set(supervisor.isOutputRouted)
         status.withLock {
             $0.grant = supervisor.grant
             $0.faults = supervisor.faultCount
@@ -318,27 +326,27 @@ public final class IOUnit: @unchecked Sendable {  // control state under `condit
             if attempt == 1, open.mode == .full { outageEndedAt = cycle.sampleEnd }
             // Where the stream stood: the last cycle that ran — of the connection that failed (or of an attempt that
             // ran cycles before it failed), or, when none ran, of the one before, whose place still holds.
-            if cycle.lastCycleNanoseconds != 0 {
-                cycle.resyncFrom = cycle.sampleEnd
-                cycle.resyncAnchor = cycle.lastCycleNanoseconds
-                cycle.lastCycleNanoseconds = 0
+            if cycle.state.whileStopped.lastCycleNanoseconds != 0 {
+                cycle.state.whileStopped.resyncFrom = cycle.sampleEnd
+                cycle.state.whileStopped.resyncAnchor = cycle.state.whileStopped.lastCycleNanoseconds
+                cycle.state.whileStopped.lastCycleNanoseconds = 0
             }
-            let resumeAt = cycle.resyncAnchor != 0 ? cycle.resyncFrom : outageEndedAt
-            let awaySince = cycle.resyncAnchor != 0 ? cycle.resyncAnchor : since
+            let resumeAt = cycle.state.whileStopped.resyncAnchor != 0 ? cycle.state.whileStopped.resyncFrom : outageEndedAt
+            let awaySince = cycle.state.whileStopped.resyncAnchor != 0 ? cycle.state.whileStopped.resyncAnchor : since
             // Sample time resumes where the wall clock says the stream would be: this estimate (the time since the
             // last cycle) holds until the new stream's first cycle, which measures the whole time away — from the
             // old stream's last cycle to its own, a new stream's slow start included.
             gap = Int64(Double(monotonicNanoseconds() - awaySince) * request.sampleRate / 1e9)
-            cycle.sampleTimeOffset = resumeAt + gap
-            cycle.setSampleEnd(cycle.sampleTimeOffset)
-            cycle.resyncPending = cycle.resyncAnchor != 0
+            cycle.state.whileStopped.sampleTimeOffset = resumeAt + gap
+            cycle.setSampleEnd(cycle.state.whileStopped.sampleTimeOffset)
+            cycle.state.whileStopped.resyncPending = cycle.state.whileStopped.resyncAnchor != 0
         }
         var request = self.request
         if open.mode == .captureOnly {
             request.outputChannels = 0
             request.outputDevice = nil
         }
-        cycle.captureOnly = open.mode == .captureOnly
+        cycle.state.whileStopped.captureOnly = open.mode == .captureOnly
         do throws(AudioError) {
             let opened = try makeDriver(request)
             do throws(AudioError) {
@@ -348,6 +356,7 @@ public final class IOUnit: @unchecked Sendable {  // control state under `condit
                     conversionQuality: configuration.conversionQuality, handlerGraphs: handlerGraphs)
                 let latency = cycle.conversionLatency
                 status.withLock { $0.conversionLatency = latency }
+                bridges = (cycle.state.whileStopped.rateBridge, cycle.state.whileStopped.driftBridge)
                 let id = open.driver
                 let warnings = try opened.start(handler: cycle, onFault: { [weak self] error in self?.noteFault(error, driver: id) })
                 driver = (opened, id)
@@ -394,4 +403,14 @@ public final class IOUnit: @unchecked Sendable {  // control state under `condit
             continuation.yield(.inputEnded)
         }
     }
+}
+
+/// Whether an I/O unit's playback reaches somewhere (``IOUnit/outputRoute``): false from a route loss until it
+/// returns. Set by the unit's supervisor; read by anything, the render thread included (an atomic load).
+public final class OutputRoute: Sendable {
+    private let routed = Atomic<Bool>(true)
+
+    public var isRouted: Bool { routed.load(ordering: .acquiring) }
+
+    func set(_ value: Bool) { routed.store(value, ordering: .releasing) }
 }

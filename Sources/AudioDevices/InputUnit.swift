@@ -4,6 +4,7 @@ import AudioGraph
 /// The microphone as a graph node: its output is the I/O unit's capture (bus 1) of the current cycle, in the
 /// graph's Float32 layout. Silence when there is no capture this cycle. Get it from ``IOUnit/inputUnit()``.
 public final class InputUnit: RenderUnit, @unchecked Sendable {
+    // Unchecked Sendable: RenderUnit subclass; `current` set and cleared around each render by the thread that renders (`feeding`)
     /// Set by the I/O unit (or ``feeding(_:_:)``) on the render thread for the duration of one cycle.
     var current: BufferView?
 

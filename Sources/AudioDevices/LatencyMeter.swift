@@ -187,6 +187,7 @@ public enum LatencyMeter {
 
     /// Captured mono samples indexed by sample time, written by the real-time thread, read after it stops.
     private final class Recording: @unchecked Sendable {
+        // Unchecked Sendable: raw sample buffer written by the device thread (`store`), copied (`samples`) only after it stops
         private let base: UnsafeMutablePointer<Float>
         private let count: Int
 

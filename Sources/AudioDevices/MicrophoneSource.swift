@@ -37,8 +37,13 @@ public struct CapturedBuffer: Sendable {
 }
 
 /// Lets the stream reach its source without keeping it alive.
-private final class WeakLink: @unchecked Sendable {
-    weak var source: MicrophoneSource?
+private final class WeakLink: Sendable {
+    private struct Weak { weak var value: MicrophoneSource? }
+    private let link = Locked(Weak())
+    var source: MicrophoneSource? {
+        get { link.withLock { $0.value } }
+        set { link.withLock { $0.value = newValue } }
+    }
 }
 
 /// The microphone: capture from a device (ALSA, JACK or a virtual WAV file) in the client format of your choice —
@@ -52,7 +57,7 @@ private final class WeakLink: @unchecked Sendable {
 /// ``restart()`` may be called in any order; sample time continues. ``finish()`` stops and ends the stream.
 ///
 /// Device faults, xruns and reconnects arrive on ``events``.
-public final class MicrophoneSource: @unchecked Sendable {
+public final class MicrophoneSource: Sendable {
     public let format: StreamFormat
     public let io: IOUnit
     /// The captured buffers, in order, until ``finish()``. One consumer.
@@ -66,8 +71,8 @@ public final class MicrophoneSource: @unchecked Sendable {
     private let delivered = Atomic<Int>(0)
     private let wake = WakeSignal()
     private let wakerRunning = Atomic<Bool>(false)
-    private var waker: WorkerThread?
-    private let lock = Locked<Void>(())
+    /// The waker thread, while running; its lock also serialises start and stop.
+    private let lock = Locked<WorkerThread?>(nil)
     /// The consumer waiting for a buffer, and whether the stream has ended.
     private let waiting = Locked<(continuation: CheckedContinuation<Void, Never>?, finished: Bool)>((nil, false))
 
@@ -139,7 +144,7 @@ public final class MicrophoneSource: @unchecked Sendable {
     /// Opens the device and starts capturing. Returns what the device granted.
     @discardableResult
     public func start() throws(AudioError) -> DeviceGrant {
-        try lock.withLock { _ throws(AudioError) in
+        try lock.withLock { (waker: inout WorkerThread?) throws(AudioError) in
             if waiting.withLock({ $0.finished }) {
                 throw AudioError(.invalidState, "the microphone has finished; make a new one")
             }
@@ -152,7 +157,7 @@ public final class MicrophoneSource: @unchecked Sendable {
 
     /// Stops capturing (the stream stays open for a later ``start()``). Buffers already captured stay readable.
     public func stop() {
-        lock.withLock { _ in
+        lock.withLock { waker in
             io.stop()
             guard wakerRunning.exchange(false, ordering: .acquiringAndReleasing) else { return }
             wake.signal()

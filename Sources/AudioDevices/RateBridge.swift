@@ -64,6 +64,7 @@ struct PlanarFIFO {
 /// Thread safety: made and reset on the control side; the other methods on the device thread only (they neither
 /// allocate nor lock).
 final class RateBridge: @unchecked Sendable {
+    // Unchecked Sendable: FIFOs and converters the device thread's while it runs, made and reset while stopped; latencies set in init
     let deviceRate: Double
     let clientRate: Double
     /// The most client frames one client cycle may take.

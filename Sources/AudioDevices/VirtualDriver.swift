@@ -70,6 +70,7 @@ public struct VirtualDeviceOptions: Hashable, Sendable {
 /// are an ALSA device's. Paced in real time or as fast as possible, with fixed, listed or random cycle sizes, so
 /// tests can give a graph jittery, odd-sized callbacks deterministically.
 final class VirtualDriver: AudioDriver, @unchecked Sendable {
+    // Unchecked Sendable: reader, writer, buffers: its la-virtual-io thread's from start to stop's join; `thread`/`finished` control's
     let grant: DeviceGrant
     private let options: VirtualDeviceOptions
     private let reader: WAVFileReader?

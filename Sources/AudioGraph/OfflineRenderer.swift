@@ -1,4 +1,5 @@
 import AudioCore
+import Synchronization
 
 /// Pulls a graph as fast as the CPU allows, with no device: the GenericOutput role.
 ///
@@ -9,10 +10,11 @@ import AudioCore
 ///
 /// Thread safety: one thread at a time (it may be handed to another thread, e.g. a render thread); that thread is
 /// the graph's render thread while it renders.
-public final class OfflineRenderer: @unchecked Sendable {
+public final class OfflineRenderer: Sendable {
     public let graph: RenderGraph
     /// Frames rendered so far: the sample time of the next cycle.
-    public private(set) var sampleTime: Int64 = 0
+    public var sampleTime: Int64 { rendered.load(ordering: .relaxed) }
+    private let rendered = Atomic<Int64>(0)
 
     /// Reads file sources ahead on a thread of its own when set; the caller's thread otherwise.
     public let readAhead: ReadAheadWorker?
@@ -44,11 +46,11 @@ public final class OfflineRenderer: @unchecked Sendable {
         } else {
             try graph.prefetch(frames: frames)
         }
-        guard let view = graph.renderCycle(frames: frames, timeStamp: RenderTimeStamp(sampleTime: sampleTime)) else {
+        guard let view = graph.renderCycle(frames: frames, timeStamp: RenderTimeStamp(sampleTime: rendered.load(ordering: .relaxed))) else {
             throw AudioError(.invalidState, "cannot render: the graph was uninitialized")
         }
         readAhead?.requestIfNeeded()
-        sampleTime += Int64(frames)
+        rendered.add(Int64(frames), ordering: .relaxed)
         return view
     }
 

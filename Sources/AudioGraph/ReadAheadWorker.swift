@@ -12,9 +12,10 @@ import Synchronization
 ///
 /// The units are fixed when the worker starts; a file source added to the graph later is not served by it. Stop the
 /// worker before resetting or uninitializing the graph: a reset rewinds the files the worker is reading.
-public final class ReadAheadWorker: @unchecked Sendable {
+public final class ReadAheadWorker: Sendable {
     /// What the thread and the rendering side share; owned by both, so the thread never outlives it.
     private final class Shared: @unchecked Sendable {
+        // Unchecked Sendable: `filling`, `failure` under `condition`; `checked` written in init only; `forced`, `stopping` atomic
         let units: [RenderUnit]
         /// The same units, unretained, for the per-cycle checks: iterating a Swift array of references
         /// allocates in debug builds.
@@ -100,7 +101,7 @@ public final class ReadAheadWorker: @unchecked Sendable {
 
     private let shared: Shared
     private let thread: WorkerThread
-    private var stopped = false
+    private let stopped = Atomic<Bool>(false)
 
     /// Starts reading ahead for `units` (usually ``RenderGraph/readingAheadUnits``) at once.
     /// - Throws: ``AudioError`` `.resourceUnavailable` when no thread can be started.
@@ -150,8 +151,7 @@ public final class ReadAheadWorker: @unchecked Sendable {
 
     /// Stops the thread (after the fill under way, if any) and waits for it. Idempotent.
     public func stop() {
-        guard !stopped else { return }
-        stopped = true
+        guard !stopped.exchange(true, ordering: .acquiringAndReleasing) else { return }
         shared.stopping.store(true, ordering: .releasing)
         shared.wake.signal()
         thread.join()

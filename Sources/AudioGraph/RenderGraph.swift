@@ -24,26 +24,22 @@ public typealias RenderCallback = @Sendable (_ buffer: BufferView, _ timeStamp: 
 public typealias ClientRenderCallback = @Sendable (_ buffer: RawBufferView, _ timeStamp: RenderTimeStamp) -> Void
 
 /// A node: a unit, its name, and the buffers its output buses render into.
-final class NodeRecord: @unchecked Sendable {
+final class NodeRecord: Sendable {
     let id: NodeID
     let name: String
     let unit: RenderUnit
-    private(set) var outputBuffers: [PCMBuffer] = []
+    let outputBuffers: [PCMBuffer]
 
-    init(id: NodeID, name: String, unit: RenderUnit) {
+    init(id: NodeID, name: String, unit: RenderUnit, maximumFrames: Int) {
         self.id = id
         self.name = name
         self.unit = unit
-    }
-
-    func allocateBuffers(maximumFrames: Int) {
-        if outputBuffers.first?.capacity == maximumFrames { return }
         outputBuffers = unit.outputFormats.map { PCMBuffer(channelCount: $0.channelCount, capacity: maximumFrames) }
     }
 }
 
 /// An input bus fed by a user callback, with the buffer it fills (and conversion from a client format).
-final class CallbackInput: @unchecked Sendable {
+final class CallbackInput: Sendable {
     let graphFormat: StreamFormat
     let buffer: PCMBuffer
     private let floatCallback: RenderCallback?
@@ -95,7 +91,7 @@ final class CallbackInput: @unchecked Sendable {
 /// render cycle when the control side stops, resets or uninitializes the graph: ``reset()`` and ``uninitialize()``
 /// close a gate the render thread checks at the start of each cycle and wait (briefly: one cycle at most) until the
 /// cycle in progress has left, so no unit is reset and no schedule freed under a render.
-public final class RenderGraph: @unchecked Sendable {
+public final class RenderGraph: Sendable {
     public enum State: Int, Sendable {
         case uninitialized, initialized, running
     }
@@ -198,12 +194,9 @@ public final class RenderGraph: @unchecked Sendable {
             return try control.withLock { (t: inout Topology) throws(AudioError) -> NodeID in
                 let id = NodeID(graph: identity, raw: t.nextID)
                 t.nextID += 1
-                let record = NodeRecord(id: id, name: name ?? "\(unit.kind)#\(id.raw)", unit: unit)
+                let record = NodeRecord(id: id, name: name ?? "\(unit.kind)#\(id.raw)", unit: unit, maximumFrames: maximumFrames)
                 if let mode = t.announcedMode { unit.willRender(unitMode(mode, unit)) }
-                if t.state != .uninitialized {
-                    try unit.prepare(spec(for: unit))
-                    record.allocateBuffers(maximumFrames: maximumFrames)
-                }
+                if t.state != .uninitialized { try unit.prepare(spec(for: unit)) }
                 t.nodes[id] = record
                 t.insertionOrder.append(id)
                 if t.state != .uninitialized { publish(t) }
@@ -393,7 +386,6 @@ public final class RenderGraph: @unchecked Sendable {
                 } catch {
                     throw AudioError(error.code, "node '\(record.name)': \(error.message)")
                 }
-                record.allocateBuffers(maximumFrames: maximumFrames)
             }
             t.state = .initialized
             renderState.store(State.initialized.rawValue, ordering: .releasing)

@@ -13,16 +13,27 @@ struct BusSource {
     }
 }
 
-/// One entry of a compiled schedule: run a user callback into its buffer, or render a unit.
+/// One entry of a compiled schedule: run a user callback into its buffer, or render a unit. The unit or callback
+/// is held unretained: the schedule keeps them alive (``RenderSchedule``'s retained nodes and callbacks), and the
+/// render thread then takes no reference count on them.
 struct ScheduleStep {
-    unowned(unsafe) let unit: RenderUnit?
-    unowned(unsafe) let callback: CallbackInput?
+    let unit: Unmanaged<RenderUnit>?
+    let callback: Unmanaged<CallbackInput>?
     let inputStart: Int
     let inputCount: Int
     let outputStart: Int
     let outputCount: Int
     /// For a unit that pulls its input: the chain that renders its inputs (whose result is inputStart…); else −1.
     var chain: Int = -1
+
+    init(unit: RenderUnit?, callback: CallbackInput?, inputStart: Int, inputCount: Int, outputStart: Int, outputCount: Int) {
+        self.unit = unit.map { .passUnretained($0) }
+        self.callback = callback.map { .passUnretained($0) }
+        self.inputStart = inputStart
+        self.inputCount = inputCount
+        self.outputStart = outputStart
+        self.outputCount = outputCount
+    }
 }
 
 /// A run of steps that render together for one frame count: chain 0 is the graph's own cycle; each unit that
@@ -40,6 +51,7 @@ struct ScheduleChain {
 ///
 /// Built and freed on the control thread; immutable once built, so the render thread reads it without locks.
 final class RenderSchedule: @unchecked Sendable {
+    // Unchecked Sendable: immutable once built; only the render thread writes its view scratch (`inputViews`, `outputViews`)
     /// Keeps the nodes and callbacks the steps point at alive for as long as the schedule is.
     private let retainedNodes: [NodeRecord]
     private let retainedCallbacks: [CallbackInput]
@@ -117,7 +129,7 @@ final class RenderSchedule: @unchecked Sendable {
             let step = steps[s]
             if let callback = step.callback {
                 outputViews[step.outputStart] = outputSources[step.outputStart].view(frames)
-                callback.fill(outputViews[step.outputStart], timeStamp: timeStamp)
+                callback._withUnsafeGuaranteedRef { $0.fill(outputViews[step.outputStart], timeStamp: timeStamp) }
                 continue
             }
             let unit = step.unit.unsafelyUnwrapped
@@ -129,7 +141,7 @@ final class RenderSchedule: @unchecked Sendable {
             if step.chain >= 0 {
                 context = RenderContext(
                     frameCount: frames, timeStamp: timeStamp, inputs: UnsafeBufferPointer(start: nil, count: 0),
-                    outputs: outputs, puller: .init(schedule: self, chain: step.chain, unit: unit))
+                    outputs: outputs, puller: .init(schedule: .passUnretained(self), chain: step.chain, unit: unit))
             } else {
                 for i in step.inputStart..<(step.inputStart + step.inputCount) {
                     inputViews[i] = inputSources[i].view(frames)
@@ -139,7 +151,7 @@ final class RenderSchedule: @unchecked Sendable {
                     inputs: UnsafeBufferPointer(rebasing: inputViews[step.inputStart..<(step.inputStart + step.inputCount)]),
                     outputs: outputs, puller: nil)
             }
-            unit.renderWithBypass(context)
+            unit._withUnsafeGuaranteedRef { $0.renderWithBypass(context) }
         }
         for i in chain.resultStart..<(chain.resultStart + chain.resultCount) {
             inputViews[i] = inputSources[i].view(frames)

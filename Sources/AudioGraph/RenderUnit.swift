@@ -14,10 +14,11 @@ public struct RenderContext {
     /// The schedule and chain that render a pulling unit's inputs (nil for other units).
     let puller: Puller?
 
+    /// Unretained: the schedule renders the unit, and keeps it alive, for as long as the context exists.
     struct Puller {
-        unowned(unsafe) let schedule: RenderSchedule
+        let schedule: Unmanaged<RenderSchedule>
         let chain: Int
-        unowned(unsafe) let unit: RenderUnit
+        let unit: Unmanaged<RenderUnit>
     }
 
     public init(
@@ -47,9 +48,11 @@ public struct RenderContext {
     /// - Precondition: the unit pulls its input.
     public func pull(frames: Int) -> UnsafeBufferPointer<BufferView> {
         guard let puller else { preconditionFailure("pull(frames:) is for units whose pullsInput is true") }
-        let time = RenderTimeStamp(sampleTime: puller.unit.pulledFrames, hostTime: timeStamp.hostTime)
-        puller.unit.pulledFrames += Int64(frames)
-        return puller.schedule.runChain(puller.chain, frames: frames, timeStamp: time)
+        let time = puller.unit._withUnsafeGuaranteedRef { unit in
+            defer { unit.pulledFrames += Int64(frames) }
+            return RenderTimeStamp(sampleTime: unit.pulledFrames, hostTime: timeStamp.hostTime)
+        }
+        return puller.schedule._withUnsafeGuaranteedRef { $0.runChain(puller.chain, frames: frames, timeStamp: time) }
     }
 }
 
@@ -81,6 +84,7 @@ public enum PropertyValue: Hashable, Sendable, CustomStringConvertible {
 /// Thread safety: ``render(_:)`` is called from the render thread only, and must not allocate, lock, log or do
 /// I/O. Parameters and ``isBypassed`` may be set from any thread. Everything else is control-thread API.
 open class RenderUnit: @unchecked Sendable {
+    // Unchecked Sendable: open class (cannot be checked); bypass and pull state the render thread's; `spec` set by prepare, not mid-render
     /// The unit's type name, as written in graph files (`"gain"`, `"mixer"`, …).
     public let kind: String
     public let inputFormats: [StreamFormat]

@@ -1,3 +1,4 @@
+import AudioCore
 import Synchronization
 
 /// Hands compiled render schedules from the control thread to the render thread without locks, and hands the
@@ -8,9 +9,9 @@ import Synchronization
 /// if the mailbox holds a schedule it becomes the active one, and the previous active one goes into a fixed-size
 /// retire queue that the control thread drains in ``collect()``. The render thread never releases the last
 /// reference to anything, so nothing is deallocated on it.
-final class ScheduleExchange<Schedule: AnyObject>: @unchecked Sendable {
+final class ScheduleExchange<Schedule: AnyObject>: Sendable {
     private let mailbox = Atomic<Int>(0)  // bit pattern of a retained Unmanaged<Schedule>, 0 when empty
-    private var active: Unmanaged<Schedule>?  // render thread only (and control thread while no render runs)
+    private let active = RenderThreadBound<Unmanaged<Schedule>?>(nil)
     private let retired: PointerQueue
 
     init(retireCapacity: Int = 64) {
@@ -19,7 +20,7 @@ final class ScheduleExchange<Schedule: AnyObject>: @unchecked Sendable {
 
     deinit {
         collect()
-        if let a = active { a.release() }
+        if let a = active.whileStopped { a.release() }
         let p = mailbox.exchange(0, ordering: .acquiring)
         if p != 0 { Unmanaged<Schedule>.fromOpaque(UnsafeRawPointer(bitPattern: p)!).release() }
     }
@@ -44,17 +45,17 @@ final class ScheduleExchange<Schedule: AnyObject>: @unchecked Sendable {
         if mailbox.load(ordering: .relaxed) != 0, retired.hasRoom {
             let p = mailbox.exchange(0, ordering: .acquiringAndReleasing)
             if p != 0 {
-                if let a = active { retired.push(a.toOpaque()) }
-                active = Unmanaged.fromOpaque(UnsafeRawPointer(bitPattern: p)!)
+                if let a = active.onRenderThread { retired.push(a.toOpaque()) }
+                active.onRenderThread = Unmanaged.fromOpaque(UnsafeRawPointer(bitPattern: p)!)
             }
         }
-        return active
+        return active.onRenderThread
     }
 
     /// Control thread, while no render call is in progress: the active schedule is retired at once.
     func deactivate() {
-        if let a = active {
-            active = nil
+        if let a = active.whileStopped {
+            active.whileStopped = nil
             a.release()
         }
         let p = mailbox.exchange(0, ordering: .acquiring)
@@ -65,6 +66,7 @@ final class ScheduleExchange<Schedule: AnyObject>: @unchecked Sendable {
 
 /// A fixed-capacity single-producer/single-consumer queue of pointers (render thread → control thread).
 final class PointerQueue: @unchecked Sendable {
+    // Unchecked Sendable: SPSC: a slot is written before `tail` (releasing) and read after it (acquiring)
     private let slots: UnsafeMutablePointer<UnsafeRawPointer?>
     private let capacity: Int
     private let head = Atomic<Int>(0)  // next to pop (consumer)

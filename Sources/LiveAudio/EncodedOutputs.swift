@@ -8,7 +8,7 @@ import Synchronization
 /// The audio thread hands it blocks with ``push(_:sampleTime:hostTime:)`` (no allocation, no lock, no wait; a full
 /// ring drops and counts); the worker encodes and delivers. Sample time 0 is the first sample encoded: every
 /// output's timestamps start there.
-final class EncodedOutputs: @unchecked Sendable {
+final class EncodedOutputs: Sendable {
     let outputs: [LiveStreamSession.Output]
     let sampleRate: Double
     let encoder: AACEncoder
@@ -16,7 +16,7 @@ final class EncodedOutputs: @unchecked Sendable {
     let publishers: [(LiveStreamSession.Output, RTMPPublisher)]
     /// The latest (sample time, host time) of what was pushed: when a packet's audio was captured, for the RTMP
     /// outputs' latency figures.
-    let clock = ClockAnchor()
+    let hostTimes = HostTimeAnchor()
     private let files = Locked<[(LiveStreamSession.Output, AACFileWriter)]>([])
     private let pushed = Atomic<Int64>(0)
 
@@ -102,7 +102,7 @@ final class EncodedOutputs: @unchecked Sendable {
     /// - Returns: false when the ring was full and the block was dropped (counted in ``droppedFrames``).
     @discardableResult
     func push(_ block: BufferView, sampleTime: Int64, hostTime: UInt64) -> Bool {
-        clock.update(sample: sampleTime, host: hostTime)
+        hostTimes.update(sample: sampleTime, host: hostTime)
         pushed.store(sampleTime + Int64(block.frameCount), ordering: .relaxed)
         return worker.push(block, sampleTime: sampleTime)
     }
@@ -147,7 +147,7 @@ final class EncodedOutputs: @unchecked Sendable {
         for (_, writer) in files.withLock({ $0 }) { try writer.write(packets) }
         guard !publishers.isEmpty else { return }
         for packet in packets {
-            let captured = clock.hostTime(ofSample: max(0, packet.sampleTime), sampleRate: sampleRate)
+            let captured = hostTimes.hostTime(ofSample: max(0, packet.sampleTime), sampleRate: sampleRate)
             for (_, publisher) in publishers {
                 publisher.send(aacFrame: packet.data, timestamp: packet.streamMilliseconds, captureTime: captured)
             }
@@ -156,14 +156,19 @@ final class EncodedOutputs: @unchecked Sendable {
 }
 
 /// Hands the worker's packets to the outputs (set once, right after the worker is made).
-private final class FanOut: @unchecked Sendable {
-    weak var outputs: EncodedOutputs?
+private final class FanOut: Sendable {
+    private struct Weak { weak var value: EncodedOutputs? }
+    private let link = Locked(Weak())
+    var outputs: EncodedOutputs? {
+        get { link.withLock { $0.value } }
+        set { link.withLock { $0.value = newValue } }
+    }
     func deliver(_ packets: [AACPacket]) throws(AudioError) { try outputs?.deliver(packets) }
 }
 
 /// The latest (sample time, host time) pair of the input, written on the audio thread and read on the worker
 /// thread without locks (a sequence counter guards the pair).
-final class ClockAnchor: Sendable {
+final class HostTimeAnchor: Sendable {
     private let sequence = Atomic<UInt64>(0)
     private let sample = Atomic<Int64>(0)
     private let host = Atomic<UInt64>(0)

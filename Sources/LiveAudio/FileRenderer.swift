@@ -148,6 +148,7 @@ public struct FileRenderer {
 /// Blocks handed from the rendering thread to a writing thread through a fixed ring of buffers.
 /// Offline only: both sides block on semaphores, which a real-time thread must never do.
 final class WriteQueue: @unchecked Sendable {
+    // Unchecked Sendable: push state (pushed, filling, holding, stopping) the renderer's; slots and `failure` handed over by semaphores
     private let writer: WAVFileWriter
     private let slots: [PCMBuffer]
     private let free: DispatchSemaphore

@@ -395,7 +395,7 @@ public struct UnitRegistry: Sendable {
 }
 
 /// A graph built from a graph file: the graph, and its nodes by id.
-public final class LoadedGraph: @unchecked Sendable {
+public final class LoadedGraph: Sendable {
     public let graph: RenderGraph
     /// Node ids from the file, in file order.
     public let nodeIDs: [String]

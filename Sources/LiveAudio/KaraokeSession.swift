@@ -36,7 +36,7 @@ import Synchronization
 /// says which in ``roundTripSource``. Voice processing on the capture adds its latency to R.
 ///
 /// Recording and the song start together at one sample time half a second after the device starts.
-public final class KaraokeSession: @unchecked Sendable {
+public final class KaraokeSession: Sendable {
     /// Where the round trip comes from.
     public enum RoundTrip: Sendable, Hashable {
         /// The input and output latencies the device reports (JACK's port latencies, ALSA's delay).
@@ -130,9 +130,8 @@ public final class KaraokeSession: @unchecked Sendable {
     private let monitor: MixerUnit
     private let songMix: MixerUnit
     private let songDelay: DelayUnit
-    private let clock: TimelineTap
+    private let timeline: TimelineTap
     /// Whether the headphones are reached: the I/O unit's route, read by the gate on the render thread.
-    private let routeFlag: RouteFlag
     private let routeGate: RouteGate
     /// The clicks of a calibration (``RoundTrip/calibrate``).
     private let calibration: CalibrationClicks?
@@ -330,32 +329,21 @@ public final class KaraokeSession: @unchecked Sendable {
         try g.connect(songOut, to: monitorNode, inputBus: 3)
         try monitor.setVolume(0, bus: 2)
         try monitor.setVolume(0, bus: 3)
-        let clock = TimelineTap(format: format)
-        self.clock = clock
-        var clockNode = try g.addNode(clock, name: "clock")
-        try g.connect(monitorNode, to: clockNode)
+        let timeline = TimelineTap(format: format)
+        self.timeline = timeline
+        var timelineNode = try g.addNode(timeline, name: "timeline")
+        try g.connect(monitorNode, to: timelineNode)
         // A calibration plays its clicks into the headphones and records the microphone, before the song.
         if configuration.roundTrip == .calibrate {
             let clicks = try CalibrationClicks(format: format, micChannels: input.outputFormats[0].channelCount)
             calibration = clicks
             let node = try g.addNode(clicks, name: "calibration")
-            try g.connect(clockNode, to: node, inputBus: 0)
+            try g.connect(timelineNode, to: node, inputBus: 0)
             try g.connect(mic, to: node, inputBus: 1)
-            clockNode = node
+            timelineNode = node
         } else {
             calibration = nil
         }
-        // The route lost: the headphones go silent at once (the speaker must not feed the microphone); the rest of
-        // the graph — the recordings, the song, the outputs — goes on.
-        let routeFlag = RouteFlag()
-        self.routeFlag = routeFlag
-        let routeGate = RouteGate(format: format, routed: routeFlag)
-        self.routeGate = routeGate
-        let gate = try g.addNode(routeGate, name: "route-gate")
-        try g.connect(clockNode, to: gate)
-        try g.connect(gate, to: g.output)
-        self.recorders = recorders.map { (name: $0.0, unit: $0.1, shift: $0.2) }
-
         // The device.
         var device = IOUnit.Configuration(
             backend: configuration.backend, inputFormat: input.outputFormats[0], outputFormat: format,
@@ -368,7 +356,14 @@ public final class KaraokeSession: @unchecked Sendable {
         let io = try IOUnit(device)
         self.io = io
         try io.recordCycleTimings(capacity: configuration.cycleTimingCapacity)
-        routeFlag.io = io
+        // The route lost: the headphones go silent at once (the speaker must not feed the microphone); the rest of
+        // the graph — the recordings, the song, the outputs — goes on.
+        let routeGate = RouteGate(format: format, route: io.outputRoute)
+        self.routeGate = routeGate
+        let gate = try g.addNode(routeGate, name: "route-gate")
+        try g.connect(timelineNode, to: gate)
+        try g.connect(gate, to: g.output)
+        self.recorders = recorders.map { (name: $0.0, unit: $0.1, shift: $0.2) }
         try io.setInputUnit(input)
         try io.setOutputGraph(g)
         if configuration.voiceProcessing {
@@ -472,13 +467,13 @@ public final class KaraokeSession: @unchecked Sendable {
         state.withLock { $0.calibrations = 0 }
         for attempt in 1...Self.maximumCalibrations {
             let xruns = io.xrunCount
-            clicks.arm(at: clock.sampleTime + Int64(sampleRate / 2), interval: interval)
+            clicks.arm(at: timeline.sampleTime + Int64(sampleRate / 2), interval: interval)
             let deadline = monotonicNanoseconds() + 30_000_000_000
             while !clicks.isComplete {
                 if let failure = io.failure { throw failure }
                 try checkNotStopped()
                 guard monotonicNanoseconds() < deadline else {
-                    throw AudioError(.deviceUnavailable, "the device stalled during the calibration: \(clock.sampleTime) frames in 30 s")
+                    throw AudioError(.deviceUnavailable, "the device stalled during the calibration: \(timeline.sampleTime) frames in 30 s")
                 }
                 try? await Task.sleep(nanoseconds: 10_000_000)
             }
@@ -560,7 +555,7 @@ public final class KaraokeSession: @unchecked Sendable {
         }
         try checkNotStopped()
         // Half a second on: the delay has glided to its length, and every recorder starts on the same frame.
-        let now = clock.sampleTime
+        let now = timeline.sampleTime
         let startTime = now + Int64(sampleRate / 2)
         for r in recorders {
             let skip: Int = switch r.shift {
@@ -613,7 +608,7 @@ public final class KaraokeSession: @unchecked Sendable {
         dropped += encodedOutputs?.droppedFrames ?? 0
         let s = state.withLock { $0 }
         return Summary(
-            seconds: Double(max(0, clock.sampleTime - s.startTime)) / sampleRate, roundTripFrames: s.roundTrip,
+            seconds: Double(max(0, timeline.sampleTime - s.startTime)) / sampleRate, roundTripFrames: s.roundTrip,
             roundTripSource: s.source, xruns: io.xrunCount, accompanimentUnderruns: player.underruns,
             recordedFrames: recorded, droppedFrames: dropped, outputs: encodedOutputs?.statistics ?? [],
             error: failure ?? io.failure)
@@ -642,7 +637,7 @@ public final class KaraokeSession: @unchecked Sendable {
     /// round trip the recordings are shifted by (the voice sung to the last frames), and 0.1 s. Poll it.
     public var songHasEnded: Bool {
         guard player.hasFinished else { return false }
-        let now = clock.sampleTime
+        let now = timeline.sampleTime
         let tail = Int64(((timePitch?.latency ?? 0) + 0.1) * sampleRate)
         return state.withLock { s -> Bool in
             guard s.scheduled else { return false }
@@ -740,6 +735,7 @@ public final class KaraokeSession: @unchecked Sendable {
 /// Passes its input through and keeps the sample time after the last cycle: the graph's timeline, read by the control
 /// thread to schedule on it.
 final class TimelineTap: RenderUnit, @unchecked Sendable {
+    // Unchecked Sendable: RenderUnit subclass; its only state is `end`, an atomic the render thread stores
     private let end = Atomic<Int64>(0)
 
     init(format: StreamFormat) {
@@ -758,6 +754,7 @@ final class TimelineTap: RenderUnit, @unchecked Sendable {
 /// Passes the song through and hands it to the encoder from a sample time on, dropping a skip first (the same start
 /// and shift as the song's recorders): frame 0 of the encoded song is frame 0 of `song.wav`. Real-time safe.
 final class EncoderTap: RenderUnit, @unchecked Sendable {
+    // Unchecked Sendable: RenderUnit subclass; `outputs` set while the device is stopped; armed/toSkip/encodedFrames the render thread's
     /// Set by the control thread while the device is stopped.
     var outputs: EncodedOutputs?
     private let from = Atomic<Int64>(.max)
@@ -806,25 +803,19 @@ final class EncoderTap: RenderUnit, @unchecked Sendable {
     }
 }
 
-/// The I/O unit's route, for the gate: set once, before the device starts; the session owns both (no reference
-/// count is taken on the render thread).
-final class RouteFlag: @unchecked Sendable {
-    unowned(unsafe) var io: IOUnit?
-    var isRouted: Bool { io?.isOutputRouted ?? true }
-}
-
 /// Passes the headphones' mix while the route is there; when it is lost, fades to silence within 5 ms, and when it
 /// returns fades back in over 20 ms; meters what the headphones get. Real-time safe (an atomic load a cycle).
 final class RouteGate: RenderUnit, @unchecked Sendable {
+    // Unchecked Sendable: RenderUnit subclass; `gain` the render thread's; `route` and `meter` are Sendable
     /// The headphones' level, after the gate.
     let meter = LevelMeter()
-    private let routed: RouteFlag
+    private let route: OutputRoute
     private let fadeOut: Float
     private let fadeIn: Float
     private var gain: Float = 1
 
-    init(format: StreamFormat, routed: RouteFlag) {
-        self.routed = routed
+    init(format: StreamFormat, route: OutputRoute) {
+        self.route = route
         fadeOut = Float(1 / (0.005 * format.sampleRate))
         fadeIn = Float(1 / (0.02 * format.sampleRate))
         let f = try! StreamFormat.graph(sampleRate: format.sampleRate, channelCount: format.channelCount)
@@ -834,7 +825,7 @@ final class RouteGate: RenderUnit, @unchecked Sendable {
     override func render(_ context: RenderContext) {
         let input = context.input(0)
         let output = context.output(0)
-        let target: Float = routed.isRouted ? 1 : 0
+        let target: Float = route.isRouted ? 1 : 0
         if gain == target {
             if target == 1 { output.copy(from: input) } else { output.clear() }
         } else {
@@ -859,6 +850,7 @@ final class RouteGate: RenderUnit, @unchecked Sendable {
 /// server gives each new stream a latency of its own: a measurement on streams opened for it alone can miss by tens
 /// of milliseconds). Real-time safe: the recording is allocated before it is armed.
 final class CalibrationClicks: RenderUnit, @unchecked Sendable {
+    // Unchecked Sendable: RenderUnit subclass; recording/interval/total set before `from` (releasing) arms it, read after `rendered`
     static let clicks = 3
     private let template: UnsafeMutableBufferPointer<Float>
     private let from = Atomic<Int64>(.max)

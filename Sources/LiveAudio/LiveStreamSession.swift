@@ -20,7 +20,7 @@ import Synchronization
 /// renders with the input feeding its `input` node, the volume ramps, and the block goes to the encoder worker
 /// without allocating or locking. Packets fan out to the outputs on the worker's thread; each RTMP output has its
 /// own bounded queue, so a slow server never holds up the files or the other servers.
-public final class LiveStreamSession: @unchecked Sendable {
+public final class LiveStreamSession: Sendable {
     public enum Input: Sendable, Hashable, CustomStringConvertible {
         /// A capture device: an ALSA PCM, a JACK client, or for `.virtual` a WAV file played as the microphone
         /// (nil: the default device).
@@ -200,12 +200,12 @@ public final class LiveStreamSession: @unchecked Sendable {
     private var worker: AACEncodingWorker { encoded.worker }
     private let loaded: LoadedGraph?
     private let io: IOUnit?
-    private let fileReader: (any AudioFileReader)?
-    private var pacer: WorkerThread?
-    private var readAhead: ReadAheadWorker?
+    private let fileReader: (any AudioFileReader & Sendable)?
     private let ended = Atomic<Bool>(false)
     private let stopPacer = Atomic<Bool>(false)
     private let control = Locked<(started: Bool, stopped: Bool)>((false, false))
+    /// The file pacer and the read-ahead worker, set by start, taken by stop and deinit.
+    private let threads = Locked<(pacer: WorkerThread?, readAhead: ReadAheadWorker?)>((nil, nil))
 
     /// Checks everything that can be checked before anything opens: the graph, the input, the outputs, the
     /// encoder settings.
@@ -267,8 +267,7 @@ public final class LiveStreamSession: @unchecked Sendable {
 
         processor = StreamProcessor(
             graph: loaded?.graph, input: inputUnit, channelCount: channelCount, sampleRate: sampleRate,
-            maximumFrames: maximumFrames)
-        processor.outputs = encoded
+            maximumFrames: maximumFrames, outputs: encoded)
         if let io {
             let processor = processor
             try io.setCaptureHandler { raw, stamp in
@@ -282,9 +281,10 @@ public final class LiveStreamSession: @unchecked Sendable {
 
     deinit {
         stopPacer.store(true, ordering: .relaxed)
-        pacer?.join()
+        let t = threads.withLock { $0 }
+        t.pacer?.join()
         io?.stop()
-        readAhead?.stop()
+        t.readAhead?.stop()
     }
 
     // MARK: Control
@@ -307,7 +307,7 @@ public final class LiveStreamSession: @unchecked Sendable {
                 if !reading.isEmpty {
                     let worker = try ReadAheadWorker(units: reading, name: "la-stream-read")
                     try worker.waitUntilReady(frames: 8192)
-                    readAhead = worker
+                    threads.withLock { $0.readAhead = worker }
                     processor.readAhead = worker
                 }
             }
@@ -318,11 +318,12 @@ public final class LiveStreamSession: @unchecked Sendable {
                 let realTime = if case .file(_, let r) = configuration.input { r } else { true }
                 // The pacer's blocks: real-time ones, or none with a deadline.
                 loaded?.graph.willRender(realTime ? .realTime(maximumCycleFrames: Self.fileBlock) : .offline)
-                pacer = try WorkerThread(name: "la-stream-file") { [self] in pace(fileReader!, realTime: realTime) }
+                let pacer = try WorkerThread(name: "la-stream-file") { [self] in pace(fileReader!, realTime: realTime) }
+                threads.withLock { $0.pacer = pacer }
             }
         } catch {
             await encoded.abandon()
-            readAhead?.stop()
+            threads.withLock { $0.readAhead }?.stop()
             throw error
         }
     }
@@ -335,12 +336,10 @@ public final class LiveStreamSession: @unchecked Sendable {
         }
         guard first else { return Summary(statistics: statistics, error: nil) }
         stopPacer.store(true, ordering: .relaxed)
-        pacer?.join()
-        pacer = nil
+        threads.withLock { t in defer { t.pacer = nil }; return t.pacer }?.join()
         io?.stop()
         let failure = await encoded.finish(inputFrames: processor.framesProcessed)
-        readAhead?.stop()
-        readAhead = nil
+        threads.withLock { t in defer { t.readAhead = nil }; return t.readAhead }?.stop()
         return Summary(statistics: statistics, error: failure ?? processor.inputError ?? io?.failure)
     }
 
@@ -444,14 +443,19 @@ private func sleepNanoseconds(_ ns: UInt64) {
 
 /// The real-time half of a session: graph, volume and mute, then the encoder worker. Nothing here allocates,
 /// locks or waits.
-final class StreamProcessor: @unchecked Sendable {
+final class StreamProcessor: Sendable {
     let graph: RenderGraph?
     let input: InputUnit?
     let channelCount: Int
     let sampleRate: Double
     let output: PCMBuffer
-    var outputs: EncodedOutputs?
-    var readAhead: ReadAheadWorker?
+    let outputs: EncodedOutputs
+    /// Set while the input is stopped; read by the input's thread.
+    private let bound = RenderThreadBound<(readAhead: ReadAheadWorker?, gain: Float)>((nil, 1))
+    var readAhead: ReadAheadWorker? {
+        get { bound.whileStopped.readAhead }
+        set { bound.whileStopped.readAhead = newValue }
+    }
     let muted = Atomic<Bool>(false)
     let volumeBits = Atomic<UInt32>(Float(1).bitPattern)
     let inputMeter = LevelMeter()
@@ -459,10 +463,9 @@ final class StreamProcessor: @unchecked Sendable {
     private let processed = Atomic<Int64>(0)
     private let failures = Atomic<Int>(0)
     private let inputFailure = Locked<AudioError?>(nil)
-    /// The gain applied at the end of the last block (the ramp's start for the next).
-    private var gain: Float = 1
 
-    init(graph: RenderGraph?, input: InputUnit?, channelCount: Int, sampleRate: Double, maximumFrames: Int) {
+    init(graph: RenderGraph?, input: InputUnit?, channelCount: Int, sampleRate: Double, maximumFrames: Int, outputs: EncodedOutputs) {
+        self.outputs = outputs
         self.graph = graph
         self.input = input
         self.channelCount = channelCount
@@ -489,7 +492,7 @@ final class StreamProcessor: @unchecked Sendable {
             let rendered = try? input.feeding(source) { () throws(AudioError) -> BufferView? in
                 graph.renderCycle(frames: frames, timeStamp: stamp)
             }
-            readAhead?.requestIfNeeded()
+            bound.onRenderThread.readAhead?.requestIfNeeded()
             if let rendered {
                 source = rendered
             } else {
@@ -501,6 +504,7 @@ final class StreamProcessor: @unchecked Sendable {
         source = source.upmixed(to: channelCount)
         let target: Float = muted.load(ordering: .relaxed) ? 0 : Float(bitPattern: volumeBits.load(ordering: .relaxed))
         let out = output.view(frames: frames)
+        let gain = bound.onRenderThread.gain
         let step = (target - gain) / Float(max(1, frames))
         for c in 0..<channelCount {
             let src = source[c]
@@ -511,9 +515,9 @@ final class StreamProcessor: @unchecked Sendable {
                 dst[i] = src[i] * g
             }
         }
-        gain = target
+        bound.onRenderThread.gain = target
         outputMeter.accumulate(out)
-        outputs?.push(out, sampleTime: sampleTime, hostTime: hostTime)
+        outputs.push(out, sampleTime: sampleTime, hostTime: hostTime)
         processed.store(sampleTime + Int64(frames), ordering: .relaxed)
     }
 }

@@ -23,6 +23,7 @@ public struct WAVFileInfo: Sendable, Hashable {
 /// Thread safety: one thread at a time. ``read(into:)`` does file I/O, so call it from a worker or an offline
 /// caller, never from a real-time render thread.
 public final class WAVFileReader: @unchecked Sendable {
+    // Unchecked Sendable: one thread at a time (read-ahead worker, offline caller or virtual device thread): `position`, `file`, `chunk`
     public let path: String
     public let info: WAVFileInfo
     public var format: StreamFormat { info.format }

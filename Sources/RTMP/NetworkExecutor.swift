@@ -13,6 +13,7 @@ import NIOCore
 /// The work per frame is small (framing a few hundred bytes into chunks), so one thread serves many streams: the
 /// benchmark in docs/benchmarks.md publishes 100 from one process.
 final class NetworkExecutor: TaskExecutor, @unchecked Sendable {
+    // Unchecked Sendable: `jobs` under `condition`; `thread` set once in init, before any enqueue, only read after
     /// The executor every publisher uses.
     static let shared = NetworkExecutor(name: "la-rtmp")
 

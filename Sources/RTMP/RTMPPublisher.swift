@@ -555,6 +555,7 @@ final class Doorbell: Sendable {
 
 /// Bytes from the channel as an async sequence; ends when the connection closes.
 final class InboundBridge: ChannelDuplexHandler, @unchecked Sendable {
+    // Unchecked Sendable: `context` touched on the channel's event loop only; the rest `let`s, the stream, or under locks
     typealias InboundIn = ByteBuffer
     typealias OutboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import LiveAudio
+import Synchronization
 
 /// Options every device command shares.
 struct DeviceOptions: ParsableArguments {
@@ -150,6 +151,7 @@ func printEvents(_ events: AsyncStream<DeviceEvent>, onStopped: @escaping @Senda
 /// Runs `body` when SIGINT, SIGTERM or SIGHUP (the terminal closed) arrives, instead of dying, so recordings are
 /// finished properly. A signal already ignored (SIGHUP under `nohup`) stays ignored.
 final class StopSignals: @unchecked Sendable {
+    // Unchecked Sendable: `sources` filled in init and cancelled in deinit, never touched between; the handlers run on Dispatch
     private var sources: [DispatchSourceSignal] = []
 
     init(_ body: @escaping @Sendable () -> Void) {
@@ -416,11 +418,10 @@ struct Play: AsyncParsableCommand {
 }
 
 /// A flag set from a signal handler and read by the command's loop.
-final class StopFlag: @unchecked Sendable {
-    private let lock = NSLock()
-    private var value = false
-    func set() { lock.withLock { value = true } }
-    var isSet: Bool { lock.withLock { value } }
+final class StopFlag: Sendable {
+    private let value = Atomic<Bool>(false)
+    func set() { value.store(true, ordering: .releasing) }
+    var isSet: Bool { value.load(ordering: .acquiring) }
 }
 
 struct Monitor: AsyncParsableCommand {

@@ -17,7 +17,8 @@ import TestSupport
 
     /// No xrun was the session's, judged by our own cycles (``KaraokeSession/cycleTimings``), all of them measured:
     /// - none gave its CPU up waiting for something (a lock, a disk, the server): a voluntary context switch;
-    /// - none took a page fault (memory touched for the first time on the device thread);
+    /// - none after the first took a page fault (memory touched for the first time on the device thread; the first
+    ///   cycle maps in the new thread's stack and the code it runs);
     /// - none computed for half the period or more: the callback's budget, which leaves the other half of the cycle
     ///   to the server and the other clients.
     /// Whatever else makes a cycle late is the machine's: the server's thread or ours woken late, a virtual CPU not
@@ -45,8 +46,10 @@ import TestSupport
                 sourceLocation: sourceLocation)
         let blocked = timings.filter { $0.voluntarySwitches > 0 }
         #expect(blocked.isEmpty, "our callback gave up its CPU waiting: \(blocked.prefix(5).map(show))", sourceLocation: sourceLocation)
-        let faulted = timings.filter { $0.pageFaults > 0 }
-        #expect(faulted.isEmpty, "our callback took page faults: \(faulted.prefix(5).map(show))", sourceLocation: sourceLocation)
+        // The first cycle on a new device thread maps in its stack and the code it runs for the first time.
+        let faulted = timings.dropFirst().filter { $0.pageFaults > 0 }
+        #expect(faulted.isEmpty, "our callback took page faults after its first cycle: \(faulted.prefix(5).map(show))",
+                sourceLocation: sourceLocation)
         // The server's last lines reach its log through a pipe and a reader thread: a moment after the session.
         usleep(200_000)
         var log = jack.xruns()

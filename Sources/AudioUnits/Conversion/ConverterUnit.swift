@@ -17,6 +17,7 @@ import AudioGraph
 /// Thread safety: as every unit; render neither allocates nor locks (libsoxr's working memory is allocated when the
 /// unit is prepared and primed).
 public final class ConverterUnit: RenderUnit, @unchecked Sendable {
+    // Unchecked Sendable: RenderUnit subclass; `converter` and `pending` the render thread's, made in allocateRenderResources
     public let quality: SampleRateConverter.Quality
     public let channelMap: [Int]
     private let averageInputs: Bool

@@ -27,6 +27,7 @@ import Glibc
 /// the control thread, never while rendering); in real-time mode it neither allocates nor locks inside its
 /// process call with the block sizes given here (the allocation probe checks this with the parameters moving).
 public final class TimePitchUnit: RenderUnit, @unchecked Sendable {
+    // Unchecked Sendable: RenderUnit subclass; Rubber Band state and FIFO the render thread's, rebuilt in prepare/reset; lookahead atomic
     /// Which of librubberband's engines: the library's own quality choice (NewTimePitch's `overlap` role).
     public enum Quality: String, Sendable, CaseIterable {
         /// R2: lower CPU and look-ahead; phase-vocoder artefacts more audible on large shifts.

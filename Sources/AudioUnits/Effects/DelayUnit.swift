@@ -18,6 +18,7 @@ import Darwin
 /// Parameters: `delayTime` 0 … 2 s (1), `feedback` −100 … 100 % (50), `lowpassCutoff` 10 Hz … Nyquist (15000 Hz),
 /// `wetDryMix` 0 … 100 % (50).
 public final class DelayUnit: RenderUnit, @unchecked Sendable {
+    // Unchecked Sendable: RenderUnit subclass; delay line, glide and filter state the render thread's, allocated while not rendering
     public static let maximumDelayTime = 2.0
     private let p: [Parameter]
     private let channels: Int

@@ -22,6 +22,7 @@ import Darwin
 /// 0.0001 … 0.2 s (0.005), `release` 0.01 … 3 s (0.1), `makeupGain` −40 … 40 dB (0), `expansionThreshold`
 /// −120 … 0 dB (−60), `expansionRatio` 1 … 50 (1). ``gainReduction`` meters the current reduction.
 public final class DynamicsUnit: RenderUnit, @unchecked Sendable {
+    // Unchecked Sendable: RenderUnit subclass; envelope, hold and `levels` the render thread's; gain reduction out through `meter`
     static let specs: [ParameterSpec] = [
         ParameterSpec("threshold", name: "Threshold", range: -60...0, unit: .decibels, default: -20),
         ParameterSpec("ratio", name: "Ratio", range: 1...50, unit: .generic, default: 4),

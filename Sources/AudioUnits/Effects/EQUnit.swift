@@ -3,6 +3,7 @@ import AudioGraph
 
 /// The units built on ``FilterBank``: the graph format in, the same format out.
 public class FilterBankUnit: RenderUnit, @unchecked Sendable {
+    // Unchecked Sendable: non-final RenderUnit subclass; `bank` (biquad states) the render thread's; prepare/reset never mid-render
     let bank: FilterBank
 
     init(kind: String, format: StreamFormat, bands: [FilterBand], parameters: [Parameter]) throws(AudioError) {
@@ -56,6 +57,7 @@ public struct EQBand: Sendable, Hashable {
 /// (0 or 1; the band fades out and in over 10 ms). A band's shape is fixed when the unit is created.
 /// Responses are exactly the cookbook's at the graph's sample rate.
 public final class EQUnit: FilterBankUnit, @unchecked Sendable {
+    // Unchecked Sendable: FilterBankUnit subclass; its own state is `bandTypes`, immutable
     public static let maximumBands = 16
     public let bandTypes: [BiquadType]
 
@@ -119,6 +121,7 @@ public final class EQUnit: FilterBankUnit, @unchecked Sendable {
 /// A resonant second-order low-pass: `cutoff` (10 Hz … 0.49 × sample rate, default 6900 Hz) and `resonance`
 /// (−20 … +40 dB, default 0): the response at the cutoff relative to Butterworth's −3 dB, so 0 dB is Q = 0.7071.
 public final class LowPassUnit: FilterBankUnit, @unchecked Sendable {
+    // Unchecked Sendable: FilterBankUnit subclass with no state of its own
     public init(format: StreamFormat, cutoff: Double = 6900, resonance: Double = 0) throws(AudioError) {
         let (parameters, band) = try resonantBand(kind: "lowpass", type: .lowPass, format: format, cutoff: cutoff, defaultCutoff: 6900, resonance: resonance)
         try super.init(kind: "lowpass", format: format, bands: [band], parameters: parameters)
@@ -128,6 +131,7 @@ public final class LowPassUnit: FilterBankUnit, @unchecked Sendable {
 /// A resonant second-order high-pass: `cutoff` (10 Hz … 0.49 × sample rate, default 80 Hz) and `resonance`
 /// (−20 … +40 dB, default 0, Butterworth).
 public final class HighPassUnit: FilterBankUnit, @unchecked Sendable {
+    // Unchecked Sendable: FilterBankUnit subclass with no state of its own
     public init(format: StreamFormat, cutoff: Double = 80, resonance: Double = 0) throws(AudioError) {
         let (parameters, band) = try resonantBand(kind: "highpass", type: .highPass, format: format, cutoff: cutoff, defaultCutoff: 80, resonance: resonance)
         try super.init(kind: "highpass", format: format, bands: [band], parameters: parameters)
@@ -137,6 +141,7 @@ public final class HighPassUnit: FilterBankUnit, @unchecked Sendable {
 /// A second-order band-pass with 0 dB at its centre: `frequency` (10 Hz … 0.49 × sample rate, default 1000 Hz)
 /// and `bandwidth` (0.05 … 5 octaves between the −3 dB points, default 1).
 public final class BandPassUnit: FilterBankUnit, @unchecked Sendable {
+    // Unchecked Sendable: FilterBankUnit subclass with no state of its own
     public init(format: StreamFormat, frequency: Double = 1000, bandwidth: Double = 1) throws(AudioError) {
         let top = Self.maximumFrequency(format.sampleRate)
         let f = Parameter(ParameterSpec("frequency", name: "Centre frequency", range: 10...top, unit: .hertz, default: min(1000, top)), owner: "bandpass")

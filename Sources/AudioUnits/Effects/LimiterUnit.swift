@@ -22,6 +22,7 @@ import Darwin
 /// Parameters: `attackTime` 0.001 … 0.03 s (0.005), `decayTime` 0.001 … 1 s (0.05), `preGain` −40 … 40 dB (0),
 /// `ceiling` −40 … 0 dB (−1).
 public final class LimiterUnit: RenderUnit, @unchecked Sendable {
+    // Unchecked Sendable: RenderUnit subclass; delay ring, min deque and history the render thread's; lookahead and clips atomic
     static let specs: [ParameterSpec] = [
         ParameterSpec("attackTime", name: "Attack (lookahead)", range: 0.001...0.03, unit: .seconds, default: 0.005),
         ParameterSpec("decayTime", name: "Decay time", range: 0.001...1, unit: .seconds, default: 0.05),

@@ -60,6 +60,7 @@ import Darwin
 /// render thread only, where they never allocate, lock, log or do I/O; the rest is
 /// control-thread API.
 public final class ReverbUnit: RenderUnit, @unchecked Sendable {
+    // Unchecked Sendable: RenderUnit subclass; `kernel` (delay lines, filters) the render thread's; parameters atomic
     public static let wetDryMixSpec = ParameterSpec(
         "wetDryMix", name: "Wet/dry mix", range: 0...100, unit: .percent, default: 50)
     public static let gainSpec = ParameterSpec("gain", name: "Gain", range: -20...20, unit: .decibels, default: 0)

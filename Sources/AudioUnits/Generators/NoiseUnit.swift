@@ -5,6 +5,7 @@ import AudioGraph
 /// generator: the same seed gives the same samples, whatever the block sizes. Each channel gets its own samples.
 /// `amplitude`: linear, 0 … 1, default 0.1, smoothed.
 public final class NoiseUnit: RenderUnit, @unchecked Sendable {
+    // Unchecked Sendable: RenderUnit subclass; `generator`, `smoothedAmplitude` the render thread's; reset never mid-render
     public let seed: UInt64
     private let amplitude: Parameter
     private var smoothedAmplitude = SmoothedValue(0.1, rampFrames: 0)

@@ -8,6 +8,7 @@ import Glibc
 /// A sine generator: `frequency` (Hz, 0 … Nyquist, default 440) and `amplitude` (linear, 0 … 1, default 0.5),
 /// both smoothed. Every output channel carries the same signal; sample n is `amplitude · sin(2π · f · n / fs)`.
 public final class ToneUnit: RenderUnit, @unchecked Sendable {
+    // Unchecked Sendable: RenderUnit subclass; `phase` and the smoothed values the render thread's; parameters atomic
     private let frequency: Parameter
     private let amplitude: Parameter
     private var smoothedFrequency = SmoothedValue(440, rampFrames: 0)

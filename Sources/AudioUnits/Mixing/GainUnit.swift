@@ -3,6 +3,7 @@ import AudioGraph
 
 /// Applies a gain in decibels, smoothed over 20 ms so changes never click. `gain`: −96 … +24 dB, default 0.
 public final class GainUnit: RenderUnit, @unchecked Sendable {
+    // Unchecked Sendable: RenderUnit subclass; `smoothed` ramp the render thread's; `gainParameter` atomic
     public static let gainSpec = ParameterSpec(
         "gain", name: "Gain", range: -96...24, unit: .decibels, default: 0)
 

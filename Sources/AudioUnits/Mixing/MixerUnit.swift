@@ -13,6 +13,7 @@ import AudioGraph
 /// Meters: ``meter(bus:)`` (each bus after its volume, pan and enable) and ``masterMeter`` (the output), peak and RMS
 /// readable from the control thread.
 public final class MixerUnit: RenderUnit, @unchecked Sendable {
+    // Unchecked Sendable: RenderUnit subclass; gain and pan ramps the render thread's; parameters and meters atomic
     public let busCount: Int
     private let volumes: [Parameter]
     private let pans: [Parameter]

@@ -5,6 +5,7 @@ import Synchronization
 /// Plays PCM held in memory from its start, once or looping (`loop` property). After the end of a non-looping
 /// buffer it outputs silence and reports ``hasFinished``. The output has the buffer's channel count.
 public final class BufferPlayerUnit: RenderUnit, FiniteSource, @unchecked Sendable {
+    // Unchecked Sendable: RenderUnit subclass; `position` the render thread's; loop and finished flags atomic; `buffer` never written
     private let buffer: PCMBuffer
     private let frames: Int
     private var position = 0

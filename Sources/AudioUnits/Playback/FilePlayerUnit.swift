@@ -31,6 +31,7 @@ import Synchronization
 ///
 /// A graph reset (``RenderGraph/reset()``) starts the current schedule over from its first frame.
 public final class FilePlayerUnit: RenderUnit, FiniteSource, @unchecked Sendable {
+    // Unchecked Sendable: RenderUnit subclass; reader state the read-ahead thread's, render state the render thread's; commands seqlocked
     /// A stretch of the file: `frameCount` frames from `startFrame` (nil: to the end of the file), played once
     /// and then `loopCount` more times (``endless``: until stopped or replaced). Frames count at the unit's rate.
     public struct Region: Hashable, Sendable {
@@ -652,7 +653,7 @@ public final class FilePlayerUnit: RenderUnit, FiniteSource, @unchecked Sendable
 
 /// A ``FilePlayerUnit/Command`` behind a sequence lock: one writer (under the control lock), one reader (the render
 /// thread), which never waits: a read that meets a write in progress returns nil and is tried again next cycle.
-private final class PublishedCommand: @unchecked Sendable {
+private final class PublishedCommand: Sendable {
     private let sequence = Atomic<Int>(0)
     private let generation = Atomic<Int>(0)
     private let active = Atomic<Bool>(false)

@@ -22,6 +22,7 @@ import Synchronization
 ///   before stays valid. The render thread never allocates, locks, waits or does I/O: it copies and posts a
 ///   semaphore.
 public final class RecorderUnit: RenderUnit, @unchecked Sendable {
+    // Unchecked Sendable: RenderUnit subclass; its own state is all `let` (`shared`, `thread`, `Locked` `finished`)
     public let path: String
     /// Frames dropped from the start of what passes.
     public let skipFrames: Int64
@@ -34,6 +35,7 @@ public final class RecorderUnit: RenderUnit, @unchecked Sendable {
 
     /// What the render thread and the writer share; the writer thread owns it too, so it outlives the unit if need be.
     private final class Shared: @unchecked Sendable {
+        // Unchecked Sendable: `writer`, `toSkip`, `scratch` the writer thread's (finish joins it first); the rest atomic or `Locked`
         let ring: FrameRingBuffer
         let writer: WAVFileWriter
         let wake = WakeSignal()

@@ -46,6 +46,7 @@ import Glibc
 ///
 /// Thread safety: as every unit; the worker is the unit's own and stops with it.
 public final class VoiceProcessingUnit: RenderUnit, @unchecked Sendable {
+    // Unchecked Sendable: RenderUnit subclass; render state the render thread's, `processor` la-voice's (slot atomics); `worker` control's
     public static let echoCancellationSpec = ParameterSpec(
         "echoCancellation", name: "Echo cancellation", range: 0...1, unit: .boolean, default: 1, smoothingTime: 0)
     public static let suppressionLevelSpec = ParameterSpec(
