@@ -430,7 +430,7 @@ public final class RenderGraph: Sendable {
             for id in t.insertionOrder {
                 let unit = t.nodes[id]!.unit
                 unit.reset()
-                unit.pulledFrames = 0
+                unit.rendering.whileStopped.pulledFrames = 0
             }
             resetting.store(false, ordering: .releasing)
         }

@@ -49,8 +49,8 @@ public struct RenderContext {
     public func pull(frames: Int) -> UnsafeBufferPointer<BufferView> {
         guard let puller else { preconditionFailure("pull(frames:) is for units whose pullsInput is true") }
         let time = puller.unit._withUnsafeGuaranteedRef { unit in
-            defer { unit.pulledFrames += Int64(frames) }
-            return RenderTimeStamp(sampleTime: unit.pulledFrames, hostTime: timeStamp.hostTime)
+            defer { unit.rendering.onRenderThread.pulledFrames += Int64(frames) }
+            return RenderTimeStamp(sampleTime: unit.rendering.onRenderThread.pulledFrames, hostTime: timeStamp.hostTime)
         }
         return puller.schedule._withUnsafeGuaranteedRef { $0.runChain(puller.chain, frames: frames, timeStamp: time) }
     }
@@ -84,7 +84,7 @@ public enum PropertyValue: Hashable, Sendable, CustomStringConvertible {
 /// Thread safety: ``render(_:)`` is called from the render thread only, and must not allocate, lock, log or do
 /// I/O. Parameters and ``isBypassed`` may be set from any thread. Everything else is control-thread API.
 open class RenderUnit: @unchecked Sendable {
-    // Unchecked Sendable: open class (cannot be checked); bypass and pull state the render thread's; `spec` set by prepare, not mid-render
+    // Unchecked Sendable: an open class cannot be checked; its own render state is in `rendering`, `spec` set by prepare
     /// The unit's type name, as written in graph files (`"gain"`, `"mixer"`, …).
     public let kind: String
     public let inputFormats: [StreamFormat]
@@ -95,11 +95,17 @@ open class RenderUnit: @unchecked Sendable {
     private let bypassFlag = Atomic<Bool>(false)
     /// Set by the graph that holds the unit; a unit belongs to one graph at a time.
     let membership = Atomic<Bool>(false)
-    /// Render thread: where the bypass crossfade stands, 0 (processing) … `bypassFadeFrames` (bypassed).
-    private var bypassPosition = 0
-    private var bypassFadeFrames = 480
-    /// Render thread: input frames a pulling unit has pulled since it was reset (its inputs' sample time).
-    var pulledFrames: Int64 = 0
+    /// What the render thread keeps of the base unit between cycles.
+    struct RenderState {
+        /// Where the bypass crossfade stands, 0 (processing) … `bypassFadeFrames` (bypassed).
+        var bypassPosition = 0
+        var bypassFadeFrames = 480
+        /// Input frames a pulling unit has pulled since it was reset (its inputs' sample time).
+        var pulledFrames: Int64 = 0
+    }
+
+    /// The render thread's while the unit renders; the control side's in ``prepare(_:)`` and the graph's reset.
+    let rendering = RenderThreadBound(RenderState())
 
     /// - Parameters:
     ///   - kind: the unit's type name (graph files, messages).
@@ -246,9 +252,8 @@ open class RenderUnit: @unchecked Sendable {
             self.spec = previous
             throw error
         }
-        bypassFadeFrames = max(1, Int((Self.bypassFadeTime * spec.sampleRate).rounded()))
-        bypassPosition = isBypassed ? bypassFadeFrames : 0
-        pulledFrames = 0
+        let fade = max(1, Int((Self.bypassFadeTime * spec.sampleRate).rounded()))
+        rendering.whileStopped = RenderState(bypassPosition: isBypassed ? fade : 0, bypassFadeFrames: fade, pulledFrames: 0)
         reset()
     }
 
@@ -281,6 +286,8 @@ open class RenderUnit: @unchecked Sendable {
             render(context)
             return
         }
+        let bypassFadeFrames = rendering.onRenderThread.bypassFadeFrames
+        let bypassPosition = rendering.onRenderThread.bypassPosition
         let wanted = isBypassed ? bypassFadeFrames : 0
         render(context)
         if bypassPosition == wanted {
@@ -307,7 +314,7 @@ open class RenderUnit: @unchecked Sendable {
                 end = position
             }
         }
-        bypassPosition = context.outputs.isEmpty ? wanted : end
+        rendering.onRenderThread.bypassPosition = context.outputs.isEmpty ? wanted : end
     }
 
     private func passThrough(_ context: RenderContext) {
