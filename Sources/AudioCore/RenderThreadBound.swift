@@ -3,22 +3,22 @@
 /// The hand-over is ordered by whatever starts and stops the rendering — a driver's thread start and join, the
 /// graph's render gate — as swift-nio's `NIOLoopBound` ties a value to its event loop. The type says so where a
 /// comment used to, and every access names its side: ``onRenderThread`` inside a cycle, ``whileStopped`` on the
-/// control side with nothing rendering. It checks nothing at run time (a check would cost the render thread).
-/// Access never allocates, locks or copies the value.
+/// control side with nothing rendering. It checks nothing at run time, not even Swift's exclusivity (a check would
+/// cost the render thread): the accessors inline to a field access, and never allocate, lock or copy the value.
 public final class RenderThreadBound<Value>: @unchecked Sendable {
-    // Unchecked Sendable: the hand-over type itself: ordered by a driver's start and join or the graph's render gate (as its doc says)
-    private var value: Value
+    // Unchecked Sendable: the type states a hand-over its owner orders (a thread's start and join, a render gate)
+    @usableFromInline @exclusivity(unchecked) var value: Value
 
-    public init(_ value: Value) { self.value = value }
+    @inlinable public init(_ value: Value) { self.value = value }
 
     /// The value, on the render thread, inside a cycle.
-    public var onRenderThread: Value {
+    @inlinable public var onRenderThread: Value {
         _read { yield value }
         _modify { yield &value }
     }
 
     /// The value, on the control side, while nothing renders (before the start, after the stop).
-    public var whileStopped: Value {
+    @inlinable public var whileStopped: Value {
         _read { yield value }
         _modify { yield &value }
     }

@@ -52,7 +52,8 @@ public final class WorkerThread: Sendable {
         #endif
     }
 
-    /// Waits until the thread's body has returned. Call once; later calls return at once.
+    /// Waits until the thread's body has returned. One joiner: later calls return at once, and a call made while
+    /// another is waiting does not wait.
     public func join() {
         guard !joined.exchange(true, ordering: .acquiringAndReleasing) else { return }
         pthread_join(thread, nil)

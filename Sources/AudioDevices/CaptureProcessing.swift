@@ -226,7 +226,8 @@ final class CaptureProcessing: Sendable {
 /// route is lost. Real-time safe.
 ///
 /// Make it after the I/O unit's capture processor (``IOUnit/setCaptureProcessor(_:reference:)`` with `.graphTap`):
-/// the tap feeds that processor, and holds it and the unit's ``IOUnit/outputRoute``, not the unit.
+/// the tap feeds that processor, and holds it and the unit's ``IOUnit/outputRoute``, not the unit. A processor set
+/// later needs a tap of its own (this one goes on feeding the one it was made with).
 public final class CaptureReferenceTap: RenderUnit, @unchecked Sendable {
     // Unchecked Sendable: RenderUnit subclass; `lastGain`, `scratch` the render thread's; `gain` atomic; `processing`, `route` Sendable
     private let processing: CaptureProcessing

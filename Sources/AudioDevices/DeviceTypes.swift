@@ -1,4 +1,5 @@
 import AudioCore
+import Synchronization
 
 /// The sound systems LiveAudio talks to.
 public enum DeviceBackend: String, Sendable, CaseIterable, CustomStringConvertible {
@@ -270,4 +271,14 @@ extension String {
         let fraction = Int(scaled) % 100
         self = (value < 0 && scaled != 0 ? "-" : "") + "\(whole)." + (fraction < 10 ? "0" : "") + "\(fraction)"
     }
+}
+
+/// Whether an I/O unit's playback reaches somewhere (``IOUnit/outputRoute``): false from a route loss until it
+/// returns. Set by the unit's supervisor; read by anything, the render thread included (an atomic load).
+public final class OutputRoute: Sendable {
+    private let routed = Atomic<Bool>(true)
+
+    public var isRouted: Bool { routed.load(ordering: .acquiring) }
+
+    func set(_ value: Bool) { routed.store(value, ordering: .releasing) }
 }

@@ -44,6 +44,7 @@ extension IOUnit {
     /// monitoring graph. Created once; add it to the graph that ``setOutputGraph(_:)`` pulls.
     public func inputUnit() throws(AudioError) -> InputUnit {
         if let input { return input }
+        try requireStopped("make the input unit")
         guard let format = configuration.inputFormat else {
             throw AudioError(.invalidBus, "bus 1 (input) is disabled: give the configuration an inputFormat")
         }

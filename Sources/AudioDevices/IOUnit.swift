@@ -29,7 +29,7 @@ public typealias CaptureHandler = @Sendable (_ buffer: RawBufferView, _ timeStam
 ///
 /// Thread safety: configure before ``start()``; ``start()``, ``stop()`` and the counters from any control thread.
 public final class IOUnit: @unchecked Sendable {
-    // Unchecked Sendable: control state under `condition` (set while stopped or locked); the device thread's in `cycle`; status `Locked`
+    // Unchecked Sendable: control state under `condition`; bus parts set only while stopped; device state in `cycle`
     public enum Bus: Int, Sendable {
         case output = 0
         case input = 1
@@ -403,14 +403,4 @@ public final class IOUnit: @unchecked Sendable {
             continuation.yield(.inputEnded)
         }
     }
-}
-
-/// Whether an I/O unit's playback reaches somewhere (``IOUnit/outputRoute``): false from a route loss until it
-/// returns. Set by the unit's supervisor; read by anything, the render thread included (an atomic load).
-public final class OutputRoute: Sendable {
-    private let routed = Atomic<Bool>(true)
-
-    public var isRouted: Bool { routed.load(ordering: .acquiring) }
-
-    func set(_ value: Bool) { routed.store(value, ordering: .releasing) }
 }

@@ -14,7 +14,7 @@ import Synchronization
 /// another rate is an error unless the request accepts other rates (the I/O unit then converts), the period is reported in the grant. A server that shuts down (or a buffer-size
 /// change, which would need new buffers) is a fault reported off the real-time thread.
 final class JACKDriver: AudioDriver, @unchecked Sendable {
-    // Unchecked Sendable: `handler`/`onFault` set before jack_activate; `sampleTime` JACK's process thread's; `grant`, `closed` control's
+    // Unchecked Sendable: `handler`/`onFault`/`watcher` set before jack_activate; `sampleTime` the process thread's; `closed` control's
     private(set) var grant: DeviceGrant
     private let client: OpaquePointer
     private let clientName: String

@@ -16,7 +16,7 @@ import Synchronization
 /// at the rate given when it is made: files at another rate are resampled while they are read. A graph at
 /// another rate than the unit's rejects the node when it is added.
 public final class FileSourceUnit: RenderUnit, FiniteSource, @unchecked Sendable {
-    // Unchecked Sendable: RenderUnit subclass; ring SPSC (reader → render thread), reallocated only in prepare; `reader` the reader's
+    // Unchecked Sendable: RenderUnit subclass; ring SPSC (reader → render), reset in prepare; `reader` the reader's, `scratch` render's
     public let path: String
     /// What reads the file (on the reader thread only).
     public let reader: any AudioFileReader
