@@ -28,3 +28,17 @@ public struct Locked<Value: ~Copyable>: ~Copyable, Sendable {
         }
     }
 }
+
+/// A weak reference any thread may read and set, under a lock: a link that must not keep its target alive (a stream
+/// back to its source, a worker's handler back to its owner). Never on a render thread.
+public final class WeakReference<Object: AnyObject & Sendable>: Sendable {
+    private struct Box { weak var value: Object? }
+    private let box = Locked(Box())
+
+    public init() {}
+
+    public var value: Object? {
+        get { box.withLock { $0.value } }
+        set { box.withLock { $0.value = newValue } }
+    }
+}

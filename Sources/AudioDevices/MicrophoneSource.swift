@@ -36,16 +36,6 @@ public struct CapturedBuffer: Sendable {
     }
 }
 
-/// Lets the stream reach its source without keeping it alive.
-private final class WeakLink: Sendable {
-    private struct Weak { weak var value: MicrophoneSource? }
-    private let link = Locked(Weak())
-    var source: MicrophoneSource? {
-        get { link.withLock { $0.value } }
-        set { link.withLock { $0.value = newValue } }
-    }
-}
-
 /// The microphone: capture from a device (ALSA, JACK or a virtual WAV file) in the client format of your choice —
 /// 48 kHz mono Int16 as iOS capture code asks for, or Float32 — delivered to Swift code as an `AsyncStream` of ``CapturedBuffer``s.
 ///
@@ -118,9 +108,10 @@ public final class MicrophoneSource: Sendable {
         let bytesPerSlot = slotFrames * format.bytesPerFrame * format.bufferCount
         let slots = max(4, Int((bufferedSeconds * format.sampleRate / Double(slotFrames)).rounded(.up)))
         ring = SlotRingBuffer(slotCount: slots, slotBytes: bytesPerSlot)
-        let link = WeakLink()
-        buffers = AsyncStream(unfolding: { await link.source?.next() })
-        link.source = self
+        // The stream reaches its source without keeping it alive.
+        let link = WeakReference<MicrophoneSource>()
+        buffers = AsyncStream(unfolding: { await link.value?.next() })
+        link.value = self
         let handler: CaptureHandler = { [unowned self] raw, stamp in capture(raw, stamp) }
         try io.setCaptureHandler(handler)
     }

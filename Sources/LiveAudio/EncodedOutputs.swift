@@ -157,11 +157,10 @@ final class EncodedOutputs: Sendable {
 
 /// Hands the worker's packets to the outputs (set once, right after the worker is made).
 private final class FanOut: Sendable {
-    private struct Weak { weak var value: EncodedOutputs? }
-    private let link = Locked(Weak())
+    private let link = WeakReference<EncodedOutputs>()
     var outputs: EncodedOutputs? {
-        get { link.withLock { $0.value } }
-        set { link.withLock { $0.value = newValue } }
+        get { link.value }
+        set { link.value = newValue }
     }
     func deliver(_ packets: [AACPacket]) throws(AudioError) { try outputs?.deliver(packets) }
 }
