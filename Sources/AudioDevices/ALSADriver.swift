@@ -458,15 +458,9 @@ final class ALSADriver: AudioDriver, @unchecked Sendable {
                         if let failure = wait(capture, since: lastCycleHost) { return failure }
                         continue
                     }
-                    switch recover(Int32(r), capture) {
-                    case .failed(let e): return e
-                    case .stopped: return nil
-                    case .recovered:
-                        got = 0
-                        sampleTime += gap(since: lastCycleHost, nsPerFrame: nsPerFrame, period: period)
-                        // Counted: a recovery found by the next wait measures from here, not again from the last cycle.
-                        lastCycleHost = monotonicNanoseconds()
-                    }
+                    if let ending = recoverCountingGap(Int32(r), capture, period: period, sampleTime: &sampleTime,
+                                                       lastCycleHost: &lastCycleHost).ending { return ending }
+                    got = 0
                 }
             } else if let playback {
                 if let failure = waitForRoom(playback, period: period, sampleTime: &sampleTime, lastCycleHost: &lastCycleHost).ending {
@@ -541,14 +535,8 @@ final class ALSADriver: AudioDriver, @unchecked Sendable {
             if avail >= period { return .next }
             if !running.load(ordering: .acquiring) { return .stop }
             if avail < 0 {
-                switch recover(Int32(avail), playback) {
-                case .failed(let e): return .fail(e)
-                case .stopped: return .stop
-                case .recovered:
-                    sampleTime += gap(since: lastCycleHost, nsPerFrame: 1e9 / grant.sampleRate, period: period)
-                    // Counted: a recovery found by the next wait measures from here, not again from the last cycle.
-                    lastCycleHost = monotonicNanoseconds()
-                }
+                let step = recoverCountingGap(Int32(avail), playback, period: period, sampleTime: &sampleTime, lastCycleHost: &lastCycleHost)
+                if step.ending != nil { return step }
                 // Wait before looking again: a stream that is back in an xrun at once must not spin this real-time
                 // thread; the stall limit ends it.
             }
@@ -576,15 +564,7 @@ final class ALSADriver: AudioDriver, @unchecked Sendable {
                 if let failure = wait(playback, since: lastCycleHost) { return .fail(failure) }
                 continue
             }
-            switch recover(Int32(r), playback) {
-            case .failed(let e): return .fail(e)
-            case .stopped: return .stop
-            case .recovered:
-                sampleTime += gap(since: lastCycleHost, nsPerFrame: 1e9 / grant.sampleRate, period: period)
-                // Counted: a recovery found by the next wait measures from here, not again from the last cycle.
-                lastCycleHost = monotonicNanoseconds()
-                return .next
-            }
+            return recoverCountingGap(Int32(r), playback, period: period, sampleTime: &sampleTime, lastCycleHost: &lastCycleHost)
         }
         return .next
     }
@@ -784,10 +764,22 @@ final class ALSADriver: AudioDriver, @unchecked Sendable {
         return .recovered
     }
 
-    /// Frames of device time lost in an xrun: the time since the last cycle beyond one period.
-    private func gap(since lastCycle: UInt64, nsPerFrame: Double, period: Int) -> Int64 {
-        let elapsed = Double(monotonicNanoseconds() &- lastCycle) / nsPerFrame
-        return max(0, Int64(elapsed.rounded()) - Int64(period))
+    /// ``recover(_:_:)``, and after a recovery the device time lost added to the sample time: the time since the last
+    /// cycle beyond one period. The recovery then counts as that cycle, so a recovery found by the next wait measures
+    /// from here, not again from the last cycle.
+    private func recoverCountingGap(
+        _ error: Int32, _ pcm: ALSAPCM, period: Int, sampleTime: inout Int64, lastCycleHost: inout UInt64
+    ) -> Step {
+        switch recover(error, pcm) {
+        case .failed(let e): return .fail(e)
+        case .stopped: return .stop
+        case .recovered:
+            let now = monotonicNanoseconds()
+            let elapsed = Double(now &- lastCycleHost) * grant.sampleRate / 1e9
+            sampleTime += max(0, Int64(elapsed.rounded()) - Int64(period))
+            lastCycleHost = now
+            return .next
+        }
     }
 
     // MARK: Library helpers

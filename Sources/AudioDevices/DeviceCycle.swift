@@ -256,7 +256,7 @@ extension DeviceCycle.State {
 
     /// The one path, for `frames` client frames: capture through the processor to the handler and the input node,
     /// then the graph (or callback) to `playback` (nil: none this cycle).
-    private func clientCycle(
+    private mutating func clientCycle(
         frames: Int, sampleTime: Int64, captured: BufferView?, time: DeviceCycleTime, playback: Playback?, failures: inout Int
     ) {
         if var captured {
