@@ -541,8 +541,7 @@ struct Monitor: AsyncParsableCommand {
                         + (graph == nil ? "give --rate one of those" : "run the graph's input node at one of those")
                         + " (a device at another rate is converted)")
             }
-            // Room for every cycle of the run at 16-frame periods (a run without --duration: its first million).
-            let timingCapacity = duration.map { Int($0 * inputFormat.sampleRate / 16) + 4096 } ?? 1_000_000
+            let timingCapacity = CycleTimingLine.capacity(duration: duration, sampleRate: inputFormat.sampleRate)
             let stop = StopFlag()
             let signals = StopSignals { stop.set() }
             // Without --period and --periods, on ALSA, the lowest buffering the device holds without xruns: it starts
@@ -649,12 +648,7 @@ struct Monitor: AsyncParsableCommand {
                         + ", echo delay "
                         + (voiceUnit.estimatedDelay > 0 ? String(format: "%.0f ms", voiceUnit.estimatedDelay * 1000) : "not found"))
             }
-            if timing {
-                let timings = io.cycleTimings
-                print(
-                    "cycle timing: \(CycleTimingSummary(timings, sampleRate: grant.sampleRate))"
-                        + (timings.count >= timingCapacity ? " (the first \(timingCapacity) cycles)" : ""))
-            }
+            if timing { CycleTimingLine.print(io.cycleTimings, sampleRate: grant.sampleRate, capacity: timingCapacity) }
             if let gone = io.failure { throw gone }
         } catch {
             throw fail(error)
@@ -703,5 +697,19 @@ struct Latency: ParsableCommand {
         } catch {
             throw fail(error)
         }
+    }
+}
+
+/// `--timing` (monitor, karaoke): room for the run's cycles, and the line printed after it.
+enum CycleTimingLine {
+    /// Every cycle of the run at 16-frame periods, or a run without `--duration`'s first million.
+    static func capacity(duration: Double?, sampleRate: Double) -> Int {
+        duration.map { Int($0 * sampleRate / 16) + 4096 } ?? 1_000_000
+    }
+
+    static func print(_ timings: [CycleTiming], sampleRate: Double, capacity: Int) {
+        Swift.print(
+            "cycle timing: \(CycleTimingSummary(timings, sampleRate: sampleRate))"
+                + (timings.count >= capacity ? " (the first \(capacity) cycles)" : ""))
     }
 }

@@ -113,8 +113,7 @@ struct Karaoke: AsyncParsableCommand {
             // On the screen, the outputs' line says how each connection is; log lines would scroll it away.
             c.rtmp = try destinations.rtmpConfiguration(logLevel: Terminal.isInteractive && !noScreen ? .critical : .warning)
             c.stemsDirectory = stems
-            // As `monitor --timing`: a cycle every 16 frames at most for the duration, or the first million cycles.
-            let timingCapacity = duration.map { Int($0 * c.sampleRate / 16) + 4096 } ?? 1_000_000
+            let timingCapacity = CycleTimingLine.capacity(duration: duration, sampleRate: c.sampleRate)
             if timing { c.cycleTimingCapacity = timingCapacity }
             if let stems { try? FileManager.default.createDirectory(atPath: stems, withIntermediateDirectories: true) }
             switch latencyMs {
@@ -184,12 +183,7 @@ struct Karaoke: AsyncParsableCommand {
                     + "(\(summary.roundTripSource)); xruns \(summary.xruns), accompaniment underruns "
                     + "\(summary.accompanimentUnderruns), recorded \(summary.recordedFrames) frames, dropped \(summary.droppedFrames)")
             for output in summary.outputs { print("  \(output)") }
-            if timing {
-                let timings = session.cycleTimings
-                print(
-                    "cycle timing: \(CycleTimingSummary(timings, sampleRate: deviceRate))"
-                        + (timings.count >= timingCapacity ? " (the first \(timingCapacity) cycles)" : ""))
-            }
+            if timing { CycleTimingLine.print(session.cycleTimings, sampleRate: deviceRate, capacity: timingCapacity) }
             if let error = summary.error { throw error }
             for output in summary.outputs {
                 if let r = output.rtmp, r.state == .failed {
