@@ -228,13 +228,13 @@ final class CaptureProcessing: Sendable {
 /// Make it after the I/O unit's capture processor (``IOUnit/setCaptureProcessor(_:reference:)`` with `.graphTap`):
 /// the tap feeds that processor, and holds it and the unit's ``IOUnit/outputRoute``, not the unit. A processor set
 /// later needs a tap of its own (this one goes on feeding the one it was made with).
-public final class CaptureReferenceTap: RenderUnit, @unchecked Sendable {
-    // Unchecked Sendable: RenderUnit subclass; `lastGain`, `scratch` the render thread's; `gain` atomic; `processing`, `route` Sendable
+public final class CaptureReferenceTap: RenderUnit {
+    public let core: UnitCore
     private let processing: CaptureProcessing
     private let route: OutputRoute
     private let gainBits = Atomic<UInt32>(Float(1).bitPattern)
     /// The gain at the end of the last cycle: each cycle ramps from it to the new one.
-    private var lastGain: Float = 1
+    private let lastGain = RenderThreadBound<Float>(1)
     private let scratch: PCMBuffer
 
     /// - Throws: ``AudioError`` `.invalidState` when `io` has no capture processor referenced to a graph tap.
@@ -248,7 +248,7 @@ public final class CaptureReferenceTap: RenderUnit, @unchecked Sendable {
         route = io.outputRoute
         scratch = PCMBuffer(channelCount: format.channelCount, capacity: max(1, maximumFrames))
         let f = try StreamFormat.graph(sampleRate: format.sampleRate, channelCount: format.channelCount)
-        super.init(kind: "captureReferenceTap", inputs: [f], outputs: [f])
+        core = UnitCore(kind: "captureReferenceTap", inputs: [f], outputs: [f])
     }
 
     /// Linear gain between this tap and the speaker (0 … 16): the reference is scaled by it, ramped over a cycle.
@@ -257,10 +257,11 @@ public final class CaptureReferenceTap: RenderUnit, @unchecked Sendable {
         set { gainBits.store(min(16, max(0, newValue.isFinite ? newValue : 1)).bitPattern, ordering: .relaxed) }
     }
 
-    override public func render(_ context: RenderContext) {
+    public func render(_ context: RenderContext) {
         let input = context.input(0)
         context.output(0).copy(from: input)
         let target: Float = route.isRouted ? gain : 0
+        let lastGain = self.lastGain.onRenderThread
         if target == 1 && lastGain == 1 {
             processing.tapped(input)
             return
@@ -277,7 +278,7 @@ public final class CaptureReferenceTap: RenderUnit, @unchecked Sendable {
                 y[i] = x[i] * g
             }
         }
-        lastGain = target
+        self.lastGain.onRenderThread = target
         processing.tapped(out)
     }
 }

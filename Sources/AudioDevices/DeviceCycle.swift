@@ -272,9 +272,9 @@ extension DeviceCycle.State {
                 PCMConversion.encode(captured, into: raw)
                 captureHandler(raw, handlerStamp)
             }
-            input?.current = captured
+            input?.current.onRenderThread = captured
         }
-        defer { input?.current = nil }
+        defer { input?.current.onRenderThread = nil }
         guard let playback else { return }
         let processing = captureProcessing
         if case .nothing = playback {

@@ -17,9 +17,15 @@ public final class ReadAheadWorker: Sendable {
     private final class Shared: @unchecked Sendable {
         // Unchecked Sendable: `filling`, `failure` under `condition`; `checked` written in init only; `forced`, `stopping` atomic
         let units: [RenderUnit]
-        /// The same units, unretained, for the per-cycle checks: iterating a Swift array of references
-        /// allocates in debug builds.
-        let checked: UnsafeMutableBufferPointer<Unmanaged<RenderUnit>>
+        /// The same units, each in a holder kept by `holders`, unretained, for the per-cycle checks: iterating a
+        /// Swift array of references allocates in debug builds (a holder, as `Unmanaged` cannot hold a protocol
+        /// existential).
+        let checked: UnsafeMutableBufferPointer<Unmanaged<Holder>>
+        private let holders: [Holder]
+        final class Holder: Sendable {
+            let unit: RenderUnit
+            init(_ unit: RenderUnit) { self.unit = unit }
+        }
         /// Wakes the worker; posted by the rendering side.
         let wake = WakeSignal()
         /// Set by a waiting offline renderer: fill even if no unit is half empty.
@@ -33,8 +39,9 @@ public final class ReadAheadWorker: Sendable {
 
         init(units: [RenderUnit]) {
             self.units = units
+            holders = units.map(Holder.init)
             checked = .allocate(capacity: units.count)
-            _ = checked.initialize(from: units.map { Unmanaged.passUnretained($0) })
+            _ = checked.initialize(from: holders.map { Unmanaged.passUnretained($0) })
         }
 
         deinit { checked.deallocate() }
@@ -60,7 +67,7 @@ public final class ReadAheadWorker: Sendable {
                 do throws(AudioError) {
                     var i = 0
                     while i < checked.count {
-                        try checked[i].takeUnretainedValue().prefetch(frames: .max)
+                        try checked[i].takeUnretainedValue().unit.prefetch(frames: .max)
                         i += 1
                     }
                 } catch let e {
@@ -81,9 +88,11 @@ public final class ReadAheadWorker: Sendable {
         func ready(frames: Int) -> Bool {
             var i = 0
             while i < checked.count {
-                let unit = checked[i].takeUnretainedValue()
                 // A unit read by a pulling unit must be full (or at its end): a cycle may take many times its frames.
-                if !unit.isReadyAhead(frames: unit.isReadInPulledChain ? Int.max : frames) { return false }
+                let ready = checked[i]._withUnsafeGuaranteedRef {
+                    $0.unit.isReadyAhead(frames: $0.unit.isReadInPulledChain ? Int.max : frames)
+                }
+                if !ready { return false }
                 i += 1
             }
             return true
@@ -92,7 +101,7 @@ public final class ReadAheadWorker: Sendable {
         var wanted: Bool {
             var i = 0
             while i < checked.count {
-                if checked[i].takeUnretainedValue().wantsReadAhead { return true }
+                if checked[i]._withUnsafeGuaranteedRef({ $0.unit.wantsReadAhead }) { return true }
                 i += 1
             }
             return false

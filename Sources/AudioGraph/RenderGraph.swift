@@ -159,7 +159,7 @@ public final class RenderGraph: Sendable {
 
     deinit {
         exchange.deactivate()
-        control.withLock { t in for n in t.nodes.values { n.unit.membership.store(false, ordering: .relaxed) } }
+        control.withLock { t in for n in t.nodes.values { n.unit.core.membership.store(false, ordering: .relaxed) } }
     }
 
     public var state: State { control.withLock { $0.state } }
@@ -186,7 +186,7 @@ public final class RenderGraph: Sendable {
         for f in unit.inputFormats + unit.outputFormats where !(1_000...768_000).contains(f.sampleRate) {
             throw AudioError(.unsupportedSampleRate, "node '\(label)' (\(unit.kind)) runs at \(formatHz(f.sampleRate)), outside 1–768 kHz")
         }
-        guard unit.membership.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged
+        guard unit.core.membership.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged
         else {
             throw AudioError(.invalidNode, "node '\(label)': the \(unit.kind) unit already belongs to a graph")
         }
@@ -203,7 +203,7 @@ public final class RenderGraph: Sendable {
                 return id
             }
         } catch {
-            unit.membership.store(false, ordering: .releasing)
+            unit.core.membership.store(false, ordering: .releasing)
             throw error
         }
     }
@@ -219,7 +219,7 @@ public final class RenderGraph: Sendable {
                 if case .node(let from) = source, from.node == id { return false }
                 return true
             }
-            record.unit.membership.store(false, ordering: .releasing)
+            record.unit.core.membership.store(false, ordering: .releasing)
             if t.state != .uninitialized { publish(t) }
         }
     }
@@ -430,7 +430,7 @@ public final class RenderGraph: Sendable {
             for id in t.insertionOrder {
                 let unit = t.nodes[id]!.unit
                 unit.reset()
-                unit.rendering.whileStopped.pulledFrames = 0
+                unit.core.rendering.whileStopped.pulledFrames = 0
             }
             resetting.store(false, ordering: .releasing)
         }
@@ -661,7 +661,7 @@ public final class RenderGraph: Sendable {
         var outputs: [BusSource] = []
         var callbacks: [CallbackInput] = []
         var everything: [NodeRecord] = []
-        var prefetchPlan: [(unit: RenderUnit, scale: Double, margin: Int)] = []
+        var prefetchPlan: [(node: NodeRecord, scale: Double, margin: Int)] = []
         let silent = BusSource(base: silence.storage, stride: 0, channels: 1)
 
         func resolve(_ key: Endpoint, channels: Int) -> BusSource {
@@ -673,7 +673,7 @@ public final class RenderGraph: Sendable {
             case .callback(let cb)?:
                 callbacks.append(cb)
                 steps.append(
-                    ScheduleStep(unit: nil, callback: cb, inputStart: inputs.count, inputCount: 0, outputStart: outputs.count, outputCount: 1))
+                    ScheduleStep(node: nil, callback: cb, inputStart: inputs.count, inputCount: 0, outputStart: outputs.count, outputCount: 1))
                 outputs.append(BusSource(base: cb.buffer.storage, stride: cb.buffer.channelStride, channels: channels))
                 return BusSource(base: cb.buffer.storage, stride: cb.buffer.channelStride, channels: channels)
             case nil:
@@ -701,14 +701,14 @@ public final class RenderGraph: Sendable {
                     // In a pulled chain, how much a cycle takes depends on the puller (a time-pitch's rate, its
                     // look-ahead): offline, such a reader fills its whole buffer before each cycle.
                     let scale = (unit.busSampleRate ?? format.sampleRate) / format.sampleRate
-                    prefetchPlan.append((unit, scale, inChain ? Int.max / 4 : 0))
-                    unit.pulledChainFlag.store(inChain, ordering: .relaxed)
+                    prefetchPlan.append((record, scale, inChain ? Int.max / 4 : 0))
+                    unit.core.pulledChainFlag.store(inChain, ordering: .relaxed)
                 }
                 let outputStart = outputs.count
                 outputs += record.outputBuffers.map { BusSource(base: $0.storage, stride: $0.channelStride, channels: $0.channelCount) }
                 if let chain = pulled[record.id] {
                     var step = ScheduleStep(
-                        unit: unit, callback: nil, inputStart: chain.start, inputCount: chain.count, outputStart: outputStart,
+                        node: record, callback: nil, inputStart: chain.start, inputCount: chain.count, outputStart: outputStart,
                         outputCount: record.outputBuffers.count)
                     step.chain = chain.chain
                     steps.append(step)
@@ -722,7 +722,7 @@ public final class RenderGraph: Sendable {
                 inputs += resolved
                 steps.append(
                     ScheduleStep(
-                        unit: unit, callback: nil, inputStart: inputStart, inputCount: resolved.count, outputStart: outputStart,
+                        node: record, callback: nil, inputStart: inputStart, inputCount: resolved.count, outputStart: outputStart,
                         outputCount: record.outputBuffers.count))
             }
             // The result, read after the chain's steps (callback steps for the sinks themselves join the chain).

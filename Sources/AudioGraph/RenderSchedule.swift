@@ -13,11 +13,13 @@ struct BusSource {
     }
 }
 
-/// One entry of a compiled schedule: run a user callback into its buffer, or render a unit. The unit or callback
-/// is held unretained: the schedule keeps them alive (``RenderSchedule``'s retained nodes and callbacks), and the
-/// render thread then takes no reference count on them.
+/// One entry of a compiled schedule: run a user callback into its buffer, or render a node's unit. The node or
+/// callback is held unretained: the schedule keeps them alive (``RenderSchedule``'s retained nodes and callbacks),
+/// and the render thread then takes no reference count on them. (A node, not its unit: a unit is a protocol
+/// existential, which `Unmanaged` cannot hold; a node's `unit` is a constant, read from the guaranteed node
+/// without a reference count.)
 struct ScheduleStep {
-    let unit: Unmanaged<RenderUnit>?
+    let node: Unmanaged<NodeRecord>?
     let callback: Unmanaged<CallbackInput>?
     let inputStart: Int
     let inputCount: Int
@@ -26,8 +28,8 @@ struct ScheduleStep {
     /// For a unit that pulls its input: the chain that renders its inputs (whose result is inputStart…); else −1.
     var chain: Int = -1
 
-    init(unit: RenderUnit?, callback: CallbackInput?, inputStart: Int, inputCount: Int, outputStart: Int, outputCount: Int) {
-        self.unit = unit.map { .passUnretained($0) }
+    init(node: NodeRecord?, callback: CallbackInput?, inputStart: Int, inputCount: Int, outputStart: Int, outputCount: Int) {
+        self.node = node.map { .passUnretained($0) }
         self.callback = callback.map { .passUnretained($0) }
         self.inputStart = inputStart
         self.inputCount = inputCount
@@ -62,8 +64,8 @@ final class RenderSchedule: @unchecked Sendable {
     let inputViews: UnsafeMutableBufferPointer<BufferView>
     let outputViews: UnsafeMutableBufferPointer<BufferView>
     let output: BusSource
-    /// Units that read ahead (files), as unowned references: iterated by index, never allocating.
-    let prefetchers: UnsafeMutableBufferPointer<Unmanaged<RenderUnit>>
+    /// The nodes of units that read ahead (files), as unowned references: iterated by index, never allocating.
+    let prefetchers: UnsafeMutableBufferPointer<Unmanaged<NodeRecord>>
     /// For each: how many of its frames a graph frame takes (its rate over the graph's), and the frames a chain
     /// may pull beyond that in one cycle (for a reader in a pulled chain: as many as it holds).
     let prefetchScales: UnsafeMutableBufferPointer<(scale: Double, margin: Int)>
@@ -71,7 +73,7 @@ final class RenderSchedule: @unchecked Sendable {
     init(
         nodes: [NodeRecord], callbacks: [CallbackInput], steps: [ScheduleStep], chains: [ScheduleChain],
         inputs: [BusSource], outputs: [BusSource], output: BusSource, silence: PCMBuffer,
-        prefetchPlan: [(unit: RenderUnit, scale: Double, margin: Int)]
+        prefetchPlan: [(node: NodeRecord, scale: Double, margin: Int)]
     ) {
         retainedNodes = nodes
         retainedCallbacks = callbacks
@@ -90,7 +92,7 @@ final class RenderSchedule: @unchecked Sendable {
         outputViews.initialize(repeating: blank)
         self.output = output
         prefetchers = .allocate(capacity: prefetchPlan.count)
-        _ = prefetchers.initialize(from: prefetchPlan.map { Unmanaged.passUnretained($0.unit) })
+        _ = prefetchers.initialize(from: prefetchPlan.map { Unmanaged.passUnretained($0.node) })
         prefetchScales = .allocate(capacity: prefetchPlan.count)
         _ = prefetchScales.initialize(from: prefetchPlan.map { ($0.scale, $0.margin) })
     }
@@ -110,7 +112,7 @@ final class RenderSchedule: @unchecked Sendable {
     func prefetch(frames: Int) throws(AudioError) {
         for i in 0..<prefetchers.count {
             let (scale, margin) = prefetchScales[i]
-            try prefetchers[i].takeUnretainedValue().prefetch(frames: Int((Double(frames) * scale).rounded(.up)) + margin)
+            try prefetchers[i].takeUnretainedValue().unit.prefetch(frames: Int((Double(frames) * scale).rounded(.up)) + margin)
         }
     }
 
@@ -132,7 +134,7 @@ final class RenderSchedule: @unchecked Sendable {
                 callback._withUnsafeGuaranteedRef { $0.fill(outputViews[step.outputStart], timeStamp: timeStamp) }
                 continue
             }
-            let unit = step.unit.unsafelyUnwrapped
+            let node = step.node.unsafelyUnwrapped
             for o in step.outputStart..<(step.outputStart + step.outputCount) {
                 outputViews[o] = outputSources[o].view(frames)
             }
@@ -141,7 +143,8 @@ final class RenderSchedule: @unchecked Sendable {
             if step.chain >= 0 {
                 context = RenderContext(
                     frameCount: frames, timeStamp: timeStamp, inputs: UnsafeBufferPointer(start: nil, count: 0),
-                    outputs: outputs, puller: .init(schedule: .passUnretained(self), chain: step.chain, unit: unit))
+                    outputs: outputs, puller: .init(schedule: .passUnretained(self), chain: step.chain,
+                        unit: node._withUnsafeGuaranteedRef { .passUnretained($0.unit.core) }))
             } else {
                 for i in step.inputStart..<(step.inputStart + step.inputCount) {
                     inputViews[i] = inputSources[i].view(frames)
@@ -151,7 +154,7 @@ final class RenderSchedule: @unchecked Sendable {
                     inputs: UnsafeBufferPointer(rebasing: inputViews[step.inputStart..<(step.inputStart + step.inputCount)]),
                     outputs: outputs, puller: nil)
             }
-            unit._withUnsafeGuaranteedRef { $0.renderWithBypass(context) }
+            node._withUnsafeGuaranteedRef { $0.unit.renderWithBypass(context) }
         }
         for i in chain.resultStart..<(chain.resultStart + chain.resultCount) {
             inputViews[i] = inputSources[i].view(frames)

@@ -18,7 +18,7 @@ public struct RenderContext {
     struct Puller {
         let schedule: Unmanaged<RenderSchedule>
         let chain: Int
-        let unit: Unmanaged<RenderUnit>
+        let unit: Unmanaged<UnitCore>
     }
 
     public init(
@@ -48,9 +48,9 @@ public struct RenderContext {
     /// - Precondition: the unit pulls its input.
     public func pull(frames: Int) -> UnsafeBufferPointer<BufferView> {
         guard let puller else { preconditionFailure("pull(frames:) is for units whose pullsInput is true") }
-        let time = puller.unit._withUnsafeGuaranteedRef { unit in
-            defer { unit.rendering.onRenderThread.pulledFrames += Int64(frames) }
-            return RenderTimeStamp(sampleTime: unit.rendering.onRenderThread.pulledFrames, hostTime: timeStamp.hostTime)
+        let time = puller.unit._withUnsafeGuaranteedRef { core in
+            defer { core.rendering.onRenderThread.pulledFrames += Int64(frames) }
+            return RenderTimeStamp(sampleTime: core.rendering.onRenderThread.pulledFrames, hostTime: timeStamp.hostTime)
         }
         return puller.schedule._withUnsafeGuaranteedRef { $0.runChain(puller.chain, frames: frames, timeStamp: time) }
     }
@@ -75,26 +75,29 @@ public enum PropertyValue: Hashable, Sendable, CustomStringConvertible {
     }
 }
 
-/// The base of every unit: numbered input and output buses with a format each, parameters, properties, and the
-/// lifecycle `prepare(spec)` → `render` → `reset`.
+/// A unit's base: what every unit has, whatever it computes — numbered input and output buses with a format
+/// each, parameters, the bypass switch, the spec it was prepared with, and what the render thread keeps of the
+/// base between cycles. A unit creates one in its initialiser and answers it as ``RenderUnit/core``.
 ///
-/// Subclasses override ``allocateRenderResources(_:)`` (allocate everything render needs), ``render(_:)`` (the
-/// real-time kernel) and ``reset()`` (clear state). Bus formats are fixed when the unit is created.
-///
-/// Thread safety: ``render(_:)`` is called from the render thread only, and must not allocate, lock, log or do
-/// I/O. Parameters and ``isBypassed`` may be set from any thread. Everything else is control-thread API.
-open class RenderUnit: @unchecked Sendable {
-    // Unchecked Sendable: an open class cannot be checked; its own render state is in `rendering`, `spec` set by prepare
+/// Thread safety: checked `Sendable`. The formats and parameters never change; the bypass switch and the graph's
+/// flags are atomics; the spec is under a lock (never read on a render thread); the render state is handed between
+/// the control side and the render thread by the graph (``RenderThreadBound``).
+public final class UnitCore: Sendable {
     /// The unit's type name, as written in graph files (`"gain"`, `"mixer"`, …).
     public let kind: String
     public let inputFormats: [StreamFormat]
     public let outputFormats: [StreamFormat]
     public let parameters: [Parameter]
-    /// The spec the unit was prepared with, or nil before ``prepare(_:)``.
-    public private(set) var spec: RenderSpec?
-    private let bypassFlag = Atomic<Bool>(false)
+    let bypassFlag = Atomic<Bool>(false)
     /// Set by the graph that holds the unit; a unit belongs to one graph at a time.
     let membership = Atomic<Bool>(false)
+    /// Set by the graph when the unit feeds a pulling unit.
+    let pulledChainFlag = Atomic<Bool>(false)
+
+    /// The spec the unit was prepared with, or nil before ``RenderUnit/prepare(_:)``: written by prepare, read by any
+    /// thread but a render thread (a graph's latency, a property read while the device runs).
+    let preparedSpec = Locked<RenderSpec?>(nil)
+
     /// What the render thread keeps of the base unit between cycles.
     struct RenderState {
         /// Where the bypass crossfade stands, 0 (processing) … `bypassFadeFrames` (bypassed).
@@ -104,22 +107,144 @@ open class RenderUnit: @unchecked Sendable {
         var pulledFrames: Int64 = 0
     }
 
-    /// The render thread's while the unit renders; the control side's in ``prepare(_:)`` and the graph's reset.
+    /// The render thread's while the unit renders; the control side's in ``RenderUnit/prepare(_:)`` and the
+    /// graph's reset.
     let rendering = RenderThreadBound(RenderState())
+
+    /// Seconds the bypass crossfade takes.
+    public static let bypassFadeTime = 0.01
 
     /// - Parameters:
     ///   - kind: the unit's type name (graph files, messages).
     ///   - inputs: one format per input bus; `outputs` likewise.
-    ///   - parameters: the unit's parameters, created by the subclass (owner: `kind`) so it can keep references.
+    ///   - parameters: the unit's parameters, created by the unit (owner: `kind`) so it can keep references.
     public init(kind: String, inputs: [StreamFormat], outputs: [StreamFormat], parameters: [Parameter] = []) {
         self.kind = kind
         inputFormats = inputs
         outputFormats = outputs
         self.parameters = parameters
     }
+}
 
-    public var inputBusCount: Int { inputFormats.count }
-    public var outputBusCount: Int { outputFormats.count }
+/// What every unit is: a ``UnitCore`` (buses, parameters, bypass), the lifecycle `prepare(spec)` → `render` →
+/// `reset`, and the hooks a unit implements — ``allocateRenderResources(_:)`` (allocate everything render
+/// needs), ``render(_:)`` (the real-time kernel) and ``reset()`` (clear state). Every hook has a default, so a unit
+/// implements only what it needs. Bus formats are fixed when the unit is created.
+///
+/// Units are final classes, checked `Sendable`: their render-thread state lives in a ``RenderThreadBound`` (the
+/// type, not a comment, says which thread owns it), their control state in atomics or locks, the rest in
+/// constants.
+///
+/// Thread safety: ``render(_:)`` is called from the render thread only, and must not allocate, lock, log or do
+/// I/O. Parameters and ``isBypassed`` may be set from any thread. Everything else is control-thread API.
+public protocol RenderUnit: AnyObject, Sendable {
+    /// The unit's base: buses, parameters, bypass.
+    var core: UnitCore { get }
+
+    /// Seconds by which the output lags the input (lookahead, filters with delay). 0 by default.
+    var latency: Double { get }
+    /// Seconds the output keeps sounding after the input falls silent (reverb, delay). 0 by default.
+    var tailTime: Double { get }
+
+    /// True for units that consume another number of input frames than they produce — a sample-rate converter,
+    /// a time-stretcher: instead of rendered inputs, they pull their inputs themselves (``RenderContext/pull(frames:)``),
+    /// and their inputs may run at another rate than their outputs. The nodes upstream of such a unit render at
+    /// their own rate, when it pulls. Such units have no bypass crossfade (their input and output do not line up).
+    /// False by default.
+    var pullsInput: Bool { get }
+
+    /// Output frames per input frame: 1 for most units; for a unit that pulls its input, its rate ratio (output
+    /// rate over input rate), times what it does to time (a time-stretcher's speed, inverted). Control thread;
+    /// used to say how long a render of a file through the unit lasts. By default the rate ratio of a pulling
+    /// unit's first buses, else 1.
+    var outputFramesPerInputFrame: Double { get }
+
+    /// Names of the properties ``property(_:)`` answers: by default the common ones (``commonPropertyNames``).
+    var propertyNames: [String] { get }
+
+    /// Reads a property by name (`"latency"`, `"outputFormat.0"`, …). Control thread. By default the common
+    /// properties (``commonProperty(_:)``).
+    /// - Throws: ``AudioError`` `.invalidProperty` for an unknown name.
+    func property(_ name: String) throws(AudioError) -> PropertyValue
+
+    /// Writes a property by name. Control thread. By default the common writable property, `"bypass"`
+    /// (``setCommonProperty(_:_:)``).
+    /// - Throws: ``AudioError`` `.invalidProperty` for an unknown or read-only name or a value of the wrong kind.
+    func setProperty(_ name: String, _ value: PropertyValue) throws(AudioError)
+
+    /// Hook of ``prepare(_:)``: allocate buffers, compute coefficients. Control thread. Nothing by default.
+    func allocateRenderResources(_ spec: RenderSpec) throws(AudioError)
+
+    /// Clears the unit's state (delay lines, phases, envelopes) and jumps parameters to their targets.
+    /// Control thread, never while rendering. Nothing by default.
+    func reset()
+
+    /// What the host promises about the cycles to come, before they begin (control thread, never while rendering):
+    /// ``RenderingMode/offline`` or real-time cycles of at most so many frames. A unit whose latency depends on that
+    /// says so in ``latency`` afterwards. Units that have never been told assume ``RenderingMode/offline``, so a host
+    /// that renders in real time must tell them: ``RenderGraph/willRender(_:)`` tells every unit (the I/O unit does
+    /// it for the graphs it runs). Nothing by default.
+    func willRender(_ mode: RenderingMode)
+
+    /// Renders `context.frameCount` frames (0 … spec.maximumFrames) into the output views.
+    /// Render thread only: no allocation, lock, logging or I/O. Silence by default.
+    func render(_ context: RenderContext)
+
+    /// True for units whose data a reader must fetch ahead of the render thread (files): a ``ReadAheadWorker``,
+    /// or an ``OfflineRenderer`` without one before each cycle, calls ``prefetch(frames:)``, so no I/O happens in
+    /// ``render(_:)``. False by default.
+    var prefetchesAhead: Bool { get }
+
+    /// Makes at least `frames` frames (or everything up to the end) ready for the next render call.
+    /// Reader or offline-caller thread; may do I/O; must not allocate per call.
+    func prefetch(frames: Int) throws(AudioError)
+
+    /// True when the next render call can take `frames` frames without running dry, or the data has ended.
+    /// Render-side thread (the one that renders, or an offline renderer before its cycle); never blocks.
+    func isReadyAhead(frames: Int) -> Bool
+
+    /// True when a reader has room to fetch a worthwhile amount (half its buffer or more) and data is left.
+    /// Render-side thread; never blocks.
+    var wantsReadAhead: Bool { get }
+}
+
+// MARK: Defaults of the hooks
+
+extension RenderUnit {
+    public var latency: Double { 0 }
+    public var tailTime: Double { 0 }
+    public var pullsInput: Bool { false }
+    public var outputFramesPerInputFrame: Double {
+        guard pullsInput, let input = inputFormats.first?.sampleRate, let output = outputFormats.first?.sampleRate else { return 1 }
+        return output / input
+    }
+    public var propertyNames: [String] { commonPropertyNames }
+    public func property(_ name: String) throws(AudioError) -> PropertyValue { try commonProperty(name) }
+    public func setProperty(_ name: String, _ value: PropertyValue) throws(AudioError) { try setCommonProperty(name, value) }
+    public func allocateRenderResources(_ spec: RenderSpec) throws(AudioError) {}
+    public func reset() {}
+    public func willRender(_ mode: RenderingMode) {}
+    public func render(_ context: RenderContext) {
+        for o in context.outputs { o.clear() }
+    }
+    public var prefetchesAhead: Bool { false }
+    public func prefetch(frames: Int) throws(AudioError) {}
+    public func isReadyAhead(frames: Int) -> Bool { true }
+    public var wantsReadAhead: Bool { false }
+}
+
+// MARK: What every unit has
+
+extension RenderUnit {
+    /// The unit's type name, as written in graph files (`"gain"`, `"mixer"`, …).
+    public var kind: String { core.kind }
+    public var inputFormats: [StreamFormat] { core.inputFormats }
+    public var outputFormats: [StreamFormat] { core.outputFormats }
+    public var parameters: [Parameter] { core.parameters }
+    public var inputBusCount: Int { core.inputFormats.count }
+    public var outputBusCount: Int { core.outputFormats.count }
+    /// The spec the unit was prepared with, or nil before ``prepare(_:)``. Any thread but a render thread (it locks).
+    public var spec: RenderSpec? { core.preparedSpec.withLock { $0 } }
 
     // MARK: Parameters
 
@@ -140,55 +265,35 @@ open class RenderUnit: @unchecked Sendable {
         try parameter(identifier).set(value)
     }
 
-    // MARK: Bypass, latency, tail
+    // MARK: Bypass
 
     /// When true, each input bus is passed to the output bus of the same number bit for bit (silence for outputs
     /// without an input). Settable from any thread. The switch crossfades between the processed and the
-    /// unprocessed signal over ``bypassFadeTime``, so it never clicks. The unit keeps rendering underneath (its
-    /// output unused), so its state stays current for when bypass ends.
+    /// unprocessed signal over ``UnitCore/bypassFadeTime``, so it never clicks. The unit keeps rendering
+    /// underneath (its output unused), so its state stays current for when bypass ends.
     public var isBypassed: Bool {
-        get { bypassFlag.load(ordering: .relaxed) }
-        set { bypassFlag.store(newValue, ordering: .relaxed) }
+        get { core.bypassFlag.load(ordering: .relaxed) }
+        set { core.bypassFlag.store(newValue, ordering: .relaxed) }
     }
-
-    /// Seconds the bypass crossfade takes.
-    public static let bypassFadeTime = 0.01
-
-    /// Seconds by which the output lags the input (lookahead, filters with delay). 0 by default.
-    open var latency: Double { 0 }
 
     // MARK: Rates
 
-    /// True for units that consume another number of input frames than they produce — a sample-rate converter,
-    /// a time-stretcher: instead of rendered inputs, they pull their inputs themselves (``RenderContext/pull(frames:)``),
-    /// and their inputs may run at another rate than their outputs. The nodes upstream of such a unit render at
-    /// their own rate, when it pulls. Such units have no bypass crossfade (their input and output do not line up).
-    open var pullsInput: Bool { false }
-
-    /// Output frames per input frame: 1 for most units; for a unit that pulls its input, its rate ratio (output
-    /// rate over input rate), times what it does to time (a time-stretcher's speed, inverted). Control thread;
-    /// used to say how long a render of a file through the unit lasts.
-    open var outputFramesPerInputFrame: Double {
-        guard pullsInput, let input = inputFormats.first?.sampleRate, let output = outputFormats.first?.sampleRate else { return 1 }
-        return output / input
-    }
-
     /// The rate the unit runs at: its outputs' (or, with none, its inputs'), or nil for a unit with no buses.
     public var busSampleRate: Double? { outputFormats.first?.sampleRate ?? inputFormats.first?.sampleRate }
-    /// Seconds the output keeps sounding after the input falls silent (reverb, delay). 0 by default.
-    open var tailTime: Double { 0 }
 
     // MARK: Properties
 
-    /// Names of the properties ``property(_:)`` answers: the common ones plus the unit's own.
-    open var propertyNames: [String] {
+    /// The properties every unit answers: `kind`, `latency`, `tailTime`, `bypass`, `maximumFramesPerSlice`,
+    /// `inputBusCount`, `outputBusCount`, `inputFormat.N`, `outputFormat.N`.
+    public var commonPropertyNames: [String] {
         ["kind", "latency", "tailTime", "bypass", "maximumFramesPerSlice", "inputBusCount", "outputBusCount"]
             + inputFormats.indices.map { "inputFormat.\($0)" } + outputFormats.indices.map { "outputFormat.\($0)" }
     }
 
-    /// Reads a property by name (`"latency"`, `"outputFormat.0"`, …). Control thread.
-    /// - Throws: ``AudioError`` `.invalidProperty` for an unknown name.
-    open func property(_ name: String) throws(AudioError) -> PropertyValue {
+    /// Reads one of the properties every unit has (``commonPropertyNames``). A unit with properties of its own
+    /// answers them in ``property(_:)`` and hands the rest to this.
+    /// - Throws: ``AudioError`` `.invalidProperty` for an unknown name, listing ``propertyNames``.
+    public func commonProperty(_ name: String) throws(AudioError) -> PropertyValue {
         switch name {
         case "kind": return .string(kind)
         case "latency": return .double(latency)
@@ -198,10 +303,10 @@ open class RenderUnit: @unchecked Sendable {
         case "inputBusCount": return .int(inputBusCount)
         case "outputBusCount": return .int(outputBusCount)
         default:
-            if let bus = Self.busIndex(name, prefix: "inputFormat."), inputFormats.indices.contains(bus) {
+            if let bus = busIndex(name, prefix: "inputFormat."), inputFormats.indices.contains(bus) {
                 return .format(inputFormats[bus])
             }
-            if let bus = Self.busIndex(name, prefix: "outputFormat."), outputFormats.indices.contains(bus) {
+            if let bus = busIndex(name, prefix: "outputFormat."), outputFormats.indices.contains(bus) {
                 return .format(outputFormats[bus])
             }
             throw AudioError(
@@ -209,9 +314,10 @@ open class RenderUnit: @unchecked Sendable {
         }
     }
 
-    /// Writes a property by name. The common writable property is `"bypass"`. Control thread.
+    /// Writes the one writable property every unit has, `"bypass"`. A unit with writable properties of its own
+    /// handles them in ``setProperty(_:_:)`` and hands the rest to this.
     /// - Throws: ``AudioError`` `.invalidProperty` for an unknown or read-only name or a value of the wrong kind.
-    open func setProperty(_ name: String, _ value: PropertyValue) throws(AudioError) {
+    public func setCommonProperty(_ name: String, _ value: PropertyValue) throws(AudioError) {
         if name == "bypass" {
             guard case .bool(let on) = value else {
                 throw AudioError(.invalidProperty, "\(kind): property 'bypass' takes a bool, got \(value)")
@@ -225,7 +331,7 @@ open class RenderUnit: @unchecked Sendable {
         throw AudioError(.invalidProperty, "\(kind) has no property '\(name)'")
     }
 
-    private static func busIndex(_ name: String, prefix: String) -> Int? {
+    private func busIndex(_ name: String, prefix: String) -> Int? {
         name.hasPrefix(prefix) ? Int(name.dropFirst(prefix.count)) : nil
     }
 
@@ -234,8 +340,8 @@ open class RenderUnit: @unchecked Sendable {
     /// Allocates what rendering needs for `spec`. Control thread. Preparing again with the same spec does nothing;
     /// with another spec, resources are reallocated and state is reset.
     /// - Throws: ``AudioError`` `.unsupportedSampleRate` when a bus's rate differs from `spec`'s, or what the
-    ///   subclass throws.
-    public final func prepare(_ spec: RenderSpec) throws(AudioError) {
+    ///   unit's ``allocateRenderResources(_:)`` throws.
+    public func prepare(_ spec: RenderSpec) throws(AudioError) {
         if self.spec == spec { return }
         // A pulling unit's inputs run at their own rate.
         for f in (pullsInput ? [] : inputFormats) + outputFormats where f.sampleRate != spec.sampleRate {
@@ -245,47 +351,28 @@ open class RenderUnit: @unchecked Sendable {
         }
         // The spec is visible to allocateRenderResources (rampFrames(for:) reads its rate); a failure takes it back.
         let previous = self.spec
-        self.spec = spec
+        core.preparedSpec.withLock { $0 = spec }
         do throws(AudioError) {
             try allocateRenderResources(spec)
         } catch {
-            self.spec = previous
+            core.preparedSpec.withLock { $0 = previous }
             throw error
         }
-        let fade = max(1, Int((Self.bypassFadeTime * spec.sampleRate).rounded()))
-        rendering.whileStopped = RenderState(bypassPosition: isBypassed ? fade : 0, bypassFadeFrames: fade, pulledFrames: 0)
+        let fade = max(1, Int((UnitCore.bypassFadeTime * spec.sampleRate).rounded()))
+        core.rendering.whileStopped = .init(bypassPosition: isBypassed ? fade : 0, bypassFadeFrames: fade, pulledFrames: 0)
         reset()
-    }
-
-    /// Subclass hook of ``prepare(_:)``: allocate buffers, compute coefficients. Control thread.
-    open func allocateRenderResources(_ spec: RenderSpec) throws(AudioError) {}
-
-    /// Clears the unit's state (delay lines, phases, envelopes) and jumps parameters to their targets.
-    /// Control thread, never while rendering.
-    open func reset() {}
-
-    /// What the host promises about the cycles to come, before they begin (control thread, never while rendering):
-    /// ``RenderingMode/offline`` or real-time cycles of at most so many frames. A unit whose latency depends on that
-    /// says so in ``latency`` afterwards. Units that have never been told assume ``RenderingMode/offline``, so a host
-    /// that renders in real time must tell them: ``RenderGraph/willRender(_:)`` tells every unit (the I/O unit does
-    /// it for the graphs it runs).
-    open func willRender(_ mode: RenderingMode) {}
-
-    /// Renders `context.frameCount` frames (0 … spec.maximumFrames) into the output views.
-    /// Render thread only: no allocation, lock, logging or I/O.
-    open func render(_ context: RenderContext) {
-        for o in context.outputs { o.clear() }
     }
 
     /// Renders through the bypass switch: the unit's output, the input (bit-exact), or a linear crossfade from one
     /// to the other while the switch moves. The unit renders underneath even while bypassed, so its state (delay
     /// lines, envelopes, a lookahead) stays current and switching back is as seamless as switching away.
     /// Render thread; called by the graph's schedule.
-    public final func renderWithBypass(_ context: RenderContext) {
+    public func renderWithBypass(_ context: RenderContext) {
         if pullsInput {
             render(context)
             return
         }
+        let rendering = core.rendering
         let bypassFadeFrames = rendering.onRenderThread.bypassFadeFrames
         let bypassPosition = rendering.onRenderThread.bypassPosition
         let wanted = isBypassed ? bypassFadeFrames : 0
@@ -330,28 +417,10 @@ open class RenderUnit: @unchecked Sendable {
 
     // MARK: Reading ahead
 
-    /// True for units whose data a reader must fetch ahead of the render thread (files): a ``ReadAheadWorker``,
-    /// or an ``OfflineRenderer`` without one before each cycle, calls ``prefetch(frames:)``, so no I/O happens in
-    /// ``render(_:)``.
-    open var prefetchesAhead: Bool { false }
-
-    /// Makes at least `frames` frames (or everything up to the end) ready for the next render call.
-    /// Reader or offline-caller thread; may do I/O; must not allocate per call.
-    open func prefetch(frames: Int) throws(AudioError) {}
-
-    /// True when the next render call can take `frames` frames without running dry, or the data has ended.
-    /// Render-side thread (the one that renders, or an offline renderer before its cycle); never blocks.
-    open func isReadyAhead(frames: Int) -> Bool { true }
-
     /// True when the unit feeds a pulling unit (a time-pitch, a converter), whose cycles take as many of its frames
     /// as its rate and look-ahead ask: a reader then keeps it full rather than a cycle ahead. Set by the graph
     /// when it compiles a schedule; any thread reads it.
-    public var isReadInPulledChain: Bool { pulledChainFlag.load(ordering: .relaxed) }
-    let pulledChainFlag = Atomic<Bool>(false)
-
-    /// True when a reader has room to fetch a worthwhile amount (half its buffer or more) and data is left.
-    /// Render-side thread; never blocks.
-    open var wantsReadAhead: Bool { false }
+    public var isReadInPulledChain: Bool { core.pulledChainFlag.load(ordering: .relaxed) }
 
     /// Ramp length in frames for a parameter's smoothing time at the prepared sample rate.
     public func rampFrames(for parameter: Parameter) -> Int {

@@ -173,7 +173,7 @@ public struct UnitRegistry: Sendable {
         guard case .string(let name)? = o["type"], let type = BiquadType(rawValue: name) else {
             throw f.error("\(label).type", "must be one of \(types.joined(separator: ", ")), got \(o["type"]?.description ?? "nothing")")
         }
-        let top = Double(FilterBankUnit.maximumFrequency(f.format.sampleRate))
+        let top = Double(EQUnit.maximumFrequency(f.format.sampleRate))
         guard let frequency = try number("frequency", 10...top, " Hz") else { throw f.error("\(label).frequency", "is required") }
         let gain = try number("gain", -96...24, " dB") ?? 0
         let q = try number("q", 0.05...40, "")

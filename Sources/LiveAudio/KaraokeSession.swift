@@ -734,18 +734,18 @@ public final class KaraokeSession: Sendable {
 
 /// Passes its input through and keeps the sample time after the last cycle: the graph's timeline, read by the control
 /// thread to schedule on it.
-final class TimelineTap: RenderUnit, @unchecked Sendable {
-    // Unchecked Sendable: RenderUnit subclass; its only state is `end`, an atomic the render thread stores
+final class TimelineTap: RenderUnit {
+    let core: UnitCore
     private let end = Atomic<Int64>(0)
 
     init(format: StreamFormat) {
         let f = try! StreamFormat.graph(sampleRate: format.sampleRate, channelCount: format.channelCount)
-        super.init(kind: "timeline", inputs: [f], outputs: [f])
+        core = UnitCore(kind: "timeline", inputs: [f], outputs: [f])
     }
 
     var sampleTime: Int64 { end.load(ordering: .acquiring) }
 
-    override func render(_ context: RenderContext) {
+    func render(_ context: RenderContext) {
         context.output(0).copy(from: context.input(0))
         end.store(context.timeStamp.sampleTime + Int64(context.frameCount), ordering: .releasing)
     }
@@ -753,22 +753,30 @@ final class TimelineTap: RenderUnit, @unchecked Sendable {
 
 /// Passes the song through and hands it to the encoder from a sample time on, dropping a skip first (the same start
 /// and shift as the song's recorders): frame 0 of the encoded song is frame 0 of `song.wav`. Real-time safe.
-final class EncoderTap: RenderUnit, @unchecked Sendable {
-    // Unchecked Sendable: RenderUnit subclass; `outputs` set while the device is stopped; armed/toSkip/encodedFrames the render thread's
-    /// Set by the control thread while the device is stopped.
-    var outputs: EncodedOutputs?
+final class EncoderTap: RenderUnit {
+    let core: UnitCore
     private let from = Atomic<Int64>(.max)
     private let skipRequest = Atomic<Int64>(0)
-    // Render thread.
-    private var armed = false
-    private var toSkip: Int64 = 0
-    private var encodedFrames: Int64 = 0
+    private struct State {
+        /// Set by the control thread while the device is stopped.
+        var outputs: EncodedOutputs?
+        var armed = false
+        var toSkip: Int64 = 0
+        var encodedFrames: Int64 = 0
+    }
+    private let state = RenderThreadBound(State())
     private let sampleRate: Double
 
     init(format: StreamFormat) {
         sampleRate = format.sampleRate
         let f = try! StreamFormat.graph(sampleRate: format.sampleRate, channelCount: format.channelCount)
-        super.init(kind: "encoderTap", inputs: [f], outputs: [f])
+        core = UnitCore(kind: "encoderTap", inputs: [f], outputs: [f])
+    }
+
+    /// Where the song goes. Control thread, while the device is stopped.
+    var outputs: EncodedOutputs? {
+        get { state.whileStopped.outputs }
+        set { state.whileStopped.outputs = newValue }
     }
 
     /// Encodes from `sampleTime` on, the first `skipFrames` of it dropped. Once, before that time comes.
@@ -777,59 +785,60 @@ final class EncoderTap: RenderUnit, @unchecked Sendable {
         from.store(sampleTime, ordering: .releasing)
     }
 
-    override func render(_ context: RenderContext) {
+    func render(_ context: RenderContext) {
         let input = context.input(0)
         context.output(0).copy(from: input)
-        guard let outputs else { return }
+        guard let outputs = state.onRenderThread.outputs else { return }
         let start = from.load(ordering: .acquiring)
         let t0 = context.timeStamp.sampleTime
         let frames = context.frameCount
         if t0 + Int64(frames) <= start { return }
-        if !armed {
-            armed = true
-            toSkip = skipRequest.load(ordering: .acquiring)
+        if !state.onRenderThread.armed {
+            state.onRenderThread.armed = true
+            state.onRenderThread.toSkip = skipRequest.load(ordering: .acquiring)
         }
         var offset = start > t0 ? Int(start - t0) : 0
+        let toSkip = state.onRenderThread.toSkip
         if toSkip > 0 {
             let skip = Int(min(toSkip, Int64(frames - offset)))
-            toSkip -= Int64(skip)
+            state.onRenderThread.toSkip -= Int64(skip)
             offset += skip
         }
         guard offset < frames else { return }
         let block = input.slice(from: offset, frames: frames - offset)
         let lead = UInt64(Double(offset) / sampleRate * 1e9)
-        outputs.push(block, sampleTime: encodedFrames, hostTime: context.timeStamp.hostTime + lead)
-        encodedFrames += Int64(block.frameCount)
+        outputs.push(block, sampleTime: state.onRenderThread.encodedFrames, hostTime: context.timeStamp.hostTime + lead)
+        state.onRenderThread.encodedFrames += Int64(block.frameCount)
     }
 }
 
 /// Passes the headphones' mix while the route is there; when it is lost, fades to silence within 5 ms, and when it
 /// returns fades back in over 20 ms; meters what the headphones get. Real-time safe (an atomic load a cycle).
-final class RouteGate: RenderUnit, @unchecked Sendable {
-    // Unchecked Sendable: RenderUnit subclass; `gain` the render thread's; `route` and `meter` are Sendable
+final class RouteGate: RenderUnit {
+    let core: UnitCore
     /// The headphones' level, after the gate.
     let meter = LevelMeter()
     private let route: OutputRoute
     private let fadeOut: Float
     private let fadeIn: Float
-    private var gain: Float = 1
+    private let gain = RenderThreadBound<Float>(1)
 
     init(format: StreamFormat, route: OutputRoute) {
         self.route = route
         fadeOut = Float(1 / (0.005 * format.sampleRate))
         fadeIn = Float(1 / (0.02 * format.sampleRate))
         let f = try! StreamFormat.graph(sampleRate: format.sampleRate, channelCount: format.channelCount)
-        super.init(kind: "routeGate", inputs: [f], outputs: [f])
+        core = UnitCore(kind: "routeGate", inputs: [f], outputs: [f])
     }
 
-    override func render(_ context: RenderContext) {
+    func render(_ context: RenderContext) {
         let input = context.input(0)
         let output = context.output(0)
         let target: Float = route.isRouted ? 1 : 0
-        if gain == target {
+        if gain.onRenderThread == target {
             if target == 1 { output.copy(from: input) } else { output.clear() }
         } else {
-            let start = gain
+            let start = gain.onRenderThread
             for c in 0..<output.channelCount {
                 let x = input[c]
                 let y = output[c]
@@ -838,7 +847,7 @@ final class RouteGate: RenderUnit, @unchecked Sendable {
                     g = target > g ? min(target, g + fadeIn) : max(target, g - fadeOut)
                     y[i] = x[i] * g
                 }
-                gain = g
+                gain.onRenderThread = g
             }
         }
         meter.accumulate(output)
@@ -850,7 +859,8 @@ final class RouteGate: RenderUnit, @unchecked Sendable {
 /// server gives each new stream a latency of its own: a measurement on streams opened for it alone can miss by tens
 /// of milliseconds). Real-time safe: the recording is allocated before it is armed.
 final class CalibrationClicks: RenderUnit, @unchecked Sendable {
-    // Unchecked Sendable: RenderUnit subclass; recording/interval/total set before `from` (releasing) arms it, read after `rendered`
+    // Unchecked Sendable: recording/interval/total handed over by the `from` atomic (set before it is stored, read after `rendered`), not by a stop
+    let core: UnitCore
     static let clicks = 3
     private let template: UnsafeMutableBufferPointer<Float>
     private let from = Atomic<Int64>(.max)
@@ -869,7 +879,7 @@ final class CalibrationClicks: RenderUnit, @unchecked Sendable {
         _ = template.initialize(from: samples)
         let f = try StreamFormat.graph(sampleRate: format.sampleRate, channelCount: format.channelCount)
         let mic = try StreamFormat.graph(sampleRate: format.sampleRate, channelCount: micChannels)
-        super.init(kind: "calibration", inputs: [f, mic], outputs: [f])
+        core = UnitCore(kind: "calibration", inputs: [f, mic], outputs: [f])
     }
 
     deinit {
@@ -918,7 +928,7 @@ final class CalibrationClicks: RenderUnit, @unchecked Sendable {
 
     private var sampleRate: Double { outputFormats[0].sampleRate }
 
-    override func render(_ context: RenderContext) {
+    func render(_ context: RenderContext) {
         defer { rendered.store(context.timeStamp.sampleTime + Int64(context.frameCount), ordering: .releasing) }
         let output = context.output(0)
         output.copy(from: context.input(0))

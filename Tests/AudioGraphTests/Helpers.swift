@@ -6,13 +6,14 @@ let stereo = try! StreamFormat.graph(sampleRate: 48_000, channelCount: 2)
 let mono = try! StreamFormat.graph(sampleRate: 48_000, channelCount: 1)
 
 /// Outputs a constant on every channel.
-final class ConstantUnit: RenderUnit, @unchecked Sendable {
+final class ConstantUnit: RenderUnit {
+    let core: UnitCore
     let value: Float
     init(_ value: Float, format: StreamFormat = stereo) {
         self.value = value
-        super.init(kind: "constant", inputs: [], outputs: [format])
+        core = UnitCore(kind: "constant", inputs: [], outputs: [format])
     }
-    override func render(_ context: RenderContext) {
+    func render(_ context: RenderContext) {
         for o in context.outputs { for c in 0..<o.channelCount { o[c].update(repeating: value) } }
     }
 }
@@ -27,7 +28,8 @@ final class RenderLog: @unchecked Sendable {
 }
 
 /// Sums its inputs plus an offset, logging each render (tests only: it allocates).
-final class SumUnit: RenderUnit, @unchecked Sendable {
+final class SumUnit: RenderUnit {
+    let core: UnitCore
     let name: String
     let log: RenderLog
     let offset: Float
@@ -35,9 +37,9 @@ final class SumUnit: RenderUnit, @unchecked Sendable {
         self.name = name
         self.log = log
         self.offset = offset
-        super.init(kind: "sum", inputs: Array(repeating: stereo, count: inputs), outputs: [stereo])
+        core = UnitCore(kind: "sum", inputs: Array(repeating: stereo, count: inputs), outputs: [stereo])
     }
-    override func render(_ context: RenderContext) {
+    func render(_ context: RenderContext) {
         log.append(name)
         let out = context.output(0)
         for c in 0..<out.channelCount {

@@ -8,7 +8,8 @@ import TestSupport
 /// A unit that notices when the control side touches it while it renders: its render and its reset each hold a
 /// flag for a while and check the other's. It also notices a render that runs after the test declared the graph
 /// torn down.
-final class WatchfulUnit: RenderUnit, @unchecked Sendable {
+final class WatchfulUnit: RenderUnit {
+    let core: UnitCore
     let rendering = Atomic<Bool>(false)
     let resetting = Atomic<Bool>(false)
     let tornDown = Atomic<Bool>(false)
@@ -16,7 +17,7 @@ final class WatchfulUnit: RenderUnit, @unchecked Sendable {
     let rendersAfterTeardown = Atomic<Int>(0)
     let renders = Atomic<Int>(0)
 
-    init() { super.init(kind: "watchful", inputs: [], outputs: [stereo]) }
+    init() { core = UnitCore(kind: "watchful", inputs: [], outputs: [stereo]) }
 
     /// Spins for `nanoseconds` (a render or reset that takes a while, so overlaps have room to happen).
     static func busy(_ nanoseconds: UInt64) {
@@ -24,7 +25,7 @@ final class WatchfulUnit: RenderUnit, @unchecked Sendable {
         while monotonicNanoseconds() < until {}
     }
 
-    override func render(_ context: RenderContext) {
+    func render(_ context: RenderContext) {
         rendering.store(true, ordering: .sequentiallyConsistent)
         if tornDown.load(ordering: .sequentiallyConsistent) { rendersAfterTeardown.add(1, ordering: .relaxed) }
         Self.busy(100_000)
@@ -35,7 +36,7 @@ final class WatchfulUnit: RenderUnit, @unchecked Sendable {
         renders.add(1, ordering: .relaxed)
     }
 
-    override func reset() {
+    func reset() {
         resetting.store(true, ordering: .sequentiallyConsistent)
         if rendering.load(ordering: .sequentiallyConsistent) { overlaps.add(1, ordering: .relaxed) }
         Self.busy(100_000)
@@ -182,14 +183,15 @@ final class DeviceThread: @unchecked Sendable {
 }
 
 /// A unit with a fixed latency and any number of inputs (it sums them).
-final class LaggingUnit: RenderUnit, @unchecked Sendable {
+final class LaggingUnit: RenderUnit {
+    let core: UnitCore
     let lag: Double
     init(lag: Double, inputs: Int = 1) {
         self.lag = lag
-        super.init(kind: "lagging", inputs: Array(repeating: stereo, count: inputs), outputs: [stereo])
+        core = UnitCore(kind: "lagging", inputs: Array(repeating: stereo, count: inputs), outputs: [stereo])
     }
-    override var latency: Double { lag }
-    override func render(_ context: RenderContext) {
+    var latency: Double { lag }
+    func render(_ context: RenderContext) {
         for o in context.outputs { for c in 0..<o.channelCount { o[c].update(repeating: 0) } }
     }
 }

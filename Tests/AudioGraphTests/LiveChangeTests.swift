@@ -139,11 +139,12 @@ import TestSupport
 }
 
 /// Records the thread its deinit runs on.
-final class DeinitWitness: RenderUnit, @unchecked Sendable {
+final class DeinitWitness: RenderUnit {
+    let core: UnitCore
     let record: ThreadRecord
     init(record: ThreadRecord) {
         self.record = record
-        super.init(kind: "witness", inputs: [], outputs: [stereo])
+        core = UnitCore(kind: "witness", inputs: [], outputs: [stereo])
     }
     deinit { record.note(pthread_self()) }
 }

@@ -7,28 +7,29 @@ import Glibc
 #endif
 
 /// Reads ahead like a file source: each fill makes 8192 frames ready; fill number `failingFill` fails.
-final class ScriptedReader: RenderUnit, @unchecked Sendable {
+final class ScriptedReader: RenderUnit {
+    let core: UnitCore
     let ready = Atomic<Int>(0)
     let fills = Atomic<Int>(0)
     let failingFill: Int
 
     init(failingFill: Int = .max) {
         self.failingFill = failingFill
-        super.init(kind: "scripted", inputs: [], outputs: [stereo])
+        core = UnitCore(kind: "scripted", inputs: [], outputs: [stereo])
     }
 
-    override var prefetchesAhead: Bool { true }
+    var prefetchesAhead: Bool { true }
 
-    override func prefetch(frames: Int) throws(AudioError) {
+    func prefetch(frames: Int) throws(AudioError) {
         let fill = fills.add(1, ordering: .relaxed).newValue
         if fill == failingFill { throw AudioError(.fileIO, "cannot read 'scripted': the disk is gone") }
         ready.store(8192, ordering: .releasing)
     }
 
-    override func isReadyAhead(frames: Int) -> Bool { ready.load(ordering: .acquiring) >= frames }
-    override var wantsReadAhead: Bool { ready.load(ordering: .relaxed) <= 4096 }
+    func isReadyAhead(frames: Int) -> Bool { ready.load(ordering: .acquiring) >= frames }
+    var wantsReadAhead: Bool { ready.load(ordering: .relaxed) <= 4096 }
 
-    override func render(_ context: RenderContext) {
+    func render(_ context: RenderContext) {
         ready.subtract(context.frameCount, ordering: .relaxed)
         let out = context.output(0)
         for c in 0..<out.channelCount { out[c].update(repeating: 0.5) }
@@ -100,21 +101,22 @@ final class ScriptedReader: RenderUnit, @unchecked Sendable {
 }
 
 /// Reads ahead slowly (3 ms a fill) into a buffer of 8192 frames; counts renders that find too few frames.
-final class SlowReader: RenderUnit, @unchecked Sendable {
+final class SlowReader: RenderUnit {
+    let core: UnitCore
     let ready = Atomic<Int>(0)
     let underruns = Atomic<Int>(0)
-    init() { super.init(kind: "slow", inputs: [], outputs: [stereo]) }
-    override var prefetchesAhead: Bool { true }
-    override func prefetch(frames: Int) throws(AudioError) {
+    init() { core = UnitCore(kind: "slow", inputs: [], outputs: [stereo]) }
+    var prefetchesAhead: Bool { true }
+    func prefetch(frames: Int) throws(AudioError) {
         usleep(3_000)
         ready.store(8192, ordering: .releasing)
     }
-    override func isReadyAhead(frames: Int) -> Bool {
+    func isReadyAhead(frames: Int) -> Bool {
         let n = ready.load(ordering: .acquiring)
         return n >= frames || n == 8192
     }
-    override var wantsReadAhead: Bool { ready.load(ordering: .relaxed) <= 4096 }
-    override func render(_ context: RenderContext) {
+    var wantsReadAhead: Bool { ready.load(ordering: .relaxed) <= 4096 }
+    func render(_ context: RenderContext) {
         let n = ready.load(ordering: .acquiring)
         if n < context.frameCount { underruns.add(1, ordering: .relaxed) }
         ready.subtract(min(n, context.frameCount), ordering: .relaxed)
@@ -124,10 +126,11 @@ final class SlowReader: RenderUnit, @unchecked Sendable {
 }
 
 /// Pulls six input frames for each output frame (as a time-pitch at rate 6 does), in pulls of a cycle’s size.
-final class SixfoldPuller: RenderUnit, @unchecked Sendable {
-    init() { super.init(kind: "sixfold", inputs: [stereo], outputs: [stereo]) }
-    override var pullsInput: Bool { true }
-    override func render(_ context: RenderContext) {
+final class SixfoldPuller: RenderUnit {
+    let core: UnitCore
+    init() { core = UnitCore(kind: "sixfold", inputs: [stereo], outputs: [stereo]) }
+    var pullsInput: Bool { true }
+    func render(_ context: RenderContext) {
         for _ in 0..<6 { _ = context.pull(frames: context.frameCount) }
         context.output(0).clear()
     }

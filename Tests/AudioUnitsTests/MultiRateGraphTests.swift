@@ -131,13 +131,14 @@ struct MultiRateGraphTests {
 }
 
 /// A source of constant channels (test helper).
-final class ConstantsUnit: RenderUnit, @unchecked Sendable {
+final class ConstantsUnit: RenderUnit {
+    let core: UnitCore
     let values: [Float]
     init(values: [Float]) throws {
         self.values = values
-        super.init(kind: "constants", inputs: [], outputs: [try StreamFormat.graph(sampleRate: 48_000, channelCount: values.count)])
+        core = UnitCore(kind: "constants", inputs: [], outputs: [try StreamFormat.graph(sampleRate: 48_000, channelCount: values.count)])
     }
-    override func render(_ context: RenderContext) {
+    func render(_ context: RenderContext) {
         let out = context.output(0)
         for c in 0..<out.channelCount { out[c].update(repeating: values[c]) }
     }

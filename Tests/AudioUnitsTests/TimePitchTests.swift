@@ -9,21 +9,23 @@ import TestSupport
 /// A source that behaves as a live input does when pulled: frames arrive one cycle at a time (``arrive(_:)``),
 /// and a pull for more than has arrived gets the rest as silence, the signal coming later (the underrun delays it,
 /// as a capture FIFO running dry does).
-final class ArrivingSource: RenderUnit, @unchecked Sendable {
+final class ArrivingSource: RenderUnit {
+    let core: UnitCore
     let signal: [Float]
-    private var arrived = 0
-    private var read = 0
+    /// Offline: the test arrives frames between renders on the one thread that renders.
+    private let counts = RenderThreadBound((arrived: 0, read: 0))
     init(signal: [Float]) throws {
         self.signal = signal
-        super.init(kind: "arriving", inputs: [], outputs: [try StreamFormat.graph(sampleRate: 48_000, channelCount: 1)])
+        core = UnitCore(kind: "arriving", inputs: [], outputs: [try StreamFormat.graph(sampleRate: 48_000, channelCount: 1)])
     }
-    func arrive(_ frames: Int) { arrived += frames }
-    override func render(_ context: RenderContext) {
+    func arrive(_ frames: Int) { counts.whileStopped.arrived += frames }
+    func render(_ context: RenderContext) {
         let y = context.output(0)[0]
         for i in 0..<context.frameCount {
-            if read < arrived {
+            let read = counts.onRenderThread.read
+            if read < counts.onRenderThread.arrived {
                 y[i] = read < signal.count ? signal[read] : 0
-                read += 1
+                counts.onRenderThread.read += 1
             } else {
                 y[i] = 0
             }

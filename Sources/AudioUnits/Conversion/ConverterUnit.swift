@@ -1,5 +1,6 @@
 import AudioCore
 import AudioGraph
+import Synchronization
 
 /// Converts between sample rates and channel layouts: AUConverter's role, between units (or a file, or a device)
 /// that run at different rates. Its input runs at `inputFormat`'s rate and the nodes upstream render at that rate,
@@ -16,17 +17,14 @@ import AudioGraph
 ///
 /// Thread safety: as every unit; render neither allocates nor locks (libsoxr's working memory is allocated when the
 /// unit is prepared and primed).
-public final class ConverterUnit: RenderUnit, @unchecked Sendable {
-    // Unchecked Sendable: RenderUnit subclass; `converter` and `pending` the render thread's, made in allocateRenderResources
+public final class ConverterUnit: RenderUnit {
+    public let core: UnitCore
     public let quality: SampleRateConverter.Quality
     public let channelMap: [Int]
-    private let averageInputs: Bool
-    private var converter: SampleRateConverter?
-    /// Input pulled and mapped to the output's channels, not yet taken by the converter.
-    private var pending = PCMBuffer(channelCount: 1, capacity: 0)
-    private var pendingStart = 0
-    private var pendingEnd = 0
-    private var lookahead = 0.0
+    /// The converter and the input pulled ahead of it: the render thread's (made in allocateRenderResources).
+    private let kernel: RenderThreadBound<ConverterKernel>
+    /// ``latency`` in seconds (the bits of a `Double`): set when the unit is prepared, read from any thread.
+    private let lookahead = Atomic<UInt64>(Double(0).bitPattern)
 
     /// - Throws: ``AudioError`` `.unsupportedSampleRate` for a rate outside 8–192 kHz, `.invalidParameter` for a
     ///   channel map of the wrong length or naming a channel the input lacks.
@@ -39,6 +37,8 @@ public final class ConverterUnit: RenderUnit, @unchecked Sendable {
         for rate in [input.sampleRate, output.sampleRate] where !SampleRateConverter.rateRange.contains(rate) {
             throw AudioError(.unsupportedSampleRate, "converter: rates must be 8000 … 192000 Hz, got \(rate)")
         }
+        let mapping: [Int]
+        let averageInputs: Bool
         let inCount = input.channelCount
         let outCount = output.channelCount
         if let channelMap {
@@ -49,26 +49,30 @@ public final class ConverterUnit: RenderUnit, @unchecked Sendable {
             if let bad = channelMap.first(where: { $0 < -1 || $0 >= inCount }) {
                 throw AudioError(.invalidParameter, "converter: channel map entry \(bad) is not an input channel (0 … \(inCount - 1)) or −1")
             }
-            self.channelMap = channelMap
+            mapping = channelMap
             averageInputs = false
         } else {
-            self.channelMap = (0..<outCount).map { c in inCount == 1 ? 0 : c < inCount ? c : -1 }
+            mapping = (0..<outCount).map { c in inCount == 1 ? 0 : c < inCount ? c : -1 }
             averageInputs = outCount == 1 && inCount > 1
         }
+        self.channelMap = mapping
+        let ratio = input.sampleRate / output.sampleRate
+        kernel = RenderThreadBound(ConverterKernel(channelMap: mapping, averageInputs: averageInputs, ratio: ratio))
         self.quality = quality
-        super.init(kind: "converter", inputs: [input], outputs: [output])
+        core = UnitCore(kind: "converter", inputs: [input], outputs: [output])
     }
 
-    override public var pullsInput: Bool { true }
-    override public var latency: Double { lookahead }
+    public var pullsInput: Bool { true }
+    public var latency: Double { Double(bitPattern: lookahead.load(ordering: .relaxed)) }
 
-    override public func allocateRenderResources(_ spec: RenderSpec) throws(AudioError) {
+    public func allocateRenderResources(_ spec: RenderSpec) throws(AudioError) {
         let inRate = inputFormats[0].sampleRate
         let outRate = outputFormats[0].sampleRate
-        pending = PCMBuffer(channelCount: outputFormats[0].channelCount, capacity: spec.maximumFrames)
+        kernel.whileStopped.pending = PCMBuffer(
+            channelCount: outputFormats[0].channelCount, capacity: spec.maximumFrames)
         guard inRate != outRate else {
-            converter = nil
-            lookahead = 0
+            kernel.whileStopped.converter = nil
+            lookahead.store(Double(0).bitPattern, ordering: .relaxed)
             return
         }
         let made = try SampleRateConverter(
@@ -86,18 +90,46 @@ public final class ConverterUnit: RenderUnit, @unchecked Sendable {
                 break
             }
         }
-        lookahead = Double(fed) / inRate
+        lookahead.store((Double(fed) / inRate).bitPattern, ordering: .relaxed)
         made.reset()
-        converter = made
+        kernel.whileStopped.converter = made
     }
 
-    override public func reset() {
+    public func reset() {
+        kernel.whileStopped.reset()
+    }
+
+    public func render(_ context: RenderContext) {
+        kernel.onRenderThread.render(context)
+    }
+}
+
+/// The render-side state of a ``ConverterUnit``: the converter (nil for equal rates) and the input pulled and
+/// mapped to the output's channels, not yet taken by it. Used by one thread at a time.
+private struct ConverterKernel {
+    let channelMap: [Int]
+    let averageInputs: Bool
+    /// Input rate over output rate.
+    let ratio: Double
+    var converter: SampleRateConverter?
+    /// Input pulled and mapped to the output's channels, not yet taken by the converter.
+    var pending = PCMBuffer(channelCount: 1, capacity: 0)
+    var pendingStart = 0
+    var pendingEnd = 0
+
+    init(channelMap: [Int], averageInputs: Bool, ratio: Double) {
+        self.channelMap = channelMap
+        self.averageInputs = averageInputs
+        self.ratio = ratio
+    }
+
+    mutating func reset() {
         converter?.reset()
         pendingStart = 0
         pendingEnd = 0
     }
 
-    override public func render(_ context: RenderContext) {
+    mutating func render(_ context: RenderContext) {
         let output = context.output(0)
         let frames = context.frameCount
         guard frames > 0 else { return }
@@ -106,7 +138,6 @@ public final class ConverterUnit: RenderUnit, @unchecked Sendable {
             return
         }
         let maximum = pending.capacity
-        let ratio = inputFormats[0].sampleRate / outputFormats[0].sampleRate
         var produced = 0
         var rounds = 0
         while produced < frames {

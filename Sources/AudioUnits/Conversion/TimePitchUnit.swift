@@ -26,8 +26,8 @@ import Glibc
 /// Thread safety: as every unit. The library is called from the render thread only (and from prepare/reset on
 /// the control thread, never while rendering); in real-time mode it neither allocates nor locks inside its
 /// process call with the block sizes given here (the allocation probe checks this with the parameters moving).
-public final class TimePitchUnit: RenderUnit, @unchecked Sendable {
-    // Unchecked Sendable: RenderUnit subclass; Rubber Band state and FIFO the render thread's, rebuilt in prepare/reset; lookahead atomic
+public final class TimePitchUnit: RenderUnit {
+    public let core: UnitCore
     /// Which of librubberband's engines: the library's own quality choice (NewTimePitch's `overlap` role).
     public enum Quality: String, Sendable, CaseIterable {
         /// R2: lower CPU and look-ahead; phase-vocoder artefacts more audible on large shifts.
@@ -48,34 +48,16 @@ public final class TimePitchUnit: RenderUnit, @unchecked Sendable {
     public let pitch: Parameter
     public let formant: Parameter
 
-    private var state: OpaquePointer?
-    private var inputPointers: UnsafeMutablePointer<UnsafePointer<Float>?>
-    private var outputPointers: UnsafeMutablePointer<UnsafeMutablePointer<Float>?>
-    private let channelCount: Int
-    /// Where discarded output (the start delay) and the prepare-time run's output go; silence for padding.
-    private var scratch = PCMBuffer(channelCount: 1, capacity: 0)
-    private var zeros = PCMBuffer(channelCount: 1, capacity: 0)
-    private var maximumChunk = 0
-    /// Input pulled ahead and not yet given to the engine: frames `fifoStart..<fifoEnd`.
-    private var fifo = PCMBuffer(channelCount: 1, capacity: 0)
-    private var fifoStart = 0
-    private var fifoEnd = 0
     /// Frames the FIFO holds beyond the graph's largest cycle: the look-ahead of the highest rates.
     public static let readAheadCapacity = 1 << 18
 
-    // Render-thread state.
-    private var rateLog = SmoothedValue(0, rampFrames: 0)
-    private var cents = SmoothedValue(0, rampFrames: 0)
-    private var appliedTimeRatio = 1.0
-    private var appliedPitchScale = 1.0
-    private var formantPreserved = false
-    private var discardLeft = 0
-    /// The input frame the output has reached (output frames × rate, summed cycle by cycle).
-    private var inputPosition = 0.0
-    private var pulled: Int64 = 0
-    /// The look-ahead at prepare (the floor after a reset), and the largest seen since.
-    private var preparedLookahead = 0
+    /// The stretcher, the FIFO and the ramps: the render thread's (the control side's in prepare and reset).
+    private let kernel: RenderThreadBound<TimePitchKernel>
+    /// The look-ahead in frames: raised by the kernel (render thread, or prepare and reset), read from any thread.
     private let lookahead = Atomic<Int>(0)
+    /// The rate ramp's value (log2, the bits of a `Float`) after the last render call, prepare or reset: for
+    /// ``currentRate`` on any thread.
+    private let playingRateLog = Atomic<UInt32>(Float(0).bitPattern)
 
     /// - Throws: ``AudioError`` `.invalidFormat` for a format the graph cannot carry.
     public init(format: StreamFormat, quality: Quality = .finer) throws(AudioError) {
@@ -84,15 +66,129 @@ public final class TimePitchUnit: RenderUnit, @unchecked Sendable {
             throw AudioError(.unsupportedSampleRate, "timePitch: rates must be 8000 … 192000 Hz, got \(f.sampleRate)")
         }
         self.quality = quality
-        channelCount = f.channelCount
         rate = Parameter(Self.rateSpec, owner: "timePitch")
         pitch = Parameter(Self.pitchSpec, owner: "timePitch")
         formant = Parameter(Self.formantSpec, owner: "timePitch")
-        inputPointers = .allocate(capacity: f.channelCount)
-        inputPointers.initialize(repeating: nil, count: f.channelCount)
-        outputPointers = .allocate(capacity: f.channelCount)
-        outputPointers.initialize(repeating: nil, count: f.channelCount)
-        super.init(kind: "timePitch", inputs: [f], outputs: [f], parameters: [rate, pitch, formant])
+        kernel = RenderThreadBound(
+            TimePitchKernel(channelCount: f.channelCount, rate: rate, pitch: pitch, formant: formant))
+        core = UnitCore(kind: "timePitch", inputs: [f], outputs: [f], parameters: [rate, pitch, formant])
+    }
+
+    public var pullsInput: Bool { true }
+
+    /// Seconds the unit reads its input ahead of its output (see the type's documentation).
+    public var latency: Double {
+        Double(lookahead.load(ordering: .relaxed)) / (outputFormats[0].sampleRate)
+    }
+
+    /// Output frames per input frame at the rate set now (1 / rate).
+    public var outputFramesPerInputFrame: Double { 1 / Double(rate.value) }
+
+    /// Input frames pulled per output frame now: the rate the unit is playing at (the render thread's view, as of
+    /// its last cycle). Any thread.
+    public var currentRate: Double { exp2(Double(Float(bitPattern: playingRateLog.load(ordering: .relaxed)))) }
+
+    public func allocateRenderResources(_ spec: RenderSpec) throws(AudioError) {
+        let ramps = (rate: rampFrames(for: rate), pitch: rampFrames(for: pitch))
+        try kernel.whileStopped.allocate(spec, quality: quality, rampFrames: ramps, lookahead: lookahead)
+        publishRate(kernel.whileStopped.rateLog.value)
+    }
+
+    public func reset() {
+        kernel.whileStopped.restart(lookahead: lookahead)
+        publishRate(kernel.whileStopped.rateLog.value)
+    }
+
+    public func render(_ context: RenderContext) {
+        let output = context.output(0)
+        kernel.onRenderThread.produce(frames: context.frameCount, into: output, lookahead: lookahead) { n in
+            context.pull(frames: n)[0]
+        }
+        publishRate(kernel.onRenderThread.rateLog.value)
+    }
+
+    /// Makes the rate ramp's value (log2) what ``currentRate`` answers.
+    private func publishRate(_ rateLog: Float) {
+        playingRateLog.store(rateLog.bitPattern, ordering: .relaxed)
+    }
+
+    /// The largest denominator ``simpleRatio(_:)`` uses.
+    static let ratioDenominator = 4000.0
+
+    /// `x` as the nearest fraction with a denominator of at most 4000 (continued fractions, with the last
+    /// semiconvergent): within 0.2 cents of it over ±2400 cents. librubberband's pitch resampler works on
+    /// 1 / pitch as a fraction and sizes a table by its numerator — here the denominator, at most 4000, within what
+    /// it reserves when it is made (twice the sample rate). An arbitrary ratio has numerators in the tens of
+    /// thousands, and the resampler would allocate on the render thread the first time it met a larger one than
+    /// before: the allocation probe caught it doing so.
+    static func simpleRatio(_ x: Double) -> Double {
+        guard x > 0, x.isFinite else { return x }
+        var (p0, q0, p1, q1) = (0.0, 1.0, 1.0, 0.0)
+        var value = x
+        for _ in 0..<40 {
+            let a = value.rounded(.down)
+            let q2 = a * q1 + q0
+            if q2 > ratioDenominator {
+                // The best semiconvergent within the bound, against the last convergent.
+                let k = ((ratioDenominator - q0) / q1).rounded(.down)
+                let semi = (k * p1 + p0) / (k * q1 + q0)
+                let last = p1 / q1
+                return abs(semi - x) < abs(last - x) ? semi : last
+            }
+            (p0, q0, p1, q1) = (p1, q1, a * p1 + p0, q2)
+            let fraction = value - a
+            if fraction < 1e-12 { break }
+            value = 1 / fraction
+        }
+        return p1 / q1
+    }
+}
+
+/// The render-side state of a ``TimePitchUnit``: the Rubber Band stretcher (owned: deleted when the kernel goes
+/// away), the FIFO of input pulled ahead, the ramps. Used by one thread at a time: the render thread while the unit
+/// renders, the control side in prepare and reset.
+private struct TimePitchKernel: ~Copyable {
+    let channelCount: Int
+    let rate: Parameter
+    let pitch: Parameter
+    let formant: Parameter
+
+    var state: OpaquePointer?
+    let inputPointers: UnsafeMutablePointer<UnsafePointer<Float>?>
+    let outputPointers: UnsafeMutablePointer<UnsafeMutablePointer<Float>?>
+    /// Where discarded output (the start delay) and the prepare-time run's output go; silence for padding.
+    var scratch = PCMBuffer(channelCount: 1, capacity: 0)
+    var zeros = PCMBuffer(channelCount: 1, capacity: 0)
+    var maximumChunk = 0
+    /// Input pulled ahead and not yet given to the engine: frames `fifoStart..<fifoEnd`.
+    var fifo = PCMBuffer(channelCount: 1, capacity: 0)
+    var fifoStart = 0
+    var fifoEnd = 0
+
+    var rateLog = SmoothedValue(0, rampFrames: 0)
+    var cents = SmoothedValue(0, rampFrames: 0)
+    var appliedTimeRatio = 1.0
+    var appliedPitchScale = 1.0
+    var formantPreserved = false
+    var discardLeft = 0
+    /// The input frame the output has reached (output frames × rate, summed cycle by cycle).
+    var inputPosition = 0.0
+    var pulled: Int64 = 0
+    /// The look-ahead at prepare (the floor after a reset); the largest seen since is the unit's `lookahead`.
+    var preparedLookahead = 0
+    /// Frames added to the library's start delay so the output lines up with the input: 0 for R3; R2's start
+    /// delay misses its resampler's delay when the pitch is shifted (about 90 frames at +300 cents, 48 kHz).
+    var alignment = 0
+
+    init(channelCount: Int, rate: Parameter, pitch: Parameter, formant: Parameter) {
+        self.channelCount = channelCount
+        self.rate = rate
+        self.pitch = pitch
+        self.formant = formant
+        inputPointers = .allocate(capacity: channelCount)
+        inputPointers.initialize(repeating: nil, count: channelCount)
+        outputPointers = .allocate(capacity: channelCount)
+        outputPointers.initialize(repeating: nil, count: channelCount)
     }
 
     deinit {
@@ -101,20 +197,11 @@ public final class TimePitchUnit: RenderUnit, @unchecked Sendable {
         outputPointers.deallocate()
     }
 
-    override public var pullsInput: Bool { true }
-
-    /// Seconds the unit reads its input ahead of its output (see the type's documentation).
-    override public var latency: Double {
-        Double(lookahead.load(ordering: .relaxed)) / (outputFormats[0].sampleRate)
-    }
-
-    /// Output frames per input frame at the rate set now (1 / rate).
-    override public var outputFramesPerInputFrame: Double { 1 / Double(rate.value) }
-
-    /// Input frames pulled per output frame now: the rate the unit is playing at (render thread's view).
-    public var currentRate: Double { exp2(Double(rateLog.value)) }
-
-    override public func allocateRenderResources(_ spec: RenderSpec) throws(AudioError) {
+    /// The unit's allocateRenderResources: a new stretcher, buffers for `spec`, the alignment and the look-ahead.
+    mutating func allocate(
+        _ spec: RenderSpec, quality: TimePitchUnit.Quality, rampFrames: (rate: Int, pitch: Int),
+        lookahead: borrowing Atomic<Int>
+    ) throws(AudioError) {
         if let state { rubberband_delete(state) }
         state = nil
         var options = RubberBandOptionProcessRealTime.rawValue | RubberBandOptionPitchHighConsistency.rawValue
@@ -132,9 +219,9 @@ public final class TimePitchUnit: RenderUnit, @unchecked Sendable {
         state = made
         scratch = PCMBuffer(channelCount: channelCount, capacity: max(spec.maximumFrames, 1024))
         zeros = PCMBuffer(channelCount: channelCount, capacity: spec.maximumFrames)
-        fifo = PCMBuffer(channelCount: channelCount, capacity: Self.readAheadCapacity + 2 * spec.maximumFrames)
-        rateLog = SmoothedValue(0, rampFrames: rampFrames(for: rate))
-        cents = SmoothedValue(0, rampFrames: rampFrames(for: pitch))
+        fifo = PCMBuffer(channelCount: channelCount, capacity: TimePitchUnit.readAheadCapacity + 2 * spec.maximumFrames)
+        rateLog = SmoothedValue(0, rampFrames: rampFrames.rate)
+        cents = SmoothedValue(0, rampFrames: rampFrames.pitch)
         // The corners of the parameter range, a few hops each: librubberband sizes some buffers for the most
         // extreme ratios it has met, so it meets them here rather than on the render thread (pitch ratios are
         // kept to simple fractions, see simpleRatio).
@@ -154,17 +241,18 @@ public final class TimePitchUnit: RenderUnit, @unchecked Sendable {
         }
         preparedLookahead = 0
         alignment = 0
-        alignment = measureAlignment(spec)
+        alignment = measureAlignment(spec, lookahead: lookahead)
         // The look-ahead for the current rate and pitch: run the engine on silence for half a second at cycles of
         // 1 frame up to the largest, and keep the largest excess of input taken over output position × rate.
         var cycles = [1, 32, 128, 512, spec.maximumFrames].filter { $0 <= spec.maximumFrames }
         if cycles.last != spec.maximumFrames { cycles.append(spec.maximumFrames) }
         var largest = 0
+        let silence = zeros  // a local: the closure must not reach `self` while `produce` mutates it
         for cycle in cycles {
-            restart()
+            restart(lookahead: lookahead)
             var done = 0
             while done < Int(spec.sampleRate / 2) {
-                produce(frames: cycle, into: nil) { n in zeros.view(frames: n) }
+                produce(frames: cycle, into: nil, lookahead: lookahead) { n in silence.view(frames: n) }
                 done += cycle
             }
             largest = max(largest, lookahead.load(ordering: .relaxed))
@@ -172,16 +260,14 @@ public final class TimePitchUnit: RenderUnit, @unchecked Sendable {
         preparedLookahead = largest
     }
 
-    override public func reset() { restart() }
-
     /// Clears the engine, jumps to the parameters' values, feeds the start pad and arms the start-delay discard.
-    private func restart() {
+    mutating func restart(lookahead: borrowing Atomic<Int>) {
         guard let state else { return }
         rubberband_reset(state)
         rateLog.reset(to: log2(rate.value))
         cents.reset(to: pitch.value)
         appliedTimeRatio = 1 / Double(exp2(rateLog.value))
-        appliedPitchScale = Self.simpleRatio(exp2(Double(cents.value) / 1200))
+        appliedPitchScale = TimePitchUnit.simpleRatio(exp2(Double(cents.value) / 1200))
         rubberband_set_time_ratio(state, appliedTimeRatio)
         rubberband_set_pitch_scale(state, appliedPitchScale)
         formantPreserved = formant.value >= 0.5
@@ -200,13 +286,9 @@ public final class TimePitchUnit: RenderUnit, @unchecked Sendable {
         lookahead.store(preparedLookahead, ordering: .relaxed)
     }
 
-    /// Frames added to the library's start delay so the output lines up with the input: 0 for R3; R2's start
-    /// delay misses its resampler's delay when the pitch is shifted (about 90 frames at +300 cents, 48 kHz).
-    private var alignment = 0
-
     /// Plays a 100 ms Hann-windowed 1 kHz burst through the engine and returns how many frames late (or, below 0,
     /// early) its energy centroid comes out after the start pad and delay.
-    private func measureAlignment(_ spec: RenderSpec) -> Int {
+    private mutating func measureAlignment(_ spec: RenderSpec, lookahead: borrowing Atomic<Int>) -> Int {
         let length = Int(spec.sampleRate / 10)
         let at = Int(spec.sampleRate / 5)
         let total = at + length + Int(spec.sampleRate / 5)
@@ -220,17 +302,19 @@ public final class TimePitchUnit: RenderUnit, @unchecked Sendable {
         let rateNow = Double(rate.value)
         let outFrames = Int(Double(total) / rateNow)
         let sink = PCMBuffer(channelCount: channelCount, capacity: outFrames)
-        restart()
+        restart(lookahead: lookahead)
         var read = 0
         var done = 0
+        let silence = zeros  // a local: the closure must not reach `self` while `produce` mutates it
         while done < outFrames {
             let n = min(256, outFrames - done)
-            produce(frames: n, into: sink.view(frames: outFrames).slice(from: done, frames: n)) { frames in
+            let into = sink.view(frames: outFrames).slice(from: done, frames: n)
+            produce(frames: n, into: into, lookahead: lookahead) { frames in
                 let start = min(read, total)
                 read += frames
                 if start + frames <= total { return x.slice(from: start, frames: frames) }
-                zeros.view(frames: frames).clear()
-                return zeros.view(frames: frames)
+                silence.view(frames: frames).clear()
+                return silence.view(frames: frames)
             }
             done += n
         }
@@ -254,14 +338,11 @@ public final class TimePitchUnit: RenderUnit, @unchecked Sendable {
         formantPreserved ? RubberBandOptionFormantPreserved.rawValue : RubberBandOptionFormantShifted.rawValue
     }
 
-    override public func render(_ context: RenderContext) {
-        let output = context.output(0)
-        produce(frames: context.frameCount, into: output) { n in context.pull(frames: n)[0] }
-    }
-
     /// Renders `frames` frames into `output` (or discards them, at prepare), pulling input as the engine asks.
     /// Render thread; the closure is not escaping, so nothing is allocated.
-    private func produce(frames: Int, into output: BufferView?, pull: (Int) -> BufferView) {
+    mutating func produce(
+        frames: Int, into output: BufferView?, lookahead: borrowing Atomic<Int>, pull: (Int) -> BufferView
+    ) {
         guard let state, frames > 0 else { return }
         applyParameters(frames: frames, state: state)
         var produced = 0
@@ -298,7 +379,7 @@ public final class TimePitchUnit: RenderUnit, @unchecked Sendable {
         if produced < frames, let output { output.slice(from: produced, frames: frames - produced).clear() }
         inputPosition += Double(frames) * Double(exp2(rateLog.value))
         // Keep the input pulled exactly the look-ahead past the output's position, so a live input is pulled at
-        // an even pace and delayed by exactly ``latency``.
+        // an even pace and delayed by exactly ``TimePitchUnit/latency``.
         let position = Int64(inputPosition.rounded(.up))
         let ahead = Int(pulled - position)
         if ahead > lookahead.load(ordering: .relaxed) { lookahead.store(ahead, ordering: .relaxed) }
@@ -310,7 +391,7 @@ public final class TimePitchUnit: RenderUnit, @unchecked Sendable {
 
     /// Pulls `frames` input frames onto the FIFO's end; false when it has no room (rates near the top of the range
     /// with a large look-ahead: the input is then pulled as the engine asks, less evenly).
-    private func pullIntoFIFO(_ frames: Int, _ pull: (Int) -> BufferView) -> Bool {
+    private mutating func pullIntoFIFO(_ frames: Int, _ pull: (Int) -> BufferView) -> Bool {
         if fifoEnd + frames > fifo.capacity, fifoStart > 0 {
             let count = fifoEnd - fifoStart
             let all = fifo.view(frames: fifo.capacity)
@@ -334,11 +415,11 @@ public final class TimePitchUnit: RenderUnit, @unchecked Sendable {
     }
 
     /// Moves rate and pitch one cycle along their ramps and hands changes to the engine.
-    private func applyParameters(frames: Int, state: OpaquePointer) {
+    private mutating func applyParameters(frames: Int, state: OpaquePointer) {
         rateLog.setTarget(log2(rate.value))
         cents.setTarget(pitch.value)
         let timeRatio = 1 / Double(exp2(rateLog.advance(by: frames)))
-        let pitchScale = Self.simpleRatio(exp2(Double(cents.advance(by: frames)) / 1200))
+        let pitchScale = TimePitchUnit.simpleRatio(exp2(Double(cents.advance(by: frames)) / 1200))
         if timeRatio != appliedTimeRatio {
             rubberband_set_time_ratio(state, timeRatio)
             appliedTimeRatio = timeRatio
@@ -352,37 +433,6 @@ public final class TimePitchUnit: RenderUnit, @unchecked Sendable {
             formantPreserved = preserve
             rubberband_set_formant_option(state, Int32(bitPattern: formantOption))
         }
-    }
-
-    /// The largest denominator ``simpleRatio(_:)`` uses.
-    static let ratioDenominator = 4000.0
-
-    /// `x` as the nearest fraction with a denominator of at most 4000 (continued fractions, with the last
-    /// semiconvergent): within 0.2 cents of it over ±2400 cents. librubberband's pitch resampler works on
-    /// 1 / pitch as a fraction and sizes a table by its numerator — here the denominator, at most 4000, within what
-    /// it reserves when it is made (twice the sample rate). An arbitrary ratio has numerators in the tens of
-    /// thousands, and the resampler would allocate on the render thread the first time it met a larger one than
-    /// before: the allocation probe caught it doing so.
-    static func simpleRatio(_ x: Double) -> Double {
-        guard x > 0, x.isFinite else { return x }
-        var (p0, q0, p1, q1) = (0.0, 1.0, 1.0, 0.0)
-        var value = x
-        for _ in 0..<40 {
-            let a = value.rounded(.down)
-            let q2 = a * q1 + q0
-            if q2 > ratioDenominator {
-                // The best semiconvergent within the bound, against the last convergent.
-                let k = ((ratioDenominator - q0) / q1).rounded(.down)
-                let semi = (k * p1 + p0) / (k * q1 + q0)
-                let last = p1 / q1
-                return abs(semi - x) < abs(last - x) ? semi : last
-            }
-            (p0, q0, p1, q1) = (p1, q1, a * p1 + p0, q2)
-            let fraction = value - a
-            if fraction < 1e-12 { break }
-            value = 1 / fraction
-        }
-        return p1 / q1
     }
 
     private func feed(_ input: BufferView, frames: Int) {

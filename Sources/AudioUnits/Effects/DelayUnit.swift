@@ -17,30 +17,15 @@ import Darwin
 ///
 /// Parameters: `delayTime` 0 … 2 s (1), `feedback` −100 … 100 % (50), `lowpassCutoff` 10 Hz … Nyquist (15000 Hz),
 /// `wetDryMix` 0 … 100 % (50).
-public final class DelayUnit: RenderUnit, @unchecked Sendable {
-    // Unchecked Sendable: RenderUnit subclass; delay line, glide and filter state the render thread's, allocated while not rendering
+public final class DelayUnit: RenderUnit {
+    public let core: UnitCore
     public static let maximumDelayTime = 2.0
     private let p: [Parameter]
-    private let channels: Int
-    // Render thread state.
-    private var line: UnsafeMutablePointer<Float>?  // channels × ringSize
-    private var ringSize = 0
-    private var written = 0
-    private var delayFrames = 1.0
-    private var delayStep = 0.0
-    private var delayTarget = 1.0
-    private var delayRemaining = 0
-    private var glideFrames = 1
-    private var feedback = SmoothedValue(0.5, rampFrames: 0)
-    private var mix = SmoothedValue(0.5, rampFrames: 0)
-    private var filterState: UnsafeMutablePointer<SIMD2<Float>>?  // per channel: last input, last output
-    private var cutoff = SmoothedValue(15_000, rampFrames: 0)
-    private var scratch: UnsafeMutablePointer<Float>?  // 2 × 32 frames of taps
-    private var sampleRate = 48_000.0
+    /// Delay line, glide, ramps and low-pass state: the render thread's.
+    private let kernel: RenderThreadBound<DelayKernel>
 
     public init(format: StreamFormat) throws(AudioError) {
         let f = try StreamFormat.graph(sampleRate: format.sampleRate, channelCount: format.channelCount)
-        channels = f.channelCount
         let nyquist = Float(f.sampleRate / 2)
         let specs = [
             ParameterSpec("delayTime", name: "Delay time", range: 0...Float(Self.maximumDelayTime), unit: .seconds, default: 1, smoothingTime: 0.2),
@@ -49,7 +34,56 @@ public final class DelayUnit: RenderUnit, @unchecked Sendable {
             ParameterSpec("wetDryMix", name: "Wet/dry mix", range: 0...100, unit: .percent, default: 50),
         ]
         p = specs.map { Parameter($0, owner: "delay") }
-        super.init(kind: "delay", inputs: [f], outputs: [f], parameters: p)
+        kernel = RenderThreadBound(DelayKernel(channels: f.channelCount, parameters: p))
+        core = UnitCore(kind: "delay", inputs: [f], outputs: [f], parameters: p)
+    }
+
+    public var tailTime: Double {
+        let fb = Double(abs(p[1].value)) / 100
+        guard fb > 0 else { return Double(p[0].value) }
+        // Echoes fall by |feedback| each round trip; the tail lasts until they are 60 dB down (or 60 s).
+        return fb >= 1 ? 60 : min(60, Double(p[0].value) * (1 + 3 / -log10(fb)))
+    }
+
+    public func allocateRenderResources(_ spec: RenderSpec) throws(AudioError) {
+        let ramps = (
+            glide: rampFrames(for: p[0]), feedback: rampFrames(for: p[1]), cutoff: rampFrames(for: p[2]),
+            mix: rampFrames(for: p[3]))
+        kernel.whileStopped.allocate(spec, rampFrames: ramps)
+    }
+
+    public func reset() {
+        kernel.whileStopped.reset()
+    }
+
+    public func render(_ context: RenderContext) {
+        kernel.onRenderThread.render(input: context.input(0), output: context.output(0), frames: context.frameCount)
+    }
+}
+
+/// The render-side state of a ``DelayUnit``: the delay line and scratch (owned; freed with the kernel), the glide,
+/// the parameter ramps and the low-pass state. Used by one thread at a time.
+private struct DelayKernel: ~Copyable {
+    let channels: Int
+    let p: [Parameter]
+    var line: UnsafeMutablePointer<Float>?  // channels × ringSize
+    var ringSize = 0
+    var written = 0
+    var delayFrames = 1.0
+    var delayStep = 0.0
+    var delayTarget = 1.0
+    var delayRemaining = 0
+    var glideFrames = 1
+    var feedback = SmoothedValue(0.5, rampFrames: 0)
+    var mix = SmoothedValue(0.5, rampFrames: 0)
+    var filterState: UnsafeMutablePointer<SIMD2<Float>>?  // per channel: last input, last output
+    var cutoff = SmoothedValue(15_000, rampFrames: 0)
+    var scratch: UnsafeMutablePointer<Float>?  // 2 × 32 frames of taps
+    var sampleRate = 48_000.0
+
+    init(channels: Int, parameters: [Parameter]) {
+        self.channels = channels
+        p = parameters
     }
 
     deinit {
@@ -58,33 +92,27 @@ public final class DelayUnit: RenderUnit, @unchecked Sendable {
         scratch?.deallocate()
     }
 
-    override public var tailTime: Double {
-        let fb = Double(abs(p[1].value)) / 100
-        guard fb > 0 else { return Double(p[0].value) }
-        // Echoes fall by |feedback| each round trip; the tail lasts until they are 60 dB down (or 60 s).
-        return fb >= 1 ? 60 : min(60, Double(p[0].value) * (1 + 3 / -log10(fb)))
-    }
-
-    override public func allocateRenderResources(_ spec: RenderSpec) throws(AudioError) {
+    /// Allocates the line for `spec` and sets the ramp lengths (frames). Control thread.
+    mutating func allocate(_ spec: RenderSpec, rampFrames: (glide: Int, feedback: Int, cutoff: Int, mix: Int)) {
         line?.deallocate()
         filterState?.deallocate()
         sampleRate = spec.sampleRate
-        let longest = Int((Self.maximumDelayTime * spec.sampleRate).rounded()) + 2
+        let longest = Int((DelayUnit.maximumDelayTime * spec.sampleRate).rounded()) + 2
         ringSize = 1
         while ringSize < longest { ringSize <<= 1 }
         line = .allocate(capacity: ringSize * channels)
         filterState = .allocate(capacity: channels)
         scratch?.deallocate()
         scratch = .allocate(capacity: 64)
-        glideFrames = rampFrames(for: p[0])
-        feedback.rampFrames = rampFrames(for: p[1])
-        cutoff.rampFrames = rampFrames(for: p[2])
-        mix.rampFrames = rampFrames(for: p[3])
+        glideFrames = rampFrames.glide
+        feedback.rampFrames = rampFrames.feedback
+        cutoff.rampFrames = rampFrames.cutoff
+        mix.rampFrames = rampFrames.mix
     }
 
     private func targetFrames() -> Double { max(1, (Double(p[0].value) * sampleRate).rounded()) }
 
-    override public func reset() {
+    mutating func reset() {
         delayFrames = targetFrames()
         delayTarget = delayFrames
         delayRemaining = 0
@@ -94,7 +122,7 @@ public final class DelayUnit: RenderUnit, @unchecked Sendable {
         clearState()
     }
 
-    private func clearState() {
+    private mutating func clearState() {
         line?.update(repeating: 0, count: ringSize * channels)
         filterState?.update(repeating: SIMD2(), count: channels)
         written = 0
@@ -158,10 +186,8 @@ public final class DelayUnit: RenderUnit, @unchecked Sendable {
         if first < count { ring.update(from: source + first, count: count - first) }
     }
 
-    override public func render(_ context: RenderContext) {
+    mutating func render(input: BufferView, output: BufferView, frames: Int) {
         guard let line, let filterState else { return }
-        let input = context.input(0), output = context.output(0)
-        let frames = context.frameCount
         let wanted = targetFrames()
         if wanted != delayTarget {
             delayTarget = wanted

@@ -21,8 +21,8 @@ import Darwin
 /// Parameters: `threshold` −60 … 0 dB (−20), `ratio` 1 … 50 (4), `knee` 0 … 40 dB (0, hard), `attack`
 /// 0.0001 … 0.2 s (0.005), `release` 0.01 … 3 s (0.1), `makeupGain` −40 … 40 dB (0), `expansionThreshold`
 /// −120 … 0 dB (−60), `expansionRatio` 1 … 50 (1). ``gainReduction`` meters the current reduction.
-public final class DynamicsUnit: RenderUnit, @unchecked Sendable {
-    // Unchecked Sendable: RenderUnit subclass; envelope, hold and `levels` the render thread's; gain reduction out through `meter`
+public final class DynamicsUnit: RenderUnit {
+    public let core: UnitCore
     static let specs: [ParameterSpec] = [
         ParameterSpec("threshold", name: "Threshold", range: -60...0, unit: .decibels, default: -20),
         ParameterSpec("ratio", name: "Ratio", range: 1...50, unit: .generic, default: 4),
@@ -38,56 +38,84 @@ public final class DynamicsUnit: RenderUnit, @unchecked Sendable {
     static let controlFrames = 32
 
     private let p: [Parameter]
-    // Render-thread state.
-    private var smoothed: [SmoothedValue]
-    private var envelope: Float = 0  // smoothed gain in dB (≤ 0 when compressing)
-    private var holdCurrent: Float = 0
-    private var holdPrevious: Float = 0
-    private var holdCount = 0
-    private var holdLength = 120
-    private var sampleRate = 48_000.0
-    private var levels: UnsafeMutablePointer<Float>?
-    private var coefficientTimes: (attack: Float, release: Float) = (0, 0)
-    private var coefficients: (attack: Float, release: Float) = (0, 0)
+    /// Envelope, peak hold, ramps and `levels`: the render thread's.
+    private let kernel: RenderThreadBound<DynamicsKernel>
+    /// The envelope (dB bits), written by the render thread each cycle; any thread reads it.
     private let meter = Atomic<UInt32>(Float(0).bitPattern)
 
     public init(format: StreamFormat) throws(AudioError) {
         let f = try StreamFormat.graph(sampleRate: format.sampleRate, channelCount: format.channelCount)
         p = Self.specs.map { Parameter($0, owner: "dynamics") }
-        smoothed = Self.specs.map { SmoothedValue($0.defaultValue, rampFrames: 0) }
-        super.init(kind: "dynamics", inputs: [f], outputs: [f], parameters: p)
+        kernel = RenderThreadBound(DynamicsKernel(parameters: p))
+        core = UnitCore(kind: "dynamics", inputs: [f], outputs: [f], parameters: p)
     }
-
-    deinit { levels?.deallocate() }
 
     /// Current gain reduction in dB (positive: the signal is turned down by that much). Any thread.
     public var gainReduction: Float { -Float(bitPattern: meter.load(ordering: .relaxed)) }
 
-    override public var propertyNames: [String] { super.propertyNames + ["gainReduction"] }
+    public var propertyNames: [String] { commonPropertyNames + ["gainReduction"] }
 
-    override public func property(_ name: String) throws(AudioError) -> PropertyValue {
-        name == "gainReduction" ? .double(Double(gainReduction)) : try super.property(name)
+    public func property(_ name: String) throws(AudioError) -> PropertyValue {
+        name == "gainReduction" ? .double(Double(gainReduction)) : try commonProperty(name)
     }
 
-    override public func allocateRenderResources(_ spec: RenderSpec) throws(AudioError) {
+    public func allocateRenderResources(_ spec: RenderSpec) throws(AudioError) {
+        kernel.whileStopped.allocate(spec, rampFrames: p.map { rampFrames(for: $0) })
+    }
+
+    public func reset() {
+        kernel.whileStopped.reset()
+        meter.store(Float(0).bitPattern, ordering: .relaxed)
+    }
+
+    public func render(_ context: RenderContext) {
+        kernel.onRenderThread.render(
+            input: context.input(0), output: context.output(0), frames: context.frameCount, meter: meter)
+    }
+}
+
+/// The render-side state of a ``DynamicsUnit``: the ramps, the envelope, the peak hold and the `levels` buffer
+/// (owned; freed with the kernel). Used by one thread at a time.
+private struct DynamicsKernel: ~Copyable {
+    let p: [Parameter]
+    var smoothed: [SmoothedValue]
+    var envelope: Float = 0  // smoothed gain in dB (≤ 0 when compressing)
+    var holdCurrent: Float = 0
+    var holdPrevious: Float = 0
+    var holdCount = 0
+    var holdLength = 120
+    var sampleRate = 48_000.0
+    var levels: UnsafeMutablePointer<Float>?
+    var coefficientTimes: (attack: Float, release: Float) = (0, 0)
+    var coefficients: (attack: Float, release: Float) = (0, 0)
+
+    init(parameters: [Parameter]) {
+        p = parameters
+        smoothed = DynamicsUnit.specs.map { SmoothedValue($0.defaultValue, rampFrames: 0) }
+    }
+
+    deinit { levels?.deallocate() }
+
+    /// Allocates `levels` for `spec` and sets the ramp lengths (frames, one per parameter). Control thread.
+    mutating func allocate(_ spec: RenderSpec, rampFrames: [Int]) {
         levels?.deallocate()
         levels = .allocate(capacity: spec.maximumFrames)
         sampleRate = spec.sampleRate
-        holdLength = max(1, Int((Self.holdTime * spec.sampleRate).rounded()))
-        for i in smoothed.indices { smoothed[i].rampFrames = rampFrames(for: p[i]) }
+        holdLength = max(1, Int((DynamicsUnit.holdTime * spec.sampleRate).rounded()))
+        for i in smoothed.indices { smoothed[i].rampFrames = rampFrames[i] }
     }
 
-    override public func reset() {
+    /// Jumps the ramps to their targets and clears the envelope and the hold. Control thread.
+    mutating func reset() {
         for i in smoothed.indices { smoothed[i].reset(to: p[i].value) }
         clearState()
     }
 
-    private func clearState() {
+    private mutating func clearState() {
         envelope = 0
         holdCurrent = 0
         holdPrevious = 0
         holdCount = 0
-        meter.store(Float(0).bitPattern, ordering: .relaxed)
     }
 
     /// Lane-wise maximum as a compare and a blend (`pointwiseMax` handles NaN lane by lane, in scalar code).
@@ -96,10 +124,8 @@ public final class DynamicsUnit: RenderUnit, @unchecked Sendable {
         a.replacing(with: b, where: a .< b)
     }
 
-    override public func render(_ context: RenderContext) {
+    mutating func render(input: BufferView, output: BufferView, frames: Int, meter: borrowing Atomic<UInt32>) {
         guard let levels else { return }
-        let input = context.input(0), output = context.output(0)
-        let frames = context.frameCount
         let channels = output.channelCount
         for i in smoothed.indices { smoothed[i].setTarget(p[i].value) }
 
@@ -160,7 +186,7 @@ public final class DynamicsUnit: RenderUnit, @unchecked Sendable {
         var start = 0
         var y = envelope
         while start < frames {
-            let n = min(Self.controlFrames, frames - start)
+            let n = min(DynamicsUnit.controlFrames, frames - start)
             let threshold = smoothed[0].advance(by: n)
             let slope = 1 / smoothed[1].advance(by: n) - 1  // dB of gain per dB over the threshold
             let knee = smoothed[2].advance(by: n)

@@ -1,30 +1,26 @@
 import AudioCore
 import AudioGraph
 
-/// The units built on ``FilterBank``: the graph format in, the same format out.
-public class FilterBankUnit: RenderUnit, @unchecked Sendable {
-    // Unchecked Sendable: non-final RenderUnit subclass; `bank` (biquad states) the render thread's; prepare/reset never mid-render
-    let bank: FilterBank
+/// The kernel of the units built on ``FilterBank`` (EQ, low-, high- and band-pass): the graph format in, the same
+/// format out; the bank's biquad states are the render thread's.
+struct FilterBankKernel: Sendable {
+    let format: StreamFormat
+    let bank: RenderThreadBound<FilterBank>
 
-    init(kind: String, format: StreamFormat, bands: [FilterBand], parameters: [Parameter]) throws(AudioError) {
-        let f = try StreamFormat.graph(sampleRate: format.sampleRate, channelCount: format.channelCount)
-        bank = FilterBank(bands: bands, channelCount: f.channelCount)
-        super.init(kind: kind, inputs: [f], outputs: [f], parameters: parameters)
+    init(format: StreamFormat, bands: [FilterBand]) throws(AudioError) {
+        self.format = try StreamFormat.graph(sampleRate: format.sampleRate, channelCount: format.channelCount)
+        bank = RenderThreadBound(FilterBank(bands: bands, channelCount: self.format.channelCount))
     }
 
-    override public func allocateRenderResources(_ spec: RenderSpec) throws(AudioError) {
-        bank.prepare(sampleRate: spec.sampleRate, rampFrames: Int((0.02 * spec.sampleRate).rounded()))
+    func prepare(_ spec: RenderSpec) {
+        bank.whileStopped.prepare(sampleRate: spec.sampleRate, rampFrames: Int((0.02 * spec.sampleRate).rounded()))
     }
 
-    override public func reset() { bank.reset() }
+    func reset() { bank.whileStopped.reset() }
 
-
-    override public func render(_ context: RenderContext) {
-        bank.render(input: context.input(0), output: context.output(0), frames: context.frameCount)
+    func render(_ context: RenderContext) {
+        bank.onRenderThread.render(input: context.input(0), output: context.output(0), frames: context.frameCount)
     }
-
-    /// The highest settable frequency at `sampleRate`: just under Nyquist, where the cookbook formulas degenerate.
-    public static func maximumFrequency(_ sampleRate: Double) -> Float { Float(sampleRate * 0.49) }
 }
 
 /// One band of an ``EQUnit``.
@@ -56,10 +52,15 @@ public struct EQBand: Sendable, Hashable {
 /// `q.N` (0.05 … 40) or, for bands created with a bandwidth, `bandwidth.N` (0.05 … 5 octaves), and `bypass.N`
 /// (0 or 1; the band fades out and in over 10 ms). A band's shape is fixed when the unit is created.
 /// Responses are exactly the cookbook's at the graph's sample rate.
-public final class EQUnit: FilterBankUnit, @unchecked Sendable {
-    // Unchecked Sendable: FilterBankUnit subclass; its own state is `bandTypes`, immutable
+public final class EQUnit: RenderUnit {
     public static let maximumBands = 16
     public let bandTypes: [BiquadType]
+    public let core: UnitCore
+    let filters: FilterBankKernel
+
+    /// The highest settable frequency at `sampleRate`, for every filter unit: just under Nyquist, where the
+    /// cookbook formulas degenerate.
+    public static func maximumFrequency(_ sampleRate: Double) -> Float { Float(sampleRate * 0.49) }
 
     /// - Throws: ``AudioError`` `.invalidParameter` naming the band parameter and its range, or when there are
     ///   more than 16 bands or a bandwidth is given for a shape that has none.
@@ -67,7 +68,7 @@ public final class EQUnit: FilterBankUnit, @unchecked Sendable {
         guard bands.count <= Self.maximumBands else {
             throw AudioError(.invalidParameter, "eq: at most \(Self.maximumBands) bands, got \(bands.count)")
         }
-        let top = Self.maximumFrequency(format.sampleRate)
+        let top = EQUnit.maximumFrequency(format.sampleRate)
         var filterBands: [FilterBand] = []
         var parameters: [Parameter] = []
         for (n, band) in bands.enumerated() {
@@ -104,59 +105,85 @@ public final class EQUnit: FilterBankUnit, @unchecked Sendable {
                 FilterBand(type: band.type, widthKind: kind, frequency: frequency, gain: gain, width: width, bypass: bypass))
         }
         bandTypes = bands.map(\.type)
-        try super.init(kind: "eq", format: format, bands: filterBands, parameters: parameters)
+        filters = try FilterBankKernel(format: format, bands: filterBands)
+        core = UnitCore(kind: "eq", inputs: [filters.format], outputs: [filters.format], parameters: parameters)
     }
 
-    override public var propertyNames: [String] { super.propertyNames + bandTypes.indices.map { "type.\($0)" } + ["bandCount"] }
+    public func allocateRenderResources(_ spec: RenderSpec) throws(AudioError) { filters.prepare(spec) }
+    public func reset() { filters.reset() }
+    public func render(_ context: RenderContext) { filters.render(context) }
 
-    override public func property(_ name: String) throws(AudioError) -> PropertyValue {
+    public var propertyNames: [String] { commonPropertyNames + bandTypes.indices.map { "type.\($0)" } + ["bandCount"] }
+
+    public func property(_ name: String) throws(AudioError) -> PropertyValue {
         if name == "bandCount" { return .int(bandTypes.count) }
         if name.hasPrefix("type."), let n = Int(name.dropFirst(5)), bandTypes.indices.contains(n) {
             return .string(bandTypes[n].rawValue)
         }
-        return try super.property(name)
+        return try commonProperty(name)
     }
 }
 
 /// A resonant second-order low-pass: `cutoff` (10 Hz … 0.49 × sample rate, default 6900 Hz) and `resonance`
 /// (−20 … +40 dB, default 0): the response at the cutoff relative to Butterworth's −3 dB, so 0 dB is Q = 0.7071.
-public final class LowPassUnit: FilterBankUnit, @unchecked Sendable {
-    // Unchecked Sendable: FilterBankUnit subclass with no state of its own
+public final class LowPassUnit: RenderUnit {
+    public let core: UnitCore
+    let filters: FilterBankKernel
+
     public init(format: StreamFormat, cutoff: Double = 6900, resonance: Double = 0) throws(AudioError) {
         let (parameters, band) = try resonantBand(kind: "lowpass", type: .lowPass, format: format, cutoff: cutoff, defaultCutoff: 6900, resonance: resonance)
-        try super.init(kind: "lowpass", format: format, bands: [band], parameters: parameters)
+        filters = try FilterBankKernel(format: format, bands: [band])
+        core = UnitCore(kind: "lowpass", inputs: [filters.format], outputs: [filters.format], parameters: parameters)
     }
+
+    public func allocateRenderResources(_ spec: RenderSpec) throws(AudioError) { filters.prepare(spec) }
+    public func reset() { filters.reset() }
+    public func render(_ context: RenderContext) { filters.render(context) }
 }
 
 /// A resonant second-order high-pass: `cutoff` (10 Hz … 0.49 × sample rate, default 80 Hz) and `resonance`
 /// (−20 … +40 dB, default 0, Butterworth).
-public final class HighPassUnit: FilterBankUnit, @unchecked Sendable {
-    // Unchecked Sendable: FilterBankUnit subclass with no state of its own
+public final class HighPassUnit: RenderUnit {
+    public let core: UnitCore
+    let filters: FilterBankKernel
+
     public init(format: StreamFormat, cutoff: Double = 80, resonance: Double = 0) throws(AudioError) {
         let (parameters, band) = try resonantBand(kind: "highpass", type: .highPass, format: format, cutoff: cutoff, defaultCutoff: 80, resonance: resonance)
-        try super.init(kind: "highpass", format: format, bands: [band], parameters: parameters)
+        filters = try FilterBankKernel(format: format, bands: [band])
+        core = UnitCore(kind: "highpass", inputs: [filters.format], outputs: [filters.format], parameters: parameters)
     }
+
+    public func allocateRenderResources(_ spec: RenderSpec) throws(AudioError) { filters.prepare(spec) }
+    public func reset() { filters.reset() }
+    public func render(_ context: RenderContext) { filters.render(context) }
 }
 
 /// A second-order band-pass with 0 dB at its centre: `frequency` (10 Hz … 0.49 × sample rate, default 1000 Hz)
 /// and `bandwidth` (0.05 … 5 octaves between the −3 dB points, default 1).
-public final class BandPassUnit: FilterBankUnit, @unchecked Sendable {
-    // Unchecked Sendable: FilterBankUnit subclass with no state of its own
+public final class BandPassUnit: RenderUnit {
+    public let core: UnitCore
+    let filters: FilterBankKernel
+
     public init(format: StreamFormat, frequency: Double = 1000, bandwidth: Double = 1) throws(AudioError) {
-        let top = Self.maximumFrequency(format.sampleRate)
+        let top = EQUnit.maximumFrequency(format.sampleRate)
         let f = Parameter(ParameterSpec("frequency", name: "Centre frequency", range: 10...top, unit: .hertz, default: min(1000, top)), owner: "bandpass")
         let bw = Parameter(ParameterSpec("bandwidth", name: "Bandwidth (octaves)", range: 0.05...5, unit: .generic, default: 1), owner: "bandpass")
         try f.set(Float(frequency))
         try bw.set(Float(bandwidth))
         let band = FilterBand(type: .bandPass, widthKind: .bandwidth, frequency: f, gain: nil, width: bw, bypass: nil)
-        try super.init(kind: "bandpass", format: format, bands: [band], parameters: [f, bw])
+        filters = try FilterBankKernel(format: format, bands: [band])
+        core = UnitCore(kind: "bandpass", inputs: [filters.format], outputs: [filters.format], parameters: [f, bw])
     }
+
+    public func allocateRenderResources(_ spec: RenderSpec) throws(AudioError) { filters.prepare(spec) }
+    public func reset() { filters.reset() }
+    public func render(_ context: RenderContext) { filters.render(context) }
 }
 
 private func resonantBand(kind: String, type: BiquadType, format: StreamFormat, cutoff: Double, defaultCutoff: Float, resonance: Double)
     throws(AudioError) -> ([Parameter], FilterBand)
 {
-    let top = FilterBankUnit.maximumFrequency(format.sampleRate)
+    let top = EQUnit.maximumFrequency(format.sampleRate)
     let c = Parameter(ParameterSpec("cutoff", name: "Cutoff frequency", range: 10...top, unit: .hertz, default: min(defaultCutoff, top)), owner: kind)
     let r = Parameter(ParameterSpec("resonance", name: "Resonance", range: -20...40, unit: .decibels, default: 0), owner: kind)
     try c.set(Float(cutoff))

@@ -109,7 +109,7 @@ final class FilterBank {
 
     func prepare(sampleRate: Double, rampFrames: Int) {
         self.sampleRate = sampleRate
-        let fade = max(1, Int((RenderUnit.bypassFadeTime * sampleRate).rounded()))
+        let fade = max(1, Int((UnitCore.bypassFadeTime * sampleRate).rounded()))
         for b in bands {
             b.logFrequency.rampFrames = rampFrames
             b.gainDB.rampFrames = rampFrames

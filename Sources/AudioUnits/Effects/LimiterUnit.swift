@@ -21,8 +21,8 @@ import Darwin
 ///
 /// Parameters: `attackTime` 0.001 … 0.03 s (0.005), `decayTime` 0.001 … 1 s (0.05), `preGain` −40 … 40 dB (0),
 /// `ceiling` −40 … 0 dB (−1).
-public final class LimiterUnit: RenderUnit, @unchecked Sendable {
-    // Unchecked Sendable: RenderUnit subclass; delay ring, min deque and history the render thread's; lookahead and clips atomic
+public final class LimiterUnit: RenderUnit {
+    public let core: UnitCore
     static let specs: [ParameterSpec] = [
         ParameterSpec("attackTime", name: "Attack (lookahead)", range: 0.001...0.03, unit: .seconds, default: 0.005),
         ParameterSpec("decayTime", name: "Decay time", range: 0.001...1, unit: .seconds, default: 0.05),
@@ -31,38 +31,89 @@ public final class LimiterUnit: RenderUnit, @unchecked Sendable {
     ]
     private static let crossfadeTime = 0.005
     /// The gain computer aims a hair under the ceiling so rounding in the average never lands above it.
-    private static let headroom: Float = 1 - 1e-6
+    fileprivate static let headroom: Float = 1 - 1e-6
 
     private let p: [Parameter]
-    private let channels: Int
-    // Render-thread state; buffers are allocated in allocateRenderResources.
-    private var preGain = SmoothedValue(1, rampFrames: 0)
-    private var ceiling = SmoothedValue(1, rampFrames: 0)
-    private var sampleRate = 48_000.0
-    private var delay: UnsafeMutablePointer<Float>?  // channels × ringSize
-    private var ringSize = 0
-    private var minIndex: UnsafeMutablePointer<Int>?  // monotonic deque of (frame, gain), ascending gains
-    private var minValue: UnsafeMutablePointer<Float>?
-    private var dequeHead = 0, dequeTail = 0  // positions, masked by ringSize - 1
-    private var history: UnsafeMutablePointer<Float>?  // recovered gains, for the moving average
-    private var sum = 0.0
-    private var recovered: Float = 1
-    /// Frames in a row whose recovered gain was exactly 1 (the fast path needs a whole window of them).
-    private var unityRun = 0
-    private var frame = 0  // frames processed since reset
-    private var lookahead = 0
-    private var previousLookahead = 0
-    private var crossfadeRemaining = 0
-    private var crossfadeFrames = 1
-    private var peaks: UnsafeMutablePointer<Float>?
+    /// Delay ring, min deque, gain history and ramps: the render thread's; buffers are allocated in
+    /// allocateRenderResources.
+    private let kernel: RenderThreadBound<LimiterKernel>
+    /// The lookahead in frames, written by the render thread when it changes; any thread reads it.
     private let lookaheadFrames = Atomic<Int>(0)
     private let clipCount = Atomic<Int>(0)
 
     public init(format: StreamFormat) throws(AudioError) {
         let f = try StreamFormat.graph(sampleRate: format.sampleRate, channelCount: format.channelCount)
-        channels = f.channelCount
         p = Self.specs.map { Parameter($0, owner: "limiter") }
-        super.init(kind: "limiter", inputs: [f], outputs: [f], parameters: p)
+        kernel = RenderThreadBound(LimiterKernel(channels: f.channelCount, parameters: p))
+        core = UnitCore(kind: "limiter", inputs: [f], outputs: [f], parameters: p)
+    }
+
+    /// The lookahead in seconds: how far the output lags the input.
+    public var latency: Double {
+        Double(spec == nil ? Int((Double(p[0].value) * (inputFormats[0].sampleRate)).rounded()) : lookaheadFrames.load(ordering: .relaxed))
+            / inputFormats[0].sampleRate
+    }
+
+    /// Samples the final clamp changed since the unit was prepared. Any thread.
+    public var safetyClips: Int { clipCount.load(ordering: .relaxed) }
+
+    public var propertyNames: [String] { commonPropertyNames + ["safetyClips", "latencyFrames"] }
+
+    public func property(_ name: String) throws(AudioError) -> PropertyValue {
+        switch name {
+        case "safetyClips": .int(safetyClips)
+        case "latencyFrames": .int(Int((latency * inputFormats[0].sampleRate).rounded()))
+        default: try commonProperty(name)
+        }
+    }
+
+    public func allocateRenderResources(_ spec: RenderSpec) throws(AudioError) {
+        kernel.whileStopped.allocate(
+            spec, rampFrames: (preGain: rampFrames(for: p[2]), ceiling: rampFrames(for: p[3])),
+            crossfadeFrames: max(1, Int((Self.crossfadeTime * spec.sampleRate).rounded())))
+        clipCount.store(0, ordering: .relaxed)
+    }
+
+    public func reset() {
+        kernel.whileStopped.reset()
+        lookaheadFrames.store(kernel.whileStopped.lookahead, ordering: .relaxed)
+    }
+
+    public func render(_ context: RenderContext) {
+        kernel.onRenderThread.render(
+            input: context.input(0), output: context.output(0), frames: context.frameCount,
+            lookaheadFrames: lookaheadFrames, clipCount: clipCount)
+    }
+}
+
+/// The render-side state of a ``LimiterUnit``: the delay ring, the monotonic min deque, the gain history and peaks
+/// (owned; freed with the kernel), the ramps and the recovery. Used by one thread at a time.
+private struct LimiterKernel: ~Copyable {
+    let channels: Int
+    let p: [Parameter]
+    var preGain = SmoothedValue(1, rampFrames: 0)
+    var ceiling = SmoothedValue(1, rampFrames: 0)
+    var sampleRate = 48_000.0
+    var delay: UnsafeMutablePointer<Float>?  // channels × ringSize
+    var ringSize = 0
+    var minIndex: UnsafeMutablePointer<Int>?  // monotonic deque of (frame, gain), ascending gains
+    var minValue: UnsafeMutablePointer<Float>?
+    var dequeHead = 0, dequeTail = 0  // positions, masked by ringSize - 1
+    var history: UnsafeMutablePointer<Float>?  // recovered gains, for the moving average
+    var sum = 0.0
+    var recovered: Float = 1
+    /// Frames in a row whose recovered gain was exactly 1 (the fast path needs a whole window of them).
+    var unityRun = 0
+    var frame = 0  // frames processed since reset
+    var lookahead = 0
+    var previousLookahead = 0
+    var crossfadeRemaining = 0
+    var crossfadeFrames = 1
+    var peaks: UnsafeMutablePointer<Float>?
+
+    init(channels: Int, parameters: [Parameter]) {
+        self.channels = channels
+        p = parameters
     }
 
     deinit { release() }
@@ -75,26 +126,8 @@ public final class LimiterUnit: RenderUnit, @unchecked Sendable {
         peaks?.deallocate()
     }
 
-    /// The lookahead in seconds: how far the output lags the input.
-    override public var latency: Double {
-        Double(spec == nil ? Int((Double(p[0].value) * (inputFormats[0].sampleRate)).rounded()) : lookaheadFrames.load(ordering: .relaxed))
-            / inputFormats[0].sampleRate
-    }
-
-    /// Samples the final clamp changed since the unit was prepared. Any thread.
-    public var safetyClips: Int { clipCount.load(ordering: .relaxed) }
-
-    override public var propertyNames: [String] { super.propertyNames + ["safetyClips", "latencyFrames"] }
-
-    override public func property(_ name: String) throws(AudioError) -> PropertyValue {
-        switch name {
-        case "safetyClips": .int(safetyClips)
-        case "latencyFrames": .int(Int((latency * inputFormats[0].sampleRate).rounded()))
-        default: try super.property(name)
-        }
-    }
-
-    override public func allocateRenderResources(_ spec: RenderSpec) throws(AudioError) {
+    /// Allocates the buffers for `spec` and sets the ramp and crossfade lengths (frames). Control thread.
+    mutating func allocate(_ spec: RenderSpec, rampFrames: (preGain: Int, ceiling: Int), crossfadeFrames: Int) {
         release()
         sampleRate = spec.sampleRate
         let longest = Int((0.03 * spec.sampleRate).rounded()) + 2
@@ -106,21 +139,20 @@ public final class LimiterUnit: RenderUnit, @unchecked Sendable {
         minValue = .allocate(capacity: ringSize)
         history = .allocate(capacity: ringSize)
         peaks = .allocate(capacity: spec.maximumFrames)
-        preGain.rampFrames = rampFrames(for: p[2])
-        ceiling.rampFrames = rampFrames(for: p[3])
-        crossfadeFrames = max(1, Int((Self.crossfadeTime * spec.sampleRate).rounded()))
-        clipCount.store(0, ordering: .relaxed)
+        preGain.rampFrames = rampFrames.preGain
+        ceiling.rampFrames = rampFrames.ceiling
+        self.crossfadeFrames = crossfadeFrames
     }
 
-    override public func reset() {
+    /// Jumps the ramps to their targets, takes the lookahead and clears the state. Control thread.
+    mutating func reset() {
         preGain.reset(to: decibelsToGain(p[2].value))
         ceiling.reset(to: decibelsToGain(p[3].value))
         lookahead = Int((Double(p[0].value) * sampleRate).rounded())
-        lookaheadFrames.store(lookahead, ordering: .relaxed)
         clearState()
     }
 
-    private func clearState() {
+    private mutating func clearState() {
         guard let delay, let history else { return }
         delay.update(repeating: 0, count: ringSize * channels)
         history.update(repeating: 1, count: ringSize)
@@ -134,14 +166,15 @@ public final class LimiterUnit: RenderUnit, @unchecked Sendable {
         crossfadeRemaining = 0
     }
 
-    override public func render(_ context: RenderContext) {
+    mutating func render(
+        input: BufferView, output: BufferView, frames: Int, lookaheadFrames: borrowing Atomic<Int>,
+        clipCount: borrowing Atomic<Int>
+    ) {
         guard let delay, let minIndex, let minValue, let history, let peaks else { return }
-        let input = context.input(0), output = context.output(0)
-        let frames = context.frameCount
         preGain.setTarget(decibelsToGain(p[2].value))
         ceiling.setTarget(decibelsToGain(p[3].value))
         let wanted = Int((Double(p[0].value) * sampleRate).rounded())
-        if wanted != lookahead { changeLookahead(to: wanted, history: history) }
+        if wanted != lookahead { changeLookahead(to: wanted, history: history, lookaheadFrames: lookaheadFrames) }
         let decay = Float(exp(-1 / (Double(p[1].value) * sampleRate)))
         let mask = ringSize - 1
         let window = lookahead + 1
@@ -183,7 +216,7 @@ public final class LimiterUnit: RenderUnit, @unchecked Sendable {
         // Fast path, the common case: nothing to limit in this block and nothing still recovering, so every gain
         // is exactly 1 and the output is the delayed signal. The state is left as the general path would leave it.
         if !ceiling.isRamping, crossfadeRemaining == 0, recovered == 1, unityRun >= window {
-            let limit = ceiling.value * Self.headroom
+            let limit = ceiling.value * LimiterUnit.headroom
             if VectorOps.peak(peaks, count: frames) <= limit {
                 if frames > 0 {
                     // All gains in the window are 1; the monotonic deque keeps just the newest frame.
@@ -215,7 +248,7 @@ public final class LimiterUnit: RenderUnit, @unchecked Sendable {
         var ceilingRamp = ceiling
         for i in 0..<frames {
             let n = startFrame + i
-            let limit = ceilingRamp.next() * Self.headroom
+            let limit = ceilingRamp.next() * LimiterUnit.headroom
             let peak = peaks[i]
             let needed: Float = peak > limit ? limit / peak : 1
             while tail != head && minValue[(tail - 1) & mask] >= needed { tail -= 1 }
@@ -284,7 +317,9 @@ public final class LimiterUnit: RenderUnit, @unchecked Sendable {
 
     /// A new lookahead: the moving average restarts over the new window from the recovered gains kept, and the
     /// delayed signal crossfades from the old tap to the new one.
-    private func changeLookahead(to wanted: Int, history: UnsafeMutablePointer<Float>) {
+    private mutating func changeLookahead(
+        to wanted: Int, history: UnsafeMutablePointer<Float>, lookaheadFrames: borrowing Atomic<Int>
+    ) {
         previousLookahead = lookahead
         lookahead = wanted
         lookaheadFrames.store(wanted, ordering: .relaxed)

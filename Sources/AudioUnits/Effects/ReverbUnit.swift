@@ -59,8 +59,8 @@ import Darwin
 /// Thread safety: like every ``RenderUnit``: parameters (and ``tailTime``) from any thread; `render` on the
 /// render thread only, where they never allocate, lock, log or do I/O; the rest is
 /// control-thread API.
-public final class ReverbUnit: RenderUnit, @unchecked Sendable {
-    // Unchecked Sendable: RenderUnit subclass; `kernel` (delay lines, filters) the render thread's; parameters atomic
+public final class ReverbUnit: RenderUnit {
+    public let core: UnitCore
     public static let wetDryMixSpec = ParameterSpec(
         "wetDryMix", name: "Wet/dry mix", range: 0...100, unit: .percent, default: 50)
     public static let gainSpec = ParameterSpec("gain", name: "Gain", range: -20...20, unit: .decibels, default: 0)
@@ -90,7 +90,8 @@ public final class ReverbUnit: RenderUnit, @unchecked Sendable {
     private let decayTimeAt0Hz: Parameter
     private let decayTimeAtNyquist: Parameter
     private let randomizeReflections: Parameter
-    private var kernel = ReverbKernel()
+    /// Delay lines, filters, ramps: the render thread's.
+    private let kernel = RenderThreadBound(ReverbKernel())
 
     /// A reverb with the input and output channel counts of `format` (a graph format, see
     /// ``StreamFormat/graph(sampleRate:channelCount:)``).
@@ -118,34 +119,33 @@ public final class ReverbUnit: RenderUnit, @unchecked Sendable {
         decayTimeAt0Hz = Parameter(Self.decayTimeAt0HzSpec, owner: "reverb")
         decayTimeAtNyquist = Parameter(Self.decayTimeAtNyquistSpec, owner: "reverb")
         randomizeReflections = Parameter(Self.randomizeReflectionsSpec, owner: "reverb")
-        super.init(
-            kind: "reverb", inputs: [input], outputs: [output],
+        core = UnitCore(kind: "reverb", inputs: [input], outputs: [output],
             parameters: [
                 wetDryMix, gain, minDelayTime, maxDelayTime, decayTimeAt0Hz, decayTimeAtNyquist, randomizeReflections,
             ])
     }
 
     /// Seconds the tail lasts after the input stops: the longer decay time plus the longest delay.
-    override public var tailTime: Double {
+    public var tailTime: Double {
         Double(max(decayTimeAt0Hz.value, decayTimeAtNyquist.value) + max(minDelayTime.value, maxDelayTime.value))
     }
 
-    override public func allocateRenderResources(_ spec: RenderSpec) throws(AudioError) {
-        kernel = ReverbKernel(sampleRate: spec.sampleRate)
+    public func allocateRenderResources(_ spec: RenderSpec) throws(AudioError) {
+        kernel.whileStopped = ReverbKernel(sampleRate: spec.sampleRate)
     }
 
     /// Clears the delay lines and filters and jumps every parameter to its target. Control thread.
-    override public func reset() {
+    public func reset() {
         // Ramp lengths here rather than in allocateRenderResources: `prepare` sets `spec`, which rampFrames(for:)
         // reads, between the two.
-        kernel.reset(
+        kernel.whileStopped.reset(
             targets,
             rampFrames: (mix: rampFrames(for: wetDryMix), gain: rampFrames(for: gain),
                          decay: rampFrames(for: decayTimeAt0Hz), glide: rampFrames(for: maxDelayTime)))
     }
 
-    override public func render(_ context: RenderContext) {
-        kernel.render(input: context.input(0), output: context.output(0), frames: context.frameCount, targets: targets)
+    public func render(_ context: RenderContext) {
+        kernel.onRenderThread.render(input: context.input(0), output: context.output(0), frames: context.frameCount, targets: targets)
     }
 
     /// The parameters' current targets, in the kernel's units.

@@ -4,43 +4,48 @@ import AudioGraph
 /// White noise, uniformly distributed in `−amplitude … amplitude` (RMS `amplitude / √3`), from a seeded
 /// generator: the same seed gives the same samples, whatever the block sizes. Each channel gets its own samples.
 /// `amplitude`: linear, 0 … 1, default 0.1, smoothed.
-public final class NoiseUnit: RenderUnit, @unchecked Sendable {
-    // Unchecked Sendable: RenderUnit subclass; `generator`, `smoothedAmplitude` the render thread's; reset never mid-render
+public final class NoiseUnit: RenderUnit {
+    public let core: UnitCore
     public let seed: UInt64
     private let amplitude: Parameter
-    private var smoothedAmplitude = SmoothedValue(0.1, rampFrames: 0)
-    private var generator: Xoshiro256
+    /// The generator and the amplitude ramp: the render thread's.
+    private let state: RenderThreadBound<RenderState>
+
+    private struct RenderState {
+        var smoothedAmplitude = SmoothedValue(0.1, rampFrames: 0)
+        var generator: Xoshiro256
+    }
 
     public init(format: StreamFormat, amplitude: Float = 0.1, seed: UInt64 = 1) throws(AudioError) {
         let f = try StreamFormat.graph(sampleRate: format.sampleRate, channelCount: format.channelCount)
         self.seed = seed
-        generator = Xoshiro256(seed: seed)
+        state = RenderThreadBound(RenderState(generator: Xoshiro256(seed: seed)))
         self.amplitude = Parameter(
             ParameterSpec("amplitude", name: "Amplitude", range: 0...1, unit: .linearGain, default: 0.1), owner: "noise")
-        super.init(kind: "noise", inputs: [], outputs: [f], parameters: [self.amplitude])
+        core = UnitCore(kind: "noise", inputs: [], outputs: [f], parameters: [self.amplitude])
         try self.amplitude.set(amplitude)
     }
 
-    override public func allocateRenderResources(_ spec: RenderSpec) throws(AudioError) {
-        smoothedAmplitude.rampFrames = rampFrames(for: amplitude)
+    public func allocateRenderResources(_ spec: RenderSpec) throws(AudioError) {
+        state.whileStopped.smoothedAmplitude.rampFrames = rampFrames(for: amplitude)
     }
 
-    override public func reset() {
-        generator = Xoshiro256(seed: seed)
-        smoothedAmplitude.reset(to: amplitude.value)
+    public func reset() {
+        state.whileStopped.generator = Xoshiro256(seed: seed)
+        state.whileStopped.smoothedAmplitude.reset(to: amplitude.value)
     }
 
-    override public func property(_ name: String) throws(AudioError) -> PropertyValue {
-        name == "seed" ? .int(Int(truncatingIfNeeded: seed)) : try super.property(name)
+    public func property(_ name: String) throws(AudioError) -> PropertyValue {
+        name == "seed" ? .int(Int(truncatingIfNeeded: seed)) : try commonProperty(name)
     }
 
-    override public var propertyNames: [String] { super.propertyNames + ["seed"] }
+    public var propertyNames: [String] { commonPropertyNames + ["seed"] }
 
-    override public func render(_ context: RenderContext) {
+    public func render(_ context: RenderContext) {
         let output = context.output(0)
         let channels = output.channelCount
-        var g = generator
-        var a = smoothedAmplitude
+        var g = state.onRenderThread.generator
+        var a = state.onRenderThread.smoothedAmplitude
         a.setTarget(amplitude.value)
         for i in 0..<context.frameCount {
             let gain = a.next()
@@ -48,8 +53,8 @@ public final class NoiseUnit: RenderUnit, @unchecked Sendable {
                 output[c][i] = gain * g.nextBipolar()
             }
         }
-        generator = g
-        smoothedAmplitude = a
+        state.onRenderThread.generator = g
+        state.onRenderThread.smoothedAmplitude = a
     }
 }
 

@@ -7,14 +7,19 @@ import Glibc
 
 /// A sine generator: `frequency` (Hz, 0 … Nyquist, default 440) and `amplitude` (linear, 0 … 1, default 0.5),
 /// both smoothed. Every output channel carries the same signal; sample n is `amplitude · sin(2π · f · n / fs)`.
-public final class ToneUnit: RenderUnit, @unchecked Sendable {
-    // Unchecked Sendable: RenderUnit subclass; `phase` and the smoothed values the render thread's; parameters atomic
+public final class ToneUnit: RenderUnit {
+    public let core: UnitCore
     private let frequency: Parameter
     private let amplitude: Parameter
-    private var smoothedFrequency = SmoothedValue(440, rampFrames: 0)
-    private var smoothedAmplitude = SmoothedValue(0.5, rampFrames: 0)
-    private var phase: Double = 0  // in cycles, 0 ..< 1
+    /// The phase and the ramps: the render thread's.
+    private let state = RenderThreadBound(RenderState())
     private let sampleRate: Double
+
+    private struct RenderState {
+        var smoothedFrequency = SmoothedValue(440, rampFrames: 0)
+        var smoothedAmplitude = SmoothedValue(0.5, rampFrames: 0)
+        var phase: Double = 0  // in cycles, 0 ..< 1
+    }
 
     public init(format: StreamFormat, frequency: Float = 440, amplitude: Float = 0.5) throws(AudioError) {
         let f = try StreamFormat.graph(sampleRate: format.sampleRate, channelCount: format.channelCount)
@@ -25,30 +30,30 @@ public final class ToneUnit: RenderUnit, @unchecked Sendable {
             owner: "tone")
         self.amplitude = Parameter(
             ParameterSpec("amplitude", name: "Amplitude", range: 0...1, unit: .linearGain, default: 0.5), owner: "tone")
-        super.init(kind: "tone", inputs: [], outputs: [f], parameters: [self.frequency, self.amplitude])
+        core = UnitCore(kind: "tone", inputs: [], outputs: [f], parameters: [self.frequency, self.amplitude])
         try self.frequency.set(frequency)
         try self.amplitude.set(amplitude)
     }
 
-    override public func allocateRenderResources(_ spec: RenderSpec) throws(AudioError) {
-        smoothedFrequency.rampFrames = rampFrames(for: frequency)
-        smoothedAmplitude.rampFrames = rampFrames(for: amplitude)
+    public func allocateRenderResources(_ spec: RenderSpec) throws(AudioError) {
+        state.whileStopped.smoothedFrequency.rampFrames = rampFrames(for: frequency)
+        state.whileStopped.smoothedAmplitude.rampFrames = rampFrames(for: amplitude)
     }
 
-    override public func reset() {
-        phase = 0
-        smoothedFrequency.reset(to: frequency.value)
-        smoothedAmplitude.reset(to: amplitude.value)
+    public func reset() {
+        state.whileStopped.phase = 0
+        state.whileStopped.smoothedFrequency.reset(to: frequency.value)
+        state.whileStopped.smoothedAmplitude.reset(to: amplitude.value)
     }
 
-    override public func render(_ context: RenderContext) {
+    public func render(_ context: RenderContext) {
         let output = context.output(0)
         let frames = context.frameCount
-        var f = smoothedFrequency
-        var a = smoothedAmplitude
+        var f = state.onRenderThread.smoothedFrequency
+        var a = state.onRenderThread.smoothedAmplitude
         f.setTarget(frequency.value)
         a.setTarget(amplitude.value)
-        var phase = self.phase
+        var phase = state.onRenderThread.phase
         let inverseRate = 1 / sampleRate
         let y = output[0].baseAddress!
         for i in 0..<frames {
@@ -59,8 +64,8 @@ public final class ToneUnit: RenderUnit, @unchecked Sendable {
         for c in 1..<max(output.channelCount, 1) {
             output[c].baseAddress!.update(from: y, count: frames)
         }
-        self.phase = phase
-        smoothedFrequency = f
-        smoothedAmplitude = a
+        state.onRenderThread.phase = phase
+        state.onRenderThread.smoothedFrequency = f
+        state.onRenderThread.smoothedAmplitude = a
     }
 }

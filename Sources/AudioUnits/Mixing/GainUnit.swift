@@ -2,34 +2,37 @@ import AudioCore
 import AudioGraph
 
 /// Applies a gain in decibels, smoothed over 20 ms so changes never click. `gain`: −96 … +24 dB, default 0.
-public final class GainUnit: RenderUnit, @unchecked Sendable {
-    // Unchecked Sendable: RenderUnit subclass; `smoothed` ramp the render thread's; `gainParameter` atomic
+public final class GainUnit: RenderUnit {
+    public let core: UnitCore
     public static let gainSpec = ParameterSpec(
         "gain", name: "Gain", range: -96...24, unit: .decibels, default: 0)
 
-    private var smoothed = SmoothedValue(1, rampFrames: 0)
+    /// The gain ramp.
+    private let smoothed = RenderThreadBound(SmoothedValue(1, rampFrames: 0))
     private let gainParameter: Parameter
 
     /// - Parameters: format: the input and output format (graph layout).
     public init(format: StreamFormat, gain: Float = 0) throws(AudioError) {
         let f = try StreamFormat.graph(sampleRate: format.sampleRate, channelCount: format.channelCount)
         gainParameter = Parameter(Self.gainSpec, owner: "gain")
-        super.init(kind: "gain", inputs: [f], outputs: [f], parameters: [gainParameter])
+        core = UnitCore(kind: "gain", inputs: [f], outputs: [f], parameters: [gainParameter])
         try gainParameter.set(gain)
     }
 
-    override public func allocateRenderResources(_ spec: RenderSpec) throws(AudioError) {
-        smoothed.rampFrames = rampFrames(for: gainParameter)
+    public func allocateRenderResources(_ spec: RenderSpec) throws(AudioError) {
+        smoothed.whileStopped.rampFrames = rampFrames(for: gainParameter)
     }
 
-    override public func reset() {
-        smoothed.reset(to: decibelsToGain(gainParameter.value))
+    public func reset() {
+        smoothed.whileStopped.reset(to: decibelsToGain(gainParameter.value))
     }
 
-    override public func render(_ context: RenderContext) {
+    public func render(_ context: RenderContext) {
         let input = context.input(0)
         let output = context.output(0)
         let frames = context.frameCount
+        var smoothed = self.smoothed.onRenderThread
+        defer { self.smoothed.onRenderThread = smoothed }
         smoothed.setTarget(decibelsToGain(gainParameter.value))
         if !smoothed.isRamping {
             let g = smoothed.value

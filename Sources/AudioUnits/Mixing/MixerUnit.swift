@@ -12,18 +12,23 @@ import AudioGraph
 ///
 /// Meters: ``meter(bus:)`` (each bus after its volume, pan and enable) and ``masterMeter`` (the output), peak and RMS
 /// readable from the control thread.
-public final class MixerUnit: RenderUnit, @unchecked Sendable {
-    // Unchecked Sendable: RenderUnit subclass; gain and pan ramps the render thread's; parameters and meters atomic
+public final class MixerUnit: RenderUnit {
+    public let core: UnitCore
     public let busCount: Int
     private let volumes: [Parameter]
     private let pans: [Parameter]
     private let enables: [Parameter]
     private let master: Parameter
-    private var busGain: [SmoothedValue]
-    private var busPan: [SmoothedValue]
-    private var masterGain = SmoothedValue(1, rampFrames: 0)
+    /// The gain and pan ramps: the render thread's.
+    private let state: RenderThreadBound<RenderState>
     private let busMeters: [LevelMeter]
     public let masterMeter = LevelMeter()
+
+    private struct RenderState {
+        var busGain: [SmoothedValue]
+        var busPan: [SmoothedValue]
+        var masterGain = SmoothedValue(1, rampFrames: 0)
+    }
 
     /// - Parameters:
     ///   - format: the output format; every input bus has the same format.
@@ -41,15 +46,17 @@ public final class MixerUnit: RenderUnit, @unchecked Sendable {
         }
         specs.append(ParameterSpec("masterVolume", name: "Master volume", range: 0...4, unit: .linearGain, default: 1))
         busCount = inputs
-        busGain = Array(repeating: SmoothedValue(1, rampFrames: 0), count: inputs)
-        busPan = Array(repeating: SmoothedValue(0, rampFrames: 0), count: inputs)
+        state = RenderThreadBound(
+            RenderState(
+                busGain: Array(repeating: SmoothedValue(1, rampFrames: 0), count: inputs),
+                busPan: Array(repeating: SmoothedValue(0, rampFrames: 0), count: inputs)))
         busMeters = (0..<inputs).map { _ in LevelMeter() }
         let all = specs.map { Parameter($0, owner: "mixer") }
         volumes = (0..<inputs).map { all[3 * $0] }
         pans = (0..<inputs).map { all[3 * $0 + 1] }
         enables = (0..<inputs).map { all[3 * $0 + 2] }
         master = all[3 * inputs]
-        super.init(kind: "mixer", inputs: Array(repeating: f, count: inputs), outputs: [f], parameters: all)
+        core = UnitCore(kind: "mixer", inputs: Array(repeating: f, count: inputs), outputs: [f], parameters: all)
     }
 
     /// Sets bus `bus`'s volume (linear).
@@ -71,26 +78,26 @@ public final class MixerUnit: RenderUnit, @unchecked Sendable {
         return list[bus]
     }
 
-    override public func allocateRenderResources(_ spec: RenderSpec) throws(AudioError) {
+    public func allocateRenderResources(_ spec: RenderSpec) throws(AudioError) {
         let frames = rampFrames(for: master)
         for i in 0..<busCount {
-            busGain[i].rampFrames = frames
-            busPan[i].rampFrames = frames
+            state.whileStopped.busGain[i].rampFrames = frames
+            state.whileStopped.busPan[i].rampFrames = frames
         }
-        masterGain.rampFrames = frames
+        state.whileStopped.masterGain.rampFrames = frames
     }
 
-    override public func reset() {
+    public func reset() {
         for i in 0..<busCount {
-            busGain[i].reset(to: volumes[i].value * (enables[i].value >= 0.5 ? 1 : 0))
-            busPan[i].reset(to: pans[i].value)
+            state.whileStopped.busGain[i].reset(to: volumes[i].value * (enables[i].value >= 0.5 ? 1 : 0))
+            state.whileStopped.busPan[i].reset(to: pans[i].value)
         }
-        masterGain.reset(to: master.value)
+        state.whileStopped.masterGain.reset(to: master.value)
         for m in busMeters { m.clear() }
         masterMeter.clear()
     }
 
-    override public func render(_ context: RenderContext) {
+    public func render(_ context: RenderContext) {
         let output = context.output(0)
         let frames = context.frameCount
         let channels = output.channelCount
@@ -98,8 +105,8 @@ public final class MixerUnit: RenderUnit, @unchecked Sendable {
         let stereo = channels == 2
         for bus in 0..<busCount {
             let input = context.input(bus)
-            var gain = busGain[bus]
-            var pan = busPan[bus]
+            var gain = state.onRenderThread.busGain[bus]
+            var pan = state.onRenderThread.busPan[bus]
             gain.setTarget(volumes[bus].value * (enables[bus].value >= 0.5 ? 1 : 0))
             pan.setTarget(pans[bus].value)
             let startGain = gain
@@ -128,11 +135,12 @@ public final class MixerUnit: RenderUnit, @unchecked Sendable {
                 peak = max(peak, localPeak)
                 sum += Double(localSum)
             }
-            busGain[bus] = gain
-            busPan[bus] = pan
+            state.onRenderThread.busGain[bus] = gain
+            state.onRenderThread.busPan[bus] = pan
             busMeters[bus].accumulate(peak: peak, sumOfSquares: sum, samples: frames * channels)
         }
         // Master volume and meter.
+        var masterGain = state.onRenderThread.masterGain
         masterGain.setTarget(master.value)
         let startMaster = masterGain
         var peak: Float = 0
@@ -156,6 +164,7 @@ public final class MixerUnit: RenderUnit, @unchecked Sendable {
             peak = max(peak, localPeak)
             sum += Double(localSum)
         }
+        state.onRenderThread.masterGain = masterGain
         masterMeter.accumulate(peak: peak, sumOfSquares: sum, samples: frames * channels)
     }
 

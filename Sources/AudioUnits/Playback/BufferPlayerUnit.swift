@@ -4,11 +4,13 @@ import Synchronization
 
 /// Plays PCM held in memory from its start, once or looping (`loop` property). After the end of a non-looping
 /// buffer it outputs silence and reports ``hasFinished``. The output has the buffer's channel count.
-public final class BufferPlayerUnit: RenderUnit, FiniteSource, @unchecked Sendable {
-    // Unchecked Sendable: RenderUnit subclass; `position` the render thread's; loop and finished flags atomic; `buffer` never written
+public final class BufferPlayerUnit: RenderUnit, FiniteSource {
+    public let core: UnitCore
+    /// Never written by the unit.
     private let buffer: PCMBuffer
     private let frames: Int
-    private var position = 0
+    /// The next frame to play: the render thread's.
+    private let position = RenderThreadBound<Int>(0)
     private let loopFlag: Atomic<Bool>
     private let finished = Atomic<Bool>(false)
 
@@ -21,7 +23,7 @@ public final class BufferPlayerUnit: RenderUnit, FiniteSource, @unchecked Sendab
         self.buffer = buffer
         frames = buffer.frameLength
         loopFlag = Atomic(loop)
-        super.init(kind: "player", inputs: [], outputs: [f])
+        core = UnitCore(kind: "player", inputs: [], outputs: [f])
     }
 
     /// Whether playback wraps to the start at the end. Any thread.
@@ -33,36 +35,36 @@ public final class BufferPlayerUnit: RenderUnit, FiniteSource, @unchecked Sendab
     public var totalFrames: Int64? { loops ? nil : Int64(frames) }
     public var hasFinished: Bool { finished.load(ordering: .acquiring) }
 
-    override public var propertyNames: [String] { super.propertyNames + ["loop", "frameCount", "hasFinished"] }
+    public var propertyNames: [String] { commonPropertyNames + ["loop", "frameCount", "hasFinished"] }
 
-    override public func property(_ name: String) throws(AudioError) -> PropertyValue {
+    public func property(_ name: String) throws(AudioError) -> PropertyValue {
         switch name {
         case "loop": .bool(loops)
         case "frameCount": .int(frames)
         case "hasFinished": .bool(hasFinished)
-        default: try super.property(name)
+        default: try commonProperty(name)
         }
     }
 
-    override public func setProperty(_ name: String, _ value: PropertyValue) throws(AudioError) {
-        guard name == "loop" else { return try super.setProperty(name, value) }
+    public func setProperty(_ name: String, _ value: PropertyValue) throws(AudioError) {
+        guard name == "loop" else { return try setCommonProperty(name, value) }
         guard case .bool(let on) = value else {
             throw AudioError(.invalidProperty, "player: property 'loop' takes a bool, got \(value)")
         }
         loops = on
     }
 
-    override public func reset() {
-        position = 0
+    public func reset() {
+        position.whileStopped = 0
         finished.store(false, ordering: .releasing)
     }
 
-    override public func render(_ context: RenderContext) {
+    public func render(_ context: RenderContext) {
         let output = context.output(0)
         let source = buffer.view(frames: frames)
         let loop = loops
         var done = 0
-        var position = self.position
+        var position = self.position.onRenderThread
         while done < context.frameCount {
             if position >= frames {
                 if loop && frames > 0 {
@@ -81,6 +83,6 @@ public final class BufferPlayerUnit: RenderUnit, FiniteSource, @unchecked Sendab
         if !loop && position >= frames && !finished.load(ordering: .relaxed) {
             finished.store(true, ordering: .releasing)
         }
-        self.position = position
+        self.position.onRenderThread = position
     }
 }

@@ -28,10 +28,12 @@ import Synchronization
 /// File reading never happens on the render thread: a ``ReadAheadWorker`` (or, offline, the renderer's
 /// ``RenderUnit/prefetch(frames:)`` before each cycle) decodes into a fixed ring the render reads. The render
 /// thread never allocates, locks or waits; control calls and the reader meet under a lock of their own.
+/// The reader's state is the reader thread's, the render state the render thread's; the commands reach the render
+/// thread through a sequence lock, and what each side reports through atomics.
 ///
 /// A graph reset (``RenderGraph/reset()``) starts the current schedule over from its first frame.
-public final class FilePlayerUnit: RenderUnit, FiniteSource, @unchecked Sendable {
-    // Unchecked Sendable: RenderUnit subclass; reader state the read-ahead thread's, render state the render thread's; commands seqlocked
+public final class FilePlayerUnit: RenderUnit, FiniteSource {
+    public let core: UnitCore
     /// A stretch of the file: `frameCount` frames from `startFrame` (nil: to the end of the file), played once
     /// and then `loopCount` more times (``endless``: until stopped or replaced). Frames count at the unit's rate.
     public struct Region: Hashable, Sendable {
@@ -68,11 +70,11 @@ public final class FilePlayerUnit: RenderUnit, FiniteSource, @unchecked Sendable
     public static let rampTime = 0.005
 
     public let path: String
-    /// What reads the file (on the reader thread only).
-    public let reader: any AudioFileReader
     /// The file's length at the unit's rate (an estimate when the reader says it is not exact).
     public let fileFrames: Int64
     public let sampleRate: Double
+    /// The reader's ``AudioFileReader/isFrameCountExact``, taken when the unit is made (as ``fileFrames`` is).
+    private let fileFramesAreExact: Bool
 
     /// A schedule, as the control side made it and as both other sides read it.
     struct Command: Equatable {
@@ -101,36 +103,56 @@ public final class FilePlayerUnit: RenderUnit, FiniteSource, @unchecked Sendable
     private let latestActive = Atomic<Bool>(false)
     private let pauseRequested = Atomic<Bool>(false)
 
-    // Reader side (reader thread only, but for `reset`).
-    private var ring: FrameRingBuffer
-    private var scratch: PCMBuffer
-    private var serving = Command()
+    /// The ring, reader → render: made in prepare and emptied by reset, while neither side runs; while they run,
+    /// both only read the reference (the reader writes frames, the render thread reads them: the ring's counters
+    /// hand them over).
+    private let ring: RenderThreadBound<FrameRingBuffer>
+
+    // Reader side.
+    /// The reader thread's while it reads ahead, the control side's in prepare and reset.
+    private let readerState: RenderThreadBound<ReaderState>
+    private struct ReaderState {
+        let reader: any AudioFileReader
+        var scratch: PCMBuffer
+        var serving = Command()
+        var readerPosition: Int64 = 0
+        var passLeft: Int64 = 0
+        var passProduced: Int64 = 0
+        var readerLoopsLeft = 0
+        var startIndex = 0
+
+        mutating func seekReader(to frame: Int64) throws(AudioError) {
+            if readerPosition != frame {
+                try reader.seek(toFrame: frame)
+                readerPosition = frame
+            }
+        }
+    }
     /// The generation the reader serves (-1: none yet); with the two below, read by ``wantsReadAhead`` on the
     /// render thread.
     private let servingGeneration = Atomic<Int>(-1)
     private let readerAtEnd = Atomic<Bool>(false)
     private let notifiedCompletions = Atomic<Int>(0)
-    private var readerPosition: Int64 = 0
-    private var passLeft: Int64 = 0
-    private var passProduced: Int64 = 0
-    private var readerLoopsLeft = 0
-    private var startIndex = 0
     /// (generation, ring index) packed: where the generation's frames begin, and where they end.
     private let startMark = Atomic<UInt64>(FilePlayerUnit.noMark)
     private let endMark = Atomic<UInt64>(FilePlayerUnit.noMark)
 
-    // Render side (render thread only, but for `reset`).
+    // Render side.
     private enum Phase { case idle, waiting, playing, done }
-    private var current = Command()
-    private var pending = Command()
-    private var hasPending = false
-    /// The schedule taken replaces one that was heard: it fades in.
-    private var fadeInNext = false
-    private var phase = Phase.idle
-    private var played: Int64 = 0
-    private var skipOwed: Int64 = 0
-    private var gain: Float = 0
-    private var gainStep: Float = 1
+    /// The render thread's, the control side's in prepare and reset.
+    private let renderState = RenderThreadBound(RenderState())
+    private struct RenderState {
+        var current = Command()
+        var pending = Command()
+        var hasPending = false
+        /// The schedule taken replaces one that was heard: it fades in.
+        var fadeInNext = false
+        var phase = Phase.idle
+        var played: Int64 = 0
+        var skipOwed: Int64 = 0
+        var gain: Float = 0
+        var gainStep: Float = 1
+    }
     // Published by the render thread.
     private let renderedGeneration = Atomic<Int>(0)
     private let renderedState = Atomic<Int>(State.stopped.rawValue)
@@ -154,14 +176,18 @@ public final class FilePlayerUnit: RenderUnit, FiniteSource, @unchecked Sendable
     /// Plays what `reader` reads; the unit owns it from here.
     public init(reader: any AudioFileReader) throws(AudioError) {
         path = reader.path
-        self.reader = reader
         fileFrames = reader.frameCount
+        fileFramesAreExact = reader.isFrameCountExact
         sampleRate = reader.sampleRate
         let f = try StreamFormat.graph(sampleRate: reader.sampleRate, channelCount: reader.channelCount)
-        ring = FrameRingBuffer(channelCount: f.channelCount, capacity: 1)
-        scratch = PCMBuffer(channelCount: f.channelCount, capacity: 1)
-        super.init(kind: "filePlayer", inputs: [], outputs: [f])
+        ring = RenderThreadBound(FrameRingBuffer(channelCount: f.channelCount, capacity: 1))
+        readerState = RenderThreadBound(
+            ReaderState(reader: reader, scratch: PCMBuffer(channelCount: f.channelCount, capacity: 1)))
+        core = UnitCore(kind: "filePlayer", inputs: [], outputs: [f])
     }
+
+    /// What reads the file: the reader thread's; use it elsewhere only while nothing reads ahead or renders.
+    public var reader: any AudioFileReader { readerState.whileStopped.reader }
 
     // MARK: Control
 
@@ -171,7 +197,7 @@ public final class FilePlayerUnit: RenderUnit, FiniteSource, @unchecked Sendable
     /// - Throws: ``AudioError`` `.invalidParameter` for a region outside the file (when its length is exact), an
     ///   empty region, a negative start or loop count.
     public func schedule(_ region: Region = .wholeFile, at sampleTime: Int64? = nil) throws(AudioError) {
-        let exact = reader.isFrameCountExact
+        let exact = fileFramesAreExact
         guard region.startFrame >= 0, !exact || region.startFrame < fileFrames else {
             throw AudioError(
                 .invalidParameter,
@@ -292,11 +318,11 @@ public final class FilePlayerUnit: RenderUnit, FiniteSource, @unchecked Sendable
         return !latestActive.load(ordering: .acquiring) || finishedGeneration.load(ordering: .acquiring) == generation
     }
 
-    override public var propertyNames: [String] {
-        super.propertyNames + ["path", "frameCount", "duration", "state", "position", "hasFinished", "underruns"]
+    public var propertyNames: [String] {
+        commonPropertyNames + ["path", "frameCount", "duration", "state", "position", "hasFinished", "underruns"]
     }
 
-    override public func property(_ name: String) throws(AudioError) -> PropertyValue {
+    public func property(_ name: String) throws(AudioError) -> PropertyValue {
         switch name {
         case "path": .string(path)
         case "frameCount": .int(Int(fileFrames))
@@ -305,7 +331,7 @@ public final class FilePlayerUnit: RenderUnit, FiniteSource, @unchecked Sendable
         case "position": .int(Int(position))
         case "hasFinished": .bool(hasFinished)
         case "underruns": .int(underruns)
-        default: try super.property(name)
+        default: try commonProperty(name)
         }
     }
 
@@ -338,93 +364,92 @@ public final class FilePlayerUnit: RenderUnit, FiniteSource, @unchecked Sendable
 
     // MARK: Reading
 
-    override public func allocateRenderResources(_ spec: RenderSpec) throws(AudioError) {
+    public func allocateRenderResources(_ spec: RenderSpec) throws(AudioError) {
         // Room for many cycles ahead, at least ~1.4 s at 48 kHz: a loop's seek back decodes meanwhile.
-        ring = FrameRingBuffer(channelCount: reader.channelCount, capacity: max(16 * spec.maximumFrames, 65536))
-        scratch = PCMBuffer(channelCount: reader.channelCount, capacity: 16384)
-        gainStep = 1 / Float(max(1, Int((Self.rampTime * spec.sampleRate).rounded())))
+        let channels = readerState.whileStopped.reader.channelCount
+        ring.whileStopped = FrameRingBuffer(channelCount: channels, capacity: max(16 * spec.maximumFrames, 65536))
+        readerState.whileStopped.scratch = PCMBuffer(channelCount: channels, capacity: 16384)
+        renderState.whileStopped.gainStep = 1 / Float(max(1, Int((Self.rampTime * spec.sampleRate).rounded())))
     }
 
-    override public func reset() {
+    public func reset() {
         // Neither side runs: the current schedule starts over (both sides take it again as new).
-        ring.reset()
-        serving = Command()
+        ring.whileStopped.reset()
+        readerState.whileStopped.serving = Command()
         servingGeneration.store(-1, ordering: .releasing)
         readerAtEnd.store(false, ordering: .releasing)
         startMark.store(Self.noMark, ordering: .releasing)
         endMark.store(Self.noMark, ordering: .releasing)
-        current = Command()
-        hasPending = false
-        fadeInNext = false
-        phase = .idle
-        played = 0
-        skipOwed = 0
-        gain = 0
+        renderState.whileStopped.current = Command()
+        renderState.whileStopped.hasPending = false
+        renderState.whileStopped.fadeInNext = false
+        renderState.whileStopped.phase = .idle
+        renderState.whileStopped.played = 0
+        renderState.whileStopped.skipOwed = 0
+        renderState.whileStopped.gain = 0
         renderedGeneration.store(0, ordering: .releasing)
         renderedState.store(State.stopped.rawValue, ordering: .releasing)
         finishedGeneration.store(0, ordering: .releasing)
     }
 
-    override public var prefetchesAhead: Bool { true }
+    public var prefetchesAhead: Bool { true }
 
     /// Reads the latest schedule's frames until `frames` of them are ready (or its end). Reader thread.
-    override public func prefetch(frames: Int) throws(AudioError) {
+    public func prefetch(frames: Int) throws(AudioError) {
         notifyCompletions()
+        try read(frames: frames, &readerState.onWorkerThread)
+    }
+
+    private func read(frames: Int, _ r: inout ReaderState) throws(AudioError) {
+        let ring = self.ring.onWorkerThread
         if latestGeneration.load(ordering: .acquiring) != servingGeneration.load(ordering: .relaxed) {
-            try takeCommand()
+            try takeCommand(&r, ring)
         }
-        guard serving.active else { return }
-        while !readerAtEnd.load(ordering: .relaxed), latestGeneration.load(ordering: .relaxed) == serving.generation {
-            if ring.framesWritten - max(ring.framesRead, startIndex) >= frames { break }
-            if passLeft == 0 {
+        guard r.serving.active else { return }
+        while !readerAtEnd.load(ordering: .relaxed), latestGeneration.load(ordering: .relaxed) == r.serving.generation {
+            if ring.framesWritten - max(ring.framesRead, r.startIndex) >= frames { break }
+            if r.passLeft == 0 {
                 // The pass is over: the next, or the end.
-                if readerLoopsLeft > 0, passProduced > 0 {
-                    if readerLoopsLeft != Region.endless { readerLoopsLeft -= 1 }
-                    try seekReader(to: serving.regionStart)
-                    passLeft = serving.regionLength >= 0 ? serving.regionLength : -1
-                    passProduced = 0
+                if r.readerLoopsLeft > 0, r.passProduced > 0 {
+                    if r.readerLoopsLeft != Region.endless { r.readerLoopsLeft -= 1 }
+                    try r.seekReader(to: r.serving.regionStart)
+                    r.passLeft = r.serving.regionLength >= 0 ? r.serving.regionLength : -1
+                    r.passProduced = 0
                     continue
                 }
                 readerAtEnd.store(true, ordering: .relaxed)
-                endMark.store(Self.mark(serving.generation, ring.framesWritten), ordering: .releasing)
+                endMark.store(Self.mark(r.serving.generation, ring.framesWritten), ordering: .releasing)
                 break
             }
-            var want = min(ring.availableToWrite, scratch.capacity)
-            if passLeft > 0 { want = Int(min(Int64(want), passLeft)) }
+            var want = min(ring.availableToWrite, r.scratch.capacity)
+            if r.passLeft > 0 { want = Int(min(Int64(want), r.passLeft)) }
             if want == 0 { break }
-            let got = try reader.read(into: scratch.view(frames: want))
+            let got = try r.reader.read(into: r.scratch.view(frames: want))
             if got == 0 {
-                passLeft = 0  // the end of the file ends the pass
+                r.passLeft = 0  // the end of the file ends the pass
                 continue
             }
-            ring.write(scratch.view(frames: got))
-            readerPosition += Int64(got)
-            passProduced += Int64(got)
-            if passLeft > 0 { passLeft -= Int64(got) }
+            ring.write(r.scratch.view(frames: got))
+            r.readerPosition += Int64(got)
+            r.passProduced += Int64(got)
+            if r.passLeft > 0 { r.passLeft -= Int64(got) }
         }
     }
 
-    private func takeCommand() throws(AudioError) {
+    private func takeCommand(_ r: inout ReaderState, _ ring: FrameRingBuffer) throws(AudioError) {
         let command = control.withLock { $0.command }
         // What can fail first: a seek that throws leaves the command untaken, to be tried again.
-        if command.active { try seekReader(to: command.firstFrame) }
-        serving = command
+        if command.active { try r.seekReader(to: command.firstFrame) }
+        r.serving = command
         servingGeneration.store(command.generation, ordering: .relaxed)
         readerAtEnd.store(false, ordering: .relaxed)
         guard command.active else { return }
-        passLeft = command.regionLength >= 0 ? command.regionStart + command.regionLength - command.firstFrame : -1
-        passProduced = 0
-        readerLoopsLeft = command.loopsLeft
+        r.passLeft = command.regionLength >= 0 ? command.regionStart + command.regionLength - command.firstFrame : -1
+        r.passProduced = 0
+        r.readerLoopsLeft = command.loopsLeft
         // Everything written before this index belongs to earlier schedules; the render drops it.
-        startIndex = ring.framesWritten
-        startMark.store(Self.mark(command.generation, startIndex), ordering: .releasing)
-    }
-
-    private func seekReader(to frame: Int64) throws(AudioError) {
-        if readerPosition != frame {
-            try reader.seek(toFrame: frame)
-            readerPosition = frame
-        }
+        r.startIndex = ring.framesWritten
+        startMark.store(Self.mark(command.generation, r.startIndex), ordering: .releasing)
     }
 
     private func notifyCompletions() {
@@ -437,102 +462,109 @@ public final class FilePlayerUnit: RenderUnit, FiniteSource, @unchecked Sendable
         }
     }
 
-    override public func isReadyAhead(frames: Int) -> Bool {
+    public func isReadyAhead(frames: Int) -> Bool {
         if !latestActive.load(ordering: .acquiring) { return true }
         let generation = latestGeneration.load(ordering: .acquiring)
         if Self.generation(endMark.load(ordering: .acquiring)) == Self.generation(of: generation) { return true }
         let start = startMark.load(ordering: .acquiring)
         guard Self.generation(start) == Self.generation(of: generation) else { return false }
+        let ring = self.ring.onRenderThread
         return ring.framesWritten - max(ring.framesRead, Self.index(start)) >= frames || ring.availableToWrite == 0
     }
 
-    override public var wantsReadAhead: Bool {
+    public var wantsReadAhead: Bool {
         if completions.load(ordering: .relaxed) != notifiedCompletions.load(ordering: .relaxed) { return true }
         if latestGeneration.load(ordering: .relaxed) != servingGeneration.load(ordering: .relaxed) { return true }
         return latestActive.load(ordering: .relaxed) && !readerAtEnd.load(ordering: .relaxed)
-            && ring.availableToWrite >= ring.capacity / 2
+            && ring.onRenderThread.availableToWrite >= ring.onRenderThread.capacity / 2
     }
 
     // MARK: Rendering
 
-    override public func render(_ context: RenderContext) {
+    public func render(_ context: RenderContext) {
+        render(context, &renderState.onRenderThread)
+    }
+
+    private func render(_ context: RenderContext, _ r: inout RenderState) {
+        let ring = self.ring.onRenderThread
         let out = context.output(0)
         let n = context.frameCount
         out.clear()
-        if let c = published.load(), c.generation != current.generation {
-            pending = c
-            hasPending = true
+        if let c = published.load(), c.generation != r.current.generation {
+            r.pending = c
+            r.hasPending = true
         }
         let paused = pauseRequested.load(ordering: .acquiring)
         let t0 = context.timeStamp.sampleTime
         var i = 0
         while i < n {
-            if hasPending {
+            if r.hasPending {
                 // What plays fades out first; then the new schedule is taken.
-                if phase == .playing, gain > 0 {
-                    fadeInNext = true
-                    let (got, wanted) = play(out, from: i, frames: n - i, target: 0)
+                if r.phase == .playing, r.gain > 0 {
+                    r.fadeInNext = true
+                    let (got, wanted) = play(&r, out, from: i, frames: n - i, target: 0)
                     i += got
-                    if got == wanted, gain > 0 { continue }
+                    if got == wanted, r.gain > 0 { continue }
                 }
-                adopt()
+                adopt(&r)
                 continue
             }
-            switch phase {
+            switch r.phase {
             case .idle, .done:
-                dropStale()
+                dropStale(r.current.generation)
                 i = n
             case .waiting:
-                guard readerHasStarted() else {
+                guard readerHasStarted(r.current.generation) else {
                     i = n
                     break
                 }
                 let now = t0 + Int64(i)
-                if current.startTime == .min {
+                if r.current.startTime == .min {
                     // As soon as the reader has frames (or has found there are none).
-                    guard readable() > 0 || streamEnded() else {
+                    guard readable(r.current.generation) > 0 || streamEnded(r.current.generation) else {
                         i = n
                         break
                     }
-                    current.startTime = now
+                    r.current.startTime = now
                 }
-                if current.startTime > now {
-                    i += Int(min(Int64(n - i), current.startTime - now))
+                if r.current.startTime > now {
+                    i += Int(min(Int64(n - i), r.current.startTime - now))
                     continue
                 }
-                skipOwed = now - current.startTime
-                phase = .playing
+                r.skipOwed = now - r.current.startTime
+                r.phase = .playing
                 // A region's own start, from silence, plays as it is; anywhere else, or in place of sound, it fades in.
-                gain = current.firstFrame == current.regionStart && skipOwed == 0 && !paused && !fadeInNext ? 1 : 0
-                fadeInNext = false
+                let asItIs = r.current.firstFrame == r.current.regionStart && r.skipOwed == 0 && !r.fadeInNext
+                r.gain = asItIs && !paused ? 1 : 0
+                r.fadeInNext = false
             case .playing:
-                if skipOwed > 0 {
-                    let skipped = ring.discard(Int(min(skipOwed, Int64(readable()))))
-                    skipOwed -= Int64(skipped)
-                    played += Int64(skipped)
+                if r.skipOwed > 0 {
+                    let skipped = ring.discard(Int(min(r.skipOwed, Int64(readable(r.current.generation)))))
+                    r.skipOwed -= Int64(skipped)
+                    r.played += Int64(skipped)
                 }
-                if paused, gain == 0 {
+                if paused, r.gain == 0 {
                     i = n
                     break
                 }
-                let (got, wanted) = play(out, from: i, frames: n - i, target: paused ? 0 : 1)
+                let (got, wanted) = play(&r, out, from: i, frames: n - i, target: paused ? 0 : 1)
                 i += got
-                if streamEnded() {
-                    phase = .done
-                    finishedGeneration.store(current.generation, ordering: .releasing)
+                if streamEnded(r.current.generation) {
+                    r.phase = .done
+                    finishedGeneration.store(r.current.generation, ordering: .releasing)
                     completions.add(1, ordering: .releasing)
                 } else if got < wanted {
                     // The reader is behind (or a newer schedule's frames follow, taken next cycle): the missing
                     // frames are skipped when they come, so what plays stays on the timeline — unless pausing.
                     if !paused {
                         underrunCount.add(1, ordering: .relaxed)
-                        skipOwed += Int64(n - i)
+                        r.skipOwed += Int64(n - i)
                     }
                     i = n
                 }
             }
         }
-        publishRenderState()
+        publishRenderState(r)
         renderedEnd.store(t0 + Int64(n), ordering: .releasing)
     }
 
@@ -540,17 +572,20 @@ public final class FilePlayerUnit: RenderUnit, FiniteSource, @unchecked Sendable
     /// steps before each frame (1/n … 1), a fade-out after (1 … 1/n), so every frame taken is heard, and a fade-out
     /// takes no more frames than it needs. Returns the frames read and the frames asked for.
     @inline(__always)
-    private func play(_ out: BufferView, from i: Int, frames: Int, target: Float) -> (Int, Int) {
+    private func play(
+        _ r: inout RenderState, _ out: BufferView, from i: Int, frames: Int, target: Float
+    ) -> (Int, Int) {
         var m = frames
-        if target == 0 { m = min(m, max(1, Int((gain / gainStep).rounded()))) }
+        if target == 0 { m = min(m, max(1, Int((r.gain / r.gainStep).rounded()))) }
         if m == 0 { return (0, 0) }
-        let limit = readable()
-        let got = ring.read(into: out.slice(from: i, frames: min(m, limit)))
-        played += Int64(got)
-        if gain == target && gain == 1 { return (got, m) }
-        let start = gain
+        let limit = readable(r.current.generation)
+        let got = ring.onRenderThread.read(into: out.slice(from: i, frames: min(m, limit)))
+        r.played += Int64(got)
+        if r.gain == target && r.gain == 1 { return (got, m) }
+        let start = r.gain
         var end = start
         let rising = target > start
+        let gainStep = r.gainStep
         for c in 0..<out.channelCount {
             let p = out[c].baseAddress! + i
             var g = start
@@ -561,7 +596,7 @@ public final class FilePlayerUnit: RenderUnit, FiniteSource, @unchecked Sendable
             }
             end = g
         }
-        gain = end
+        r.gain = end
         return (got, m)
     }
 
@@ -571,68 +606,75 @@ public final class FilePlayerUnit: RenderUnit, FiniteSource, @unchecked Sendable
         return abs(next - target) < step / 2 ? target : next
     }
 
-    private func adopt() {
-        hasPending = false
-        current = pending
-        played = 0
-        skipOwed = 0
-        gain = 0
-        phase = current.active ? .waiting : .idle
-        if !current.active { fadeInNext = false }
-        dropStale()
+    private func adopt(_ r: inout RenderState) {
+        r.hasPending = false
+        r.current = r.pending
+        r.played = 0
+        r.skipOwed = 0
+        r.gain = 0
+        r.phase = r.current.active ? .waiting : .idle
+        if !r.current.active { r.fadeInNext = false }
+        dropStale(r.current.generation)
     }
 
-    /// Whether the reader has begun the current schedule; drops what it read for earlier ones.
-    private func readerHasStarted() -> Bool {
-        dropStale()
-        return Self.generation(startMark.load(ordering: .acquiring)) == Self.generation(of: current.generation)
+    /// Whether the reader has begun the schedule of `generation` (the current one); drops what it read for earlier
+    /// ones.
+    private func readerHasStarted(_ generation: Int) -> Bool {
+        dropStale(generation)
+        return Self.generation(startMark.load(ordering: .acquiring)) == Self.generation(of: generation)
     }
 
-    private func dropStale() {
+    /// Drops the frames in the ring that belong to schedules before `generation` (the current one).
+    private func dropStale(_ generation: Int) {
+        let ring = self.ring.onRenderThread
         // The ring's count first: any frame of the current schedule in it was written after the reader marked
         // the schedule's start, so a mark that is not the current schedule's means every frame counted is stale.
         let written = ring.framesWritten
         let start = startMark.load(ordering: .acquiring)
-        let limit = Self.generation(start) == Self.generation(of: current.generation) ? Self.index(start) : written
+        let limit = Self.generation(start) == Self.generation(of: generation) ? Self.index(start) : written
         ring.discard(limit - ring.framesRead)
     }
 
-    /// Frames in the ring that belong to the current schedule: up to where a newer schedule's begin, if the reader
-    /// has begun one. (The ring's count is loaded before the mark, as in ``dropStale()``.)
-    private func readable() -> Int {
+    /// Frames in the ring that belong to the schedule of `generation` (the current one): up to where a newer
+    /// schedule's begin, if the reader has begun one. (The ring's count is loaded before the mark, as in
+    /// ``dropStale(_:)``.)
+    private func readable(_ generation: Int) -> Int {
+        let ring = self.ring.onRenderThread
         let written = ring.framesWritten
         let start = startMark.load(ordering: .acquiring)
-        let limit = Self.generation(start) == Self.generation(of: current.generation) ? written : min(written, Self.index(start))
+        let limit =
+            Self.generation(start) == Self.generation(of: generation) ? written : min(written, Self.index(start))
         return max(0, limit - ring.framesRead)
     }
 
-    private func streamEnded() -> Bool {
+    private func streamEnded(_ generation: Int) -> Bool {
         let end = endMark.load(ordering: .acquiring)
-        return Self.generation(end) == Self.generation(of: current.generation) && ring.framesRead >= Self.index(end)
+        return Self.generation(end) == Self.generation(of: generation)
+            && ring.onRenderThread.framesRead >= Self.index(end)
     }
 
-    private func publishRenderState() {
+    private func publishRenderState(_ r: RenderState) {
         let s: State =
-            switch phase {
+            switch r.phase {
             case .idle: .stopped
             case .waiting: .scheduled
             case .playing: .playing
             case .done: .finished
             }
-        renderedPlayed.store(played, ordering: .relaxed)
-        renderedPosition.store(fileFrame(afterPlaying: played), ordering: .relaxed)
+        renderedPlayed.store(r.played, ordering: .relaxed)
+        renderedPosition.store(fileFrame(afterPlaying: r.played, of: r), ordering: .relaxed)
         renderedState.store(s.rawValue, ordering: .relaxed)
-        renderedGeneration.store(current.generation, ordering: .releasing)
+        renderedGeneration.store(r.current.generation, ordering: .releasing)
     }
 
     /// The file frame `k` frames into the current schedule's stream.
-    private func fileFrame(afterPlaying k: Int64) -> Int64 {
-        let c = current
+    private func fileFrame(afterPlaying k: Int64, of r: RenderState) -> Int64 {
+        let c = r.current
         let end = c.regionLength >= 0 ? c.regionStart + c.regionLength : fileFrames
         let first = end - c.firstFrame
         if k < first { return c.firstFrame + k }
         let length = max(end - c.regionStart, 1)
-        if phase == .done { return end }
+        if r.phase == .done { return end }
         return c.regionStart + (k - first) % length
     }
 

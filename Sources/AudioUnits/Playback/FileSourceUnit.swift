@@ -15,20 +15,33 @@ import Synchronization
 /// The output has the file's channel count (a mono file feeding a stereo bus is copied to both channels) and runs
 /// at the rate given when it is made: files at another rate are resampled while they are read. A graph at
 /// another rate than the unit's rejects the node when it is added.
-public final class FileSourceUnit: RenderUnit, FiniteSource, @unchecked Sendable {
-    // Unchecked Sendable: RenderUnit subclass; ring SPSC (reader → render), reset in prepare; `reader` the reader's, `scratch` render's
+///
+/// Threads: the reader and the buffer it decodes into are the reader thread's (``prefetch(frames:)``), the ring's
+/// contents pass from it to the render thread through the ring's own counters, and the counts are atomic.
+public final class FileSourceUnit: RenderUnit, FiniteSource {
+    public let core: UnitCore
     public let path: String
-    /// What reads the file (on the reader thread only).
-    public let reader: any AudioFileReader
     /// The frames the file holds at the unit's rate (an estimate when ``AudioFileReader/isFrameCountExact`` is
     /// false).
     public let frameCount: Int64
     public let sampleRate: Double
-    private var ring: FrameRingBuffer
-    private var scratch: PCMBuffer
+    /// The reader's ``AudioFileReader/isFrameCountExact``, taken when the unit is made (as ``frameCount`` is).
+    private let frameCountIsExact: Bool
+    /// The reader's side: the reader thread's while it reads ahead, the control side's in prepare and reset.
+    private let readerState: RenderThreadBound<ReaderState>
+    private struct ReaderState {
+        let reader: any AudioFileReader
+        var scratch: PCMBuffer
+    }
+    /// The ring, reader → render: made in prepare and emptied by reset, while neither side runs; while they run,
+    /// both only read the reference (the reader writes frames, the render thread reads them: the ring's counters
+    /// hand them over).
+    private let ring: RenderThreadBound<FrameRingBuffer>
     /// Set by the reader at the end of the file, read by the render side.
     private let readerAtEnd = Atomic<Bool>(false)
     private let framesRendered = Atomic<Int64>(0)
+    /// Frames the reader has put into the ring since the reset, stored after each write.
+    private let framesQueued = Atomic<Int64>(0)
     private let underrunCount = Atomic<Int>(0)
 
     /// Opens `path` and reads its header.
@@ -42,60 +55,71 @@ public final class FileSourceUnit: RenderUnit, FiniteSource, @unchecked Sendable
     /// Plays what `reader` reads; the unit owns it from here.
     public init(reader: any AudioFileReader) throws(AudioError) {
         self.path = reader.path
-        self.reader = reader
         frameCount = reader.frameCount
+        frameCountIsExact = reader.isFrameCountExact
         sampleRate = reader.sampleRate
         let f = try StreamFormat.graph(sampleRate: reader.sampleRate, channelCount: reader.channelCount)
-        ring = FrameRingBuffer(channelCount: f.channelCount, capacity: 1)
-        scratch = PCMBuffer(channelCount: f.channelCount, capacity: 1)
-        super.init(kind: "file", inputs: [], outputs: [f])
+        readerState = RenderThreadBound(
+            ReaderState(reader: reader, scratch: PCMBuffer(channelCount: f.channelCount, capacity: 1)))
+        ring = RenderThreadBound(FrameRingBuffer(channelCount: f.channelCount, capacity: 1))
+        core = UnitCore(kind: "file", inputs: [], outputs: [f])
     }
+
+    /// What reads the file: the reader thread's; use it elsewhere only while nothing reads ahead or renders.
+    public var reader: any AudioFileReader { readerState.whileStopped.reader }
 
     public var totalFrames: Int64? { frameCount }
     /// True once the reader has reached the end of the file and everything it read has been rendered (or, when
-    /// the length is exact, once that many frames have been rendered).
+    /// the length is exact, once that many frames have been rendered). Any thread.
     public var hasFinished: Bool {
-        if reader.isFrameCountExact, framesRendered.load(ordering: .acquiring) >= frameCount { return true }
-        return readerAtEnd.load(ordering: .acquiring) && ring.availableToRead == 0
+        if frameCountIsExact, framesRendered.load(ordering: .acquiring) >= frameCount { return true }
+        // The end flag first: once it is seen, every frame the reader queued before it is counted too.
+        let ended = readerAtEnd.load(ordering: .acquiring)
+        return ended && framesRendered.load(ordering: .acquiring) >= framesQueued.load(ordering: .acquiring)
     }
     /// Render cycles that found the ring short of frames before the end of the file.
     public var underruns: Int { underrunCount.load(ordering: .relaxed) }
 
-    override public var propertyNames: [String] {
-        super.propertyNames + ["path", "frameCount", "duration", "hasFinished", "underruns"]
+    public var propertyNames: [String] {
+        commonPropertyNames + ["path", "frameCount", "duration", "hasFinished", "underruns"]
     }
 
-    override public func property(_ name: String) throws(AudioError) -> PropertyValue {
+    public func property(_ name: String) throws(AudioError) -> PropertyValue {
         switch name {
         case "path": .string(path)
         case "frameCount": .int(Int(frameCount))
         case "duration": .double(Double(frameCount) / sampleRate)
         case "hasFinished": .bool(hasFinished)
         case "underruns": .int(underruns)
-        default: try super.property(name)
+        default: try commonProperty(name)
         }
     }
 
-    override public func allocateRenderResources(_ spec: RenderSpec) throws(AudioError) {
+    public func allocateRenderResources(_ spec: RenderSpec) throws(AudioError) {
         // Room for many cycles ahead, at least ~0.68 s at 48 kHz, read in pieces of up to 16384 frames.
         let capacity = max(16 * spec.maximumFrames, 32768)
-        ring = FrameRingBuffer(channelCount: reader.channelCount, capacity: capacity)
-        scratch = PCMBuffer(channelCount: reader.channelCount, capacity: 16384)
+        let channels = readerState.whileStopped.reader.channelCount
+        ring.whileStopped = FrameRingBuffer(channelCount: channels, capacity: capacity)
+        readerState.whileStopped.scratch = PCMBuffer(channelCount: channels, capacity: 16384)
     }
 
-    override public func reset() {
+    public func reset() {
         // A decoder that cannot reopen its file reports it on the next read.
-        try? reader.seek(toFrame: 0)
-        ring.reset()
+        try? readerState.whileStopped.reader.seek(toFrame: 0)
+        ring.whileStopped.reset()
         readerAtEnd.store(false, ordering: .releasing)
         framesRendered.store(0, ordering: .releasing)
+        framesQueued.store(0, ordering: .releasing)
         underrunCount.store(0, ordering: .relaxed)
     }
 
     /// Reads from the file until the ring holds `frames` frames (or the file ends). Reader thread; does not allocate.
-    override public var prefetchesAhead: Bool { true }
+    public var prefetchesAhead: Bool { true }
 
-    override public func prefetch(frames: Int) throws(AudioError) {
+    public func prefetch(frames: Int) throws(AudioError) {
+        let ring = self.ring.onWorkerThread
+        let reader = readerState.onWorkerThread.reader
+        let scratch = readerState.onWorkerThread.scratch
         while !readerAtEnd.load(ordering: .relaxed), ring.availableToRead < frames {
             let want = min(ring.availableToWrite, scratch.capacity)
             if want == 0 { break }
@@ -104,28 +128,30 @@ public final class FileSourceUnit: RenderUnit, FiniteSource, @unchecked Sendable
                 readerAtEnd.store(true, ordering: .releasing)
                 break
             }
-            ring.write(scratch.view(frames: got))
+            let queued = ring.write(scratch.view(frames: got))
+            framesQueued.add(Int64(queued), ordering: .releasing)
         }
     }
 
-    override public func isReadyAhead(frames: Int) -> Bool {
+    public func isReadyAhead(frames: Int) -> Bool {
         // The end flag first: once it is seen, everything the reader wrote before it is counted too.
         let ended = readerAtEnd.load(ordering: .acquiring)
-        return ended || ring.availableToRead >= frames || ring.availableToWrite == 0
+        return ended || ring.onRenderThread.availableToRead >= frames || ring.onRenderThread.availableToWrite == 0
     }
 
-    override public var wantsReadAhead: Bool {
-        !readerAtEnd.load(ordering: .relaxed) && ring.availableToWrite >= ring.capacity / 2
+    public var wantsReadAhead: Bool {
+        !readerAtEnd.load(ordering: .relaxed)
+            && ring.onRenderThread.availableToWrite >= ring.onRenderThread.capacity / 2
     }
 
-    /// Tops the ring up completely: what a worker thread calls periodically in real time.
-    public func fillRing() throws(AudioError) { try prefetch(frames: ring.capacity) }
+    /// Tops the ring up completely: what a worker thread calls periodically in real time. Reader thread.
+    public func fillRing() throws(AudioError) { try prefetch(frames: ring.onWorkerThread.capacity) }
 
-    override public func render(_ context: RenderContext) {
+    public func render(_ context: RenderContext) {
         let output = context.output(0)
         // The end flag before the read: frames the reader wrote before setting it are in the ring by now.
         let ended = readerAtEnd.load(ordering: .acquiring)
-        let got = ring.read(into: output)
+        let got = ring.onRenderThread.read(into: output)
         if got < context.frameCount {
             output.slice(from: got, frames: context.frameCount - got).clear()
         }
@@ -136,3 +162,4 @@ public final class FileSourceUnit: RenderUnit, FiniteSource, @unchecked Sendable
         framesRendered.store(rendered, ordering: .releasing)
     }
 }
+

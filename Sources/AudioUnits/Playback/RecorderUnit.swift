@@ -21,8 +21,10 @@ import Synchronization
 ///   the ring and completes it. A write error (a full disk) stops the writing and is ``failure``; what was written
 ///   before stays valid. The render thread never allocates, locks, waits or does I/O: it copies and posts a
 ///   semaphore.
-public final class RecorderUnit: RenderUnit, @unchecked Sendable {
-    // Unchecked Sendable: RenderUnit subclass; its own state is all `let` (`shared`, `thread`, `Locked` `finished`)
+/// - **Threads**: the file, and the buffer it is written from, are the writer thread's from its start to the join in
+///   ``finish()``; the ring hands the frames over; counts and flags are atomic, ``failure`` is under a lock.
+public final class RecorderUnit: RenderUnit {
+    public let core: UnitCore
     public let path: String
     /// Frames dropped from the start of what passes.
     public let skipFrames: Int64
@@ -34,10 +36,17 @@ public final class RecorderUnit: RenderUnit, @unchecked Sendable {
     private let finished = Locked<(done: Bool, error: AudioError?)>((false, nil))
 
     /// What the render thread and the writer share; the writer thread owns it too, so it outlives the unit if need be.
-    private final class Shared: @unchecked Sendable {
-        // Unchecked Sendable: `writer`, `toSkip`, `scratch` the writer thread's (finish joins it first); the rest atomic or `Locked`
+    private final class Shared: Sendable {
         let ring: FrameRingBuffer
-        let writer: WAVFileWriter
+        /// The writer thread's from its start to the join in ``RecorderUnit/finish()``; the control side's before and
+        /// after.
+        let writing: RenderThreadBound<Writing>
+        struct Writing {
+            let writer: WAVFileWriter
+            var toSkip: Int64
+            /// What the writer drains the ring into.
+            let scratch: PCMBuffer
+        }
         let wake = WakeSignal()
         let stopping = Atomic<Bool>(false)
         /// Frames the render could not put in the ring: silence the writer owes the file, after what the ring holds.
@@ -48,27 +57,28 @@ public final class RecorderUnit: RenderUnit, @unchecked Sendable {
         /// True unless told real-time cycles are coming: the render then waits for room in the ring.
         let waits = Atomic<Bool>(true)
         let failure = Locked<AudioError?>(nil)
-        var toSkip: Int64
         /// A skip asked for by ``startRecording(atSampleTime:skipFrames:)`` (-1: none), taken by the writer.
         let skipRequest = Atomic<Int64>(-1)
         /// The first sample time recorded (`Int64.min`: from the first cycle).
         let recordFrom = Atomic<Int64>(.min)
         /// Seconds the writer sleeps before each pass (tests make it fall behind with it).
         let delayBits = Atomic<UInt64>(0)
-        let scratch: PCMBuffer
         let commitEvery: Int64
 
         init(ring: FrameRingBuffer, writer: WAVFileWriter, skip: Int64, sampleRate: Double) {
             self.ring = ring
-            self.writer = writer
-            toSkip = skip
-            scratch = PCMBuffer(channelCount: ring.channelCount, capacity: 8192)
+            let scratch = PCMBuffer(channelCount: ring.channelCount, capacity: 8192)
             scratch.view(frames: 8192).clear()
+            writing = RenderThreadBound(Writing(writer: writer, toSkip: skip, scratch: scratch))
             commitEvery = Int64(sampleRate / 2)
         }
 
         /// The writer thread.
         func run() {
+            run(&writing.onWorkerThread)
+        }
+
+        private func run(_ w: inout Writing) {
             var lastCommit: Int64 = 0
             while true {
                 let delay = Double(bitPattern: delayBits.load(ordering: .relaxed))
@@ -76,53 +86,55 @@ public final class RecorderUnit: RenderUnit, @unchecked Sendable {
                 let stop = stopping.load(ordering: .acquiring)
                 // The debt first: every frame the render wrote before owing is in the ring by now.
                 let debt = owed.load(ordering: .acquiring)
-                drain()
+                drain(&w)
                 if debt > 0 {
                     owed.subtract(debt, ordering: .releasing)
                     dropped.add(Int64(debt), ordering: .relaxed)
-                    writeSilence(debt)
+                    writeSilence(debt, &w)
                 }
-                if !failed.load(ordering: .relaxed), writer.framesWritten - lastCommit >= commitEvery {
-                    do throws(AudioError) { try writer.commitHeader() } catch { fail(error) }
-                    lastCommit = writer.framesWritten
+                if !failed.load(ordering: .relaxed), w.writer.framesWritten - lastCommit >= commitEvery {
+                    do throws(AudioError) { try w.writer.commitHeader() } catch { fail(error) }
+                    lastCommit = w.writer.framesWritten
                 }
                 if stop { break }
                 _ = wake.wait(timeout: 0.05)
             }
         }
 
-        private func drain() {
+        private func drain(_ w: inout Writing) {
             let skip = skipRequest.exchange(-1, ordering: .acquiring)
-            if skip >= 0 { toSkip = skip }
+            if skip >= 0 { w.toSkip = skip }
+            let scratch = w.scratch
             while true {
                 let got = ring.read(into: scratch.view(frames: scratch.capacity))
                 if got == 0 { return }
-                write(scratch.view(frames: got))
+                write(scratch.view(frames: got), &w)
             }
         }
 
-        private func writeSilence(_ frames: Int) {
+        private func writeSilence(_ frames: Int, _ w: inout Writing) {
             // The scratch is the ring's reader: it was drained, so it may hold silence now.
+            let scratch = w.scratch
             scratch.view(frames: scratch.capacity).clear()
             var left = frames
             while left > 0 {
                 let n = min(left, scratch.capacity)
-                write(scratch.view(frames: n))
+                write(scratch.view(frames: n), &w)
                 left -= n
             }
         }
 
-        private func write(_ view: BufferView) {
+        private func write(_ view: BufferView, _ w: inout Writing) {
             var view = view
-            if toSkip > 0 {
-                let skip = Int(min(toSkip, Int64(view.frameCount)))
-                toSkip -= Int64(skip)
+            if w.toSkip > 0 {
+                let skip = Int(min(w.toSkip, Int64(view.frameCount)))
+                w.toSkip -= Int64(skip)
                 view = view.slice(from: skip, frames: view.frameCount - skip)
             }
             guard view.frameCount > 0, !failed.load(ordering: .relaxed) else { return }
             do throws(AudioError) {
-                try writer.write(view)
-                written.store(writer.framesWritten, ordering: .relaxed)
+                try w.writer.write(view)
+                written.store(w.writer.framesWritten, ordering: .relaxed)
             } catch {
                 fail(error)
             }
@@ -171,7 +183,7 @@ public final class RecorderUnit: RenderUnit, @unchecked Sendable {
             throw error
         }
         let bus = try StreamFormat.graph(sampleRate: format.sampleRate, channelCount: format.channelCount)
-        super.init(kind: "recorder", inputs: [bus], outputs: [bus])
+        core = UnitCore(kind: "recorder", inputs: [bus], outputs: [bus])
     }
 
     deinit {
@@ -204,15 +216,17 @@ public final class RecorderUnit: RenderUnit, @unchecked Sendable {
                 shared.stopping.store(true, ordering: .releasing)
                 shared.wake.signal()
                 thread.join()
+                // The writer thread has ended: the file is the control side's.
+                let writer = shared.writing.whileStopped.writer
                 if let failure {
                     // The header for what was written first (it takes no new space), then the rest if it can.
-                    try? shared.writer.commitHeader()
-                    try? shared.writer.finish()
+                    try? writer.commitHeader()
+                    try? writer.finish()
                     state.error = failure
                 } else {
-                    do throws(AudioError) { try shared.writer.finish() } catch { state.error = error }
+                    do throws(AudioError) { try writer.finish() } catch { state.error = error }
                 }
-                shared.written.store(shared.writer.framesWritten, ordering: .relaxed)
+                shared.written.store(writer.framesWritten, ordering: .relaxed)
             }
             return state.error
         }
@@ -230,22 +244,22 @@ public final class RecorderUnit: RenderUnit, @unchecked Sendable {
 
     /// Offline (and before any announcement) the render waits for room in the ring, so nothing is lost however fast
     /// the graph renders; in real time it never waits, and what finds no room is silence in the file.
-    override public func willRender(_ mode: RenderingMode) {
+    public func willRender(_ mode: RenderingMode) {
         shared.waits.store(mode == .offline, ordering: .releasing)
     }
 
-    override public var propertyNames: [String] { super.propertyNames + ["path", "framesWritten", "droppedFrames"] }
+    public var propertyNames: [String] { commonPropertyNames + ["path", "framesWritten", "droppedFrames"] }
 
-    override public func property(_ name: String) throws(AudioError) -> PropertyValue {
+    public func property(_ name: String) throws(AudioError) -> PropertyValue {
         switch name {
         case "path": .string(path)
         case "framesWritten": .int(Int(framesWritten))
         case "droppedFrames": .int(Int(droppedFrames))
-        default: try super.property(name)
+        default: try commonProperty(name)
         }
     }
 
-    override public func render(_ context: RenderContext) {
+    public func render(_ context: RenderContext) {
         let input = context.input(0)
         let output = context.output(0)
         output.copy(from: input)
@@ -277,3 +291,4 @@ public final class RecorderUnit: RenderUnit, @unchecked Sendable {
         if s.ring.availableToRead >= s.ring.capacity / 8 || s.owed.load(ordering: .relaxed) > 0 { s.wake.signal() }
     }
 }
+

@@ -45,8 +45,8 @@ import Glibc
 ///   has not finished in time is given as silence and counted in ``workerShortfalls``.
 ///
 /// Thread safety: as every unit; the worker is the unit's own and stops with it.
-public final class VoiceProcessingUnit: RenderUnit, @unchecked Sendable {
-    // Unchecked Sendable: RenderUnit subclass; render state the render thread's, `processor` la-voice's (slot atomics); `worker` control's
+public final class VoiceProcessingUnit: RenderUnit {
+    public let core: UnitCore
     public static let echoCancellationSpec = ParameterSpec(
         "echoCancellation", name: "Echo cancellation", range: 0...1, unit: .boolean, default: 1, smoothingTime: 0)
     public static let suppressionLevelSpec = ParameterSpec(
@@ -90,96 +90,31 @@ public final class VoiceProcessingUnit: RenderUnit, @unchecked Sendable {
     private let referenceChannelCount: Int
     /// Frames in one of the library's 10 ms frames.
     public let frameLength: Int
-    private var processor: OpaquePointer?
 
-    // Render-thread state.
-    private var micFrame = PCMBuffer(channelCount: 1, capacity: 0)
-    private var referenceFrame = PCMBuffer(channelCount: 1, capacity: 0)
-    /// What the canceller is given: the reference in mono. A stereo reference is summed, not averaged: each speaker
-    /// puts its own channel into the room, so a hard-panned accompaniment's echo is as loud as a centred one's, and
-    /// the library, whose far-end detection goes by absolute level, would cancel an averaged (6 dB quieter) one
-    /// about 10 dB less (measured: 24 against 35 dB).
-    private var cancellerReference = PCMBuffer(channelCount: 1, capacity: 0)
-    private var micPointers: UnsafeMutablePointer<UnsafeMutablePointer<Float>?>
-    private var referencePointers: UnsafeMutablePointer<UnsafePointer<Float>?>
-    // The render thread hands whole 10 ms frames to the worker through `inbox` and takes processed ones from
-    // `outbox`: single-producer, single-consumer, fixed, lock-free.
-    /// `inboxSlots` frames of the microphone's channels then the reference's; slot i is frames i·F ..< (i+1)·F.
-    private var inbox = PCMBuffer(channelCount: 1, capacity: 0)
-    private var inboxSlots = 0
+    /// The render thread's side: the inbox it fills, the outbox it empties, where it stands in a frame, and what the
+    /// host said of its cycles; and the control side's bookkeeping of the worker (never touched by render).
+    private let renderState = RenderThreadBound(VoiceRenderState())
+    /// The worker's side: the library's processor and everything a frame goes through. The worker, `la-voice`, uses
+    /// it (``RenderThreadBound/onWorkerThread``) in `work()` and what that calls. The control side (``RenderThreadBound/whileStopped``) touches it only while no worker runs — after
+    /// `stopWorker()` has joined the thread, or with `worker` nil, before `startWorker()` creates the next (thread
+    /// creation and join order the hand-over) — and the render thread never does.
+    private let workerState: RenderThreadBound<VoiceWorkerState>
+
+    // The render thread hands whole 10 ms frames to the worker through the inbox and takes processed ones from the
+    // outbox: single-producer, single-consumer, fixed, lock-free. The counters order the slots' contents.
     private let slotsWritten = Atomic<Int>(0)
     private let slotsTaken = Atomic<Int>(0)
     /// Slots the worker has processed (and put on the outbox).
     private let slotsDone = Atomic<Int>(0)
-    private var outbox = FrameRingBuffer(channelCount: 1, capacity: 1)
-    /// Render thread: frames of the slot being filled; whether the frame is being dropped (the inbox was full);
-    /// output frames given as silence because the worker was late, still to be skipped when they come.
-    private var filled = 0
-    private var droppingFrame = false
-    private var owed = 0
-    private var discard = PCMBuffer(channelCount: 1, capacity: 0)
-    /// What the host said of its cycles (``willRender(_:)``): no deadline (`waits`, also until told) — the
-    /// render thread waits for the worker; real-time cycles of at most `announcedCycle` frames — it never waits, and
-    /// the output is held back `lead` frames more (the largest cycle and half a 10 ms frame) so the worker has a
-    /// cycle to process each frame.
-    private var announcedCycle: Int?
-    private var waits = true
-    private var lead = 0
     private let lateFrames = Atomic<Int>(0)
     private let droppedFrames = Atomic<Int>(0)
-    private var worker: WorkerThread?
-    /// `worker != nil`, for the render thread (no reference counting there).
-    private var working = false
     private let wake = WakeSignal()
     private let stopping = Atomic<Bool>(false)
     /// Tests: microseconds the worker sleeps before each frame (a worker falling behind).
     let workerDelayForTesting = Atomic<Int>(0)
-    /// The library's own delay (frames) with only gain control or the high-pass filter on (at 32 and 48 kHz the
-    /// library then splits the signal into bands and joins them again), with the echo canceller on, the noise
-    /// suppressor on, and both: measured at prepare. The output is held back by what the current modes lack of the largest, so switching them does
-    /// not move it in time.
-    private var libraryDelays = (split: 0, echo: 0, noise: 0, both: 0)
-    private var largestLibraryDelay = 0
-    private var compensation = DelayLine(channelCount: 1, capacity: 0)
     private let latencyFrames = Atomic<Int>(0)
-    private var settings = la_voice_settings()
-    /// A mode switch in progress: 0 none; 1 this frame fades out under the old modes; 2 the new modes are applied
-    /// at the next frame; 3 muted for `mutedLeft` frames; 4 this frame fades in.
-    private var fade = 0
-    private var mutedLeft = 0
-    private var estimatesSeen = 0
-    /// adaptiveDigital: the peak level of the voice at the microphone (dBFS; nil until a voiced frame), and the gain
-    /// that brings it to `targetLevel`, which the library's fixed-digital stage applies.
-    private var voicePeak: Float?
-    private var adaptiveGain: Float = 0
-    /// The reference's power over the last ``recentFrames`` frames (the echo's delay margin and a room's tail), and
-    /// the echo's power against the loudest of them while the far end plays alone (1 until measured).
-    private let recentReference: UnsafeMutablePointer<Double>
-    private var recentNext = 0
-    private var echoReturn = 1.0
-    static let recentFrames = 48
-    /// The microphone's and the output's power in the last ``erleFrames`` frames during which the far end played.
-    private let erleInput: UnsafeMutablePointer<Double>
-    private let erleOutput: UnsafeMutablePointer<Double>
-    private var erleNext = 0
-    private var erleFilled = 0
-    static let erleFrames = 100
-    /// The reference as it arrives, one frame; it goes through `referenceLine` to `referenceFrame`.
-    private var incomingReference = PCMBuffer(channelCount: 1, capacity: 0)
-    private var referenceLine = DelayLine(channelCount: 1, capacity: 0)
-    /// Frames the reference is held back before the canceller sees it (see ``estimatedDelay``).
-    private var preDelay = 0
-    private var estimator: EchoDelayEstimator?
-    /// The echo delay in force (frames; 0 until known), the hint it was seeded from, and a candidate waiting to be
-    /// confirmed by the next estimate.
-    private var delayFrames = 0
-    private var seededHint: Float = 0
-    private var candidate = -1
-
-    // Render thread → control side.
-    private let voice = Atomic<Bool>(false)
-    private let delayMilliseconds = Atomic<Int>(0)
-    private let erleBits = Atomic<UInt64>(Double.nan.bitPattern)
+    /// Worker → control side.
+    private let readOuts = VoiceReadOuts()
 
     /// - Throws: ``AudioError`` `.unsupportedSampleRate` off 8/16/32/48 kHz, `.invalidFormat` for more than two
     ///   channels.
@@ -212,62 +147,56 @@ public final class VoiceProcessingUnit: RenderUnit, @unchecked Sendable {
         limiter = Parameter(Self.limiterSpec, owner: owner)
         highPassFilter = Parameter(Self.highPassFilterSpec, owner: owner)
         referenceDelay = Parameter(Self.referenceDelaySpec, owner: owner)
-        // Allocated once nothing can throw: a throwing init does not run deinit (a graph file naming this unit at
-        // 24 kHz leaked these — found by the graph-file fuzz target's leak check).
-        recentReference = .allocate(capacity: Self.recentFrames)
-        erleInput = .allocate(capacity: Self.erleFrames)
-        erleOutput = .allocate(capacity: Self.erleFrames)
-        micPointers = .allocate(capacity: f.channelCount)
-        micPointers.initialize(repeating: nil, count: f.channelCount)
-        referencePointers = .allocate(capacity: 1)
-        referencePointers.initialize(to: nil)
-        super.init(
-            kind: "voiceProcessing", inputs: [f, referenceFormat], outputs: [f],
+        // Made once nothing can throw: a throwing init does not run deinit (a graph file naming this unit at
+        // 24 kHz leaked the worker state's buffers — found by the graph-file fuzz target's leak check).
+        workerState = RenderThreadBound(
+            VoiceWorkerState(
+                channelCount: f.channelCount, referenceChannelCount: referenceChannels, frameLength: frameLength,
+                echoCancellation: echoCancellation, suppressionLevel: suppressionLevel,
+                noiseSuppression: noiseSuppression, gainControl: gainControl, targetLevel: targetLevel,
+                compressionGain: compressionGain, limiter: limiter, highPassFilter: highPassFilter,
+                referenceDelay: referenceDelay, readOuts: readOuts))
+        core = UnitCore(kind: "voiceProcessing", inputs: [f, referenceFormat], outputs: [f],
             parameters: [
                 echoCancellation, suppressionLevel, noiseSuppression, gainControl, targetLevel, compressionGain,
                 limiter, highPassFilter, referenceDelay,
             ])
     }
 
+    /// Stops the worker; the worker state (the processor, its buffers) goes with the unit.
     deinit {
         stopWorker()
-        if let processor { la_voice_destroy(processor) }
-        micPointers.deallocate()
-        referencePointers.deallocate()
-        erleInput.deallocate()
-        erleOutput.deallocate()
-        recentReference.deallocate()
     }
 
     /// Seconds the output lags the microphone: one 10 ms frame less a sample, plus the library's largest delay.
-    override public var latency: Double { Double(latencyFrames.load(ordering: .relaxed)) / outputFormats[0].sampleRate }
+    public var latency: Double { Double(latencyFrames.load(ordering: .relaxed)) / outputFormats[0].sampleRate }
 
-    override public var propertyNames: [String] {
-        super.propertyNames + ["voiceActivity", "estimatedDelay", "echoReturnLossEnhancement"]
+    public var propertyNames: [String] {
+        commonPropertyNames + ["voiceActivity", "estimatedDelay", "echoReturnLossEnhancement"]
     }
 
-    override public func property(_ name: String) throws(AudioError) -> PropertyValue {
+    public func property(_ name: String) throws(AudioError) -> PropertyValue {
         switch name {
         case "voiceActivity": return .bool(voiceActivity)
         case "estimatedDelay": return .double(estimatedDelay)
         case "echoReturnLossEnhancement": return .double(echoReturnLossEnhancement ?? .nan)
-        default: return try super.property(name)
+        default: return try commonProperty(name)
         }
     }
 
     /// True when the last 10 ms frame held voice (the library's voice activity detector, after the processing).
-    public var voiceActivity: Bool { voice.load(ordering: .relaxed) }
+    public var voiceActivity: Bool { readOuts.voice.load(ordering: .relaxed) }
     /// Seconds of echo delay the unit has found (or was told by `referenceDelay`); 0 until it knows.
-    public var estimatedDelay: Double { Double(delayMilliseconds.load(ordering: .relaxed)) / 1000 }
+    public var estimatedDelay: Double { Double(readOuts.delayMilliseconds.load(ordering: .relaxed)) / 1000 }
     /// Decibels by which the output is weaker than the microphone while the far end plays, averaged over about a
     /// second: the echo return loss enhancement while only the far end sounds (a voice at the microphone lowers
     /// it: it is not echo); nil before the far end has played.
     public var echoReturnLossEnhancement: Double? {
-        let v = Double(bitPattern: erleBits.load(ordering: .relaxed))
+        let v = Double(bitPattern: readOuts.erleBits.load(ordering: .relaxed))
         return v.isNaN ? nil : v
     }
 
-    override public func allocateRenderResources(_ spec: RenderSpec) throws(AudioError) {
+    public func allocateRenderResources(_ spec: RenderSpec) throws(AudioError) {
         // What can fail first, while the worker (if any) still runs on the old resources.
         let delays = (
             split: try measureLibraryDelay(spec.sampleRate, echo: false, noise: false),
@@ -277,24 +206,18 @@ public final class VoiceProcessingUnit: RenderUnit, @unchecked Sendable {
         )
         let made = try createProcessor(spec.sampleRate)
         stopWorker()
-        micFrame = PCMBuffer(channelCount: channelCount, capacity: frameLength)
-        referenceFrame = PCMBuffer(channelCount: referenceChannelCount, capacity: frameLength)
-        cancellerReference = PCMBuffer(channelCount: 1, capacity: frameLength)
-        incomingReference = PCMBuffer(channelCount: referenceChannelCount, capacity: frameLength)
-        referenceLine = DelayLine(channelCount: referenceChannelCount, capacity: maximumPreDelay(spec.sampleRate) + 2 * frameLength)
         // Room for two of the largest cycles' frames in flight and at least a second of frames: the inbox fills
         // (and input is dropped) only when the worker has stalled.
-        inboxSlots = max(2 * ((spec.maximumFrames + frameLength - 1) / frameLength) + 4, 100)
-        inbox = PCMBuffer(channelCount: channelCount + referenceChannelCount, capacity: inboxSlots * frameLength)
-        discard = PCMBuffer(channelCount: channelCount, capacity: spec.maximumFrames)
-        estimator = EchoDelayEstimator(
-            sampleRate: spec.sampleRate, maximumDelay: Double(Self.referenceDelaySpec.range.upperBound) / 1000)
-        installProcessor(made)
-        libraryDelays = delays
+        let inboxSlots = max(2 * ((spec.maximumFrames + frameLength - 1) / frameLength) + 4, 100)
+        let inbox = PCMBuffer(channelCount: channelCount + referenceChannelCount, capacity: inboxSlots * frameLength)
+        renderState.whileStopped.inbox = inbox
+        renderState.whileStopped.inboxSlots = inboxSlots
+        renderState.whileStopped.discard = PCMBuffer(channelCount: channelCount, capacity: spec.maximumFrames)
+        workerState.whileStopped.allocate(
+            spec, inbox: inbox, inboxSlots: inboxSlots, processor: made, libraryDelays: delays)
         let largest = max(max(delays.split, delays.echo), max(delays.noise, delays.both))
-        largestLibraryDelay = largest
-        compensation = DelayLine(channelCount: channelCount, capacity: largest + frameLength)
-        latencyFrames.store(frameLength - 1 + largest + lead, ordering: .relaxed)
+        renderState.whileStopped.largestLibraryDelay = largest
+        latencyFrames.store(frameLength - 1 + largest + renderState.whileStopped.lead, ordering: .relaxed)
         // The worker starts here, so that a unit that cannot have one fails to prepare; reset() restarts it.
         try startWorker()
     }
@@ -372,11 +295,6 @@ public final class VoiceProcessingUnit: RenderUnit, @unchecked Sendable {
         return best
     }
 
-    /// The most the reference is held back: the largest delay less the margin.
-    private func maximumPreDelay(_ rate: Double) -> Int {
-        Int((Double(Self.referenceDelaySpec.range.upperBound) / 1000 - Self.delayMargin) * rate)
-    }
-
     /// The canceller is given the reference this much before its echo is expected: it cancels echoes from about
     /// 10 to 100 ms after the reference best (measured: 35–40 dB of ERLE there, 13 dB at 150 ms, 20 dB under
     /// 5 ms).
@@ -398,76 +316,36 @@ public final class VoiceProcessingUnit: RenderUnit, @unchecked Sendable {
         return made
     }
 
-    /// Puts `made` in place of the processor (destroyed) and sets it up. The worker must be stopped.
-    private func installProcessor(_ made: OpaquePointer) {
-        if let processor { la_voice_destroy(processor) }
-        processor = made
-        var all = desiredSettings()
-        all.echo_cancellation = 1
-        all.noise_suppression = 1
-        all.gain_control = 0
-        all.high_pass_filter = 1
-        all.limiter = 1
-        _ = la_voice_apply(made, &all)
-        for _ in 0..<4 { silentFrame(made) }
-        all.gain_control = 1
-        _ = la_voice_apply(made, &all)
-        for _ in 0..<4 { silentFrame(made) }
-        settings = desiredSettings()
-        _ = la_voice_apply(made, &settings)
-        for _ in 0..<50 { silentFrame(made) }
-    }
-
-    private func silentFrame(_ made: OpaquePointer) {
-        micFrame.view(frames: frameLength).clear()
-        referenceFrame.view(frames: frameLength).clear()
-        cancellerReference.view(frames: frameLength).clear()
-        pointFrames()
-        _ = la_voice_process_reverse(made, referencePointers)
-        _ = la_voice_process(made, micPointers)
-    }
-
     /// Starts over: a new processor (the canceller forgets the room), the FIFOs and the delay estimate cleared.
-    override public func reset() {
-        guard let spec, processor != nil else { return }
+    public func reset() {
+        guard let spec else { return }
+        // Stopped before the processor is looked at (the worker's state): a unit without a processor has no worker
+        // (startWorker() needs one), so this stops nothing then.
         stopWorker()
+        guard workerState.whileStopped.processor != nil else { return }
         // A new processor (the canceller forgets the room); if one cannot be made, the old one carries on.
-        if let made = try? createProcessor(spec.sampleRate) { installProcessor(made) }
-        fade = 0
-        mutedLeft = 0
-        filled = 0
-        droppingFrame = false
-        owed = 0
+        if let made = try? createProcessor(spec.sampleRate) { workerState.whileStopped.install(made) }
+        renderState.whileStopped.filled = 0
+        renderState.whileStopped.droppingFrame = false
+        renderState.whileStopped.owed = 0
         slotsWritten.store(0, ordering: .relaxed)
         slotsTaken.store(0, ordering: .relaxed)
         slotsDone.store(0, ordering: .relaxed)
         // One frame less a sample of silence ahead of the first processed frame — enough that every cycle finds its
         // frames whatever the cycle sizes, once the worker has processed what the cycle completed — and in real
         // time the lead, so that it has processed them a cycle earlier.
-        let prefill = frameLength - 1 + lead
-        outbox = FrameRingBuffer(
-            channelCount: channelCount, capacity: prefill + inboxSlots * frameLength + spec.maximumFrames + frameLength)
+        let prefill = frameLength - 1 + renderState.whileStopped.lead
+        let outbox = FrameRingBuffer(
+            channelCount: channelCount,
+            capacity: prefill + renderState.whileStopped.inboxSlots * frameLength + spec.maximumFrames + frameLength)
         let silence = PCMBuffer(channelCount: channelCount, capacity: prefill)
         silence.view(frames: prefill).clear()
         outbox.write(silence.view(frames: prefill))
-        compensation.clear()
-        referenceLine.clear()
-        estimator?.reset()
-        estimatesSeen = 0
-        voicePeak = nil
-        adaptiveGain = 0
-        recentReference.update(repeating: 0, count: Self.recentFrames)
-        recentNext = 0
-        echoReturn = 1
-        candidate = -1
-        seededHint = -1
-        delayFrames = 0
-        preDelay = 0
-        seedDelay()
-        erleNext = 0
-        erleFilled = 0
-        voice.store(false, ordering: .relaxed)
-        erleBits.store(Double.nan.bitPattern, ordering: .relaxed)
+        // The same ring for both sides: the render thread reads it, the worker writes it.
+        renderState.whileStopped.outbox = outbox
+        workerState.whileStopped.reset(sampleRate: spec.sampleRate, outbox: outbox)
+        readOuts.voice.store(false, ordering: .relaxed)
+        readOuts.erleBits.store(Double.nan.bitPattern, ordering: .relaxed)
         // A thread that cannot be started now leaves the unit silent, its cycles counted in workerShortfalls.
         try? startWorker()
     }
@@ -475,14 +353,17 @@ public final class VoiceProcessingUnit: RenderUnit, @unchecked Sendable {
     /// Without a deadline (and until told otherwise) the render thread waits for the worker and the latency is the
     /// library's alone; with real-time cycles it never waits, and the latency grows by the largest cycle and half a
     /// 10 ms frame. ``IOUnit`` and the live-stream session tell it what their devices run.
-    override public func willRender(_ mode: RenderingMode) {
+    public func willRender(_ mode: RenderingMode) {
         let cycleFrames = mode.maximumCycleFrames
-        if cycleFrames == announcedCycle, waits == (cycleFrames == nil) { return }
-        announcedCycle = cycleFrames
-        waits = cycleFrames == nil
+        let waits = cycleFrames == nil
+        if cycleFrames == renderState.whileStopped.announcedCycle, renderState.whileStopped.waits == waits { return }
+        renderState.whileStopped.announcedCycle = cycleFrames
+        renderState.whileStopped.waits = waits
         // A cycle's frames, and half a 10 ms frame of slack for the worker's scheduling.
-        lead = cycleFrames.map { $0 + frameLength / 2 } ?? 0
-        latencyFrames.store(frameLength - 1 + largestLibraryDelay + lead, ordering: .relaxed)
+        let lead = cycleFrames.map { $0 + frameLength / 2 } ?? 0
+        renderState.whileStopped.lead = lead
+        latencyFrames.store(
+            frameLength - 1 + renderState.whileStopped.largestLibraryDelay + lead, ordering: .relaxed)
         reset()
     }
 
@@ -492,88 +373,65 @@ public final class VoiceProcessingUnit: RenderUnit, @unchecked Sendable {
 
     /// - Throws: ``AudioError`` `.resourceUnavailable` when no thread can be started.
     private func startWorker() throws(AudioError) {
-        guard worker == nil, processor != nil else { return }
+        guard renderState.whileStopped.worker == nil, workerState.whileStopped.processor != nil else { return }
         stopping.store(false, ordering: .releasing)
         // Unretained, and borrowed while it works: the thread must not keep the unit alive (deinit stops it).
         let unit = Unmanaged.passUnretained(self)
-        worker = try WorkerThread(name: "la-voice") { unit._withUnsafeGuaranteedRef { $0.work() } }
-        working = true
+        let thread = try WorkerThread(name: "la-voice") { unit._withUnsafeGuaranteedRef { $0.work() } }
+        renderState.whileStopped.worker = thread
+        renderState.whileStopped.working = true
     }
 
     private func stopWorker() {
-        guard let worker else { return }
+        guard let worker = renderState.whileStopped.worker else { return }
         stopping.store(true, ordering: .releasing)
         wake.signal()
         worker.join()
-        self.worker = nil
-        working = false
+        renderState.whileStopped.worker = nil
+        renderState.whileStopped.working = false
     }
 
     /// The worker: each frame the render thread handed over, through the library, onto the outbox.
     private func work() {
         while !stopping.load(ordering: .acquiring) {
             let taken = slotsTaken.load(ordering: .relaxed)
-            guard taken < slotsWritten.load(ordering: .acquiring), let processor else {
+            guard taken < slotsWritten.load(ordering: .acquiring), let processor = workerState.onWorkerThread.processor
+            else {
                 wake.wait(timeout: 0.1)
                 continue
             }
-            let slot = inbox.view(frames: inbox.capacity).slice(from: (taken % inboxSlots) * frameLength, frames: frameLength)
-            let m = micFrame.view(frames: frameLength)
-            let r = incomingReference.view(frames: frameLength)
-            for c in 0..<channelCount { m[c].baseAddress!.update(from: slot[c].baseAddress!, count: frameLength) }
-            for c in 0..<referenceChannelCount {
-                r[c].baseAddress!.update(from: slot[channelCount + c].baseAddress!, count: frameLength)
-            }
+            workerState.onWorkerThread.take(slot: taken)
             slotsTaken.store(taken + 1, ordering: .releasing)
             let delay = workerDelayForTesting.load(ordering: .relaxed)
             if delay > 0 { usleep(UInt32(delay)) }
-            processFrame(processor)
+            workerState.onWorkerThread.processFrame(processor)
             slotsDone.store(taken + 1, ordering: .releasing)
         }
     }
 
-    /// Takes `referenceDelay`, when set and changed, as the echo delay until the estimate says otherwise.
-    private func seedDelay() {
-        let hint = referenceDelay.value
-        guard hint != seededHint, let spec else { return }
-        seededHint = hint
-        if hint > 0 { setDelay(Int(Double(hint) / 1000 * spec.sampleRate)) }
-    }
-
-    private func setDelay(_ frames: Int) {
-        guard let spec else { return }
-        delayFrames = frames
-        preDelay = min(max(0, frames - Int(Self.delayMargin * spec.sampleRate)), maximumPreDelay(spec.sampleRate))
-        delayMilliseconds.store(Int((Double(frames) * 1000 / spec.sampleRate).rounded()), ordering: .relaxed)
-    }
-
-    /// The settings the parameters ask for now.
-    private func desiredSettings() -> la_voice_settings {
-        var s = la_voice_settings()
-        s.echo_cancellation = echoCancellation.value >= 0.5 ? 1 : 0
-        s.suppression_level = Int32(suppressionLevel.value.rounded())
-        s.noise_suppression = Int32(noiseSuppression.value.rounded()) - 1
-        let gain = Int32(gainControl.value.rounded()) - 1
-        // adaptiveDigital is the library's fixed-digital stage (its compressor and limiter at the target) with a
-        // gain this unit adapts to the voice; the library's own adaptive mode took 6–9 s to lift a quiet voice.
-        s.gain_control = gain < 0 ? -1 : 1
-        s.target_level_dbfs = Int32(-targetLevel.value.rounded())
-        s.compression_gain_db = Int32((gain == 0 ? adaptiveGain : compressionGain.value).rounded())
-        s.limiter = limiter.value >= 0.5 ? 1 : 0
-        s.high_pass_filter = highPassFilter.value >= 0.5 ? 1 : 0
-        return s
-    }
-
-    override public func render(_ context: RenderContext) {
+    public func render(_ context: RenderContext) {
         let frames = context.frameCount
         let output = context.output(0)
-        guard working, frames > 0 else {
+        guard renderState.onRenderThread.working, frames > 0 else {
             output.clear()
             if frames > 0 { lateFrames.add(frames, ordering: .relaxed) }
             return
         }
         let mic = context.input(0)
         let reference = context.input(1)
+        // The render thread's state in locals for the cycle, written back at its end.
+        let inbox = renderState.onRenderThread.inbox
+        let inboxSlots = renderState.onRenderThread.inboxSlots
+        let outbox = renderState.onRenderThread.outbox
+        let discard = renderState.onRenderThread.discard
+        var filled = renderState.onRenderThread.filled
+        var droppingFrame = renderState.onRenderThread.droppingFrame
+        var owed = renderState.onRenderThread.owed
+        defer {
+            renderState.onRenderThread.filled = filled
+            renderState.onRenderThread.droppingFrame = droppingFrame
+            renderState.onRenderThread.owed = owed
+        }
         let slots = inbox.view(frames: inbox.capacity)
         var done = 0
         while done < frames {
@@ -602,7 +460,7 @@ public final class VoiceProcessingUnit: RenderUnit, @unchecked Sendable {
                 }
             }
         }
-        if waits {
+        if renderState.onRenderThread.waits {
             // No deadline: wait (sleeping, no lock) until the worker has processed every frame handed over, so the
             // output does not depend on how fast it was.
             // A second at most: a worker that has stopped does not hang the render (its frames come out late).
@@ -633,6 +491,296 @@ public final class VoiceProcessingUnit: RenderUnit, @unchecked Sendable {
         }
     }
 
+    /// Frames over which the reference's power is remembered (the echo's delay margin and a room's tail).
+    static let recentFrames = 48
+    /// Frames of the far end playing over which the output's power is compared with the microphone's (ERLE).
+    static let erleFrames = 100
+    /// How far above the mean the correlation's peak must stand for an estimate to count.
+    static let clarity = 6.0
+}
+
+/// What the worker measures, for any thread to read.
+private final class VoiceReadOuts: Sendable {
+    let voice = Atomic<Bool>(false)
+    let delayMilliseconds = Atomic<Int>(0)
+    let erleBits = Atomic<UInt64>(Double.nan.bitPattern)
+}
+
+/// The render thread's side of a ``VoiceProcessingUnit`` (while it renders; the control side's otherwise), and the
+/// control side's bookkeeping, which the render thread never touches.
+private struct VoiceRenderState {
+    /// `inboxSlots` frames of the microphone's channels then the reference's; slot i is frames i·F ..< (i+1)·F.
+    /// The worker holds the same buffer: the slot counters order their use of it.
+    var inbox = PCMBuffer(channelCount: 1, capacity: 0)
+    var inboxSlots = 0
+    /// Processed frames, from the worker (which holds the same ring and writes it).
+    var outbox = FrameRingBuffer(channelCount: 1, capacity: 1)
+    /// Frames of the slot being filled; whether the frame is being dropped (the inbox was full); output frames given
+    /// as silence because the worker was late, still to be skipped when they come.
+    var filled = 0
+    var droppingFrame = false
+    var owed = 0
+    var discard = PCMBuffer(channelCount: 1, capacity: 0)
+    /// What the host said of its cycles (``VoiceProcessingUnit/willRender(_:)``): no deadline (`waits`, also until
+    /// told) — the render thread waits for the worker; real-time cycles of at most `announcedCycle` frames — it
+    /// never waits, and the output is held back `lead` frames more (the largest cycle and half a 10 ms frame) so the
+    /// worker has a cycle to process each frame.
+    var waits = true
+    /// `worker != nil`, for the render thread (no reference counting there).
+    var working = false
+
+    // The control side's alone.
+    var announcedCycle: Int?
+    var lead = 0
+    var worker: WorkerThread?
+    /// The worker state's `largestLibraryDelay`, for willRender while the worker runs.
+    var largestLibraryDelay = 0
+}
+
+/// The worker's side of a ``VoiceProcessingUnit``: the library's processor (owned: destroyed when this state goes,
+/// with the unit), the frames it works on, the delay estimate, the mode switch, the gain adaptation and the sums
+/// behind the read-outs. The `la-voice` worker's while it runs; the control side's while no worker runs (see the
+/// unit's `workerState`).
+private struct VoiceWorkerState: ~Copyable {
+    let channelCount: Int
+    let referenceChannelCount: Int
+    let frameLength: Int
+    let echoCancellation: Parameter
+    let suppressionLevel: Parameter
+    let noiseSuppression: Parameter
+    let gainControl: Parameter
+    let targetLevel: Parameter
+    let compressionGain: Parameter
+    let limiter: Parameter
+    let highPassFilter: Parameter
+    let referenceDelay: Parameter
+    let readOuts: VoiceReadOuts
+    /// The rate of the spec the unit was prepared with (nil before), set while no worker runs.
+    var sampleRate: Double?
+
+    var processor: OpaquePointer?
+    var micFrame = PCMBuffer(channelCount: 1, capacity: 0)
+    var referenceFrame = PCMBuffer(channelCount: 1, capacity: 0)
+    /// What the canceller is given: the reference in mono. A stereo reference is summed, not averaged: each speaker
+    /// puts its own channel into the room, so a hard-panned accompaniment's echo is as loud as a centred one's, and
+    /// the library, whose far-end detection goes by absolute level, would cancel an averaged (6 dB quieter) one
+    /// about 10 dB less (measured: 24 against 35 dB).
+    var cancellerReference = PCMBuffer(channelCount: 1, capacity: 0)
+    let micPointers: UnsafeMutablePointer<UnsafeMutablePointer<Float>?>
+    let referencePointers: UnsafeMutablePointer<UnsafePointer<Float>?>
+    /// The render thread's inbox (the same buffer; the slot counters order its use) and its slot count.
+    var inbox = PCMBuffer(channelCount: 1, capacity: 0)
+    var inboxSlots = 0
+    /// Where processed frames go (the same ring the render thread reads).
+    var outbox = FrameRingBuffer(channelCount: 1, capacity: 1)
+    /// The library's own delay (frames) with only gain control or the high-pass filter on (at 32 and 48 kHz the
+    /// library then splits the signal into bands and joins them again), with the echo canceller on, the noise
+    /// suppressor on, and both: measured at prepare. The output is held back by what the current modes lack of the
+    /// largest, so switching them does not move it in time.
+    var libraryDelays = (split: 0, echo: 0, noise: 0, both: 0)
+    var largestLibraryDelay = 0
+    var compensation = DelayLine(channelCount: 1, capacity: 0)
+    var settings = la_voice_settings()
+    /// A mode switch in progress: 0 none; 1 this frame fades out under the old modes; 2 the new modes are applied
+    /// at the next frame; 3 muted for `mutedLeft` frames; 4 this frame fades in.
+    var fade = 0
+    var mutedLeft = 0
+    var estimatesSeen = 0
+    /// adaptiveDigital: the peak level of the voice at the microphone (dBFS; nil until a voiced frame), and the gain
+    /// that brings it to `targetLevel`, which the library's fixed-digital stage applies.
+    var voicePeak: Float?
+    var adaptiveGain: Float = 0
+    /// The reference's power over the last ``VoiceProcessingUnit/recentFrames`` frames (the echo's delay margin and
+    /// a room's tail), and the echo's power against the loudest of them while the far end plays alone (1 until
+    /// measured).
+    let recentReference: UnsafeMutablePointer<Double>
+    var recentNext = 0
+    var echoReturn = 1.0
+    /// The microphone's and the output's power in the last ``VoiceProcessingUnit/erleFrames`` frames during which
+    /// the far end played.
+    let erleInput: UnsafeMutablePointer<Double>
+    let erleOutput: UnsafeMutablePointer<Double>
+    var erleNext = 0
+    var erleFilled = 0
+    /// The reference as it arrives, one frame; it goes through `referenceLine` to `referenceFrame`.
+    var incomingReference = PCMBuffer(channelCount: 1, capacity: 0)
+    var referenceLine = DelayLine(channelCount: 1, capacity: 0)
+    /// Frames the reference is held back before the canceller sees it (see ``VoiceProcessingUnit/estimatedDelay``).
+    var preDelay = 0
+    var estimator: EchoDelayEstimator?
+    /// The echo delay in force (frames; 0 until known), the hint it was seeded from, and a candidate waiting to be
+    /// confirmed by the next estimate.
+    var delayFrames = 0
+    var seededHint: Float = 0
+    var candidate = -1
+
+    init(
+        channelCount: Int, referenceChannelCount: Int, frameLength: Int, echoCancellation: Parameter,
+        suppressionLevel: Parameter, noiseSuppression: Parameter, gainControl: Parameter, targetLevel: Parameter,
+        compressionGain: Parameter, limiter: Parameter, highPassFilter: Parameter, referenceDelay: Parameter,
+        readOuts: VoiceReadOuts
+    ) {
+        self.channelCount = channelCount
+        self.referenceChannelCount = referenceChannelCount
+        self.frameLength = frameLength
+        self.echoCancellation = echoCancellation
+        self.suppressionLevel = suppressionLevel
+        self.noiseSuppression = noiseSuppression
+        self.gainControl = gainControl
+        self.targetLevel = targetLevel
+        self.compressionGain = compressionGain
+        self.limiter = limiter
+        self.highPassFilter = highPassFilter
+        self.referenceDelay = referenceDelay
+        self.readOuts = readOuts
+        recentReference = .allocate(capacity: VoiceProcessingUnit.recentFrames)
+        erleInput = .allocate(capacity: VoiceProcessingUnit.erleFrames)
+        erleOutput = .allocate(capacity: VoiceProcessingUnit.erleFrames)
+        micPointers = .allocate(capacity: channelCount)
+        micPointers.initialize(repeating: nil, count: channelCount)
+        referencePointers = .allocate(capacity: 1)
+        referencePointers.initialize(to: nil)
+    }
+
+    deinit {
+        if let processor { la_voice_destroy(processor) }
+        micPointers.deallocate()
+        referencePointers.deallocate()
+        erleInput.deallocate()
+        erleOutput.deallocate()
+        recentReference.deallocate()
+    }
+
+    /// The unit's allocateRenderResources, the worker's part: buffers for `spec`, the render thread's inbox, and
+    /// `made` in place of the processor.
+    mutating func allocate(
+        _ spec: RenderSpec, inbox: PCMBuffer, inboxSlots: Int, processor made: OpaquePointer,
+        libraryDelays delays: (split: Int, echo: Int, noise: Int, both: Int)
+    ) {
+        sampleRate = spec.sampleRate
+        micFrame = PCMBuffer(channelCount: channelCount, capacity: frameLength)
+        referenceFrame = PCMBuffer(channelCount: referenceChannelCount, capacity: frameLength)
+        cancellerReference = PCMBuffer(channelCount: 1, capacity: frameLength)
+        incomingReference = PCMBuffer(channelCount: referenceChannelCount, capacity: frameLength)
+        referenceLine = DelayLine(
+            channelCount: referenceChannelCount, capacity: Self.maximumPreDelay(spec.sampleRate) + 2 * frameLength)
+        self.inbox = inbox
+        self.inboxSlots = inboxSlots
+        estimator = EchoDelayEstimator(
+            sampleRate: spec.sampleRate,
+            maximumDelay: Double(VoiceProcessingUnit.referenceDelaySpec.range.upperBound) / 1000)
+        install(made)
+        libraryDelays = delays
+        let largest = max(max(delays.split, delays.echo), max(delays.noise, delays.both))
+        largestLibraryDelay = largest
+        compensation = DelayLine(channelCount: channelCount, capacity: largest + frameLength)
+    }
+
+    /// The unit's reset, the worker's part (after a new processor, if one could be made): the mode switch, the
+    /// delay lines, the estimate and the read-outs' sums cleared; `outbox` the new ring.
+    mutating func reset(sampleRate: Double, outbox: FrameRingBuffer) {
+        self.sampleRate = sampleRate
+        self.outbox = outbox
+        fade = 0
+        mutedLeft = 0
+        compensation.clear()
+        referenceLine.clear()
+        estimator?.reset()
+        estimatesSeen = 0
+        voicePeak = nil
+        adaptiveGain = 0
+        recentReference.update(repeating: 0, count: VoiceProcessingUnit.recentFrames)
+        recentNext = 0
+        echoReturn = 1
+        candidate = -1
+        seededHint = -1
+        delayFrames = 0
+        preDelay = 0
+        seedDelay()
+        erleNext = 0
+        erleFilled = 0
+    }
+
+    /// The most the reference is held back: the largest delay less the margin.
+    static func maximumPreDelay(_ rate: Double) -> Int {
+        let longest = Double(VoiceProcessingUnit.referenceDelaySpec.range.upperBound) / 1000
+        return Int((longest - VoiceProcessingUnit.delayMargin) * rate)
+    }
+
+    /// Puts `made` in place of the processor (destroyed) and sets it up. The worker must be stopped.
+    mutating func install(_ made: OpaquePointer) {
+        if let processor { la_voice_destroy(processor) }
+        processor = made
+        var all = desiredSettings()
+        all.echo_cancellation = 1
+        all.noise_suppression = 1
+        all.gain_control = 0
+        all.high_pass_filter = 1
+        all.limiter = 1
+        _ = la_voice_apply(made, &all)
+        for _ in 0..<4 { silentFrame(made) }
+        all.gain_control = 1
+        _ = la_voice_apply(made, &all)
+        for _ in 0..<4 { silentFrame(made) }
+        settings = desiredSettings()
+        _ = la_voice_apply(made, &settings)
+        for _ in 0..<50 { silentFrame(made) }
+    }
+
+    private func silentFrame(_ made: OpaquePointer) {
+        micFrame.view(frames: frameLength).clear()
+        referenceFrame.view(frames: frameLength).clear()
+        cancellerReference.view(frames: frameLength).clear()
+        pointFrames()
+        _ = la_voice_process_reverse(made, referencePointers)
+        _ = la_voice_process(made, micPointers)
+    }
+
+    /// Copies inbox slot `taken` (modulo the slot count) into the frames the library works on.
+    func take(slot taken: Int) {
+        let slot = inbox.view(frames: inbox.capacity)
+            .slice(from: (taken % inboxSlots) * frameLength, frames: frameLength)
+        let m = micFrame.view(frames: frameLength)
+        let r = incomingReference.view(frames: frameLength)
+        for c in 0..<channelCount { m[c].baseAddress!.update(from: slot[c].baseAddress!, count: frameLength) }
+        for c in 0..<referenceChannelCount {
+            r[c].baseAddress!.update(from: slot[channelCount + c].baseAddress!, count: frameLength)
+        }
+    }
+
+    /// Takes `referenceDelay`, when set and changed, as the echo delay until the estimate says otherwise.
+    private mutating func seedDelay() {
+        let hint = referenceDelay.value
+        guard hint != seededHint, let sampleRate else { return }
+        seededHint = hint
+        if hint > 0 { setDelay(Int(Double(hint) / 1000 * sampleRate)) }
+    }
+
+    private mutating func setDelay(_ frames: Int) {
+        guard let sampleRate else { return }
+        delayFrames = frames
+        preDelay = min(
+            max(0, frames - Int(VoiceProcessingUnit.delayMargin * sampleRate)), Self.maximumPreDelay(sampleRate))
+        readOuts.delayMilliseconds.store(Int((Double(frames) * 1000 / sampleRate).rounded()), ordering: .relaxed)
+    }
+
+    /// The settings the parameters ask for now.
+    private func desiredSettings() -> la_voice_settings {
+        var s = la_voice_settings()
+        s.echo_cancellation = echoCancellation.value >= 0.5 ? 1 : 0
+        s.suppression_level = Int32(suppressionLevel.value.rounded())
+        s.noise_suppression = Int32(noiseSuppression.value.rounded()) - 1
+        let gain = Int32(gainControl.value.rounded()) - 1
+        // adaptiveDigital is the library's fixed-digital stage (its compressor and limiter at the target) with a
+        // gain this unit adapts to the voice; the library's own adaptive mode took 6–9 s to lift a quiet voice.
+        s.gain_control = gain < 0 ? -1 : 1
+        s.target_level_dbfs = Int32(-targetLevel.value.rounded())
+        s.compression_gain_db = Int32((gain == 0 ? adaptiveGain : compressionGain.value).rounded())
+        s.limiter = limiter.value >= 0.5 ? 1 : 0
+        s.high_pass_filter = highPassFilter.value >= 0.5 ? 1 : 0
+        return s
+    }
+
     private func pointFrames() {
         let m = micFrame.view(frames: frameLength)
         for c in 0..<channelCount { micPointers[c] = m[c].baseAddress! }
@@ -641,7 +789,7 @@ public final class VoiceProcessingUnit: RenderUnit, @unchecked Sendable {
 
     /// One 10 ms frame: settings, the delay estimate, the reference through its delay line, the microphone, the
     /// read-outs, onto the ring.
-    private func processFrame(_ processor: OpaquePointer) {
+    mutating func processFrame(_ processor: OpaquePointer) {
         applySettings(processor)
         seedDelay()
         let m = micFrame.view(frames: frameLength)
@@ -673,7 +821,7 @@ public final class VoiceProcessingUnit: RenderUnit, @unchecked Sendable {
         _ = la_voice_process_reverse(processor, referencePointers)
         _ = la_voice_process(processor, micPointers)
         let hasVoice = la_voice_has_voice(processor) != 0
-        voice.store(hasVoice, ordering: .relaxed)
+        readOuts.voice.store(hasVoice, ordering: .relaxed)
         let outPower = Self.power(m, frames: frameLength)
         // The voice as the gain control should hear it: voiced, not mostly removed by the canceller (what passed, the
         // gain taken off, within 10 dB of what came in), and louder than the echo could be — leftover echo, which
@@ -681,9 +829,9 @@ public final class VoiceProcessingUnit: RenderUnit, @unchecked Sendable {
         // singer over the music, karaoke's normal case, carries it.)
         let hasEcho = la_voice_has_echo(processor) != 0
         recentReference[recentNext] = referencePower
-        recentNext = (recentNext + 1) % Self.recentFrames
+        recentNext = (recentNext + 1) % VoiceProcessingUnit.recentFrames
         var loudestReference = 0.0
-        for k in 0..<Self.recentFrames { loudestReference = max(loudestReference, recentReference[k]) }
+        for k in 0..<VoiceProcessingUnit.recentFrames { loudestReference = max(loudestReference, recentReference[k]) }
         if loudestReference > 1e-6, hasEcho, !hasVoice {
             // Far end alone: how loud its echo gets against the reference, followed up quickly, down slowly.
             let ratio = inPower / loudestReference
@@ -699,8 +847,8 @@ public final class VoiceProcessingUnit: RenderUnit, @unchecked Sendable {
         if referencePower > 1e-6 {
             erleInput[erleNext] = inPower
             erleOutput[erleNext] = outPower
-            erleNext = (erleNext + 1) % Self.erleFrames
-            erleFilled = min(erleFilled + 1, Self.erleFrames)
+            erleNext = (erleNext + 1) % VoiceProcessingUnit.erleFrames
+            erleFilled = min(erleFilled + 1, VoiceProcessingUnit.erleFrames)
             var input = 0.0
             var output = 0.0
             for k in 0..<erleFilled {
@@ -709,7 +857,7 @@ public final class VoiceProcessingUnit: RenderUnit, @unchecked Sendable {
             }
             if input > 0 {
                 let erle = 10 * log10(input / max(output, 1e-20))
-                erleBits.store(erle.bitPattern, ordering: .relaxed)
+                readOuts.erleBits.store(erle.bitPattern, ordering: .relaxed)
             }
         }
         // Held back by what the current modes' delay lacks of the largest.
@@ -743,16 +891,16 @@ public final class VoiceProcessingUnit: RenderUnit, @unchecked Sendable {
         outbox.write(m)
     }
 
-    /// Takes a clear estimate (its peak at least ``clarity`` times the mean) that differs from the delay in force
-    /// by more than 20 ms once the next agrees with it (within 10 ms), so one odd window does not move the
-    /// reference.
-    private func updateDelay(_ estimator: EchoDelayEstimator) {
-        guard let spec, let found = estimator.result, found.clarity >= Self.clarity else {
+    /// Takes a clear estimate (its peak at least ``VoiceProcessingUnit/clarity`` times the mean) that differs from
+    /// the delay in force by more than 20 ms once the next agrees with it (within 10 ms), so one odd window does not
+    /// move the reference.
+    private mutating func updateDelay(_ estimator: EchoDelayEstimator) {
+        guard let sampleRate, let found = estimator.result, found.clarity >= VoiceProcessingUnit.clarity else {
             candidate = -1
             return
         }
-        let tolerance = Int(0.02 * spec.sampleRate)
-        let known = delayMilliseconds.load(ordering: .relaxed) > 0
+        let tolerance = Int(0.02 * sampleRate)
+        let known = readOuts.delayMilliseconds.load(ordering: .relaxed) > 0
         if !known || abs(found.frames - delayFrames) > tolerance {
             if candidate >= 0, abs(found.frames - candidate) <= tolerance / 2 {
                 setDelay(found.frames)
@@ -765,12 +913,9 @@ public final class VoiceProcessingUnit: RenderUnit, @unchecked Sendable {
         }
     }
 
-    /// How far above the mean the correlation's peak must stand for an estimate to count.
-    static let clarity = 6.0
-
     /// Moves the library's settings toward the parameters: modes switch through a fade (out on this frame under the
     /// old ones, in on the next under the new), levels and the delay hint step 1 a frame.
-    private func applySettings(_ processor: OpaquePointer) {
+    private mutating func applySettings(_ processor: OpaquePointer) {
         let want = desiredSettings()
         var next = settings
         func step(_ from: Int32, _ to: Int32) -> Int32 { from < to ? from + 1 : from > to ? from - 1 : from }
@@ -819,7 +964,7 @@ public final class VoiceProcessingUnit: RenderUnit, @unchecked Sendable {
     /// leave both alone, so pauses, noise and the far end's echo are not lifted; a voiced frame no louder than the
     /// echo could be only brings the level down, so that the loud frames that stand over the echo in double talk
     /// do not alone set it.
-    private func adaptGain(voiced: Bool, overEcho: Bool, peak: Float) {
+    private mutating func adaptGain(voiced: Bool, overEcho: Bool, peak: Float) {
         guard gainControl.value.rounded() == 1 else {
             // Not adapting: start from 0 dB when adaptation is switched on.
             adaptiveGain = 0

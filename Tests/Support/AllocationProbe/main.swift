@@ -281,6 +281,8 @@ func renderFile(directory: String, seconds: Double) throws {
 /// graph opts it in from inside the cycle; from the next cycle on, the whole cycle is watched — driver, capture
 /// handler, graph, output copy.
 final class ThreadTap: RenderUnit, @unchecked Sendable {
+    // Unchecked Sendable: a probe: the canary mutex is a raw pthread_mutex_t; `stallEvery` set before the device starts
+    let core: UnitCore
     let armed = Synchronization.Atomic<Bool>(false)
     /// Set for one cycle to allocate, free, lock and sleep on purpose: proves the counts see this thread.
     let canary = Synchronization.Atomic<Bool>(false)
@@ -294,10 +296,10 @@ final class ThreadTap: RenderUnit, @unchecked Sendable {
     init(format: StreamFormat) {
         canaryLock.initialize(to: pthread_mutex_t())
         pthread_mutex_init(canaryLock, nil)
-        super.init(kind: "tap", inputs: [format], outputs: [format])
+        core = UnitCore(kind: "tap", inputs: [format], outputs: [format])
     }
 
-    override func render(_ context: RenderContext) {
+    func render(_ context: RenderContext) {
         context.output(0).copy(from: context.input(0))
         if armed.load(ordering: .acquiring) {
             allocation_probe_watch_this_thread(1)
