@@ -28,13 +28,72 @@ final class NodeRecord: Sendable {
     let id: NodeID
     let name: String
     let unit: RenderUnit
+    /// The unit's core and whether it pulls its input, read once here: the render thread reaches them as constants
+    /// of the node, with no protocol call and no reference count.
+    let core: UnitCore
+    let pullsInput: Bool
     let outputBuffers: [PCMBuffer]
 
     init(id: NodeID, name: String, unit: RenderUnit, maximumFrames: Int) {
         self.id = id
         self.name = name
         self.unit = unit
+        core = unit.core
+        pullsInput = unit.pullsInput
         outputBuffers = unit.outputFormats.map { PCMBuffer(channelCount: $0.channelCount, capacity: maximumFrames) }
+    }
+
+    /// Renders through the bypass switch: the unit's output, the input (bit-exact), or a linear crossfade from one
+    /// to the other while the switch moves. The unit renders underneath even while bypassed, so its state (delay
+    /// lines, envelopes, a lookahead) stays current and switching back is as seamless as switching away.
+    /// Render thread; called by the graph's schedule, on a node it holds unretained. Everything it reads is a
+    /// constant of the node (the unit, its core), so it takes no reference count and calls the unit once.
+    func renderWithBypass(_ context: RenderContext) {
+        if pullsInput {
+            unit.render(context)
+            return
+        }
+        let rendering = core.rendering
+        let bypassFadeFrames = rendering.onRenderThread.bypassFadeFrames
+        let bypassPosition = rendering.onRenderThread.bypassPosition
+        let wanted = core.bypassFlag.load(ordering: .relaxed) ? bypassFadeFrames : 0
+        unit.render(context)
+        if bypassPosition == wanted {
+            if wanted != 0 { passThrough(context) }
+            return
+        }
+        let step = wanted > bypassPosition ? 1 : -1
+        let scale = 1 / Float(bypassFadeFrames)
+        var end = bypassPosition
+        for o in 0..<context.outputs.count {
+            let out = context.outputs[o]
+            let dry = o < context.inputs.count ? context.inputs[o] : nil
+            for c in 0..<out.channelCount {
+                let y = out[c].baseAddress!
+                var position = bypassPosition
+                let x: UnsafeMutablePointer<Float>? =
+                    if let dry, dry.channelCount == 1 || c < dry.channelCount { dry[dry.channelCount == 1 ? 0 : c].baseAddress! } else { nil }
+                for i in 0..<context.frameCount {
+                    if position != wanted { position += step }
+                    let a = Float(position) * scale  // 0 processed … 1 bypassed
+                    let d = x?[i] ?? 0
+                    y[i] = a == 1 ? d : y[i] + (d - y[i]) * a
+                }
+                end = position
+            }
+        }
+        rendering.onRenderThread.bypassPosition = context.outputs.isEmpty ? wanted : end
+    }
+
+    private func passThrough(_ context: RenderContext) {
+        for o in 0..<context.outputs.count {
+            let out = context.outputs[o]
+            if o < context.inputs.count, context.inputs[o].channelCount == 1 || context.inputs[o].channelCount >= out.channelCount {
+                out.copy(from: context.inputs[o])
+            } else {
+                out.clear()
+            }
+        }
     }
 }
 

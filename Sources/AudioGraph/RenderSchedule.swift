@@ -144,7 +144,7 @@ final class RenderSchedule: @unchecked Sendable {
                 context = RenderContext(
                     frameCount: frames, timeStamp: timeStamp, inputs: UnsafeBufferPointer(start: nil, count: 0),
                     outputs: outputs, puller: .init(schedule: .passUnretained(self), chain: step.chain,
-                        unit: node._withUnsafeGuaranteedRef { .passUnretained($0.unit.core) }))
+                        unit: node._withUnsafeGuaranteedRef { .passUnretained($0.core) }))
             } else {
                 for i in step.inputStart..<(step.inputStart + step.inputCount) {
                     inputViews[i] = inputSources[i].view(frames)
@@ -154,7 +154,7 @@ final class RenderSchedule: @unchecked Sendable {
                     inputs: UnsafeBufferPointer(rebasing: inputViews[step.inputStart..<(step.inputStart + step.inputCount)]),
                     outputs: outputs, puller: nil)
             }
-            node._withUnsafeGuaranteedRef { $0.unit.renderWithBypass(context) }
+            node._withUnsafeGuaranteedRef { $0.renderWithBypass(context) }
         }
         for i in chain.resultStart..<(chain.resultStart + chain.resultCount) {
             inputViews[i] = inputSources[i].view(frames)

@@ -363,58 +363,6 @@ extension RenderUnit {
         reset()
     }
 
-    /// Renders through the bypass switch: the unit's output, the input (bit-exact), or a linear crossfade from one
-    /// to the other while the switch moves. The unit renders underneath even while bypassed, so its state (delay
-    /// lines, envelopes, a lookahead) stays current and switching back is as seamless as switching away.
-    /// Render thread; called by the graph's schedule.
-    public func renderWithBypass(_ context: RenderContext) {
-        if pullsInput {
-            render(context)
-            return
-        }
-        let rendering = core.rendering
-        let bypassFadeFrames = rendering.onRenderThread.bypassFadeFrames
-        let bypassPosition = rendering.onRenderThread.bypassPosition
-        let wanted = isBypassed ? bypassFadeFrames : 0
-        render(context)
-        if bypassPosition == wanted {
-            if wanted != 0 { passThrough(context) }
-            return
-        }
-        let step = wanted > bypassPosition ? 1 : -1
-        let scale = 1 / Float(bypassFadeFrames)
-        var end = bypassPosition
-        for o in 0..<context.outputs.count {
-            let out = context.outputs[o]
-            let dry = o < context.inputs.count ? context.inputs[o] : nil
-            for c in 0..<out.channelCount {
-                let y = out[c].baseAddress!
-                var position = bypassPosition
-                let x: UnsafeMutablePointer<Float>? =
-                    if let dry, dry.channelCount == 1 || c < dry.channelCount { dry[dry.channelCount == 1 ? 0 : c].baseAddress! } else { nil }
-                for i in 0..<context.frameCount {
-                    if position != wanted { position += step }
-                    let a = Float(position) * scale  // 0 processed … 1 bypassed
-                    let d = x?[i] ?? 0
-                    y[i] = a == 1 ? d : y[i] + (d - y[i]) * a
-                }
-                end = position
-            }
-        }
-        rendering.onRenderThread.bypassPosition = context.outputs.isEmpty ? wanted : end
-    }
-
-    private func passThrough(_ context: RenderContext) {
-        for o in 0..<context.outputs.count {
-            let out = context.outputs[o]
-            if o < context.inputs.count, context.inputs[o].channelCount == 1 || context.inputs[o].channelCount >= out.channelCount {
-                out.copy(from: context.inputs[o])
-            } else {
-                out.clear()
-            }
-        }
-    }
-
     // MARK: Reading ahead
 
     /// True when the unit feeds a pulling unit (a time-pitch, a converter), whose cycles take as many of its frames
