@@ -176,6 +176,8 @@ public final class RenderGraph: Sendable {
         var nodes: [NodeID: NodeRecord] = [:]
         var insertionOrder: [NodeID] = []
         var sources: [Endpoint: Source] = [:]
+        /// Nodes rendered every cycle whether or not the output pulls them (``addSink(_:)``), in the order added.
+        var sinks: [NodeID] = []
         var state: State = .uninitialized
         /// What ``willRender(_:)`` last said (told to nodes added later too); nil until said.
         var announcedMode: RenderingMode?
@@ -273,6 +275,7 @@ public final class RenderGraph: Sendable {
             guard let record = t.nodes[id] else { throw unknownNode(id) }
             t.nodes[id] = nil
             t.insertionOrder.removeAll { $0 == id }
+            t.sinks.removeAll { $0 == id }
             t.sources = t.sources.filter { key, source in
                 if key.node == id { return false }
                 if case .node(let from) = source, from.node == id { return false }
@@ -298,6 +301,42 @@ public final class RenderGraph: Sendable {
 
     /// Every node, in the order added.
     public var nodes: [NodeID] { control.withLock { $0.insertionOrder } }
+
+    // MARK: Sinks
+
+    /// Makes a node a sink: the schedule renders it every cycle, after what it depends on, whether or not anything
+    /// leads from it to the output — a recorder, an encoder's tap, a meter, an analyser. Its output buses, if it has
+    /// any, may feed other nodes as usual; a sink that also reaches the output renders once a cycle all the same.
+    /// Making a sink of a node that already is one does nothing. Any time, also while the graph renders (the next
+    /// schedule has it).
+    /// - Throws: ``AudioError`` `.invalidNode` for a node of another graph or one removed, or for a node that a
+    ///   pulling unit pulls (a converter's input side renders at the converter's pace, not once a cycle).
+    public func addSink(_ id: NodeID) throws(AudioError) {
+        try control.withLock { (t: inout Topology) throws(AudioError) in
+            guard t.nodes[id] != nil else { throw unknownNode(id) }
+            guard !t.sinks.contains(id) else { return }
+            var trial = t
+            trial.sinks.append(id)
+            if let conflict = chainConflict(trial) { throw AudioError(.invalidNode, conflict) }
+            t = trial
+            if t.state != .uninitialized { publish(t) }
+        }
+    }
+
+    /// Stops rendering a node for its own sake: it renders again only if the output pulls it. A node that is not a
+    /// sink is left as it is.
+    /// - Throws: ``AudioError`` `.invalidNode` for a node of another graph or one removed.
+    public func removeSink(_ id: NodeID) throws(AudioError) {
+        try control.withLock { (t: inout Topology) throws(AudioError) in
+            guard t.nodes[id] != nil else { throw unknownNode(id) }
+            guard let index = t.sinks.firstIndex(of: id) else { return }
+            t.sinks.remove(at: index)
+            if t.state != .uninitialized { publish(t) }
+        }
+    }
+
+    /// The sinks, in the order made.
+    public var sinks: [NodeID] { control.withLock { $0.sinks } }
 
     /// Tells every unit what the cycles to come are (``RenderUnit/willRender(_:)``): offline, or real-time cycles of
     /// at most so many frames. Control thread, while not rendering.
@@ -664,12 +703,14 @@ public final class RenderGraph: Sendable {
             order.append(record)
         }
         if case .node(let from)? = t.sources[Endpoint(node: output, bus: 0)] { visit(from.node) }
+        for sink in t.sinks { visit(sink) }
         return order
     }
 
-    /// The nodes chain `sinks` renders: depth-first from the sources of those input buses, each once, after its
-    /// inputs, not going past a pulling unit (whose inputs are a chain of their own).
-    private func chainOrder(_ t: Topology, _ sinks: [Endpoint]) -> [NodeRecord] {
+    /// The nodes a chain renders: depth-first from the sources of the input buses `results` (what the chain hands
+    /// back) and then from the nodes `roots` (the graph's sinks, for its own chain), each once, after its inputs, not
+    /// going past a pulling unit (whose inputs are a chain of their own).
+    private func chainOrder(_ t: Topology, _ results: [Endpoint], roots: [NodeID] = []) -> [NodeRecord] {
         var order: [NodeRecord] = []
         var visited = Set<NodeID>()
         func visit(_ id: NodeID) {
@@ -682,9 +723,10 @@ public final class RenderGraph: Sendable {
             }
             order.append(record)
         }
-        for sink in sinks {
-            if case .node(let from)? = t.sources[sink] { visit(from.node) }
+        for result in results {
+            if case .node(let from)? = t.sources[result] { visit(from.node) }
         }
+        for root in roots { visit(root) }
         return order
     }
 
@@ -693,8 +735,8 @@ public final class RenderGraph: Sendable {
     private func chainConflict(_ t: Topology) -> String? {
         var owner: [NodeID: String] = [:]
         var problem: String?
-        func walk(_ sinks: [Endpoint], _ chain: String) {
-            for record in chainOrder(t, sinks) {
+        func walk(_ results: [Endpoint], roots: [NodeID] = [], _ chain: String) {
+            for record in chainOrder(t, results, roots: roots) {
                 if let other = owner[record.id], other != chain {
                     problem =
                         problem
@@ -708,7 +750,7 @@ public final class RenderGraph: Sendable {
                 }
             }
         }
-        walk([Endpoint(node: output, bus: 0)], "the graph output")
+        walk([Endpoint(node: output, bus: 0)], roots: t.sinks, "the graph output and its sinks")
         return problem
     }
 
@@ -740,11 +782,13 @@ public final class RenderGraph: Sendable {
             }
         }
 
-        /// Compiles the chain that renders `sinks` (with their channel counts) and returns the range of `inputs`
-        /// where its result is read. Chains of pulling units inside it are compiled first, so that each chain's
-        /// steps are contiguous.
-        func compileChain(_ sinks: [(Endpoint, Int)], index: Int?, inChain: Bool) -> (start: Int, count: Int, chain: Int) {
-            let order = chainOrder(t, sinks.map(\.0))
+        /// Compiles the chain that hands back `results` (input buses, with their channel counts) and renders
+        /// `roots` (the sinks, for the graph's own chain), and returns the range of `inputs` where its result is
+        /// read. Chains of pulling units inside it are compiled first, so that each chain's steps are contiguous.
+        func compileChain(_ results: [(Endpoint, Int)], roots: [NodeID] = [], index: Int?, inChain: Bool)
+            -> (start: Int, count: Int, chain: Int)
+        {
+            let order = chainOrder(t, results.map(\.0), roots: roots)
             var pulled: [NodeID: (start: Int, count: Int, chain: Int)] = [:]
             for record in order where record.unit.pullsInput {
                 let unit = record.unit
@@ -784,8 +828,8 @@ public final class RenderGraph: Sendable {
                         node: record, callback: nil, inputStart: inputStart, inputCount: resolved.count, outputStart: outputStart,
                         outputCount: record.outputBuffers.count))
             }
-            // The result, read after the chain's steps (callback steps for the sinks themselves join the chain).
-            let resolved = sinks.map { resolve($0.0, channels: $0.1) }
+            // The result, read after the chain's steps (callback steps for the result buses themselves join the chain).
+            let resolved = results.map { resolve($0.0, channels: $0.1) }
             let resultStart = inputs.count
             inputs += resolved
             let chain = ScheduleChain(stepStart: stepStart, stepCount: steps.count - stepStart, resultStart: resultStart, resultCount: resolved.count)
@@ -797,7 +841,7 @@ public final class RenderGraph: Sendable {
             return (resultStart, resolved.count, chains.count - 1)
         }
 
-        let main = compileChain([(Endpoint(node: output, bus: 0), format.channelCount)], index: 0, inChain: false)
+        let main = compileChain([(Endpoint(node: output, bus: 0), format.channelCount)], roots: t.sinks, index: 0, inChain: false)
         return RenderSchedule(
             nodes: everything, callbacks: callbacks, steps: steps, chains: chains, inputs: inputs, outputs: outputs,
             output: inputs[main.start], silence: silence, prefetchPlan: prefetchPlan)

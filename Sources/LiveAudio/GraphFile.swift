@@ -192,7 +192,8 @@ public struct UnitRegistry: Sendable {
         return EQBand(type, frequency: frequency, gain: gain, q: q ?? 0.5.squareRoot(), bandwidth: bandwidth, bypass: bypass)
     }
 
-    /// The units LiveAudio ships: sources `input` (the microphone), `file`, `player`, `tone`, `noise`; `mixer`, `gain`; effects `eq`,
+    /// The units LiveAudio ships: sources `input` (the microphone), `file`, `player`, `tone`, `noise`; `mixer`, `gain`,
+    /// `sampleDelay`; effects `eq`,
     /// `lowpass`, `highpass`, `bandpass`, `dynamics`, `reverb`, `delay`, `limiter`; `converter` and `timePitch`;
     /// `voiceProcessing`.
     public static let standard: UnitRegistry = {
@@ -390,6 +391,11 @@ public struct UnitRegistry: Sendable {
         r.register("reverb") { (f: inout NodeFields) throws(AudioError) in try ReverbUnit(format: f.format) }
         r.register("delay") { (f: inout NodeFields) throws(AudioError) in try DelayUnit(format: f.format) }
         r.register("limiter") { (f: inout NodeFields) throws(AudioError) in try LimiterUnit(format: f.format) }
+        r.register("sampleDelay") { (f: inout NodeFields) throws(AudioError) in
+            let maximum = try f.integer("maximumDelayFrames", default: Int((2 * f.format.sampleRate).rounded()), in: 0...(1 << 26))
+            let frames = try f.integer("delayFrames", default: 0, in: 0...maximum)
+            return try SampleDelayUnit(format: f.format, delayFrames: frames, maximumDelayFrames: maximum)
+        }
         return r
     }()
 }

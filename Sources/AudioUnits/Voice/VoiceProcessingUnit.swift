@@ -1002,39 +1002,3 @@ private struct VoiceWorkerState: ~Copyable {
         return sum / Double(frames * v.channelCount)
     }
 }
-
-/// Frames delayed by a whole number of frames up to the line's capacity less a block: each block is written in,
-/// then the block that many frames older is read out (in place when the input is the output). Render thread;
-/// allocates only when made.
-struct DelayLine {
-    private let storage: PCMBuffer
-    private var write = 0
-
-    init(channelCount: Int, capacity: Int) { storage = PCMBuffer(channelCount: channelCount, capacity: capacity) }
-
-    mutating func clear() {
-        storage.view(frames: storage.capacity).clear()
-        write = 0
-    }
-
-    /// `input` in, `output` (as many frames) out `delay` frames later; `delay` ≤ capacity − the block's frames.
-    mutating func pass(_ input: BufferView, into output: BufferView, delay: Int) {
-        let capacity = storage.capacity
-        let frames = input.frameCount
-        let line = storage.view(frames: capacity)
-        for c in 0..<storage.channelCount {
-            let x = input[c]
-            let y = output[c]
-            let d = line[c]
-            var w = write
-            var r = (write - delay + capacity) % capacity
-            for i in 0..<frames {
-                d[w] = x[i]
-                y[i] = d[r]
-                w = w + 1 == capacity ? 0 : w + 1
-                r = r + 1 == capacity ? 0 : r + 1
-            }
-        }
-        write = (write + frames) % capacity
-    }
-}
