@@ -14,13 +14,21 @@ public struct NodeFields {
     /// True when the node names a rate of its own ("sampleRate"), which ``format`` then has.
     public let hasOwnRate: Bool
 
-    init(id: String, type: String, values: [String: JSONValue], format: StreamFormat, baseDirectory: String, hasOwnRate: Bool = false) {
+    /// The format of what the file connects to this node's input bus 0, when that node is made first (a graph file
+    /// makes a node after the one feeding it): a converter takes its input rate from it.
+    public let sourceFormat: StreamFormat?
+
+    init(
+        id: String, type: String, values: [String: JSONValue], format: StreamFormat, baseDirectory: String, hasOwnRate: Bool = false,
+        sourceFormat: StreamFormat? = nil
+    ) {
         self.id = id
         self.type = type
         self.values = values
         self.format = format
         self.baseDirectory = baseDirectory
         self.hasOwnRate = hasOwnRate
+        self.sourceFormat = sourceFormat
         if hasOwnRate { consumed.insert("sampleRate") }
     }
 
@@ -249,9 +257,10 @@ public struct UnitRegistry: Sendable {
         }
         r.register("converter") { (f: inout NodeFields) throws(AudioError) in
             // The output runs at the node's rate (the graph's unless "sampleRate" says otherwise) and channel count;
-            // the input at "inputRate" and "inputChannels".
+            // the input at "inputRate" (by default the rate of what feeds it) and "inputChannels".
             let channels = try f.integer("channels", default: f.format.channelCount, in: 1...64)
-            let inputRate = try f.number("inputRate", default: f.format.sampleRate, in: 8_000...192_000, unit: "Hz")
+            let inputRate = try f.number(
+                "inputRate", default: f.sourceFormat?.sampleRate ?? f.format.sampleRate, in: 8_000...192_000, unit: "Hz")
             let inputChannels = try f.integer("inputChannels", default: channels, in: 1...64)
             let qualityName = f.has("quality") ? try f.string("quality") : "high"
             guard let quality = SampleRateConverter.Quality(rawValue: qualityName) else {
@@ -510,16 +519,21 @@ public enum GraphFile {
         let graph = try RenderGraph(format: format, maximumFrames: maximumFrames)
 
         guard case .array(let nodeList)? = top["nodes"] else { throw fail("field 'nodes' must be an array of nodes") }
-        var ids: [String] = []
-        var nodes: [String: NodeID] = [:]
-        var units: [String: RenderUnit] = [:]
+        struct Declared {
+            let id: String
+            let type: String
+            let values: [String: JSONValue]
+            let format: StreamFormat
+        }
+        var declared: [Declared] = []
+        var seen = Set<String>()
         for (index, item) in nodeList.enumerated() {
             guard case .object(let values) = item else { throw fail("nodes[\(index)] must be an object") }
             guard case .string(let id)? = values["id"], !id.isEmpty else {
                 throw fail("nodes[\(index)] needs an 'id' string")
             }
             guard id != "output" else { throw fail("node id 'output' is reserved for the graph's output") }
-            guard nodes[id] == nil else { throw fail("node id '\(id)' is used twice") }
+            guard seen.insert(id).inserted else { throw fail("node id '\(id)' is used twice") }
             guard case .string(let type)? = values["type"] else { throw fail("node '\(id)' needs a 'type' string") }
             // A node may run at a rate of its own; it then reaches other rates through a converter node.
             var nodeFormat = format
@@ -529,26 +543,24 @@ public enum GraphFile {
                 }
                 nodeFormat = try StreamFormat.graph(sampleRate: r, channelCount: channels)
             }
-            var fields = NodeFields(
-                id: id, type: type, values: values, format: nodeFormat, baseDirectory: baseDirectory, hasOwnRate: values["sampleRate"] != nil)
-            let unit = try registry.make(&fields)
-            do throws(AudioError) {
-                nodes[id] = try graph.addNode(unit, name: id)
-            } catch {
-                throw AudioError(error.code, "node '\(id)' (\(type)): \(error.message)")
-            }
-            ids.append(id)
-            units[id] = unit
+            declared.append(Declared(id: id, type: type, values: values, format: nodeFormat))
         }
 
-        let connections: [JSONValue]
+        struct Connection {
+            let label: String
+            let from: String
+            let to: String
+            let fromBus: Int
+            let toBus: Int
+        }
+        let connectionList: [JSONValue]
         switch top["connections"] {
-        case nil: connections = []
-        case .array(let a)?: connections = a
+        case nil: connectionList = []
+        case .array(let a)?: connectionList = a
         case let other?: throw fail("field 'connections' must be an array, got \(other.kindName)")
         }
-        var edges: [(from: String, to: String)] = []
-        for (index, item) in connections.enumerated() {
+        var connections: [Connection] = []
+        for (index, item) in connectionList.enumerated() {
             let label = "connections[\(index)]"
             guard case .object(let c) = item else { throw fail("\(label) must be an object") }
             for key in c.keys where !["from", "to", "bus", "fromBus"].contains(key) {
@@ -556,10 +568,8 @@ public enum GraphFile {
             }
             guard case .string(let from)? = c["from"] else { throw fail("\(label) needs a 'from' node id") }
             guard case .string(let to)? = c["to"] else { throw fail("\(label) needs a 'to' node id") }
-            guard let source = nodes[from] else { throw fail("\(label): 'from' names unknown node '\(from)'") }
-            guard let destination = to == "output" ? graph.output : nodes[to] else {
-                throw fail("\(label): 'to' names unknown node '\(to)'")
-            }
+            guard seen.contains(from) else { throw fail("\(label): 'from' names unknown node '\(from)'") }
+            guard to == "output" || seen.contains(to) else { throw fail("\(label): 'to' names unknown node '\(to)'") }
             func bus(_ key: String) throws(AudioError) -> Int {
                 guard let v = c[key] else { return 0 }
                 guard case .number(let d) = v, d >= 0, d == d.rounded(), d < 1024 else {
@@ -567,14 +577,46 @@ public enum GraphFile {
                 }
                 return Int(d)
             }
-            let fromBus = try bus("fromBus")
-            let toBus = try bus("bus")
+            connections.append(Connection(label: label, from: from, to: to, fromBus: try bus("fromBus"), toBus: try bus("bus")))
+        }
+
+        // Nodes are made in file order, except that a node whose input format defaults to what feeds it (a converter
+        // without "inputRate") waits until that node is made.
+        let feeder = Dictionary(
+            connections.filter { $0.toBus == 0 && $0.to != "output" }.map { ($0.to, ($0.from, $0.fromBus)) }, uniquingKeysWith: { a, _ in a })
+        func waitsForSource(_ d: Declared) -> Bool { d.type == "converter" && d.values["inputRate"] == nil && feeder[d.id] != nil }
+        var nodes: [String: NodeID] = [:]
+        var units: [String: RenderUnit] = [:]
+        var pending = declared
+        while !pending.isEmpty {
+            // The first node that can be made now; when every node left waits (a loop of converters), the first.
+            let next = pending.firstIndex { d in
+                !waitsForSource(d) || feeder[d.id].map { units[$0.0] != nil } == true
+            } ?? 0
+            let d = pending.remove(at: next)
+            let sourceFormat = feeder[d.id].flatMap { (id, bus) in units[id].flatMap { $0.outputFormats.indices.contains(bus) ? $0.outputFormats[bus] : nil } }
+            var fields = NodeFields(
+                id: d.id, type: d.type, values: d.values, format: d.format, baseDirectory: baseDirectory,
+                hasOwnRate: d.values["sampleRate"] != nil, sourceFormat: sourceFormat)
+            let unit = try registry.make(&fields)
             do throws(AudioError) {
-                try graph.connect(source, outputBus: fromBus, to: destination, inputBus: toBus)
+                nodes[d.id] = try graph.addNode(unit, name: d.id)
             } catch {
-                throw AudioError(error.code, "\(label) ('\(from)' → '\(to)'): \(error.message)")
+                throw AudioError(error.code, "node '\(d.id)' (\(d.type)): \(error.message)")
             }
-            edges.append((from, to))
+            units[d.id] = unit
+        }
+        let ids = declared.map(\.id)
+
+        var edges: [(from: String, to: String)] = []
+        for c in connections {
+            let destination = c.to == "output" ? graph.output : nodes[c.to]!
+            do throws(AudioError) {
+                try graph.connect(nodes[c.from]!, outputBus: c.fromBus, to: destination, inputBus: c.toBus)
+            } catch {
+                throw AudioError(error.code, "\(c.label) ('\(c.from)' → '\(c.to)'): \(error.message)")
+            }
+            edges.append((c.from, c.to))
         }
         return LoadedGraph(graph: graph, nodeIDs: ids, nodes: nodes, units: units, edges: edges)
     }

@@ -54,6 +54,30 @@ struct MultiRateGraphTests {
         }
     }
 
+    @Test("A converter with no inputRate takes the rate of what feeds it, whichever node the file lists first")
+    func converterRateFromItsSource() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let song = try Self.song(dir)
+        let reference = try SampleRateConverter.convert(song.channels, from: 44_100, to: 48_000)
+        let file = "{\"id\": \"song\", \"type\": \"file\", \"path\": \"\(song.path)\", \"resample\": false}"
+        let converter = "{\"id\": \"to48\", \"type\": \"converter\"}"
+        for nodes in ["\(file), \(converter)", "\(converter), \(file)"] {
+            let loaded = try GraphFile.load(json: """
+                {"sampleRate": 48000, "channels": 2, "nodes": [\(nodes)],
+                 "connections": [{"from": "song", "to": "to48"}, {"from": "to48", "to": "output"}]}
+                """)
+            #expect(loaded.nodeIDs == (nodes.hasPrefix(file) ? ["song", "to48"] : ["to48", "song"]), "ids stay in file order")
+            let unit = try #require(loaded.units["to48"])
+            #expect(unit.inputFormats[0].sampleRate == 44_100)
+            #expect(unit.outputFormats[0].sampleRate == 48_000)
+            let out = try renderOffline(loaded.graph, frames: 48_000, blockSizes: [256])
+            var worst: Float = 0
+            for c in 0..<2 { for i in 0..<48_000 { worst = max(worst, abs(out[c][i] - reference[c][i])) } }
+            #expect(worst <= 1e-6, "the 44.1 kHz file at 48 kHz, as converted whole: differs by \(worst)")
+        }
+    }
+
     @Test("Connecting rates without a converter names both; a node pulled from both sides of a converter is refused")
     func rateErrors() throws {
         let dir = try TemporaryDirectory()
