@@ -24,7 +24,7 @@ let package = Package(
         .library(name: "AudioDevices", targets: ["AudioDevices"]),
         .library(name: "AudioCodecs", targets: ["AudioCodecs"]),
         .library(name: "RTMP", targets: ["RTMP"]),
-        .executable(name: "liveaudio", targets: ["liveaudio"]),
+        .executable(name: "liveaudio", targets: ["LiveAudioCLI"]),
         // Test support: preloaded by the allocation probe to count lock waits and frees on real-time threads.
         .library(name: "LiveAudioSyncProbe", type: .dynamic, targets: ["CSyncProbe"]),
     ],
@@ -97,8 +97,10 @@ let package = Package(
                 "AudioCore", "AudioGraph", "AudioUnits", "MediaContainers", "AudioDevices", "AudioCodecs", "RTMP",
             ],
             swiftSettings: strict),
+        // The command-line tool: the product `liveaudio`, its sources in Sources/LiveAudioCLI (a folder that differs
+        // from Sources/LiveAudio by more than case).
         .executableTarget(
-            name: "liveaudio",
+            name: "LiveAudioCLI",
             dependencies: [
                 "LiveAudio", .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -144,7 +146,7 @@ let package = Package(
         .testTarget(name: "RTMPTests", dependencies: ["RTMP", "LiveAudio", "TestSupport"], swiftSettings: strict),
         .testTarget(
             name: "LiveAudioTests",
-            dependencies: ["LiveAudio", "TestSupport", "liveaudio", "AllocationProbe", "FuzzTargets"],
+            dependencies: ["LiveAudio", "TestSupport", "LiveAudioCLI", "AllocationProbe", "FuzzTargets"],
             swiftSettings: strict
         ),
     ]

@@ -46,10 +46,9 @@ fi
 # The soak's two-minute version (`make soak` runs it for an hour on the release build): monitor with the voice chain
 # and stream to nginx-rtmp on a JACK dummy server at 256 frames beside two peer jack_simple_clients on a second server,
 # alone, so that the memory it samples is the programs' alone. It judges memory (flat within 1 MiB after the
-# warm-up), drops, reconnects and the exit statuses; the xruns against the peer are printed, not judged: on this shared
-# 2-vCPU virtual machine two minutes are decided by a single stall of several milliseconds (in one clean-clone run a
-# stall 20 to 40 s in made the stream's client late 7 cycles and the peer 2, with the dummy driver's own timer late on
-# both servers). `make soak` judges them over an hour.
+# warm-up), drops, reconnects and the exit statuses; the xruns against the peer are printed, not judged: two minutes
+# on a shared machine can be decided by a single stall of the host, which makes both servers' timers late. `make soak`
+# judges them over an hour.
 echo "== phase 4: soak (2 minutes) =="
 python3 scripts/soak.py --binary .build/debug/liveaudio --seconds "${TEST_SOAK_SECONDS:-120}" --xruns-reported-only --out .build/soak 2>&1 \
     | tee .build/test-soak.log

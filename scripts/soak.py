@@ -43,9 +43,9 @@ Both servers run on one CPU (`--server-cpu`, default 0; their clients are left t
 machine the xruns come in stalls where a CPU's timer interrupt arrives milliseconds late, while that CPU is idle: a
 server's thread sleeping on that CPU wakes a period late, the other server's on the other CPU does not (traced with
 the kernel's sched events, see docs/reliability.md). Left to the scheduler, each server's thread stays on the CPU it
-started on for the whole run, so one server took the late timers of one CPU: 11 against 3 in one run's first eight
-minutes. On one CPU, both are exposed to the same interrupts; the phase of each server's cycle still decides which
-of them a given late interrupt makes late by a whole period.
+started on for the whole run, so one server would take the late timers of one CPU and the other none. On one CPU,
+both are exposed to the same interrupts; the phase of each server's cycle still decides which of them a given late
+interrupt makes late by a whole period.
 
 Every process is started here and stopped by its PID; the servers listen on loopback (nginx) or local sockets (JACK).
 """

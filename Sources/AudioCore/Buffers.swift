@@ -64,6 +64,35 @@ public struct BufferView {
             }
         }
     }
+
+    /// Copies `source` into this view times a gain that follows `ramp` sample by sample, the same gain on every
+    /// channel: the library's one gain ramp (a session's volume, the echo reference's gain, the route gate's fade).
+    /// A steady gain of 1 copies, of 0 clears. `source` may be this view, or mono (then it feeds every channel).
+    /// Never allocates.
+    @inlinable
+    public func copy(from source: BufferView, gain ramp: inout SmoothedValue) {
+        precondition(source.frameCount >= frameCount)
+        if !ramp.isRamping {
+            let g = ramp.value
+            if g == 1 { return copy(from: source) }
+            if g == 0 { return clear() }
+            for c in 0..<channelCount {
+                let x = source[source.channelCount == 1 ? 0 : c].baseAddress!
+                let y = self[c].baseAddress!
+                for i in 0..<frameCount { y[i] = x[i] * g }
+            }
+            return
+        }
+        let start = ramp
+        for c in 0..<channelCount {
+            var r = start
+            let x = source[source.channelCount == 1 ? 0 : c].baseAddress!
+            let y = self[c].baseAddress!
+            for i in 0..<frameCount { y[i] = x[i] * r.next() }
+            ramp = r
+        }
+        if channelCount == 0 { for _ in 0..<frameCount { _ = ramp.next() } }
+    }
 }
 
 /// An owning Float32 non-interleaved buffer with preallocated storage, the graph's buffer type.

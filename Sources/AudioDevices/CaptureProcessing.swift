@@ -233,8 +233,8 @@ public final class CaptureReferenceTap: RenderUnit {
     private let processing: CaptureProcessing
     private let route: OutputRoute
     private let gainBits = Atomic<UInt32>(Float(1).bitPattern)
-    /// The gain at the end of the last cycle: each cycle ramps from it to the new one.
-    private let lastGain = RenderThreadBound<Float>(1)
+    /// The gain: each cycle ramps from where the last one ended to the new one.
+    private let ramp = RenderThreadBound(SmoothedValue(1, rampFrames: 0))
     private let scratch: PCMBuffer
 
     /// - Throws: ``AudioError`` `.invalidState` when `io` has no capture processor referenced to a graph tap.
@@ -261,24 +261,17 @@ public final class CaptureReferenceTap: RenderUnit {
         let input = context.input(0)
         context.output(0).copy(from: input)
         let target: Float = route.isRouted ? gain : 0
-        let lastGain = self.lastGain.onRenderThread
-        if target == 1 && lastGain == 1 {
+        let frames = min(context.frameCount, scratch.capacity)
+        var ramp = self.ramp.onRenderThread
+        ramp.rampFrames = frames
+        ramp.setTarget(target)
+        if !ramp.isRamping && ramp.value == 1 {
             processing.tapped(input)
             return
         }
-        let frames = min(context.frameCount, scratch.capacity)
         let out = scratch.view(frames: frames)
-        let step = (target - lastGain) / Float(max(1, frames))
-        for c in 0..<out.channelCount {
-            let x = input[c]
-            let y = out[c]
-            var g = lastGain
-            for i in 0..<frames {
-                g += step
-                y[i] = x[i] * g
-            }
-        }
-        self.lastGain.onRenderThread = target
+        out.copy(from: input.prefix(frames), gain: &ramp)
+        self.ramp.onRenderThread = ramp
         processing.tapped(out)
     }
 }

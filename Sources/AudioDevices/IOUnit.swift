@@ -203,6 +203,13 @@ public final class IOUnit: @unchecked Sendable {
         return driver!.0.grant
     }
 
+    /// True from a ``start()`` that succeeded to ``stop()``: the device open, or being reopened after a loss.
+    public var isStarted: Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        return isRunning
+    }
+
     /// Adds a warning to ``events`` for what the owner of the unit found about the device (a session's calibration
     /// that would not settle). Control thread.
     public func report(warning: String) {

@@ -656,21 +656,33 @@ public final class RenderGraph: Sendable {
     /// output, the longest path's. What ear monitoring adds to the device's own buffering.
     public var latency: Double {
         control.withLock { t in
-            var memo: [NodeID: Double] = [:]
-            func upstream(_ id: NodeID) -> Double {
-                if let known = memo[id] { return known }
-                guard let record = t.nodes[id] else { return 0 }
-                var longest = 0.0
-                for bus in 0..<record.unit.inputBusCount {
-                    if case .node(let from)? = t.sources[Endpoint(node: id, bus: bus)] { longest = max(longest, upstream(from.node)) }
-                }
-                let total = longest + record.unit.latency
-                memo[id] = total
-                return total
-            }
             guard case .node(let from)? = t.sources[Endpoint(node: output, bus: 0)] else { return 0 }
-            return upstream(from.node)
+            return longestPath(t, to: from.node, \.latency)
         }
+    }
+
+    /// Seconds a node's output keeps sounding after its sources fall silent: the units' tail times (a reverb's
+    /// decay, a delay's echoes) added along each path into it, the longest path's. Now, at the parameters' current
+    /// values; 0 for the output or a node not in the graph.
+    public func tailTime(of node: NodeID) -> Double {
+        control.withLock { t in longestPath(t, to: node, \.tailTime) }
+    }
+
+    /// The largest sum of `value` over the nodes of a path ending at `id` (its sources first).
+    private func longestPath(_ t: Topology, to id: NodeID, _ value: (RenderUnit) -> Double) -> Double {
+        var memo: [NodeID: Double] = [:]
+        func upstream(_ id: NodeID) -> Double {
+            if let known = memo[id] { return known }
+            guard let record = t.nodes[id] else { return 0 }
+            var longest = 0.0
+            for bus in 0..<record.unit.inputBusCount {
+                if case .node(let from)? = t.sources[Endpoint(node: id, bus: bus)] { longest = max(longest, upstream(from.node)) }
+            }
+            let total = longest + value(record.unit)
+            memo[id] = total
+            return total
+        }
+        return upstream(id)
     }
 
     /// Number of schedules published so far.

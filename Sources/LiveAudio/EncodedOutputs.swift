@@ -49,12 +49,7 @@ final class EncodedOutputs: Sendable {
                             audioSpecificConfig: encoder.audioSpecificConfig),
                         configuration: rtmp)))
             case .file(let path):
-                let folder = (path as NSString).deletingLastPathComponent
-                var isDirectory: ObjCBool = false
-                let dir = folder.isEmpty ? "." : folder
-                guard FileManager.default.fileExists(atPath: dir, isDirectory: &isDirectory), isDirectory.boolValue else {
-                    throw AudioError(.fileIO, "cannot write '\(path)': folder '\(dir)' does not exist")
-                }
+                try Preflight.checkFolder(forWriting: path)
             }
         }
         self.publishers = publishers
@@ -88,6 +83,12 @@ final class EncodedOutputs: Sendable {
             files.withLock { $0 = [] }
             throw error
         }
+    }
+
+    /// Breaks off a ``start()`` in progress from another task: every publisher stops at once, so a start waiting for a
+    /// server gives up now (and undoes what it opened) instead of waiting out its timeout.
+    func interrupt() async {
+        for (_, publisher) in publishers { await publisher.stop(drainTimeout: 0) }
     }
 
     /// Undoes a ``start()`` that succeeded when what follows it failed: publishers stop at once, files are deleted.

@@ -78,12 +78,8 @@ public struct FileRenderer {
             sampleRate: graph.format.sampleRate, channelCount: graph.format.channelCount,
             sampleType: sampleFormat.sampleType, interleaved: true)
 
-        let url = URL(fileURLWithPath: path)
-        let directory = url.deletingLastPathComponent().path
-        var isDirectory: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory), isDirectory.boolValue else {
-            throw AudioError(.fileIO, "cannot write '\(path)': folder '\(directory)' does not exist")
-        }
+        try Preflight.checkFolder(forWriting: path)
+        let directory = URL(fileURLWithPath: path).deletingLastPathComponent().path
         let writer = try WAVFileWriter(temporaryBeside: path, format: format)
         let temporary = writer.path
         var succeeded = false

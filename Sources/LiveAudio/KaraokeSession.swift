@@ -128,8 +128,12 @@ public final class KaraokeSession: Sendable {
     private let loaded: LoadedGraph?
     private let graph: RenderGraph
     private let monitor: MixerUnit
+    /// The wet voice's level, before any volume (a sink).
+    private let voiceMeter: MeterUnit
     private let songMix: MixerUnit
-    private let songDelay: DelayUnit
+    private let songDelay: SampleDelayUnit
+    /// The voice chain's last node (the microphone's without a chain).
+    private let wetVoice: NodeID
     private let timeline: TimelineTap
     /// Whether the headphones are reached: the I/O unit's route, read by the gate on the render thread.
     private let routeGate: RouteGate
@@ -157,8 +161,11 @@ public final class KaraokeSession: Sendable {
         var accompanimentMuted = false, voiceMuted = false
     }
     private let state = Locked<SessionState>(SessionState())
+    private let lifecycle = LockedLifecycle(name: "the karaoke session")
+    /// What the stop that did the work returned: what later (and concurrent) stops return too.
+    private let finalSummary = Locked<Summary?>(nil)
     struct SessionState {
-        var started = false, starting = false, stopped = false, scheduled = false
+        var scheduled = false
         var roundTrip = 0, source = "", startTime: Int64 = 0, calibrations = 0
         var endSeen: Int64?
     }
@@ -175,12 +182,7 @@ public final class KaraokeSession: Sendable {
         ] where !(value == -.infinity || (-96...12).contains(value)) {
             throw AudioError(.invalidParameter, "the \(name) volume must be between -96 and +12 dB (or -inf), got \(value)")
         }
-        if let dir = configuration.stemsDirectory {
-            var isDirectory: ObjCBool = false
-            guard FileManager.default.fileExists(atPath: dir, isDirectory: &isDirectory), isDirectory.boolValue else {
-                throw AudioError(.fileIO, "the stems folder '\(dir)' does not exist")
-            }
-        }
+        if let dir = configuration.stemsDirectory { try Preflight.checkFolder(dir, role: "stems folder") }
         var songOutputs = configuration.outputs
         var wavRecord: String?
         if let path = configuration.recordPath {
@@ -194,11 +196,7 @@ public final class KaraokeSession: Sendable {
                         .unsupportedFile, "the song is recorded as .wav, .m4a, .mp4, .flv or .aac (ADTS); '\(path)' is none of those")
                 }
             }
-            let folder = (path as NSString).deletingLastPathComponent
-            var isDirectory: ObjCBool = false
-            guard FileManager.default.fileExists(atPath: folder.isEmpty ? "." : folder, isDirectory: &isDirectory), isDirectory.boolValue else {
-                throw AudioError(.fileIO, "cannot write '\(path)': folder '\(folder)' does not exist")
-            }
+            try Preflight.checkFolder(forWriting: path)
         }
         let maximumFrames = max(DeviceRequest.maximumPeriodFrames, 4096)
         // The voice chain, or a graph that is the microphone only.
@@ -209,17 +207,13 @@ public final class KaraokeSession: Sendable {
         let wet: NodeID
         if let path = configuration.voiceChain {
             let loaded = try GraphFile.load(path: path, maximumFrames: maximumFrames, registry: configuration.unitRegistry)
-            let inputs = loaded.inputUnits
-            guard inputs.count == 1, let micID = loaded.nodes[inputs[0].id] else {
-                throw AudioError(
-                    .invalidGraphDescription,
-                    "a voice chain needs exactly one node of type \"input\" (the microphone); '\(path)' has \(inputs.count)")
-            }
+            let only = try loaded.onlyInput(as: "a voice chain", meaning: "the microphone", source: path)
+            let micID = loaded.nodes[only.id]!
             // The wet voice: what the file connects to its output.
             guard let last = loaded.edges.first(where: { $0.to == "output" }).flatMap({ loaded.nodes[$0.from] }) else {
                 throw AudioError(.invalidGraphDescription, "'\(path)' connects nothing to its output: the wet voice goes there")
             }
-            input = inputs[0].unit
+            input = only.unit
             mic = micID
             wet = last
             self.loaded = loaded
@@ -239,6 +233,7 @@ public final class KaraokeSession: Sendable {
         let format = g.format
         let rate = format.sampleRate
         graph = g
+        wetVoice = wet
         sampleRate = rate
         self.songOutputs = songOutputs
         // Checked now (an output twice, a folder missing, encoder settings); made again at each start.
@@ -287,11 +282,9 @@ public final class KaraokeSession: Sendable {
         let wetOut = try tap(wet == mic ? dry : wet, stems?("voice-wet.wav"), name: "voice-wet", channels: try g.unit(wet).outputFormats[0].channelCount, shifted: .roundTripAndChain)
 
         // The song: the accompaniment delayed by the round trip, and the wet voice.
-        let songDelay = try DelayUnit(format: try .graph(sampleRate: rate, channelCount: try g.unit(accompaniment).outputFormats[0].channelCount))
-        try songDelay.parameter("feedback").set(0)
-        try songDelay.parameter("wetDryMix").set(100)
-        try songDelay.parameter("lowpassCutoff").set(Float(rate / 2))
-        try songDelay.parameter("delayTime").set(0)
+        let songDelay = try SampleDelayUnit(
+            format: try .graph(sampleRate: rate, channelCount: try g.unit(accompaniment).outputFormats[0].channelCount),
+            maximumDelayFrames: Int((Self.maximumShift * rate).rounded()))
         self.songDelay = songDelay
         let delayed = try g.addNode(songDelay, name: "song-delay")
         try g.connect(accompaniment, to: delayed)
@@ -318,17 +311,20 @@ public final class KaraokeSession: Sendable {
             encoderTap = nil
         }
 
-        // The monitor: the accompaniment and the wet voice; the dry voice and the song ride along silent, so the
-        // graph renders them.
-        let monitor = try MixerUnit(format: format, inputs: 4)
+        // The monitor: the accompaniment and the wet voice. The dry voice's recorder and the song's recorders and
+        // encoder lead nowhere: sinks, rendered every cycle.
+        let monitor = try MixerUnit(format: format, inputs: 2)
         self.monitor = monitor
         let monitorNode = try g.addNode(monitor, name: "monitor")
         try g.connect(accompaniment, to: monitorNode, inputBus: 0)
         try g.connect(wetOut, to: monitorNode, inputBus: 1)
-        try g.connect(dry, to: monitorNode, inputBus: 2)
-        try g.connect(songOut, to: monitorNode, inputBus: 3)
-        try monitor.setVolume(0, bus: 2)
-        try monitor.setVolume(0, bus: 3)
+        if dry != mic { try g.addSink(dry) }
+        if songOut != mixed { try g.addSink(songOut) }
+        let voiceMeter = try MeterUnit(format: try g.unit(wetOut).outputFormats[0])
+        self.voiceMeter = voiceMeter
+        let voiceMeterNode = try g.addNode(voiceMeter, name: "voice-meter")
+        try g.connect(wetOut, to: voiceMeterNode)
+        try g.addSink(voiceMeterNode)
         let timeline = TimelineTap(format: format)
         self.timeline = timeline
         var timelineNode = try g.addNode(timeline, name: "timeline")
@@ -400,16 +396,11 @@ public final class KaraokeSession: Sendable {
     /// Finds the round trip (a calibration plays clicks first), opens the device, and starts the song and the
     /// recording together half a second later.
     /// - Throws: ``AudioError`` from the calibration (no click came back) or the device, `.invalidParameter` for a
-    ///   round trip over 2 s, `.invalidState` once started or stopped. After a failure the device is stopped again,
-    ///   nothing has been recorded, and `start()` may be called again.
+    ///   round trip over 2 s, `.invalidState` once started, stopped, or stopped meanwhile (a ``stop()`` breaks a
+    ///   start off at once: a server that has not answered, a calibration). After a failure the device is stopped
+    ///   again, nothing has been recorded, and (but for a stop) `start()` may be called again.
     public func start() async throws(AudioError) {
-        try state.withLock { (s: inout SessionState) throws(AudioError) in
-            if s.stopped { throw AudioError(.invalidState, "the karaoke session was stopped") }
-            if s.started { throw AudioError(.invalidState, "the karaoke session was already started") }
-            s.started = true
-            s.starting = true
-        }
-        defer { state.withLock { $0.starting = false } }
+        try lifecycle.startRequested()
         var opened: EncodedOutputs?
         do throws(AudioError) {
             if let tap = encoderTap {
@@ -421,7 +412,7 @@ public final class KaraokeSession: Sendable {
                 }
                 try await outputs.start()
                 opened = outputs
-                try checkNotStopped()
+                try lifecycle.checkStarting()
                 tap.outputs = outputs  // the device is stopped: its thread starts after this
             }
             try await startDevice()
@@ -431,13 +422,17 @@ public final class KaraokeSession: Sendable {
             // The outputs undone and made again by the next start (a publisher runs once).
             await opened?.abandon()
             if encoderTap != nil { encoded.withLock { $0 = nil } }
-            state.withLock { $0.started = false }
-            throw error
+            let interrupted = lifecycle.state == .starting(stopRequested: true)
+            lifecycle.startEnded(succeeded: false)
+            throw interrupted ? AudioError(.invalidState, "the karaoke session was stopped while it started") : error
         }
+        lifecycle.startEnded(succeeded: true)
     }
 
     /// Calibrations played at most before the session goes on with what it has (and warns).
     static let maximumCalibrations = 3
+    /// Seconds the song can be shifted by at most: the round trip, the capture processing and the voice chain.
+    static let maximumShift = 2.0
     /// Seconds within which the clicks of a calibration must agree (2 ms).
     static let calibrationAgreement = 0.002
     /// Plays the calibration clicks on the running device and waits for them to come back: the median round trip.
@@ -510,7 +505,7 @@ public final class KaraokeSession: Sendable {
 
     /// start() gives up when stop() is called meanwhile (stop() waits for it, then finds nothing started).
     private func checkNotStopped() throws(AudioError) {
-        if state.withLock({ $0.stopped }) { throw AudioError(.invalidState, "the karaoke session was stopped while it started") }
+        try lifecycle.checkStarting()
     }
 
     private static func encodedOutputs(
@@ -543,18 +538,15 @@ public final class KaraokeSession: Sendable {
         // The dry voice arrives one round trip and the capture processing late; the wet one the chain's latency later.
         let dry = roundTrip + processing
         let wet = dry + chainLatencyFrames
-        guard Double(wet) / sampleRate <= DelayUnit.maximumDelayTime else {
+        guard wet <= songDelay.maximumDelayFrames else {
             throw AudioError(
                 .invalidParameter,
-                "the round trip and the voice's processing come to \(wet * 1000 / Int(sampleRate)) ms: more than the \(Int(DelayUnit.maximumDelayTime)) s the song can be shifted by")
+                "the round trip and the voice's processing come to \(wet * 1000 / Int(sampleRate)) ms: more than the \(Int(Self.maximumShift)) s the song can be shifted by")
         }
-        if wet == 0 {
-            songDelay.isBypassed = true  // the delay line's shortest delay is a frame
-        } else {
-            try songDelay.parameter("delayTime").set(Float(Double(wet) / sampleRate))
-        }
+        // Exact from the next cycle: the song's accompaniment is still silent.
+        try songDelay.setDelayFrames(wet)
         try checkNotStopped()
-        // Half a second on: the delay has glided to its length, and every recorder starts on the same frame.
+        // Half a second on, every recorder starts on the same frame.
         let now = timeline.sampleTime
         let startTime = now + Int64(sampleRate / 2)
         for r in recorders {
@@ -580,17 +572,27 @@ public final class KaraokeSession: Sendable {
     }
 
     /// Stops the device, completes the recordings, encodes what is buffered, completes the encoded files and
-    /// unpublishes. Safe to call more than once.
+    /// unpublishes. During a start, breaks it off (servers not waited for, a calibration cut short) and returns
+    /// once it has undone what it opened. Safe to call more than once.
     @discardableResult
     public func stop() async -> Summary {
-        let already = state.withLock { s -> Bool in
-            defer { s.stopped = true }
-            return s.stopped
+        let first: Bool
+        switch lifecycle.stopRequested() {
+        case .waitForStop:
+            await lifecycle.waitForStop()
+            if let summary = finalSummary.withLock({ $0 }) { return summary }
+            first = false
+        case .nothing:
+            if let summary = finalSummary.withLock({ $0 }) { return summary }
+            first = false
+        case .interruptStart:
+            await encoded.withLock({ $0 })?.interrupt()
+            // The start gives up at its next step (the calibration looks every 10 ms) and undoes what it opened; if
+            // it got through anyway, what it started is stopped here.
+            first = await lifecycle.waitForStart()
+        case .stop:
+            first = true
         }
-        // A start in progress sees the flag and gives up (undoing what it opened); wait for it.
-        while state.withLock({ $0.starting }) { try? await Task.sleep(nanoseconds: 10_000_000) }
-        let first = !already && state.withLock { $0.started }
-        if !first, state.withLock({ !$0.started }) { io.stop() }
         var failure: AudioError?
         var recorded: Int64 = 0
         var dropped: Int64 = 0
@@ -607,11 +609,16 @@ public final class KaraokeSession: Sendable {
         let encodedOutputs = encoded.withLock { $0 }
         dropped += encodedOutputs?.droppedFrames ?? 0
         let s = state.withLock { $0 }
-        return Summary(
+        let summary = Summary(
             seconds: Double(max(0, timeline.sampleTime - s.startTime)) / sampleRate, roundTripFrames: s.roundTrip,
             roundTripSource: s.source, xruns: io.xrunCount, accompanimentUnderruns: player.underruns,
             recordedFrames: recorded, droppedFrames: dropped, outputs: encodedOutputs?.statistics ?? [],
             error: failure ?? io.failure)
+        if first {
+            finalSummary.withLock { $0 = summary }
+            lifecycle.stopEnded()
+        }
+        return summary
     }
 
     /// Frames the recorders' or the encoder's writer fell too far behind for, so far (silence in their place).
@@ -634,11 +641,13 @@ public final class KaraokeSession: Sendable {
     public var calibrations: Int { state.withLock { $0.calibrations } }
 
     /// True once the song has played to its end and what follows it has passed: the time-pitch's look-ahead, the
-    /// round trip the recordings are shifted by (the voice sung to the last frames), and 0.1 s. Poll it.
+    /// round trip the recordings are shifted by (the voice sung to the last frames), the voice chain's tail time (its
+    /// reverb and echoes), and 0.1 s. Poll it.
     public var songHasEnded: Bool {
         guard player.hasFinished else { return false }
         let now = timeline.sampleTime
-        let tail = Int64(((timePitch?.latency ?? 0) + 0.1) * sampleRate)
+        // The voice chain's tail too (a reverb's decay, a delay's echoes of the last words sung), at its settings now.
+        let tail = Int64(((timePitch?.latency ?? 0) + graph.tailTime(of: wetVoice) + 0.1) * sampleRate)
         return state.withLock { s -> Bool in
             guard s.scheduled else { return false }
             if s.endSeen == nil { s.endSeen = now }
@@ -688,8 +697,10 @@ public final class KaraokeSession: Sendable {
 
     /// Peak and RMS levels (linear) since the previous reading.
     public struct Meters: Sendable, Hashable {
-        /// The wet voice as the headphones get it (after the monitor voice volume).
+        /// The wet voice as sung, before any volume (a muted or silent monitor voice does not hide it).
         public let voice: MeterReading
+        /// The wet voice as the headphones get it (after the monitor voice volume).
+        public let monitorVoice: MeterReading
         /// The accompaniment (after its volume).
         public let accompaniment: MeterReading
         /// The headphones' mix, as they get it (silence while the route is lost).
@@ -698,7 +709,9 @@ public final class KaraokeSession: Sendable {
 
     /// Levels for a VU display; each reading covers what passed since the previous one.
     public var meters: Meters {
-        Meters(voice: monitor.meter(bus: 1), accompaniment: monitor.meter(bus: 0), output: routeGate.meter.read())
+        Meters(
+            voice: voiceMeter.read(), monitorVoice: monitor.meter(bus: 1), accompaniment: monitor.meter(bus: 0),
+            output: routeGate.meter.read())
     }
 
     /// The device's cycles so far, as ``Configuration/cycleTimingCapacity`` asked: when each started, how long it
@@ -712,6 +725,9 @@ public final class KaraokeSession: Sendable {
     /// False while the route is lost (``DeviceEvent/routeLost(_:)``): the headphones are silent, the recordings and
     /// outputs go on; true again when it returns (``DeviceEvent/routeReturned``).
     public var isOutputRouted: Bool { io.isOutputRouted }
+
+    /// True while the device is open: from a start that got that far to the stop.
+    public var isDeviceOpen: Bool { io.isStarted }
 
     /// Device events: start, xruns, faults, reconnects, route changes.
     public var deviceEvents: AsyncStream<DeviceEvent> { io.events }
@@ -819,14 +835,14 @@ final class RouteGate: RenderUnit {
     /// The headphones' level, after the gate.
     let meter = LevelMeter()
     private let route: OutputRoute
-    private let fadeOut: Float
-    private let fadeIn: Float
-    private let gain = RenderThreadBound<Float>(1)
+    private let fadeOutFrames: Int
+    private let fadeInFrames: Int
+    private let gain = RenderThreadBound(SmoothedValue(1, rampFrames: 0))
 
     init(format: StreamFormat, route: OutputRoute) {
         self.route = route
-        fadeOut = Float(1 / (0.005 * format.sampleRate))
-        fadeIn = Float(1 / (0.02 * format.sampleRate))
+        fadeOutFrames = Int((0.005 * format.sampleRate).rounded())
+        fadeInFrames = Int((0.02 * format.sampleRate).rounded())
         let f = try! StreamFormat.graph(sampleRate: format.sampleRate, channelCount: format.channelCount)
         core = UnitCore(kind: "routeGate", inputs: [f], outputs: [f])
     }
@@ -835,21 +851,11 @@ final class RouteGate: RenderUnit {
         let input = context.input(0)
         let output = context.output(0)
         let target: Float = route.isRouted ? 1 : 0
-        if gain.onRenderThread == target {
-            if target == 1 { output.copy(from: input) } else { output.clear() }
-        } else {
-            let start = gain.onRenderThread
-            for c in 0..<output.channelCount {
-                let x = input[c]
-                let y = output[c]
-                var g = start
-                for i in 0..<context.frameCount {
-                    g = target > g ? min(target, g + fadeIn) : max(target, g - fadeOut)
-                    y[i] = x[i] * g
-                }
-                gain.onRenderThread = g
-            }
+        if target != gain.onRenderThread.targetValue {
+            gain.onRenderThread.rampFrames = target == 0 ? fadeOutFrames : fadeInFrames
+            gain.onRenderThread.setTarget(target)
         }
+        output.copy(from: input, gain: &gain.onRenderThread)
         meter.accumulate(output)
     }
 }

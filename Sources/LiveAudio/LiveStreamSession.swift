@@ -203,7 +203,9 @@ public final class LiveStreamSession: Sendable {
     private let fileReader: (any AudioFileReader & Sendable)?
     private let ended = Atomic<Bool>(false)
     private let stopPacer = Atomic<Bool>(false)
-    private let control = Locked<(started: Bool, stopped: Bool)>((false, false))
+    private let lifecycle = LockedLifecycle(name: "the live stream")
+    /// What the stop that did the work returned: what later (and concurrent) stops return too.
+    private let finalSummary = Locked<Summary?>(nil)
     /// The file pacer and the read-ahead worker, set by start, taken by stop and deinit.
     private let threads = Locked<(pacer: WorkerThread?, readAhead: ReadAheadWorker?)>((nil, nil))
 
@@ -221,14 +223,9 @@ public final class LiveStreamSession: Sendable {
         var inputUnit: InputUnit?
         if let path = configuration.graphPath {
             let loaded = try GraphFile.load(path: path, maximumFrames: maximumFrames, registry: configuration.unitRegistry)
-            let inputs = loaded.inputUnits
-            guard inputs.count == 1 else {
-                throw AudioError(
-                    .invalidGraphDescription,
-                    "a live-stream graph needs exactly one node of type \"input\" (where the microphone or file enters); "
-                        + "'\(path)' has \(inputs.count)")
-            }
-            inputUnit = inputs[0].unit
+            inputUnit = try loaded.onlyInput(
+                as: "a live-stream graph", meaning: "where the microphone or file enters", source: path
+            ).unit
             self.loaded = loaded
             sampleRate = loaded.graph.format.sampleRate
             channelCount = loaded.graph.format.channelCount
@@ -290,16 +287,17 @@ public final class LiveStreamSession: Sendable {
     // MARK: Control
 
     /// Opens the files, connects to every RTMP server (all must accept), then starts the encoder and the input.
-    /// - Throws: ``AudioError`` from the first output or the input that fails; whatever had opened is closed and
-    ///   files already created are deleted.
+    /// A ``stop()`` meanwhile breaks the start off at once (a server that has not answered is not waited for).
+    /// - Throws: ``AudioError`` from the first output or the input that fails, or `.invalidState` when stopped
+    ///   meanwhile, started already or stopped before; whatever had opened is closed and files already created are
+    ///   deleted. After a failure (not a stop) the session may be started again.
     public func start() async throws(AudioError) {
-        let already = control.withLock { c -> Bool in
-            defer { c.started = true }
-            return c.started
-        }
-        if already { throw AudioError(.invalidState, "the live stream was already started") }
-        try await encoded.start()
+        try lifecycle.startRequested()
+        var encoding = false
         do throws(AudioError) {
+            try await encoded.start()
+            encoding = true
+            try lifecycle.checkStarting()
             if let graph = loaded?.graph {
                 if graph.state == .uninitialized { try graph.initialize() }
                 if graph.state == .initialized { try graph.start() }
@@ -322,25 +320,40 @@ public final class LiveStreamSession: Sendable {
                 threads.withLock { $0.pacer = pacer }
             }
         } catch {
-            await encoded.abandon()
-            threads.withLock { $0.readAhead }?.stop()
-            throw error
+            if encoding { await encoded.abandon() }
+            threads.withLock { t in defer { t.readAhead = nil }; return t.readAhead }?.stop()
+            processor.readAhead = nil
+            let interrupted = lifecycle.state == .starting(stopRequested: true)
+            lifecycle.startEnded(succeeded: false)
+            throw interrupted ? AudioError(.invalidState, "the live stream was stopped while it started") : error
         }
+        lifecycle.startEnded(succeeded: true)
     }
 
     /// Stops the input, encodes what is buffered, finishes the files and unpublishes. Safe to call more than once.
     public func stop() async -> Summary {
-        let first = control.withLock { c -> Bool in
-            defer { c.stopped = true }
-            return c.started && !c.stopped
+        switch lifecycle.stopRequested() {
+        case .nothing:
+            return finalSummary.withLock { $0 } ?? Summary(statistics: statistics, error: nil)
+        case .waitForStop:
+            await lifecycle.waitForStop()
+            return finalSummary.withLock { $0 } ?? Summary(statistics: statistics, error: nil)
+        case .interruptStart:
+            await encoded.interrupt()
+            // The start undoes what it opened; if it got through anyway, what it started is stopped below.
+            guard await lifecycle.waitForStart() else { return Summary(statistics: statistics, error: nil) }
+        case .stop:
+            break
         }
-        guard first else { return Summary(statistics: statistics, error: nil) }
         stopPacer.store(true, ordering: .relaxed)
         threads.withLock { t in defer { t.pacer = nil }; return t.pacer }?.join()
         io?.stop()
         let failure = await encoded.finish(inputFrames: processor.framesProcessed)
         threads.withLock { t in defer { t.readAhead = nil }; return t.readAhead }?.stop()
-        return Summary(statistics: statistics, error: failure ?? processor.inputError ?? io?.failure)
+        let summary = Summary(statistics: statistics, error: failure ?? processor.inputError ?? io?.failure)
+        finalSummary.withLock { $0 = summary }
+        lifecycle.stopEnded()
+        return summary
     }
 
     /// While true, silence is encoded (timestamps go on, so players and servers see a steady stream).
@@ -358,6 +371,9 @@ public final class LiveStreamSession: Sendable {
     /// The error that stopped the session: a file output that could not be written, a damaged file input, or a
     /// device that went away for good (reconnect off, or not back within the reconnect timeout).
     public var failure: AudioError? { worker.failure ?? processor.inputError ?? io?.failure }
+
+    /// True while the input's device is open: from a start that got that far to the stop (false for a file input).
+    public var isDeviceOpen: Bool { io?.isStarted ?? false }
 
     /// True once a file input has been played to its end, the device stopped for good, or encoding failed.
     public var hasEnded: Bool {
@@ -451,7 +467,7 @@ final class StreamProcessor: Sendable {
     let output: PCMBuffer
     let outputs: EncodedOutputs
     /// Set while the input is stopped; read by the input's thread.
-    private let bound = RenderThreadBound<(readAhead: ReadAheadWorker?, gain: Float)>((nil, 1))
+    private let bound = RenderThreadBound<(readAhead: ReadAheadWorker?, gain: SmoothedValue)>((nil, SmoothedValue(1, rampFrames: 0)))
     var readAhead: ReadAheadWorker? {
         get { bound.whileStopped.readAhead }
         set { bound.whileStopped.readAhead = newValue }
@@ -504,18 +520,10 @@ final class StreamProcessor: Sendable {
         source = source.upmixed(to: channelCount)
         let target: Float = muted.load(ordering: .relaxed) ? 0 : Float(bitPattern: volumeBits.load(ordering: .relaxed))
         let out = output.view(frames: frames)
-        let gain = bound.onRenderThread.gain
-        let step = (target - gain) / Float(max(1, frames))
-        for c in 0..<channelCount {
-            let src = source[c]
-            let dst = out[c]
-            var g = gain
-            for i in 0..<frames {
-                g += step
-                dst[i] = src[i] * g
-            }
-        }
-        bound.onRenderThread.gain = target
+        // A new volume ramps over this block.
+        bound.onRenderThread.gain.rampFrames = frames
+        bound.onRenderThread.gain.setTarget(target)
+        out.copy(from: source, gain: &bound.onRenderThread.gain)
         outputMeter.accumulate(out)
         outputs.push(out, sampleTime: sampleTime, hostTime: hostTime)
         processed.store(sampleTime + Int64(frames), ordering: .relaxed)

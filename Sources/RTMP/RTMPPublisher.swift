@@ -244,21 +244,29 @@ public final class RTMPPublisher: Sendable {
         }
         doorbell.ring()
         if let run {
-            let deadline = Task(executorPreference: NetworkExecutor.shared) {
-                try? await Task.sleep(nanoseconds: UInt64((drainTimeout > 0 ? min(drainTimeout, Configuration.maximumSeconds) : 0) * 1e9))
-                if !Task.isCancelled { channel?.close(promise: nil) }
+            if drainTimeout > 0 {
+                let deadline = Task(executorPreference: NetworkExecutor.shared) {
+                    try? await Task.sleep(nanoseconds: UInt64(min(drainTimeout, Configuration.maximumSeconds) * 1e9))
+                    if !Task.isCancelled { channel?.close(promise: nil) }
+                    run.cancel()
+                }
+                await run.value
+                deadline.cancel()
+            } else {
+                // No drain: closed at once, not after a timer (whose wake-up a busy cooperative pool can hold back).
+                channel?.close(promise: nil)
                 run.cancel()
+                await run.value
             }
-            await run.value
-            deadline.cancel()
         }
         let ticker = shared.withLock { s -> Task<Void, Never>? in
             s.counters.droppedPackets += s.queue.removeAll()
             if s.state != .failed { s.state = .stopped }
             return s.ticker
         }
+        // Not waited for: it only refreshes the figures, and a figure it yields after the stream below has finished
+        // is dropped.
         ticker?.cancel()
-        await ticker?.value
         publishStatistics()
         statisticsContinuation.finish()
     }

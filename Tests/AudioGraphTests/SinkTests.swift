@@ -1,5 +1,7 @@
 import AudioCore
 import AudioGraph
+import AudioUnits
+import Foundation
 import Testing
 import TestSupport
 
@@ -114,5 +116,33 @@ import TestSupport
         #expect(throws: AudioError.self) { try graph.addSink(foreign) }
         #expect(throws: AudioError.self) { try graph.removeSink(foreign) }
         #expect(throws: AudioError.self) { try graph.addSink(graph.output) }
+    }
+}
+
+/// A node's tail time: the units' tail times summed along the paths into it, the longest path's.
+@Suite struct TailTimeTests {
+    @Test func theLongestPathsTailsAddUp() throws {
+        let graph = try RenderGraph(format: stereo)
+        let reverb = try ReverbUnit(format: stereo)
+        let echo = try DelayUnit(format: stereo)
+        let source = try graph.addNode(ConstantUnit(0.1), name: "voice")
+        let r = try graph.addNode(reverb, name: "room")
+        let d = try graph.addNode(echo, name: "echo")
+        let mix = try graph.addNode(MixerUnit(format: stereo, inputs: 2), name: "mix")
+        try graph.connect(source, to: r)
+        try graph.connect(r, to: d)
+        try graph.connect(d, to: mix, inputBus: 0)
+        try graph.connect(source, to: mix, inputBus: 1)  // a dry path, with no tail, beside it
+        try graph.connect(mix, to: graph.output)
+        // Reverb at its defaults: 1 s decay + 50 ms delay; the echo: 1 s at 50 % feedback, until 60 dB down.
+        #expect(abs(reverb.tailTime - 1.05) < 1e-6)
+        #expect(abs(echo.tailTime - (1 + 3 / -log10(0.5))) < 1e-6)
+        #expect(graph.tailTime(of: source) == 0)
+        #expect(graph.tailTime(of: r) == reverb.tailTime)
+        #expect(graph.tailTime(of: mix) == reverb.tailTime + echo.tailTime, "the longer of the two paths")
+        // At the settings now: a shorter decay shortens it.
+        try reverb.parameter("decayTimeAt0Hz").set(0.2)
+        #expect(abs(graph.tailTime(of: mix) - (0.55 + echo.tailTime)) < 1e-6, "max(0.2, 0.5 at Nyquist) + 0.05")
+        #expect(graph.tailTime(of: graph.output) == 0)
     }
 }

@@ -263,6 +263,31 @@ struct StreamCommandTests {
         #expect(frames > 48_000 && frames < 19 * 48_000, "\(frames)")
     }
 
+    @Test("SIGINT while the start waits for a server that never answers ends the run within a second")
+    func interruptDuringStart() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        try writeTwoTones(dir.file("in.wav"), seconds: 5)
+        let listener = try SilentListener()
+        let liveaudio = self.liveaudio
+        let (child, status, seconds) = try await offPool { () -> (ChildProcess, Int32, Double) in
+            let child = try ChildProcess(
+                liveaudio,
+                ["stream", "--input", dir.file("in.wav"), "--to", "rtmp://127.0.0.1:\(listener.port)/live/key", "--to", dir.file("out.m4a")],
+                log: dir.file("log.txt"))
+            usleep(700_000)  // connected, waiting for the handshake's answer (10 s before it times out)
+            let signalled = monotonicNanoseconds()
+            kill(child.pid, SIGINT)
+            let status = child.wait(timeout: 10)
+            return (child, status, Double(monotonicNanoseconds() - signalled) / 1e9)
+        }
+        #expect(status == 0, "\(child.output)")
+        #expect(seconds < 1, "\(seconds) s after the signal")
+        #expect(child.output.contains("stopped before the stream started"), "\(child.output)")
+        #expect(!FileManager.default.fileExists(atPath: dir.file("out.m4a")), "the file the start had created is deleted")
+        withExtendedLifetime(listener) {}
+    }
+
     @Test("Destinations from a file and from the environment: the key is in neither the command line nor the output")
     func destinationsOutsideTheCommandLine() async throws {
         let server = try NginxRTMPServer()
@@ -339,5 +364,79 @@ struct StreamCommandTests {
         #expect(r.stderr.contains(expected), "\(r.stderr)")
         #expect(!(r.stdout + r.stderr).contains("hidden-key"), "\(r.stdout) \(r.stderr)")
         #expect((try FileManager.default.contentsOfDirectory(atPath: dir.path)).sorted() == expectedFiles.sorted())
+    }
+}
+
+@Suite("Live-stream session lifecycle", .serialized)
+struct LiveStreamLifecycleTests {
+    /// A stop while the start waits for a server that accepted the connection and never answers: the start gives up
+    /// at once, not after the 10 s response timeout, deletes the file it created, and the device never opens. (How
+    /// soon a person sees it end is measured on the command line, in a process of its own: within a second of
+    /// SIGINT. Here the publisher's tasks share this test process's cooperative pool with the CPU-bound suites
+    /// running beside it, which can hold a resumption back, so the bound is half the timeout.)
+    @Test("A stop during the start breaks it off, not waiting for the server's timeout; the device is closed and nothing is left behind")
+    func stopDuringStart() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        try writeTwoTones(dir.file("mic.wav"), seconds: 2)
+        let listener = try SilentListener()
+        let configuration = LiveStreamSession.Configuration(
+            input: .device(name: dir.file("mic.wav"), backend: .virtual),
+            outputs: [.file(dir.file("out.m4a")), try .init(parsing: "rtmp://127.0.0.1:\(listener.port)/live/key")])
+        let session = try LiveStreamSession(configuration)
+        let starting = Task { () -> AudioError? in
+            do throws(AudioError) { try await session.start() } catch { return error }
+            return nil
+        }
+        try await Task.sleep(nanoseconds: 300_000_000)
+        let began = monotonicNanoseconds()
+        _ = await session.stop()
+        let error = await starting.value
+        let seconds = Double(monotonicNanoseconds() - began) / 1e9
+        #expect(seconds < 5, "the stop took \(seconds) s: the 10 s response timeout was waited for")
+        let e = try #require(error, "the start went on after the stop")
+        #expect(e.code == .invalidState && e.message.contains("stopped while it started"), "\(e)")
+        #expect(!session.isDeviceOpen)
+        #expect(!FileManager.default.fileExists(atPath: dir.file("out.m4a")), "the file the start created is deleted")
+        // Stopped: it does not start again.
+        await #expect(throws: AudioError.self) { try await session.start() }
+        withExtendedLifetime(listener) {}
+    }
+
+    @Test("A start after a failed start runs; a second start, a stop before a start and a second stop are handled")
+    func startAfterFailure() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        try writeTwoTones(dir.file("in.wav"), seconds: 0.5)
+        // Nothing listens on this port: the first start fails, and the session is idle again.
+        let port = try { try SilentListener().port }()  // closed again at once
+        var configuration = LiveStreamSession.Configuration(
+            input: .file(path: dir.file("in.wav"), realTime: false), outputs: [try .init(parsing: "rtmp://127.0.0.1:\(port)/live/key")])
+        configuration.rtmp.responseTimeout = 1
+        let failing = try LiveStreamSession(configuration)
+        await #expect(throws: AudioError.self) { try await failing.start() }
+        await #expect(throws: AudioError.self) { try await failing.start() }  // fails again, for the same reason
+        _ = await failing.stop()
+
+        let session = try LiveStreamSession(
+            LiveStreamSession.Configuration(input: .file(path: dir.file("in.wav"), realTime: false), outputs: [.file(dir.file("out.aac"))]))
+        try await session.start()
+        do {
+            try await session.start()
+            Issue.record("a second start was taken")
+        } catch {
+            #expect(error.message.contains("already started"), "\(error)")
+        }
+        while !session.hasEnded { try await Task.sleep(nanoseconds: 10_000_000) }
+        let summary = await session.stop()
+        #expect(summary.error == nil && summary.statistics.packetsEncoded > 0, "\(summary.statistics)")
+        let again = await session.stop()
+        #expect(again.error == nil)
+
+        let never = try LiveStreamSession(
+            LiveStreamSession.Configuration(input: .file(path: dir.file("in.wav"), realTime: false), outputs: [.file(dir.file("never.aac"))]))
+        _ = await never.stop()
+        await #expect(throws: AudioError.self) { try await never.start() }
+        #expect(!FileManager.default.fileExists(atPath: dir.file("never.aac")))
     }
 }

@@ -518,14 +518,8 @@ struct Monitor: AsyncParsableCommand {
             let inputUnit: InputUnit
             if let graph {
                 let loaded = try GraphFile.load(path: graph, maximumFrames: DeviceRequest.maximumPeriodFrames)
-                let inputs = loaded.inputUnits
-                guard inputs.count == 1 else {
-                    throw AudioError(
-                        .invalidGraphDescription,
-                        "a monitoring graph needs exactly one node of type \"input\" (the microphone); '\(graph)' has \(inputs.count)")
-                }
                 renderGraph = loaded.graph
-                inputUnit = inputs[0].unit
+                inputUnit = try loaded.onlyInput(as: "a monitoring graph", meaning: "the microphone", source: graph).unit
             } else {
                 renderGraph = try RenderGraph(
                     format: .graph(sampleRate: rate, channelCount: 2), maximumFrames: DeviceRequest.maximumPeriodFrames)

@@ -109,11 +109,7 @@ struct FileEncoding {
             throw AudioError(.invalidFormat, "--channels must be 1 to 8, got \(channels)")
         }
         guard input != output else { throw AudioError(.invalidParameter, "the output would overwrite the input") }
-        let directory = URL(fileURLWithPath: output).deletingLastPathComponent().path
-        var isDirectory: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory), isDirectory.boolValue else {
-            throw AudioError(.fileIO, "cannot write '\(output)': folder '\(directory)' does not exist")
-        }
+        try Preflight.checkFolder(forWriting: output)
         let started = Date()
         let reader = try AudioFile.open(path: input, sampleRate: sampleRate.map(Double.init), channelCount: channels)
         var frames: Int64 = 0

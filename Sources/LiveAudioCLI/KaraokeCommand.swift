@@ -135,8 +135,20 @@ struct Karaoke: AsyncParsableCommand {
             let lastEvent = EventLine()
             let events = interactive ? lastEvent.follow(session.deviceEvents) : printEvents(session.deviceEvents)
             let stop = StopFlag()
-            let signals = StopSignals { stop.set() }
-            try await session.start()
+            // A signal stops the session at once, a start in progress too (a calibration, a server that does not
+            // answer); the loops below then find the flag and collect the summary.
+            let signals = StopSignals {
+                stop.set()
+                Task { _ = await session.stop() }
+            }
+            do throws(AudioError) {
+                try await session.start()
+            } catch where stop.isSet {
+                events.cancel()
+                withExtendedLifetime(signals) {}
+                note("karaoke: stopped before the song started: nothing was recorded")
+                return
+            }
             let deviceRate = session.deviceGrant?.sampleRate ?? session.sampleRate
             note("karaoke: \(session.deviceGrant.map { "\($0)" } ?? "") ; round trip \(String(format: "%.2f", Double(session.roundTripFrames) * 1000 / session.sampleRate)) ms (\(session.roundTripSource)\(session.calibrations > 1 ? ", \(session.calibrations) calibrations: an xrun, a lost click or clicks apart in the first" : ""))")
             let bound = ClockBound(duration: duration, grace: 0)

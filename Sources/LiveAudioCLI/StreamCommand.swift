@@ -76,9 +76,21 @@ struct Stream: AsyncParsableCommand {
             let configuration = try makeConfiguration()
             let session = try LiveStreamSession(configuration)
             let stop = StopFlag()
-            let signals = StopSignals { stop.set() }
+            // A signal stops the session at once, a start in progress too (a server that does not answer is not
+            // waited for); the loop below then finds the flag and collects the summary.
+            let signals = StopSignals {
+                stop.set()
+                Task { _ = await session.stop() }
+            }
             let events = session.deviceEvents.map { printEvents($0) }
-            try await session.start()
+            do throws(AudioError) {
+                try await session.start()
+            } catch where stop.isSet {
+                events?.cancel()
+                withExtendedLifetime(signals) {}
+                note("stopped before the stream started: nothing was sent or written")
+                return
+            }
             if let grant = session.deviceGrant { note("device: \(grant)") }
             note("streaming \(configuration.input) → \(configuration.outputs.map(\.description).joined(separator: ", "))")
             let limit = duration.map { Int64(($0 * session.sampleRate).rounded()) }

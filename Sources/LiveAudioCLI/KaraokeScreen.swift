@@ -98,11 +98,15 @@ final class KaraokeScreen {
     /// The screen's lines now (about 100 columns; an output's line is as long as its figures).
     func lines(event: String, note: String?) -> [String] {
         let rate = session.sampleRate
+        // The bar runs over the region that plays (--start, --end; each pass of a --loop), not the whole file.
+        let region = session.configuration.region
+        let regionStart = Double(region.startFrame) / rate
+        let regionEnd = Double(region.frameCount.map { region.startFrame + $0 } ?? session.player.fileFrames) / rate
         let position = session.player.currentTime
-        let length = Double(session.player.fileFrames) / rate
+        let length = regionEnd
         let state: String =
             session.songHasEnded ? "ended" : paused ? "PAUSED" : "playing"
-        let fraction = length > 0 ? min(1, max(0, position / length)) : 0
+        let fraction = regionEnd > regionStart ? min(1, max(0, (position - regionStart) / (regionEnd - regionStart))) : 0
         let width = 60
         let done = Int((fraction * Double(width)).rounded(.down))
         let bar = "[" + String(repeating: "#", count: done) + String(repeating: "-", count: width - done) + "]"

@@ -1,0 +1,42 @@
+import AudioCore
+import AudioDevices
+import Foundation
+
+/// The checks made before anything is opened, written once for the sessions, the renderers and the tool, so that
+/// each problem gets the same message wherever it is met.
+public enum Preflight {
+    /// Throws unless the folder a file at `path` is written into exists (the current folder for a bare name).
+    /// - Throws: ``AudioError`` `.fileIO`: "cannot write '<path>': folder '<folder>' does not exist".
+    public static func checkFolder(forWriting path: String) throws(AudioError) {
+        let parent = (path as NSString).deletingLastPathComponent
+        let folder = parent.isEmpty ? "." : parent
+        guard isFolder(folder) else { throw AudioError(.fileIO, "cannot write '\(path)': folder '\(folder)' does not exist") }
+    }
+
+    /// Throws unless `folder` is an existing folder.
+    /// - Throws: ``AudioError`` `.fileIO`: "the <role> '<folder>' does not exist".
+    public static func checkFolder(_ folder: String, role: String) throws(AudioError) {
+        guard isFolder(folder) else { throw AudioError(.fileIO, "the \(role) '\(folder)' does not exist") }
+    }
+
+    private static func isFolder(_ path: String) -> Bool {
+        var isDirectory: ObjCBool = false
+        return FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) && isDirectory.boolValue
+    }
+}
+
+extension LoadedGraph {
+    /// The graph's one `input` node, for a graph that is used as `role` ("a voice chain") with its input as
+    /// `meaning` ("the microphone"); `source` names the graph in the message (its path).
+    /// - Throws: ``AudioError`` `.invalidGraphDescription`: "<role> needs exactly one node of type "input"
+    ///   (<meaning>); '<source>' has <n>".
+    public func onlyInput(as role: String, meaning: String, source: String) throws(AudioError) -> (id: String, unit: InputUnit) {
+        let inputs = inputUnits
+        guard inputs.count == 1 else {
+            throw AudioError(
+                .invalidGraphDescription,
+                "\(role) needs exactly one node of type \"input\" (\(meaning)); '\(source)' has \(inputs.count)")
+        }
+        return inputs[0]
+    }
+}
