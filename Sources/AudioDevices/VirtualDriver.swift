@@ -35,6 +35,10 @@ public struct VirtualDeviceOptions: Hashable, Sendable {
     /// playback file and the sample time jumps by the gap — while the capture, on its own clock, piles up and
     /// arrives with the next cycle. 0 … 1 s, `every` longer than the stall; nil: none.
     public var playbackStall: PlaybackStall?
+    /// Frames the playback file takes at most, in whole cycles (the cycle that reaches the count is written whole);
+    /// nil: everything until the stop. A player that knows its file's length gives it, so that a device run as fast
+    /// as possible does not write the silence it renders between the file's end and the stop.
+    public var playbackFrames: Int64?
 
     public struct PlaybackStall: Sendable, Hashable {
         public var at: Double
@@ -263,8 +267,9 @@ final class VirtualDriver: AudioDriver, @unchecked Sendable {
                 time: DeviceCycleTime(
                     sampleTime: sampleTime, inputHostTime: host > period ? host - period : 0, outputHostTime: host))
             counters.cycles.add(1, ordering: .relaxed)
+            let writtenBefore = sampleTime
             sampleTime += Int64(frames)
-            if let writer, let output {
+            if let writer, let output, writtenBefore < options.playbackFrames ?? .max {
                 do throws(AudioError) {
                     try writer.write(output)
                 } catch {

@@ -662,10 +662,10 @@ public final class RenderGraph: Sendable {
     }
 
     /// Seconds a node's output keeps sounding after its sources fall silent: the units' tail times (a reverb's
-    /// decay, a delay's echoes) added along each path into it, the longest path's. Now, at the parameters' current
-    /// values; 0 for the output or a node not in the graph.
+    /// decay, a delay's echoes; none for a bypassed unit) added along each path into it, the longest path's. Now, at
+    /// the parameters' current values; 0 for the output or a node not in the graph.
     public func tailTime(of node: NodeID) -> Double {
-        control.withLock { t in longestPath(t, to: node, \.tailTime) }
+        control.withLock { t in longestPath(t, to: node) { $0.isBypassed ? 0 : $0.tailTime } }
     }
 
     /// The largest sum of `value` over the nodes of a path ending at `id` (its sources first).

@@ -47,6 +47,26 @@ public final class KaraokeSession: Sendable {
         case milliseconds(Double)
     }
 
+    /// A region of the song in seconds: from `start`, to `end` (nil: the file's end), `loopCount` more times.
+    public struct RegionInSeconds: Hashable, Sendable {
+        public var start: Double
+        public var end: Double?
+        public var loopCount: Int
+
+        public init(start: Double = 0, end: Double? = nil, loopCount: Int = 0) {
+            self.start = start
+            self.end = end
+            self.loopCount = loopCount
+        }
+
+        /// The region in frames at `sampleRate`.
+        public func frames(at sampleRate: Double) -> FilePlayerUnit.Region {
+            FilePlayerUnit.Region(
+                startFrame: Int64((start * sampleRate).rounded()),
+                frameCount: end.map { Int64((($0 - start) * sampleRate).rounded()) }, loopCount: loopCount)
+        }
+    }
+
     public struct Configuration: Sendable {
         /// The accompaniment: any file the decoder reads.
         public var song: String
@@ -71,6 +91,9 @@ public final class KaraokeSession: Sendable {
         public var clocks = DeviceClocks.automatic
         /// What of the song plays, in frames at the session's rate.
         public var region = FilePlayerUnit.Region.wholeFile
+        /// What of the song plays, in seconds: when given, taken instead of ``region``, at the session's rate (the
+        /// voice chain's, known once the session has read its file).
+        public var regionInSeconds: RegionInSeconds?
         /// Key change in cents (+200: two semitones up) and tempo (1: as it is); a time-pitch unit is added when
         /// either differs.
         public var keyCents = 0.0
@@ -123,6 +146,8 @@ public final class KaraokeSession: Sendable {
     public let sampleRate: Double
     /// The accompaniment's player: pause, resume, seek, position.
     public let player: FilePlayerUnit
+    /// What of the song plays, in frames at ``sampleRate``.
+    public let region: FilePlayerUnit.Region
     /// The time-pitch unit, when the key or tempo changes.
     public let timePitch: TimePitchUnit?
     private let loaded: LoadedGraph?
@@ -249,7 +274,8 @@ public final class KaraokeSession: Sendable {
             throw AudioError(error.code, "the song '\(configuration.song)' cannot be played: \(error.message)")
         }
         // The region checked now (and read ahead meanwhile); the start time is set by start().
-        try song.schedule(configuration.region, at: .max)
+        region = configuration.regionInSeconds?.frames(at: rate) ?? configuration.region
+        try song.schedule(region, at: .max)
         player = song
         let songChannels = song.outputFormats[0].channelCount
         var accompaniment = try g.addNode(song, name: "song")
@@ -422,8 +448,7 @@ public final class KaraokeSession: Sendable {
             // The outputs undone and made again by the next start (a publisher runs once).
             await opened?.abandon()
             if encoderTap != nil { encoded.withLock { $0 = nil } }
-            let interrupted = lifecycle.state == .starting(stopRequested: true)
-            lifecycle.startEnded(succeeded: false)
+            let interrupted = lifecycle.startEnded(succeeded: false)
             throw interrupted ? AudioError(.invalidState, "the karaoke session was stopped while it started") : error
         }
         lifecycle.startEnded(succeeded: true)
@@ -562,7 +587,7 @@ public final class KaraokeSession: Sendable {
         let tempo = timePitch == nil ? 1 : configuration.tempo
         let playerStart = timePitch == nil
             ? startTime : player.renderedSampleTime + Int64((Double(startTime - now) * tempo).rounded())
-        try player.schedule(configuration.region, at: max(0, playerStart))
+        try player.schedule(region, at: max(0, playerStart))
         state.withLock {
             $0.roundTrip = dry
             $0.source = source
@@ -646,8 +671,10 @@ public final class KaraokeSession: Sendable {
     public var songHasEnded: Bool {
         guard player.hasFinished else { return false }
         let now = timeline.sampleTime
-        // The voice chain's tail too (a reverb's decay, a delay's echoes of the last words sung), at its settings now.
-        let tail = Int64(((timePitch?.latency ?? 0) + graph.tailTime(of: wetVoice) + 0.1) * sampleRate)
+        // The voice chain's tail too (a reverb's decay, a delay's echoes of the last words sung), at its settings now;
+        // an echo that never dies away (feedback 100 %) is cut after the longest reverb decay there is.
+        let chainTail = min(graph.tailTime(of: wetVoice), Double(ReverbUnit.decayTimeAt0HzSpec.range.upperBound))
+        let tail = Int64(((timePitch?.latency ?? 0) + chainTail + 0.1) * sampleRate)
         return state.withLock { s -> Bool in
             guard s.scheduled else { return false }
             if s.endSeen == nil { s.endSeen = now }

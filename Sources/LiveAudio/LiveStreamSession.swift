@@ -196,7 +196,10 @@ public final class LiveStreamSession: Sendable {
 
     private let processor: StreamProcessor
     /// The encoder and the outputs' fan-out (shared with ``KaraokeSession``).
-    private let encoded: EncodedOutputs
+    /// The encoder and its outputs: made again after a start that failed (a publisher and an encoding worker run
+    /// once), while nothing runs.
+    private let encodedOutputs: Locked<EncodedOutputs>
+    private var encoded: EncodedOutputs { encodedOutputs.withLock { $0 } }
     private var worker: AACEncodingWorker { encoded.worker }
     private let loaded: LoadedGraph?
     private let io: IOUnit?
@@ -241,9 +244,8 @@ public final class LiveStreamSession: Sendable {
                 .invalidParameter,
                 "the input has \(inputChannels) channels but the stream \(channelCount): without a graph they must match (or the input be mono)")
         }
-        encoded = try EncodedOutputs(
-            outputs: configuration.outputs, sampleRate: sampleRate, channelCount: channelCount,
-            bitRate: configuration.bitRate, rtmp: configuration.rtmp, bufferedSeconds: configuration.encoderBufferSeconds)
+        let encoded = try Self.encodedOutputs(configuration, sampleRate: sampleRate, channelCount: channelCount)
+        encodedOutputs = Locked(encoded)
 
         // The input.
         let format = try StreamFormat(
@@ -323,11 +325,23 @@ public final class LiveStreamSession: Sendable {
             if encoding { await encoded.abandon() }
             threads.withLock { t in defer { t.readAhead = nil }; return t.readAhead }?.stop()
             processor.readAhead = nil
-            let interrupted = lifecycle.state == .starting(stopRequested: true)
-            lifecycle.startEnded(succeeded: false)
+            // Made again for the next start (they were checked when the session was made).
+            if let fresh = try? Self.encodedOutputs(configuration, sampleRate: sampleRate, channelCount: channelCount) {
+                encodedOutputs.withLock { $0 = fresh }
+                processor.outputs = fresh
+            }
+            let interrupted = lifecycle.startEnded(succeeded: false)
             throw interrupted ? AudioError(.invalidState, "the live stream was stopped while it started") : error
         }
         lifecycle.startEnded(succeeded: true)
+    }
+
+    private static func encodedOutputs(_ configuration: Configuration, sampleRate: Double, channelCount: Int) throws(AudioError)
+        -> EncodedOutputs
+    {
+        try EncodedOutputs(
+            outputs: configuration.outputs, sampleRate: sampleRate, channelCount: channelCount,
+            bitRate: configuration.bitRate, rtmp: configuration.rtmp, bufferedSeconds: configuration.encoderBufferSeconds)
     }
 
     /// Stops the input, encodes what is buffered, finishes the files and unpublishes. Safe to call more than once.
@@ -465,7 +479,12 @@ final class StreamProcessor: Sendable {
     let channelCount: Int
     let sampleRate: Double
     let output: PCMBuffer
-    let outputs: EncodedOutputs
+    /// Where the blocks go: the render thread's; replaced while the input is stopped (after a failed start).
+    private let boundOutputs: RenderThreadBound<EncodedOutputs>
+    var outputs: EncodedOutputs {
+        get { boundOutputs.onRenderThread }
+        set { boundOutputs.whileStopped = newValue }
+    }
     /// Set while the input is stopped; read by the input's thread.
     private let bound = RenderThreadBound<(readAhead: ReadAheadWorker?, gain: SmoothedValue)>((nil, SmoothedValue(1, rampFrames: 0)))
     var readAhead: ReadAheadWorker? {
@@ -481,7 +500,7 @@ final class StreamProcessor: Sendable {
     private let inputFailure = Locked<AudioError?>(nil)
 
     init(graph: RenderGraph?, input: InputUnit?, channelCount: Int, sampleRate: Double, maximumFrames: Int, outputs: EncodedOutputs) {
-        self.outputs = outputs
+        boundOutputs = RenderThreadBound(outputs)
         self.graph = graph
         self.input = input
         self.channelCount = channelCount

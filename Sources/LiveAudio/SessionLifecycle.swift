@@ -154,8 +154,15 @@ final class LockedLifecycle: Sendable {
         try lifecycle.withLock { (l: inout SessionLifecycle) throws(AudioError) in try l.checkStarting() }
     }
 
-    func startEnded(succeeded: Bool) {
-        for waiter in lifecycle.withLock({ $0.startEnded(succeeded: succeeded) }) { waiter.resume() }
+    /// The start ended; returns whether a stop had come meanwhile (a failed start then reports the stop).
+    @discardableResult
+    func startEnded(succeeded: Bool) -> Bool {
+        let (waiters, stopped) = lifecycle.withLock { l in
+            let stopped = l.state == .starting(stopRequested: true)
+            return (l.startEnded(succeeded: succeeded), stopped)
+        }
+        for waiter in waiters { waiter.resume() }
+        return stopped
     }
 
     func stopRequested() -> SessionLifecycle.StopAction { lifecycle.withLock { $0.stopRequested() } }

@@ -385,8 +385,11 @@ struct Play: AsyncParsableCommand {
             let graph = try RenderGraph(format: format, maximumFrames: DeviceRequest.maximumPeriodFrames)
             let node = try graph.addNode(source, name: "file")
             try graph.connect(node, to: graph.output)
-            let io = try IOUnit(
-                try options.configuration(input: nil, output: format, inputDevice: nil, outputDevice: device))
+            var configuration = try options.configuration(input: nil, output: format, inputDevice: nil, outputDevice: device)
+            // A virtual speaker run as fast as possible takes the file's frames (in whole cycles), not the silence
+            // rendered until the loop below sees the end.
+            if source.reader.isFrameCountExact { configuration.virtual.playbackFrames = source.frameCount }
+            let io = try IOUnit(configuration)
             try io.setOutputGraph(graph)
             let events = printEvents(io.events)
             let stop = StopFlag()

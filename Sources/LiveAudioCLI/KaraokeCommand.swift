@@ -131,7 +131,9 @@ struct Karaoke: AsyncParsableCommand {
             let interactive = Terminal.isInteractive && !noScreen
             // On the screen the key may change while singing: the time-pitch is always in.
             c.keyAdjustable = interactive
-            let session = try KaraokeSession(Self.withRegion(c, start: start, end: end, loop: loop))
+            // In seconds: the session converts them at its rate (the voice chain's, read once, by the session).
+            c.regionInSeconds = KaraokeSession.RegionInSeconds(start: start, end: end, loopCount: loop)
+            let session = try KaraokeSession(c)
             let lastEvent = EventLine()
             let events = interactive ? lastEvent.follow(session.deviceEvents) : printEvents(session.deviceEvents)
             let stop = StopFlag()
@@ -205,17 +207,6 @@ struct Karaoke: AsyncParsableCommand {
         } catch {
             throw fail(error)
         }
-    }
-
-    /// The region in frames: the session's rate is the chain's (or 48 kHz), known only once the graph file is read,
-    /// so the seconds are converted at 48 kHz unless the chain says otherwise.
-    static func withRegion(_ c: KaraokeSession.Configuration, start: Double, end: Double?, loop: Int) throws(AudioError) -> KaraokeSession.Configuration {
-        var c = c
-        let rate = try c.voiceChain.map { path throws(AudioError) in try GraphFile.load(path: path).graph.format.sampleRate } ?? c.sampleRate
-        c.region = FilePlayerUnit.Region(
-            startFrame: Int64((start * rate).rounded()), frameCount: end.map { Int64((($0 - start) * rate).rounded()) },
-            loopCount: loop)
-        return c
     }
 
     static func decibels(_ text: String, _ option: String) throws(AudioError) -> Double {

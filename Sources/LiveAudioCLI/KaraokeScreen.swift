@@ -99,7 +99,7 @@ final class KaraokeScreen {
     func lines(event: String, note: String?) -> [String] {
         let rate = session.sampleRate
         // The bar runs over the region that plays (--start, --end; each pass of a --loop), not the whole file.
-        let region = session.configuration.region
+        let region = session.region
         let regionStart = Double(region.startFrame) / rate
         let regionEnd = Double(region.frameCount.map { region.startFrame + $0 } ?? session.player.fileFrames) / rate
         let position = session.player.currentTime

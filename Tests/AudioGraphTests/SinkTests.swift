@@ -144,5 +144,8 @@ import TestSupport
         try reverb.parameter("decayTimeAt0Hz").set(0.2)
         #expect(abs(graph.tailTime(of: mix) - (0.55 + echo.tailTime)) < 1e-6, "max(0.2, 0.5 at Nyquist) + 0.05")
         #expect(graph.tailTime(of: graph.output) == 0)
+        // A bypassed unit adds none.
+        echo.isBypassed = true
+        #expect(abs(graph.tailTime(of: mix) - 0.55) < 1e-6)
     }
 }

@@ -364,10 +364,13 @@ import TestSupport
         defer { dir.remove() }
         let signal = SignalCheck.testSignal(seconds: 1)
         try writeWAV(dir.file("in.wav"), channels: signal)
-        let play = try await runTool(liveaudio, ["play", dir.file("in.wav"), "--backend", "virtual", "--device", dir.file("spk.wav"), "--pace", "fast"])
+        let play = try await runTool(
+            liveaudio, ["play", dir.file("in.wav"), "--backend", "virtual", "--device", dir.file("spk.wav"), "--pace", "fast", "--period", "256"])
         #expect(play.status == 0, "\(play.stderr)")
         let played = try FFmpeg.decode(dir.file("spk.wav"), channels: 2)
         #expect(Array(played[0].prefix(48_000)) == signal[0] && Array(played[1].prefix(48_000)) == signal[1])
+        // Whole cycles, and no more: the 48000 frames padded to 188 periods of 256.
+        #expect(played[0].count == 48_128, "\(played[0].count) frames written")
         // Recording is paced in real time: as fast as possible, the virtual microphone may outrun the file writer
         // on a busy machine, and what overflows the capture ring is counted, not waited for (by design: a real
         // device does not wait either).

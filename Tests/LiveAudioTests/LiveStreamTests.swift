@@ -408,15 +408,31 @@ struct LiveStreamLifecycleTests {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
         try writeTwoTones(dir.file("in.wav"), seconds: 0.5)
-        // Nothing listens on this port: the first start fails, and the session is idle again.
-        let port = try { try SilentListener().port }()  // closed again at once
+        // The server is down for the first start, which fails; it is back for the second, which streams.
+        let server = try NginxRTMPServer()
+        defer { server.remove() }
+        server.stop()
         var configuration = LiveStreamSession.Configuration(
-            input: .file(path: dir.file("in.wav"), realTime: false), outputs: [try .init(parsing: "rtmp://127.0.0.1:\(port)/live/key")])
-        configuration.rtmp.responseTimeout = 1
-        let failing = try LiveStreamSession(configuration)
-        await #expect(throws: AudioError.self) { try await failing.start() }
-        await #expect(throws: AudioError.self) { try await failing.start() }  // fails again, for the same reason
-        _ = await failing.stop()
+            input: .file(path: dir.file("in.wav"), realTime: false),
+            outputs: [try .init(parsing: server.url("retry")), .file(dir.file("retry.flv"))])
+        configuration.rtmp.responseTimeout = 2
+        let retried = try LiveStreamSession(configuration)
+        do {
+            try await retried.start()
+            Issue.record("a start with the server down went through")
+        } catch {
+            #expect(error.code == .connectionFailed, "\(error)")
+        }
+        #expect(!FileManager.default.fileExists(atPath: dir.file("retry.flv")), "the failed start left its file")
+        try server.start()
+        try await retried.start()
+        while !retried.hasEnded { try await Task.sleep(nanoseconds: 10_000_000) }
+        let streamed = await retried.stop()
+        #expect(streamed.error == nil && streamed.statistics.packetsEncoded > 0, "\(streamed.statistics)")
+        #expect(streamed.statistics.outputs.contains { $0.rtmp == nil && $0.packetsWritten > 0 }, "the file: \(streamed.statistics)")
+        #expect(streamed.statistics.outputs.contains { $0.rtmp?.state == .stopped }, "the server: \(streamed.statistics)")
+        server.stop()
+        #expect(server.recordedFiles(start: 2).count == 1, "the second start published")
 
         let session = try LiveStreamSession(
             LiveStreamSession.Configuration(input: .file(path: dir.file("in.wav"), realTime: false), outputs: [.file(dir.file("out.aac"))]))

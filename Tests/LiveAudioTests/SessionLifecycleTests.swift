@@ -94,3 +94,13 @@ import Testing
         await l.waitForStop()
     }
 }
+
+/// The song's region given in seconds: converted at the session's rate, once it is known.
+@Suite struct KaraokeRegionTests {
+    @Test func secondsBecomeFramesAtTheSessionsRate() {
+        let region = KaraokeSession.RegionInSeconds(start: 1.5, end: 20, loopCount: 2)
+        #expect(region.frames(at: 48_000) == FilePlayerUnit.Region(startFrame: 72_000, frameCount: 888_000, loopCount: 2))
+        #expect(region.frames(at: 44_100) == FilePlayerUnit.Region(startFrame: 66_150, frameCount: 815_850, loopCount: 2))
+        #expect(KaraokeSession.RegionInSeconds().frames(at: 48_000) == .wholeFile)
+    }
+}
