@@ -174,7 +174,7 @@ public final class KaraokeSession: Sendable {
     private let songOutputs: [LiveStreamSession.Output]
     /// Each recorder and what it is shifted by: nothing (the accompaniment), the round trip (the dry voice), or the
     /// round trip and the chain's latency (the wet voice, the song).
-    private let recorders: [(name: String, unit: RecorderUnit, shift: Shift)]
+    private let recorders: [Recorder]
     enum Shift { case none, roundTrip, roundTripAndChain }
     /// Frames from the microphone to the wet voice (the chain's latency): the wet stem and the song are shifted by
     /// it too.
@@ -198,212 +198,72 @@ public final class KaraokeSession: Sendable {
     /// Checks and builds everything that can be before the device opens.
     /// - Throws: ``AudioError``: a song that cannot be played, a voice chain without exactly one input node, a
     ///   volume out of range, a stems folder that does not exist, a record path that is neither `.wav` nor an AAC
-    ///   file (`.m4a`, `.mp4`, `.flv`, `.aac`), an output given twice or in a folder that does not exist, a bad URL.
+    ///   file (`.m4a`, `.mp4`, `.flv`, `.aac`), an output given twice or in a folder that does not exist, a bad URL;
+    ///   a stage of the graph that cannot be built names itself.
     public init(_ configuration: Configuration) throws(AudioError) {
         self.configuration = configuration
-        for (name, value) in [
-            ("accompaniment", configuration.accompanimentVolume), ("voice", configuration.voiceVolume),
-            ("monitor voice", configuration.monitorVoiceVolume),
-        ] where !(value == -.infinity || (-96...12).contains(value)) {
-            throw AudioError(.invalidParameter, "the \(name) volume must be between -96 and +12 dB (or -inf), got \(value)")
-        }
-        if let dir = configuration.stemsDirectory { try Preflight.checkFolder(dir, role: "stems folder") }
-        var songOutputs = configuration.outputs
-        var wavRecord: String?
-        if let path = configuration.recordPath {
-            if path.lowercased().hasSuffix(".wav") {
-                wavRecord = path
-            } else {
-                do throws(AudioError) {
-                    songOutputs.append(try LiveStreamSession.Output(parsing: path))
-                } catch {
-                    throw AudioError(
-                        .unsupportedFile, "the song is recorded as .wav, .m4a, .mp4, .flv or .aac (ADTS); '\(path)' is none of those")
-                }
-            }
-            try Preflight.checkFolder(forWriting: path)
-        }
-        let maximumFrames = max(DeviceRequest.maximumPeriodFrames, 4096)
-        // The voice chain, or a graph that is the microphone only.
-        let input: InputUnit
-        let g: RenderGraph
-        let chainLatency: Double
-        let mic: NodeID
-        let wet: NodeID
-        if let path = configuration.voiceChain {
-            let loaded = try GraphFile.load(path: path, maximumFrames: maximumFrames, registry: configuration.unitRegistry)
-            let only = try loaded.onlyInput(as: "a voice chain", meaning: "the microphone", source: path)
-            let micID = loaded.nodes[only.id]!
-            // The wet voice: what the file connects to its output.
-            guard let last = loaded.edges.first(where: { $0.to == "output" }).flatMap({ loaded.nodes[$0.from] }) else {
-                throw AudioError(.invalidGraphDescription, "'\(path)' connects nothing to its output: the wet voice goes there")
-            }
-            input = only.unit
-            mic = micID
-            wet = last
-            self.loaded = loaded
-            g = loaded.graph
-            chainLatency = g.latency
-            try g.disconnect(g.output)
-        } else {
-            loaded = nil
-            g = try RenderGraph(
-                format: try .graph(sampleRate: configuration.sampleRate, channelCount: configuration.channelCount),
-                maximumFrames: maximumFrames)
-            input = try InputUnit(sampleRate: configuration.sampleRate, channelCount: 1)
-            mic = try g.addNode(input, name: "mic")
-            wet = mic
-            chainLatency = 0
-        }
-        let format = g.format
+        let (outputs, wavRecord) = try Self.checkedOutputs(configuration)
+        let chain = try VoiceChain(configuration, maximumFrames: Self.maximumFrames)
+        let format = chain.graph.format
         let rate = format.sampleRate
-        graph = g
-        wetVoice = wet
+        graph = chain.graph
+        loaded = chain.loaded
+        wetVoice = chain.wet
         sampleRate = rate
-        self.songOutputs = songOutputs
+        chainLatencyFrames = Int((chain.latency * rate).rounded())
+        songOutputs = outputs
         // Checked now (an output twice, a folder missing, encoder settings); made again at each start.
-        let encoded: EncodedOutputs? = songOutputs.isEmpty ? nil : try Self.encodedOutputs(songOutputs, configuration, format)
+        let encoded = outputs.isEmpty ? nil : try Self.encodedOutputs(outputs, configuration, format)
         self.encoded.withLock { $0 = encoded }
-        chainLatencyFrames = Int((chainLatency * rate).rounded())
-
-        // The accompaniment.
-        let song: FilePlayerUnit
-        do throws(AudioError) {
-            song = try FilePlayerUnit(path: configuration.song, sampleRate: rate, channelCount: format.channelCount)
-        } catch {
-            throw AudioError(error.code, "the song '\(configuration.song)' cannot be played: \(error.message)")
-        }
+        let song = try Self.songPlayer(configuration, format: format)
+        player = song
+        let songFormat = song.outputFormats[0]
         // The region checked now (and read ahead meanwhile); the start time is set by start().
         region = configuration.regionInSeconds?.frames(at: rate) ?? configuration.region
         try song.schedule(region, at: .max)
-        player = song
-        let songChannels = song.outputFormats[0].channelCount
-        var accompaniment = try g.addNode(song, name: "song")
-        if configuration.keyCents != 0 || configuration.tempo != 1 || configuration.keyAdjustable {
-            let unit = try TimePitchUnit(format: try .graph(sampleRate: rate, channelCount: songChannels))
-            try unit.pitch.set(Float(configuration.keyCents))
-            try unit.rate.set(Float(configuration.tempo))
-            let node = try g.addNode(unit, name: "timePitch")
-            try g.connect(accompaniment, to: node)
-            accompaniment = node
-            timePitch = unit
-        } else {
-            timePitch = nil
-        }
-
-        // The recorders: where each stem is taken, and whether it is shifted by the round trip.
-        var recorders: [(String, RecorderUnit, Shift)] = []
-        func tap(_ source: NodeID, _ path: String?, name: String, channels: Int, shifted: Shift) throws(AudioError) -> NodeID {
-            guard let path else { return source }
-            let unit = try RecorderUnit(format: try .graph(sampleRate: rate, channelCount: channels), path: path, waitsForStart: true)
-            recorders.append((name, unit, shifted))
-            let node = try g.addNode(unit, name: "record-\(name)")
-            try g.connect(source, to: node)
-            return node
-        }
-        let stems = configuration.stemsDirectory.map { ($0 as NSString).appendingPathComponent }
-        let channels = format.channelCount
-        accompaniment = try tap(accompaniment, stems?("accompaniment.wav"), name: "accompaniment", channels: songChannels, shifted: .none)
-        let dry = try tap(mic, stems?("voice-dry.wav"), name: "voice-dry", channels: input.outputFormats[0].channelCount, shifted: .roundTrip)
-        let wetOut = try tap(wet == mic ? dry : wet, stems?("voice-wet.wav"), name: "voice-wet", channels: try g.unit(wet).outputFormats[0].channelCount, shifted: .roundTripAndChain)
-
-        // The song: the accompaniment delayed by the round trip, and the wet voice.
-        let songDelay = try SampleDelayUnit(
-            format: try .graph(sampleRate: rate, channelCount: try g.unit(accompaniment).outputFormats[0].channelCount),
-            maximumDelayFrames: Int((Self.maximumShift * rate).rounded()))
-        self.songDelay = songDelay
-        let delayed = try g.addNode(songDelay, name: "song-delay")
-        try g.connect(accompaniment, to: delayed)
-        let songMix = try MixerUnit(format: format, inputs: 2)
-        self.songMix = songMix
-        let mixed = try g.addNode(songMix, name: "song-mix")
-        try g.connect(delayed, to: mixed, inputBus: 0)
-        try g.connect(wetOut, to: mixed, inputBus: 1)
-        var songOut = mixed
-        var songPaths = [stems?("song.wav"), wavRecord].compactMap { $0 }
-        var index = 0
-        while !songPaths.isEmpty {
-            songOut = try tap(songOut, songPaths.removeFirst(), name: index == 0 ? "song" : "song-\(index)", channels: channels, shifted: .roundTripAndChain)
-            index += 1
-        }
-        // The encoded song: the song as recorded, from the same frame.
-        if encoded != nil {
-            let unit = EncoderTap(format: format)
-            encoderTap = unit
-            let node = try g.addNode(unit, name: "song-encoder")
-            try g.connect(songOut, to: node)
-            songOut = node
-        } else {
-            encoderTap = nil
-        }
-
-        // The monitor: the accompaniment and the wet voice. The dry voice's recorder and the song's recorders and
-        // encoder lead nowhere: sinks, rendered every cycle.
-        let monitor = try MixerUnit(format: format, inputs: 2)
-        self.monitor = monitor
-        let monitorNode = try g.addNode(monitor, name: "monitor")
-        try g.connect(accompaniment, to: monitorNode, inputBus: 0)
-        try g.connect(wetOut, to: monitorNode, inputBus: 1)
-        if dry != mic { try g.addSink(dry) }
-        if songOut != mixed { try g.addSink(songOut) }
-        let voiceMeter = try MeterUnit(format: try g.unit(wetOut).outputFormats[0])
-        self.voiceMeter = voiceMeter
-        let voiceMeterNode = try g.addNode(voiceMeter, name: "voice-meter")
-        try g.connect(wetOut, to: voiceMeterNode)
-        try g.addSink(voiceMeterNode)
-        let timeline = TimelineTap(format: format)
-        self.timeline = timeline
-        var timelineNode = try g.addNode(timeline, name: "timeline")
-        try g.connect(monitorNode, to: timelineNode)
-        // A calibration plays its clicks into the headphones and records the microphone, before the song.
-        if configuration.roundTrip == .calibrate {
-            let clicks = try CalibrationClicks(format: format, micChannels: input.outputFormats[0].channelCount)
-            calibration = clicks
-            let node = try g.addNode(clicks, name: "calibration")
-            try g.connect(timelineNode, to: node, inputBus: 0)
-            try g.connect(mic, to: node, inputBus: 1)
-            timelineNode = node
-        } else {
-            calibration = nil
-        }
-        // The device.
-        var device = IOUnit.Configuration(
-            backend: configuration.backend, inputFormat: input.outputFormats[0], outputFormat: format,
-            inputDevice: configuration.inputDevice, outputDevice: configuration.outputDevice,
-            periodFrames: configuration.periodFrames, periodCount: configuration.periodCount, reconnect: configuration.reconnect,
-            jackServer: configuration.jackServer, virtual: configuration.virtual)
-        device.reconnectTimeout = configuration.reconnectTimeout
-        device.clocks = configuration.clocks
-        device.conversionQuality = .low
-        let io = try IOUnit(device)
+        timePitch = try Self.timePitch(configuration, format: songFormat)
+        let io = try Self.device(configuration, input: chain.input, format: format)
         self.io = io
-        try io.recordCycleTimings(capacity: configuration.cycleTimingCapacity)
+        try io.setInputUnit(chain.input)
+        try io.setOutputGraph(chain.graph)
+        // Referenced to the accompaniment alone, as it goes to the headphones: the canceller takes the song out of the
+        // microphone, not the voice the singer hears back.
+        let canceller = try configuration.voiceProcessing ? io.enableVoiceProcessing(reference: .graphTap) : nil
+        try canceller?.echoCancellation.set(1)
+        voiceProcessingUnit = canceller
+        echoReference = try canceller == nil ? nil : CaptureReferenceTap(format: songFormat, io: io, maximumFrames: Self.maximumFrames)
+        songDelay = try SampleDelayUnit(format: songFormat, maximumDelayFrames: Int((Self.maximumShift * rate).rounded()))
+        songMix = try MixerUnit(format: format, inputs: 2)
+        monitor = try MixerUnit(format: format, inputs: 2)
+        voiceMeter = try MeterUnit(format: try chain.graph.unit(chain.wet).outputFormats[0])
+        encoderTap = encoded == nil ? nil : EncoderTap(format: format)
+        timeline = TimelineTap(format: format)
+        calibration = try configuration.roundTrip == .calibrate
+            ? CalibrationClicks(format: format, micChannels: chain.input.outputFormats[0].channelCount) : nil
         // The route lost: the headphones go silent at once (the speaker must not feed the microphone); the rest of
         // the graph — the recordings, the song, the outputs — goes on.
-        let routeGate = RouteGate(format: format, route: io.outputRoute)
-        self.routeGate = routeGate
-        let gate = try g.addNode(routeGate, name: "route-gate")
-        try g.connect(timelineNode, to: gate)
-        try g.connect(gate, to: g.output)
-        self.recorders = recorders.map { (name: $0.0, unit: $0.1, shift: $0.2) }
-        try io.setInputUnit(input)
-        try io.setOutputGraph(g)
-        if configuration.voiceProcessing {
-            // Referenced to the accompaniment alone, as it goes to the headphones: the canceller takes the song out of
-            // the microphone, not the voice the singer hears back.
-            let unit = try io.enableVoiceProcessing(reference: .graphTap)
-            try unit.echoCancellation.set(1)
-            voiceProcessingUnit = unit
-            let referenceTap = try CaptureReferenceTap(format: try g.unit(accompaniment).outputFormats[0], io: io, maximumFrames: maximumFrames)
-            echoReference = referenceTap
-            let tap = try g.addNode(referenceTap, name: "echo-reference")
-            try g.disconnect(monitorNode, inputBus: 0)
-            try g.connect(accompaniment, to: tap)
-            try g.connect(tap, to: monitorNode, inputBus: 0)
-        } else {
-            voiceProcessingUnit = nil
-            echoReference = nil
-        }
+        routeGate = RouteGate(format: format, route: io.outputRoute)
+        recorders = try Self.recorders(configuration, wavRecord: wavRecord, chain: chain)
+
+        // The graph, a stage an entry: the microphone and the wet voice come from the voice chain. The song is the
+        // accompaniment delayed by the round trip and the wet voice; the monitor is the accompaniment and the wet
+        // voice; recorders, the encoder's tap and the voice meter lead nowhere (sinks, rendered every cycle).
+        var g = StageGraph(chain.graph, known: ["mic": chain.mic, "wet": chain.wet])
+        let accompaniment = timePitch == nil ? "song" : "timePitch"
+        try g.add("song", song)
+        if let timePitch { try g.add("timePitch", timePitch, from: ["song"]) }
+        try g.add("song-delay", songDelay, from: [accompaniment])
+        try g.add("song-mix", songMix, from: ["song-delay", "wet"])
+        for r in recorders { try g.add("record-\(r.name)", r.unit, from: [r.source(accompaniment)], sink: true) }
+        if let encoderTap { try g.add("song-encoder", encoderTap, from: ["song-mix"], sink: true) }
+        try g.add("voice-meter", voiceMeter, from: ["wet"], sink: true)
+        if let echoReference { try g.add("echo-reference", echoReference, from: [accompaniment]) }
+        try g.add("monitor", monitor, from: [echoReference == nil ? accompaniment : "echo-reference", "wet"])
+        try g.add("timeline", timeline, from: ["monitor"])
+        // A calibration plays its clicks into the headphones and records the microphone, before the song.
+        if let calibration { try g.add("calibration", calibration, from: ["timeline", "mic"]) }
+        try g.add("route-gate", routeGate, from: [calibration == nil ? "timeline" : "calibration"])
+        try g.output(from: "route-gate")
         volumes.withLock {
             $0.accompaniment = configuration.accompanimentVolume
             $0.voice = configuration.voiceVolume

@@ -104,3 +104,31 @@ import Testing
         #expect(KaraokeSession.RegionInSeconds().frames(at: 48_000) == .wholeFile)
     }
 }
+
+/// A session's graph as named stages.
+@Suite struct StageGraphTests {
+    @Test func stagesConnectByNameAndAFailingStageNamesItself() throws {
+        let format = try StreamFormat.graph(sampleRate: 48_000, channelCount: 2)
+        let graph = try RenderGraph(format: format)
+        var g = StageGraph(graph)
+        try g.add("tone", ToneUnit(format: format))
+        try g.add("trim", GainUnit(format: format, gain: -6), from: ["tone"])
+        try g.add("meter", MeterUnit(format: format), from: ["trim"], sink: true)
+        try g.output(from: "trim")
+        #expect(graph.renderOrder == ["tone", "trim", "meter"])
+        #expect(graph.sinks == [g["meter"]!])
+        do {
+            try g.add("mix", MixerUnit(format: format, inputs: 2), from: ["tone", "nothing"])
+            Issue.record("a stage fed by no stage was added")
+        } catch {
+            #expect(error.message.hasPrefix("stage 'mix' (mixer): ") && error.message.contains("'nothing'"), "\(error)")
+        }
+        let mono = try StreamFormat.graph(sampleRate: 44_100, channelCount: 1)
+        do {
+            try g.add("other", GainUnit(format: mono), from: ["tone"])
+            Issue.record("a stage at another rate was connected")
+        } catch {
+            #expect(error.message.hasPrefix("stage 'other' (gain): "), "\(error)")
+        }
+    }
+}

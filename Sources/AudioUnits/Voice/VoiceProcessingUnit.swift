@@ -95,9 +95,10 @@ public final class VoiceProcessingUnit: RenderUnit {
     /// host said of its cycles; and the control side's bookkeeping of the worker (never touched by render).
     private let renderState = RenderThreadBound(VoiceRenderState())
     /// The worker's side: the library's processor and everything a frame goes through. The worker, `la-voice`, uses
-    /// it (``RenderThreadBound/onWorkerThread``) in `work()` and what that calls. The control side (``RenderThreadBound/whileStopped``) touches it only while no worker runs — after
-    /// `stopWorker()` has joined the thread, or with `worker` nil, before `startWorker()` creates the next (thread
-    /// creation and join order the hand-over) — and the render thread never does.
+    /// it (``RenderThreadBound/onWorkerThread``) in `work()` and what that calls. The control side
+    /// (``RenderThreadBound/whileStopped``) touches it only while no worker runs — after `stopWorker()` has joined
+    /// the thread, or with `worker` nil, before `startWorker()` creates the next (thread creation and join order the
+    /// hand-over) — and the render thread never does.
     private let workerState: RenderThreadBound<VoiceWorkerState>
 
     // The render thread hands whole 10 ms frames to the worker through the inbox and takes processed ones from the
