@@ -86,7 +86,7 @@ public final class AACEncodingWorker: @unchecked Sendable {
     /// Starts the worker thread.
     public func start() throws(AudioError) {
         guard thread == nil, !finished else { throw AudioError(.invalidState, "the encoding worker has already run; make a new one") }
-        thread = try WorkerThread(name: "aac-encoder") { [self] in run() }
+        thread = try WorkerThread(name: "la-aac-encode") { [self] in run() }
     }
 
     /// Producer (real-time safe): queues `chunk` — the encoder's input format — whose first frame is at

@@ -169,6 +169,11 @@ func readAll(_ reader: any AudioFileReader) throws -> [[Float]] {
             collected.withLock { $0 += packets }
         }
         try worker.start()
+        // Its thread is named as every thread of ours is, la-*.
+        let names = ((try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []).compactMap {
+            try? String(contentsOfFile: "/proc/self/task/\($0)/comm", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        #expect(names.contains("la-aac-encode"), "\(names)")
         var copy = samples
         var time: Int64 = 0
         copy.withUnsafeMutableBytes { raw in
