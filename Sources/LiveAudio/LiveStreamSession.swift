@@ -440,6 +440,8 @@ public final class LiveStreamSession: Sendable {
         let buffer = PCMBuffer(channelCount: reader.channelCount, capacity: block)
         let start = monotonicNanoseconds()
         var sampleTime: Int64 = 0
+        // This thread is the one that renders: the outputs are its while it runs.
+        let worker = processor.outputs.worker
         while !stopPacer.load(ordering: .relaxed) {
             let n: Int
             do throws(AudioError) { n = try reader.read(into: buffer.view(frames: block)) } catch {

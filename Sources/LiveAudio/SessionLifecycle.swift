@@ -134,8 +134,6 @@ struct SessionLifecycle {
         defer { stopWaiters = [] }
         return stopWaiters
     }
-
-    var isRunning: Bool { state == .running }
 }
 
 /// A session's lifecycle under a lock, with the waiting a stop during a start needs.

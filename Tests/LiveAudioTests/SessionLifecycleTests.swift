@@ -10,7 +10,7 @@ import Testing
         #expect(l.state == .starting(stopRequested: false))
         try l.checkStarting()
         #expect(l.startEnded(succeeded: true).isEmpty)
-        #expect(l.state == .running && l.isRunning)
+        #expect(l.state == .running)
         #expect(throws: AudioError.self) { try l.startRequested() }
         #expect(l.stopRequested() == .stop)
         #expect(l.state == .stopping)
