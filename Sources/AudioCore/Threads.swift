@@ -22,7 +22,8 @@ public final class WorkerThread: Sendable {
         }
     }
 
-    /// Starts `body` on a new thread named `name` (at most 15 bytes are shown by the system).
+    /// Starts `body` on a new thread named `name` (at most 15 bytes are shown by the system), named when this
+    /// returns.
     /// - Throws: ``AudioError`` `.resourceUnavailable` when the system refuses a new thread.
     public init(name: String, _ body: @escaping @Sendable () -> Void) throws(AudioError) {
         self.name = name
@@ -50,6 +51,8 @@ public final class WorkerThread: Sendable {
         #else
         thread = handle!
         #endif
+        // Named here too, so the name shows as soon as this returns (the thread names itself when it runs).
+        name.withCString { la_name_thread(thread, $0) }
     }
 
     /// Waits until the thread's body has returned. One joiner: later calls return at once, and a call made while

@@ -106,6 +106,24 @@ extension KaraokeSession {
         return unit
     }
 
+    /// The song's path — its player and time-pitch — rendered ahead of the device on a worker.
+    static func songAhead(_ player: FilePlayerUnit, _ timePitch: TimePitchUnit?, format: StreamFormat) throws(AudioError) -> RenderAheadSource {
+        do throws(AudioError) {
+            let graph = try RenderGraph(format: format, maximumFrames: 1024)
+            let node = try graph.addNode(player, name: "song")
+            if let timePitch {
+                let shifted = try graph.addNode(timePitch, name: "timePitch")
+                try graph.connect(node, to: shifted)
+                try graph.connect(shifted, to: graph.output)
+            } else {
+                try graph.connect(node, to: graph.output)
+            }
+            return try RenderAheadSource(graph: graph, maximumCycleFrames: maximumFrames)
+        } catch {
+            throw AudioError(error.code, "stage 'song' (renderAhead): \(error.message)")
+        }
+    }
+
     /// The device: the microphone in, the graph's format out, ear-monitoring conversion.
     static func device(_ configuration: Configuration, input: InputUnit, format: StreamFormat) throws(AudioError) -> IOUnit {
         var device = IOUnit.Configuration(

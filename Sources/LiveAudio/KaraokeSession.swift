@@ -10,21 +10,28 @@ import Synchronization
 /// configuration.voiceChain = "examples/voice-chain.json"
 /// configuration.stemsDirectory = "take1"          // accompaniment.wav, voice-dry.wav, voice-wet.wav, song.wav
 /// let session = try KaraokeSession(configuration)
-/// try session.start()
+/// try await session.start()
 /// session.voiceVolume = -3                          // dB, live, click-free
 /// try session.unit(named: "room")?.parameter("wetDryMix").set(35)
 /// …
-/// let summary = session.stop()
+/// let summary = await session.stop()
 /// ```
 ///
-/// The graph, on the device's thread (one graph, one cycle for everything):
+/// The graph. The song needs no live input, so it is rendered ahead on a worker (`la-song`, ``songLookAhead``
+/// ahead of the device: 20 ms, or two periods when they are longer); everything else runs on the device's thread,
+/// one graph, one cycle:
 ///
 /// ```
-/// song (filePlayer) ─ [timePitch] ─ accompaniment ─┬──────────────── monitor mix ── headphones
-///                                                  └─ delay R ─┐        ▲
-/// microphone ─ dry ─ voice chain ─ wet ───────────────────────┴ song mix ─ song     │ (monitor voice volume)
-///                                      └───────────────────────────────────────────┘
+/// la-song:  song (filePlayer) ─ [timePitch] ─▶ ring
+/// device:   ring ─ accompaniment ─┬──────────────── monitor mix ── headphones
+///                                 └─ delay R ─┐        ▲
+/// microphone ─ dry ─ voice chain ─ wet ───────┴ song mix ─ song     │ (monitor voice volume)
+///                                      └────────────────────────────┘
 /// ```
+///
+/// Volumes and mutes act after the ring: at once. A key or tempo change is made in the song's path and heard after
+/// the look-ahead (and the time-pitch's own). ``pauseSong()``, ``resumeSong()``, ``seekSong(toSeconds:)`` and
+/// ``playSong(_:)`` drop what is queued (faded over 5 ms), so they are heard at once.
 ///
 /// **The sync rule.** The singer sings to what they hear, which left the device one output latency after it was
 /// rendered; their voice reaches the graph one input latency after that. So the voice that arrives at sample time
@@ -144,12 +151,16 @@ public final class KaraokeSession: Sendable {
 
     public let configuration: Configuration
     public let sampleRate: Double
-    /// The accompaniment's player: pause, resume, seek, position.
+    /// The accompaniment's player, rendered ahead on the song's worker: its position, state and length. Pause,
+    /// seek and schedule through the session (``pauseSong()``, ``seekSong(toSeconds:)``, ``playSong(_:)``), which
+    /// drop what is queued; made on the player directly they are heard after ``songLookAhead``.
     public let player: FilePlayerUnit
     /// What of the song plays, in frames at ``sampleRate``.
     public let region: FilePlayerUnit.Region
     /// The time-pitch unit, when the key or tempo changes.
     public let timePitch: TimePitchUnit?
+    /// The song's path (player, time-pitch), rendered ahead of the device on a worker: the accompaniment.
+    private let song: RenderAheadSource
     private let loaded: LoadedGraph?
     private let graph: RenderGraph
     private let monitor: MixerUnit
@@ -215,13 +226,13 @@ public final class KaraokeSession: Sendable {
         // Checked now (an output twice, a folder missing, encoder settings); made again at each start.
         let encoded = outputs.isEmpty ? nil : try Self.encodedOutputs(outputs, configuration, format)
         self.encoded.withLock { $0 = encoded }
-        let song = try Self.songPlayer(configuration, format: format)
-        player = song
-        let songFormat = song.outputFormats[0]
-        // The region checked now (and read ahead meanwhile); the start time is set by start().
+        player = try Self.songPlayer(configuration, format: format)
+        let songFormat = player.outputFormats[0]
+        // The region checked now; the start time is set by start().
         region = configuration.regionInSeconds?.frames(at: rate) ?? configuration.region
-        try song.schedule(region, at: .max)
+        try player.schedule(region, at: .max)
         timePitch = try Self.timePitch(configuration, format: songFormat)
+        song = try Self.songAhead(player, timePitch, format: songFormat)
         let io = try Self.device(configuration, input: chain.input, format: format)
         self.io = io
         try io.setInputUnit(chain.input)
@@ -249,9 +260,8 @@ public final class KaraokeSession: Sendable {
         // accompaniment delayed by the round trip and the wet voice; the monitor is the accompaniment and the wet
         // voice; recorders, the encoder's tap and the voice meter lead nowhere (sinks, rendered every cycle).
         var g = StageGraph(chain.graph, known: ["mic": chain.mic, "wet": chain.wet])
-        let accompaniment = timePitch == nil ? "song" : "timePitch"
+        let accompaniment = "song"
         try g.add("song", song)
-        if let timePitch { try g.add("timePitch", timePitch, from: ["song"]) }
         try g.add("song-delay", songDelay, from: [accompaniment])
         try g.add("song-mix", songMix, from: ["song-delay", "wet"])
         for r in recorders { try g.add("record-\(r.name)", r.unit, from: [r.source(accompaniment)], sink: true) }
@@ -274,6 +284,7 @@ public final class KaraokeSession: Sendable {
 
     deinit {
         io.stop()
+        song.stop()
         for r in recorders { _ = try? r.unit.finish() }
     }
 
@@ -443,11 +454,10 @@ public final class KaraokeSession: Sendable {
             r.unit.startRecording(atSampleTime: startTime, skipFrames: Int64(skip))
         }
         encoderTap?.start(atSampleTime: startTime, skipFrames: Int64(wet))
-        // The player's timeline is its own behind a time-pitch (which pulls it at the tempo, ahead by its look-ahead).
-        let tempo = timePitch == nil ? 1 : configuration.tempo
-        let playerStart = timePitch == nil
-            ? startTime : player.renderedSampleTime + Int64((Double(startTime - now) * tempo).rounded())
-        try player.schedule(region, at: max(0, playerStart))
+        // The song's path renders on its own timeline from 0, ahead; its frame 0 plays at the start time.
+        try player.schedule(region, at: 0)
+        try song.start(
+            atSampleTime: startTime, cycleFrames: Int((Double(grant.periodFrames) * sampleRate / grant.sampleRate).rounded(.up)))
         state.withLock {
             $0.roundTrip = dry
             $0.source = source
@@ -483,6 +493,7 @@ public final class KaraokeSession: Sendable {
         var dropped: Int64 = 0
         if first {
             io.stop()
+            song.stop()
             for r in recorders {
                 do throws(AudioError) { recorded = max(recorded, try r.unit.finish()) } catch { if failure == nil { failure = error } }
                 dropped += r.unit.droppedFrames
@@ -496,9 +507,9 @@ public final class KaraokeSession: Sendable {
         let s = state.withLock { $0 }
         let summary = Summary(
             seconds: Double(max(0, timeline.sampleTime - s.startTime)) / sampleRate, roundTripFrames: s.roundTrip,
-            roundTripSource: s.source, xruns: io.xrunCount, accompanimentUnderruns: player.underruns,
+            roundTripSource: s.source, xruns: io.xrunCount, accompanimentUnderruns: player.underruns + song.underruns,
             recordedFrames: recorded, droppedFrames: dropped, outputs: encodedOutputs?.statistics ?? [],
-            error: failure ?? io.failure)
+            error: failure ?? io.failure ?? song.failure)
         if first {
             finalSummary.withLock { $0 = summary }
             lifecycle.stopEnded()
@@ -525,8 +536,8 @@ public final class KaraokeSession: Sendable {
     /// The calibrations the start played: 1, or more when one saw an xrun or its clicks disagreed; 0 without one.
     public var calibrations: Int { state.withLock { $0.calibrations } }
 
-    /// True once the song has played to its end and what follows it has passed: the time-pitch's look-ahead, the
-    /// round trip the recordings are shifted by (the voice sung to the last frames), the voice chain's tail time (its
+    /// True once the song has played to its end and what follows it has passed: the song's look-ahead and the
+    /// time-pitch's, the round trip the recordings are shifted by (the voice sung to the last frames), the voice chain's tail time (its
     /// reverb and echoes), and 0.1 s. Poll it.
     public var songHasEnded: Bool {
         guard player.hasFinished else { return false }
@@ -534,7 +545,7 @@ public final class KaraokeSession: Sendable {
         // The voice chain's tail too (a reverb's decay, a delay's echoes of the last words sung), at its settings now;
         // an echo that never dies away (feedback 100 %) is cut after the longest reverb decay there is.
         let chainTail = min(graph.tailTime(of: wetVoice), Double(ReverbUnit.decayTimeAt0HzSpec.range.upperBound))
-        let tail = Int64(((timePitch?.latency ?? 0) + chainTail + 0.1) * sampleRate)
+        let tail = Int64((song.lookAhead + (timePitch?.latency ?? 0) + chainTail + 0.1) * sampleRate)
         return state.withLock { s -> Bool in
             guard s.scheduled else { return false }
             if s.endSeen == nil { s.endSeen = now }
@@ -569,6 +580,44 @@ public final class KaraokeSession: Sendable {
     public var isVoiceMuted: Bool {
         get { volumes.withLock { $0.voiceMuted } }
         set { volumes.withLock { $0.voiceMuted = newValue; apply($0) } }
+    }
+
+    /// How far ahead of the device the song is rendered, in seconds: a key or tempo change is heard this much later
+    /// (and the time-pitch's own look-ahead). 20 ms, or two device periods when they are longer; known once started.
+    public var songLookAhead: Double { song.lookAhead }
+
+    /// Holds the song where it is heard (faded out, at once); the recordings and the voice go on.
+    public func pauseSong() {
+        let player = player
+        let tempo = timePitch.map { Double($0.rate.value) } ?? 1
+        try? song.perform { [song] in
+            // The player is ahead of the ears by what is queued: held there, it resumes where it was heard.
+            let heard = player.position - Int64((Double(song.queuedFrames) * tempo).rounded())
+            player.pause()
+            try? player.seek(toFrame: max(heard, 0))
+        }
+    }
+
+    /// Goes on from where ``pauseSong()`` held the song (faded in, at once).
+    public func resumeSong() {
+        let player = player
+        try? song.perform { player.resume() }
+    }
+
+    /// Moves the song to `seconds` of the file, inside the region playing (at once, faded).
+    /// - Throws: ``AudioError`` `.invalidParameter` outside the region, `.invalidState` once it has finished.
+    public func seekSong(toSeconds seconds: Double) throws(AudioError) {
+        let player = player
+        let frame = Int64((seconds * sampleRate).rounded())
+        try song.perform { () throws(AudioError) in try player.seek(toFrame: frame) }
+    }
+
+    /// Plays `region` of the song from now on (at once, faded), replacing what plays: a loop, another part.
+    /// - Throws: ``AudioError`` `.invalidParameter` for a region outside the file.
+    public func playSong(_ region: RegionInSeconds) throws(AudioError) {
+        let player = player
+        let frames = region.frames(at: sampleRate)
+        try song.perform { () throws(AudioError) in try player.schedule(frames) }
     }
 
     /// The key change in cents (−2400 … 2400), live when the session has a time-pitch unit (a key or tempo change
@@ -607,7 +656,7 @@ public final class KaraokeSession: Sendable {
 
     /// The error that stopped the device for good (reconnect off, or not back within the timeout), or the encoder
     /// or an encoded file.
-    public var failure: AudioError? { io.failure ?? encoded.withLock { $0 }?.failure }
+    public var failure: AudioError? { io.failure ?? song.failure ?? encoded.withLock { $0 }?.failure }
 
     /// False while the route is lost (``DeviceEvent/routeLost(_:)``): the headphones are silent, the recordings and
     /// outputs go on; true again when it returns (``DeviceEvent/routeReturned``).

@@ -89,7 +89,7 @@ final class KaraokeScreen {
             do throws(AudioError) { try session.setKey(cents: cents) } catch { return error.message }
         case UInt8(ascii: " "):
             paused.toggle()
-            if paused { session.player.pause() } else { session.player.resume() }
+            if paused { session.pauseSong() } else { session.resumeSong() }
         default: break
         }
         return nil

@@ -34,6 +34,8 @@ int la_thread_usage(long long *cpu_nanoseconds, long long *voluntary, long long 
 
 /// Names the calling thread (at most 15 bytes are kept), for ps, top and debuggers.
 static inline void la_set_thread_name(const char *name) { pthread_setname_np(pthread_self(), name); }
+/// Names another thread of this process: its creator, so the name is there when the creating call returns.
+static inline void la_name_thread(pthread_t thread, const char *name) { pthread_setname_np(thread, name); }
 
 /// A non-blocking, close-on-exec eventfd (a counter one thread writes and another polls), or -1 with errno set.
 static inline int la_eventfd(void) { return eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK); }
@@ -41,6 +43,7 @@ static inline int la_eventfd(void) { return eventfd(0, EFD_CLOEXEC | EFD_NONBLOC
 typedef void (*la_render_scope_hook)(int delta);
 static inline la_render_scope_hook la_find_render_scope_hook(void) { return 0; }
 static inline void la_set_thread_name(const char *name) { (void)name; }
+static inline void la_name_thread(pthread_t thread, const char *name) { (void)thread; (void)name; }
 static inline int la_eventfd(void) { return -1; }
 int la_thread_usage(long long *cpu_nanoseconds, long long *voluntary, long long *involuntary, long long *page_faults);
 static inline int la_start_writeback(int fd, long long offset, long long count) {

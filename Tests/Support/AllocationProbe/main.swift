@@ -750,8 +750,8 @@ func karaokeSession(directory: String, jackServer: String) throws {
             case 5: try? session.unit(named: "room")?.parameter("wetDryMix").set(Float(k % 60))
             case 6: session.isAccompanimentMuted = k % 48 == 6
             default:
-                if k % 400 == 7 { try? session.player.seek(toFrame: Int64(k % 20) * 48_000) }
-                if k % 200 == 15 { session.player.pause() } else if k % 200 == 23 { session.player.resume() }
+                if k % 400 == 7 { try? session.seekSong(toSeconds: Double(k % 20)) }
+                if k % 200 == 15 { session.pauseSong() } else if k % 200 == 23 { session.resumeSong() }
             }
             k += 1
             changes.add(1)
