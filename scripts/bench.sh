@@ -3,14 +3,14 @@
 # same input, and the monitor voice chain on the JACK dummy driver beside JACK's own clients, in the same run.
 # Results go to stdout; docs/benchmarks.md records them with this command. BENCH_DEVICE_SECONDS and
 # BENCH_DEVICE_PERIODS shorten the device part; BENCH_PARTS picks parts (default: engine render chain encode
-# rates voice devices rtmp). BENCH_RTMP_SECONDS, BENCH_RTMP_STREAMS and BENCH_RTMP_SESSIONS size the RTMP part.
+# rates voice devices karaoke rtmp). BENCH_RTMP_SECONDS, BENCH_RTMP_STREAMS and BENCH_RTMP_SESSIONS size the RTMP part.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH=/opt/swift/usr/bin:$PATH
 work=${BENCH_DIR:-$(mktemp -d)}
 mkdir -p "$work"
 
-parts=" ${BENCH_PARTS:-engine render chain encode rates voice devices rtmp} "
+parts=" ${BENCH_PARTS:-engine render chain encode rates voice devices karaoke rtmp} "
 want() { [[ "$parts" == *" $1 "* ]]; }
 
 # The tool as `make demo` builds it: release, Swift runtime linked statically.
@@ -270,6 +270,31 @@ else
   echo "no period ran $seconds s without xruns"
 fi
 
+fi
+
+if want karaoke; then
+echo "== karaoke: the device thread with the song two semitones up, 128 frames on the JACK dummy driver"
+# `liveaudio karaoke --key 2 --timing` for BENCH_KARAOKE_SECONDS (default 60) on a fresh jackd at 128 frames, our
+# outputs looped to our inputs, the default voice chain (examples/voice-chain.json), a given round trip: the cycle
+# timing line at the end has the device thread's CPU time per cycle (p50, p99, max). BENCH_KARAOKE_BINARIES runs
+# other builds of the tool too, in the same run (a before and an after).
+export JACK_NO_START_SERVER=1
+kseconds=${BENCH_KARAOKE_SECONDS:-60}
+ffmpeg -hide_banner -loglevel error -y -f lavfi -i "anoisesrc=color=pink:sample_rate=48000:duration=$((kseconds + 20)):amplitude=0.2:seed=3" \
+  -f lavfi -i "sine=frequency=220:sample_rate=48000:duration=$((kseconds + 20))" \
+  -filter_complex "[0]tremolo=f=1.3:d=0.5[n];[1]volume=0.2[t];[n][t]amix=inputs=2:normalize=0" -ac 2 "$work/karaoke-song.wav"
+if ! pgrep -x jackd >/dev/null; then rm -rf /dev/shm/jack-shm-registry /dev/shm/jack_sem.* /dev/shm/jack_db-* /dev/shm/jack-[0-9]*; fi
+for bin in .build/release/liveaudio ${BENCH_KARAOKE_BINARIES:-}; do
+  kname="labenchk$$"
+  jackd -n "$kname" -d dummy -r 48000 -p 128 -C 2 -P 2 >"$work/jackd-karaoke.log" 2>&1 &
+  kpid=$!
+  JACK_DEFAULT_SERVER="$kname" jack_wait -w -t 10 >/dev/null 2>&1
+  "$bin" karaoke "$work/karaoke-song.wav" --backend jack --jack-server "$kname" --period 128 --input self --output self \
+    --key 2 --latency-ms 10 --duration "$kseconds" --timing --no-screen >"$work/karaoke.log" 2>&1 || echo "$bin failed"
+  kill "$kpid" 2>/dev/null || true; wait "$kpid" 2>/dev/null || true
+  echo "$bin: $(grep -E '^karaoke:' "$work/karaoke.log" | tail -1)"
+  echo "$bin: $(grep -E '^cycle timing' "$work/karaoke.log" | tail -1)"
+done
 fi
 
 if want rtmp; then

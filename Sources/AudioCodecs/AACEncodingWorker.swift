@@ -12,13 +12,14 @@ import Synchronization
 /// sees a gap in the sample times, and the encoder fills it with silence so later packets stay on the input's
 /// clock.
 ///
-/// The worker encodes each slot and gives the packets to `handler` on its own thread. ``finish()`` drains what
+/// The worker — a job on a ``WorkerPool`` (the shared `la-work` thread by default) — encodes each slot and gives the
+/// packets to `handler` on the pool's thread. ``finish()`` drains what
 /// is queued, flushes the encoder and hands over the tail.
 ///
 /// Thread safety: ``push(_:sampleTime:)-(RawBufferView,_)`` from one producer thread at a time (the real-time
 /// thread); ``start()`` and ``finish()`` from a control thread; the counters from any thread.
 public final class AACEncodingWorker: @unchecked Sendable {
-    // Unchecked Sendable: open slot (`open*`) the producer's, `thread`/`finished` control's (start, finish); ring SPSC; rest atomic
+    // Unchecked Sendable: open slot (`open*`) the producer's, `job`/`finished` control's (start, finish); ring SPSC; rest atomic
     public typealias Handler = @Sendable ([AACPacket]) throws -> Void
 
     public let encoder: AACEncoder
@@ -29,14 +30,13 @@ public final class AACEncodingWorker: @unchecked Sendable {
 
     private let ring: SlotRingBuffer
     private let handler: Handler
-    private let wake = WakeSignal()
-    private let stopping = Atomic<Bool>(false)
+    private let pool: WorkerPool
     private let dropped = Atomic<Int64>(0)
     private let overflowCount = Atomic<Int>(0)
     private let pushedFrames = Atomic<Int64>(0)
     private let packetCount = Atomic<Int>(0)
     private let failed = Locked<AudioError?>(nil)
-    private var thread: WorkerThread?
+    private var job: WorkerPool.Job?
     private var finished = false
     /// Bytes between planes in a slot (non-interleaved formats).
     private let slotPlaneStride: Int
@@ -49,9 +49,13 @@ public final class AACEncodingWorker: @unchecked Sendable {
     ///   - encoder: used only by the worker from ``start()`` on.
     ///   - bufferedSeconds: how much audio the ring holds before pushes are dropped (default 2 s).
     ///   - slotFrames: frames per slot; a device cycle of up to this size takes one slot.
-    ///   - handler: gets each batch of packets, in order, on the worker thread. An error it throws stops the
+    ///   - pool: where the encoding runs (``WorkerPool/shared`` by default).
+    ///   - handler: gets each batch of packets, in order, on the pool's thread. An error it throws stops the
     ///     encoding; ``finish()`` rethrows it (an error that is not an ``AudioError`` is wrapped in one).
-    public init(encoder: AACEncoder, bufferedSeconds: Double = 2, slotFrames: Int = 1024, handler: @escaping Handler) {
+    public init(
+        encoder: AACEncoder, bufferedSeconds: Double = 2, slotFrames: Int = 1024, pool: WorkerPool = .shared,
+        handler: @escaping Handler
+    ) {
         precondition(slotFrames > 0 && bufferedSeconds > 0)
         self.encoder = encoder
         self.slotFrames = slotFrames
@@ -61,12 +65,11 @@ public final class AACEncodingWorker: @unchecked Sendable {
         ring = SlotRingBuffer(slotCount: slots, slotBytes: slotFrames * format.bytesPerFrame * format.bufferCount)
         slotPlaneStride = format.isInterleaved ? 0 : slotFrames * format.sampleType.bytesPerSample
         self.handler = handler
+        self.pool = pool
     }
 
     deinit {
-        stopping.store(true, ordering: .releasing)
-        wake.signal()
-        thread?.join()
+        job?.finish()
     }
 
     /// Frames pushed and queued.
@@ -83,10 +86,16 @@ public final class AACEncodingWorker: @unchecked Sendable {
     /// file read as fast as possible) waits while this nears ``slotCount`` instead of overflowing.
     public var pendingSlots: Int { ring.committedCount }
 
-    /// Starts the worker thread.
+    /// Adds the encoding to the pool.
     public func start() throws(AudioError) {
-        guard thread == nil, !finished else { throw AudioError(.invalidState, "the encoding worker has already run; make a new one") }
-        thread = try WorkerThread(name: "la-aac-encode") { [self] in run() }
+        guard job == nil, !finished else { throw AudioError(.invalidState, "the encoding worker has already run; make a new one") }
+        let ring = ring
+        job = try pool.add("AAC encoder") { [weak self] _ in
+            // Gone: finished in its deinit, with nothing more to encode.
+            guard let self else { return .idle }
+            drain()
+            return ring.committedCount > 0 ? .again : .idle
+        }
     }
 
     /// Producer (real-time safe): queues `chunk` — the encoder's input format — whose first frame is at
@@ -160,7 +169,7 @@ public final class AACEncodingWorker: @unchecked Sendable {
             timeStamp: RenderTimeStamp(sampleTime: openStart))
         open = nil
         openFrames = 0
-        wake.signal()
+        job?.wake()
     }
 
     private func drop(_ frames: Int) {
@@ -175,10 +184,9 @@ public final class AACEncodingWorker: @unchecked Sendable {
         guard !finished else { return }
         finished = true
         publishOpenSlot()
-        stopping.store(true, ordering: .releasing)
-        wake.signal()
-        thread?.join()
-        thread = nil
+        // The last turn drains the ring.
+        job?.finish()
+        job = nil
         if let failure { throw failure }
         do throws(AudioError) {
             try deliver(try encoder.flush())
@@ -188,25 +196,20 @@ public final class AACEncodingWorker: @unchecked Sendable {
         }
     }
 
-    private func run() {
+    /// Encodes what the ring holds; after an error, drops it (the failure is kept for finish()).
+    private func drain() {
         let format = encoder.inputFormat
-        while true {
-            let stop = stopping.load(ordering: .acquiring)
-            while let slot = ring.peek() {
-                let chunk = RawBufferView(
-                    format: format, base: UnsafeMutableRawPointer(mutating: slot.bytes.baseAddress!),
-                    planeStride: slotPlaneStride, frameCount: slot.frames)
-                do throws(AudioError) {
-                    try deliver(try encoder.encode(chunk, sampleTime: slot.timeStamp.sampleTime))
-                } catch {
-                    failed.withLock { $0 = error }
-                    ring.release()
-                    return
-                }
-                ring.release()
+        while let slot = ring.peek() {
+            defer { ring.release() }
+            if failed.withLock({ $0 != nil }) { continue }
+            let chunk = RawBufferView(
+                format: format, base: UnsafeMutableRawPointer(mutating: slot.bytes.baseAddress!),
+                planeStride: slotPlaneStride, frameCount: slot.frames)
+            do throws(AudioError) {
+                try deliver(try encoder.encode(chunk, sampleTime: slot.timeStamp.sampleTime))
+            } catch {
+                failed.withLock { $0 = error }
             }
-            if stop { return }
-            _ = wake.wait(timeout: 0.1)
         }
     }
 

@@ -3,6 +3,7 @@ import CSoxr
 /// Sample-rate conversion of Float32 non-interleaved audio, in a streaming way, through libsoxr: what an
 /// AUConverter does between units (and devices) that run at different rates.
 ///
+/// sample: songBlock: BufferView, outputBlock: BufferView
 /// ```swift
 /// let converter = try SampleRateConverter(inputRate: 44_100, outputRate: 48_000, channelCount: 2)
 /// let (consumed, produced) = converter.process(input: songBlock, output: outputBlock)

@@ -26,6 +26,7 @@ public struct AACStreamDescription: Hashable, Sendable {
 /// Publishes one AAC audio stream to an RTMP server (nginx-rtmp, a CDN's ingest), reconnecting when the
 /// connection drops.
 ///
+/// sample: description: AACStreamDescription, packet: AACPacket
 /// ```swift
 /// let publisher = try RTMPPublisher(url: RTMPURL("rtmp://127.0.0.1/live/key"), stream: description)
 /// try await publisher.start()            // connect → … → publish; throws if that fails

@@ -165,15 +165,14 @@ func readAll(_ reader: any AudioFileReader) throws -> [[Float]] {
         let format = try StreamFormat(sampleRate: 48_000, channelCount: 2, sampleType: .int16, interleaved: true)
         let encoder = try AACEncoder(settings: AACEncoderSettings(channelCount: 2, bitRate: 128_000), inputFormat: format)
         let collected = Mutex<[AACPacket]>([])
-        let worker = AACEncodingWorker(encoder: encoder, bufferedSeconds: 5, slotFrames: 512) { packets in
+        let pool = WorkerPool(name: "la-enc-test")
+        let worker = AACEncodingWorker(encoder: encoder, bufferedSeconds: 5, slotFrames: 512, pool: pool) { packets in
             collected.withLock { $0 += packets }
         }
         try worker.start()
-        // Its thread is named as every thread of ours is, la-*.
-        let names = ((try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []).compactMap {
-            try? String(contentsOfFile: "/proc/self/task/\($0)/comm", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
-        }
-        #expect(names.contains("la-aac-encode"), "\(names)")
+        // It encodes as a job of the pool it was given: on that pool's thread.
+        #expect(pool.jobCount == 1)
+        #expect(threadNames().contains("la-enc-test"), "\(threadNames())")
         var copy = samples
         var time: Int64 = 0
         copy.withUnsafeMutableBytes { raw in
@@ -190,6 +189,7 @@ func readAll(_ reader: any AudioFileReader) throws -> [[Float]] {
             }
         }
         try worker.finish()
+        #expect(pool.jobCount == 0)
         #expect(worker.overflows == 0 && worker.droppedFrames == 0)
         let packets = collected.withLock { $0 }
         #expect(packets == direct)

@@ -7,7 +7,8 @@ import MediaContainers
 import Synchronization
 
 /// Passes its input through unchanged and records it to a WAV file: the render thread copies each cycle into a fixed
-/// ring, and a writer thread of the unit's own drains the ring into the file. What a session uses for stems (the
+/// ring, and a writer — a job on a ``WorkerPool`` (the shared `la-work` thread by default) — drains the ring into the
+/// file. What a session uses for stems (the
 /// accompaniment, the dry and the wet voice) taken at points of a graph that runs on a device thread.
 ///
 /// - **Alignment**: recorders in one graph see the same cycles, so their files line up frame for frame from the first
@@ -21,8 +22,8 @@ import Synchronization
 ///   the ring and completes it. A write error (a full disk) stops the writing and is ``failure``; what was written
 ///   before stays valid. The render thread never allocates, locks, waits or does I/O: it copies and posts a
 ///   semaphore.
-/// - **Threads**: the file, and the buffer it is written from, are the writer thread's from its start to the join in
-///   ``finish()``; the ring hands the frames over; counts and flags are atomic, ``failure`` is under a lock.
+/// - **Threads**: the file, and the buffer it is written from, are the writer job's from its start to its last call
+///   in ``finish()``; the ring hands the frames over; counts and flags are atomic, ``failure`` is under a lock.
 public final class RecorderUnit: RenderUnit {
     public let core: UnitCore
     public let path: String
@@ -31,23 +32,26 @@ public final class RecorderUnit: RenderUnit {
     public let bufferedSeconds: Double
 
     private let shared: Shared
-    private let thread: WorkerThread
+    private let job: WorkerPool.Job
     /// Held for the whole of ``finish()``: a second caller waits for the first and gets its outcome.
     private let finished = Locked<(done: Bool, error: AudioError?)>((false, nil))
 
-    /// What the render thread and the writer share; the writer thread owns it too, so it outlives the unit if need be.
+    /// What the render thread and the writer share; the writer job owns it too, so it outlives the unit if need be.
     private final class Shared: Sendable {
         let ring: FrameRingBuffer
-        /// The writer thread's from its start to the join in ``RecorderUnit/finish()``; the control side's before and
-        /// after.
+        /// The writer job's from its start to its last call in ``RecorderUnit/finish()``; the control side's before
+        /// and after.
         let writing: RenderThreadBound<Writing>
         struct Writing {
             let writer: WAVFileWriter
             var toSkip: Int64
             /// What the writer drains the ring into.
             let scratch: PCMBuffer
+            /// The frames written at the last header commit.
+            var lastCommit: Int64 = 0
+            /// When the last pass began (monotonic nanoseconds): a writer delay counts from there.
+            var lastPass = monotonicNanoseconds()
         }
-        let wake = WakeSignal()
         let stopping = Atomic<Bool>(false)
         /// Frames the render could not put in the ring: silence the writer owes the file, after what the ring holds.
         let owed = Atomic<Int>(0)
@@ -61,7 +65,7 @@ public final class RecorderUnit: RenderUnit {
         let skipRequest = Atomic<Int64>(-1)
         /// The first sample time recorded (`Int64.min`: from the first cycle).
         let recordFrom = Atomic<Int64>(.min)
-        /// Seconds the writer sleeps before each pass (tests make it fall behind with it).
+        /// Seconds the writer waits between passes (tests make it fall behind with it).
         let delayBits = Atomic<UInt64>(0)
         let commitEvery: Int64
 
@@ -73,31 +77,30 @@ public final class RecorderUnit: RenderUnit {
             commitEvery = Int64(sampleRate / 2)
         }
 
-        /// The writer thread.
-        func run() {
-            run(&writing.onWorkerThread)
+        /// One pass of the writer: drains the ring, writes the silence owed, brings the header up to date now and
+        /// then. The last pass (`last`) comes after the render has stopped taking frames.
+        func pass(last: Bool) -> WorkerPool.Turn {
+            let now = monotonicNanoseconds()
+            let delay = UInt64(Double(bitPattern: delayBits.load(ordering: .relaxed)) * 1e9)
+            let since = now - writing.onWorkerThread.lastPass
+            if !last, since < delay { return .after(Double(delay - since) / 1e9) }
+            writing.onWorkerThread.lastPass = now
+            pass(&writing.onWorkerThread)
+            return .idle
         }
 
-        private func run(_ w: inout Writing) {
-            var lastCommit: Int64 = 0
-            while true {
-                let delay = Double(bitPattern: delayBits.load(ordering: .relaxed))
-                if delay > 0 { usleep(UInt32(delay * 1e6)) }
-                let stop = stopping.load(ordering: .acquiring)
-                // The debt first: every frame the render wrote before owing is in the ring by now.
-                let debt = owed.load(ordering: .acquiring)
-                drain(&w)
-                if debt > 0 {
-                    owed.subtract(debt, ordering: .releasing)
-                    dropped.add(Int64(debt), ordering: .relaxed)
-                    writeSilence(debt, &w)
-                }
-                if !failed.load(ordering: .relaxed), w.writer.framesWritten - lastCommit >= commitEvery {
-                    do throws(AudioError) { try w.writer.commitHeader() } catch { fail(error) }
-                    lastCommit = w.writer.framesWritten
-                }
-                if stop { break }
-                _ = wake.wait(timeout: 0.05)
+        private func pass(_ w: inout Writing) {
+            // The debt first: every frame the render wrote before owing is in the ring by now.
+            let debt = owed.load(ordering: .acquiring)
+            drain(&w)
+            if debt > 0 {
+                owed.subtract(debt, ordering: .releasing)
+                dropped.add(Int64(debt), ordering: .relaxed)
+                writeSilence(debt, &w)
+            }
+            if !failed.load(ordering: .relaxed), w.writer.framesWritten - w.lastCommit >= commitEvery {
+                do throws(AudioError) { try w.writer.commitHeader() } catch { fail(error) }
+                w.lastCommit = w.writer.framesWritten
             }
         }
 
@@ -146,7 +149,7 @@ public final class RecorderUnit: RenderUnit {
         }
     }
 
-    /// Creates `path` (truncating it) and starts the writer thread.
+    /// Creates `path` (truncating it) and adds the writer to `pool`.
     /// - Parameters:
     ///   - format: the bus format (the recorder's input and output); the file has its rate and channels.
     ///   - sampleType: the file's samples (Float32 keeps every sample exact).
@@ -154,11 +157,12 @@ public final class RecorderUnit: RenderUnit {
     ///   - bufferedSeconds: how far the writer may fall behind before frames are lost (0.1 … 60).
     ///   - waitsForStart: record nothing until ``startRecording(atSampleTime:skipFrames:)`` (false: from the first
     ///     cycle).
+    ///   - pool: where the writer runs (``WorkerPool/shared``: one thread for every recorder and encoder).
     /// - Throws: ``AudioError`` `.fileIO` when the file cannot be created, `.invalidParameter` for bad buffering or
     ///   skip, `.resourceUnavailable` when no thread can be started.
     public init(
         format: StreamFormat, path: String, sampleType: SampleType = .float32, skipFrames: Int64 = 0,
-        bufferedSeconds: Double = 2, waitsForStart: Bool = false
+        bufferedSeconds: Double = 2, waitsForStart: Bool = false, pool: WorkerPool = .shared
     ) throws(AudioError) {
         guard skipFrames >= 0 else { throw AudioError(.invalidParameter, "skipFrames must be 0 or more, got \(skipFrames)") }
         guard (0.1...60).contains(bufferedSeconds) else {
@@ -177,7 +181,7 @@ public final class RecorderUnit: RenderUnit {
         if waitsForStart { shared.recordFrom.store(.max, ordering: .relaxed) }
         self.shared = shared
         do throws(AudioError) {
-            thread = try WorkerThread(name: "la-recorder") { shared.run() }
+            job = try pool.add("recorder \(path)") { last in shared.pass(last: last) }
         } catch {
             writer.abandon()
             throw error
@@ -195,7 +199,8 @@ public final class RecorderUnit: RenderUnit {
     /// Frames the writer fell too far behind for, written as silence (counted also when they fall in the skipped
     /// start, or after a write error).
     public var droppedFrames: Int64 { shared.dropped.load(ordering: .relaxed) }
-    /// Seconds the writer thread sleeps before each pass over the ring: for tests that make it fall behind.
+    /// Seconds the writer waits between passes over the ring (the pool serves the others meanwhile): for tests that
+    /// make it fall behind.
     public var writerDelayForTesting: Double {
         get { Double(bitPattern: shared.delayBits.load(ordering: .relaxed)) }
         set { shared.delayBits.store(max(0, newValue).bitPattern, ordering: .relaxed) }
@@ -214,9 +219,8 @@ public final class RecorderUnit: RenderUnit {
             if !state.done {
                 state.done = true
                 shared.stopping.store(true, ordering: .releasing)
-                shared.wake.signal()
-                thread.join()
-                // The writer thread has ended: the file is the control side's.
+                job.finish()
+                // The writer's last pass has returned: the file is the control side's.
                 let writer = shared.writing.whileStopped.writer
                 if let failure {
                     // The header for what was written first (it takes no new space), then the rest if it can.
@@ -276,7 +280,7 @@ public final class RecorderUnit: RenderUnit {
             // No deadline: wait (sleeping) for the writer to make room, up to a second; then it counts as a drop.
             var slept = 0
             while s.ring.availableToWrite < n, slept < 1_000, !s.stopping.load(ordering: .relaxed) {
-                s.wake.signal()
+                job.wake()
                 usleep(1000)
                 slept += 1
             }
@@ -288,7 +292,7 @@ public final class RecorderUnit: RenderUnit {
             let put = s.ring.write(recorded)
             if put < n { s.owed.add(n - put, ordering: .releasing) }
         }
-        if s.ring.availableToRead >= s.ring.capacity / 8 || s.owed.load(ordering: .relaxed) > 0 { s.wake.signal() }
+        if s.ring.availableToRead >= s.ring.capacity / 8 || s.owed.load(ordering: .relaxed) > 0 { job.wake() }
     }
 }
 

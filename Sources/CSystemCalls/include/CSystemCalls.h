@@ -10,6 +10,8 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <sys/eventfd.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 /// The real-time probe's scope hook (la_sync_probe_scope in libLiveAudioSyncProbe.so, which tests preload), or NULL
 /// when it is not loaded: the I/O unit calls it with +1 and −1 around each device cycle's handler, so the probe
@@ -34,6 +36,8 @@ int la_thread_usage(long long *cpu_nanoseconds, long long *voluntary, long long 
 
 /// Names the calling thread (at most 15 bytes are kept), for ps, top and debuggers.
 static inline void la_set_thread_name(const char *name) { pthread_setname_np(pthread_self(), name); }
+/// The calling thread's id in the kernel (what /proc/self/task lists).
+static inline long la_thread_id(void) { return (long)syscall(SYS_gettid); }
 /// Names another thread of this process: its creator, so the name is there when the creating call returns.
 static inline void la_name_thread(pthread_t thread, const char *name) { pthread_setname_np(thread, name); }
 
@@ -44,6 +48,7 @@ typedef void (*la_render_scope_hook)(int delta);
 static inline la_render_scope_hook la_find_render_scope_hook(void) { return 0; }
 static inline void la_set_thread_name(const char *name) { (void)name; }
 static inline void la_name_thread(pthread_t thread, const char *name) { (void)thread; (void)name; }
+static inline long la_thread_id(void) { return (long)(uintptr_t)pthread_self(); }
 static inline int la_eventfd(void) { return -1; }
 int la_thread_usage(long long *cpu_nanoseconds, long long *voluntary, long long *involuntary, long long *page_faults);
 static inline int la_start_writeback(int fd, long long offset, long long count) {

@@ -1,0 +1,83 @@
+import AudioCore
+import Foundation
+import Synchronization
+import Testing
+import TestSupport
+
+/// One thread for many background jobs: turns when woken, delays asked for, a last call on finish, and no thread
+/// while there is no job.
+@Suite struct WorkerPoolTests {
+    /// Waits up to 2 s for `condition`.
+    func eventually(_ condition: () -> Bool) -> Bool {
+        let deadline = Date().addingTimeInterval(2)
+        while !condition() {
+            if Date() > deadline { return false }
+            usleep(1000)
+        }
+        return true
+    }
+
+    @Test func theThreadRunsWhileThereAreJobsAndServesThemAll() throws {
+        let pool = WorkerPool(name: "la-pool-a")
+        #expect(!threadNames().contains("la-pool-a"), "no thread before a job")
+        let turns = Mutex([Int](repeating: 0, count: 4))
+        let last = Mutex([Int](repeating: 0, count: 4))
+        let threads = Mutex<Set<String>>([])
+        let jobs = try (0..<4).map { i in
+            try pool.add("job \(i)") { isLast in
+                let name = (try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8)) ?? "?"
+                threads.withLock { _ = $0.insert(name.trimmingCharacters(in: .whitespacesAndNewlines)) }
+                if isLast { last.withLock { $0[i] += 1 } } else { turns.withLock { $0[i] += 1 } }
+                return .idle
+            }
+        }
+        #expect(pool.jobCount == 4)
+        #expect(threadNames().filter { $0 == "la-pool-a" }.count == 1, "one thread for four jobs")
+        // Woken, every job has a turn.
+        let before = turns.withLock { $0 }
+        jobs[2].wake()
+        #expect(eventually { zip(turns.withLock { $0 }, before).allSatisfy { $0 > $1 } })
+        for (i, job) in jobs.enumerated() {
+            job.finish()
+            #expect(job.hasFinished && last.withLock { $0[i] } == 1, "job \(i): one last call")
+            job.finish()  // again: nothing more
+            #expect(last.withLock { $0[i] } == 1)
+        }
+        #expect(pool.jobCount == 0)
+        #expect(threads.withLock { $0 } == ["la-pool-a"])
+        #expect(eventually { !threadNames().contains("la-pool-a") }, "the thread ends with the last job")
+        // And comes back with the next.
+        let again = try pool.add("again") { _ in .idle }
+        #expect(threadNames().contains("la-pool-a"))
+        again.finish()
+        #expect(eventually { !threadNames().contains("la-pool-a") })
+    }
+
+    @Test func aJobAskingForATurnLaterIsNotCalledSooner() throws {
+        let pool = WorkerPool(name: "la-pool-b")
+        let calls = Mutex<[UInt64]>([])
+        let job = try pool.add("slow") { isLast in
+            if !isLast { calls.withLock { $0.append(monotonicNanoseconds()) } }
+            return .after(0.05)
+        }
+        // Woken often meanwhile: the delay holds.
+        for _ in 0..<50 {
+            job.wake()
+            usleep(4000)
+        }
+        job.finish()
+        let times = calls.withLock { $0 }
+        #expect(times.count >= 2 && times.count <= 6, "\(times.count) turns in 0.2 s at one per 50 ms")
+        for (a, b) in zip(times, times.dropFirst()) { #expect(b - a >= 49_000_000, "\(Double(b - a) / 1e6) ms apart") }
+    }
+
+    @Test func aJobWithMoreToDoGetsTurnsWithoutBeingWoken() throws {
+        let pool = WorkerPool(name: "la-pool-c")
+        let left = Atomic<Int>(1000)
+        let job = try pool.add("busy") { _ in
+            left.subtract(1, ordering: .relaxed).newValue > 0 ? .again : .idle
+        }
+        #expect(eventually { left.load(ordering: .relaxed) <= 0 })
+        job.finish()
+    }
+}

@@ -1,0 +1,47 @@
+import Foundation
+import Testing
+import TestSupport
+
+/// What sessions cost the process and give back, measured in a process of their own (the SessionProbe), on JACK's
+/// dummy driver and a local nginx-rtmp.
+@Suite struct SessionResourceTests {
+    /// A karaoke take with four stems, the song to M4A and to an RTMP server and a key change runs at most six
+    /// threads of ours, each named la-*; and a karaoke or live-stream session stopped in any state — made and never
+    /// started, running (stopped twice), stopped while its start waits on a server that never answers, after a start
+    /// that failed — leaves no thread and no file descriptor (a file, a socket to a server, a pipe) behind.
+    @Test func aTakesThreadsAndWhatAStoppedSessionLeavesBehind() async throws {
+        let jack = try await JACKServer.started(periodFrames: 256)
+        defer { jack.stop() }
+        let server = try NginxRTMPServer()
+        defer { server.remove() }
+        let silent = try SilentListener()
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        try writeWAV(dir.file("song.wav"), channels: [SignalCheck.testSignal(seconds: 10)[0]])
+        let r = try await runTool(
+            productsDirectory + "/SessionProbe", [dir.path, dir.file("song.wav"), jack.name, server.url("probe"), "\(silent.port)"])
+        #expect(r.status == 0, "\(r.stderr)")
+        let report = try #require(try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [String: Any], "\(r.stdout)")
+        print("session probe: \(r.stdout)")
+        #expect(report["error"] == nil, "\(report)")
+        let threads = report["takeThreads"] as? [String] ?? []
+        let ours = try #require(report["takeOurThreads"] as? Int)
+        #expect(ours >= 3 && ours <= 6, "\(ours) threads of ours: \(threads)")
+        #expect(report["takeError"] as? String == "", "\(report)")
+        #expect((report["takeRecorded"] as? Int ?? 0) > 48_000, "\(report)")
+        let states = try #require(report["states"] as? [String: Any])
+        for name in [
+            "karaoke made, never started", "karaoke running, stopped twice", "karaoke stopped during start",
+            "karaoke failed start, then stopped", "stream made, never started", "stream running, stopped",
+            "stream stopped during start", "stream failed start, then stopped",
+        ] {
+            let left = try #require(states[name] as? [String: [String]], "\(name): \(states)")
+            #expect(left["threads"] == [] && left["descriptors"] == [], "\(name) left \(left)")
+        }
+        for name in ["karaoke", "stream"] {
+            let error = states["\(name) stop during start: start's error"] as? String ?? ""
+            #expect(error.contains("stopped while it started"), "\(name): \(error)")
+            #expect(!(states["\(name) failed start: error"] as? String ?? "").isEmpty, "\(name): the start did fail")
+        }
+    }
+}

@@ -1,0 +1,178 @@
+import Foundation
+import LiveAudio
+
+// Runs sessions in a process of its own and reports, as JSON on standard output, the threads a karaoke take runs
+// and what sessions leave behind when stopped in each state: threads and file descriptors (server connections are
+// sockets among them). A process of its own because the test runner's threads and descriptors come and go with the
+// other suites running beside it.
+//
+//   SessionProbe <folder> <song.wav> <jack server> <rtmp url> <silent port>
+
+let arguments = CommandLine.arguments
+guard arguments.count == 6, let silentPort = Int(arguments[5]) else {
+    FileHandle.standardError.write(Data("usage: SessionProbe <folder> <song.wav> <jack server> <rtmp url> <silent port>\n".utf8))
+    exit(2)
+}
+let (folder, song, jack, rtmpURL) = (arguments[1], arguments[2], arguments[3], arguments[4])
+
+/// A thread of the process: its id and name.
+struct Snapshot {
+    var threads: [String: String] = [:]
+    var descriptors: [String: String] = [:]
+
+    static func now() -> Snapshot {
+        var s = Snapshot()
+        for tid in (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? [] {
+            let name = (try? String(contentsOfFile: "/proc/self/task/\(tid)/comm", encoding: .utf8)) ?? "?"
+            s.threads[tid] = name.trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        for fd in (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? [] {
+            s.descriptors[fd] = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(fd)")) ?? "?"
+        }
+        return s
+    }
+
+    /// What is here and not in `base`: threads by name, descriptors by what they point at. Swift's cooperative
+    /// pool grows threads as it likes (named by the dispatch queue, "…-qos…"); they are not the sessions'.
+    func added(since base: Snapshot) -> (threads: [String], descriptors: [String]) {
+        let threads = threads.filter { base.threads[$0.key] == nil && !$0.value.contains("qos") }.map(\.value).sorted()
+        let descriptors = descriptors.filter { base.descriptors[$0.key] != $0.value }.map(\.value).sorted()
+        return (threads, descriptors)
+    }
+}
+
+/// Waits up to 3 s for what was added since `base` to go; returns what is left.
+func leftovers(since base: Snapshot) -> [String: [String]] {
+    let deadline = Date().addingTimeInterval(3)
+    while true {
+        let (threads, descriptors) = Snapshot.now().added(since: base)
+        if (threads.isEmpty && descriptors.isEmpty) || Date() > deadline { return ["threads": threads, "descriptors": descriptors] }
+        usleep(10_000)
+    }
+}
+
+func karaokeConfiguration(_ take: String, outputs: [String], jackServer: String = jack) throws -> KaraokeSession.Configuration {
+    let dir = folder + "/" + take
+    try FileManager.default.createDirectory(atPath: dir + "/stems", withIntermediateDirectories: true)
+    var c = KaraokeSession.Configuration(song: song)
+    c.backend = .jack
+    c.jackServer = jackServer
+    c.inputDevice = "self"
+    c.outputDevice = "self"
+    c.periodFrames = 256
+    c.roundTrip = .milliseconds(10)
+    c.reconnect = false
+    c.keyAdjustable = true
+    c.stemsDirectory = dir + "/stems"
+    c.recordPath = dir + "/song.m4a"
+    c.outputs = try outputs.map { try LiveStreamSession.Output(parsing: $0) }
+    return c
+}
+
+func streamConfiguration(_ url: String, jackServer: String = jack) throws -> LiveStreamSession.Configuration {
+    var c = LiveStreamSession.Configuration(input: .device(name: "self", backend: .jack), outputs: [try .init(parsing: url)])
+    c.jackServer = jackServer
+    c.periodFrames = 256
+    c.reconnectDevice = false
+    return c
+}
+
+func seconds(_ s: Double) async { try? await Task.sleep(nanoseconds: UInt64(s * 1e9)) }
+
+var report: [String: Any] = [:]
+do {
+    // The take: four stems, the song to M4A and to an RTMP server, a key change. Its threads, counted while it runs.
+    let take = try KaraokeSession(try karaokeConfiguration("take", outputs: [rtmpURL]))
+    try await take.start()
+    await seconds(1)
+    try take.setKey(cents: 200)
+    await seconds(1)
+    let names = Snapshot.now().threads.values.sorted()
+    report["takeThreads"] = names
+    report["takeOurThreads"] = names.filter { $0.hasPrefix("la-") }.count
+    let summary = await take.stop()
+    report["takeError"] = summary.error.map { "\($0)" } ?? ""
+    report["takeRecorded"] = Int(summary.recordedFrames)
+
+    // What a process keeps once it has published (NIO's event loops, the RTMP executor) is there now: each session
+    // after this must leave the process as it found it.
+    await seconds(0.5)
+    var states: [String: Any] = [:]
+    var base = Snapshot.now()
+    do {
+        _ = try KaraokeSession(try karaokeConfiguration("made", outputs: [rtmpURL]))
+    }
+    states["karaoke made, never started"] = leftovers(since: base)
+
+    base = Snapshot.now()
+    do {
+        let s = try KaraokeSession(try karaokeConfiguration("running", outputs: [rtmpURL]))
+        try await s.start()
+        await seconds(1)
+        _ = await s.stop()
+        _ = await s.stop()
+    }
+    states["karaoke running, stopped twice"] = leftovers(since: base)
+
+    base = Snapshot.now()
+    do {
+        // A server that accepts and never answers: the start waits in the RTMP handshake when the stop comes.
+        let s = try KaraokeSession(try karaokeConfiguration("starting", outputs: ["rtmp://127.0.0.1:\(silentPort)/live/x"]))
+        let start = Task { () -> String in
+            do throws(AudioError) { try await s.start() } catch { return error.message }
+            return ""
+        }
+        await seconds(0.5)
+        _ = await s.stop()
+        states["karaoke stop during start: start's error"] = await start.value
+    }
+    states["karaoke stopped during start"] = leftovers(since: base)
+
+    base = Snapshot.now()
+    do {
+        let s = try KaraokeSession(try karaokeConfiguration("failed", outputs: [rtmpURL], jackServer: "no-such-server"))
+        do throws(AudioError) { try await s.start() } catch { states["karaoke failed start: error"] = error.message }
+        _ = await s.stop()
+    }
+    states["karaoke failed start, then stopped"] = leftovers(since: base)
+
+    base = Snapshot.now()
+    do { _ = try LiveStreamSession(try streamConfiguration(rtmpURL)) }
+    states["stream made, never started"] = leftovers(since: base)
+
+    base = Snapshot.now()
+    do {
+        let s = try LiveStreamSession(try streamConfiguration(rtmpURL))
+        try await s.start()
+        await seconds(1)
+        _ = await s.stop()
+    }
+    states["stream running, stopped"] = leftovers(since: base)
+
+    base = Snapshot.now()
+    do {
+        let s = try LiveStreamSession(try streamConfiguration("rtmp://127.0.0.1:\(silentPort)/live/y"))
+        let start = Task { () -> String in
+            do throws(AudioError) { try await s.start() } catch { return error.message }
+            return ""
+        }
+        await seconds(0.5)
+        _ = await s.stop()
+        states["stream stop during start: start's error"] = await start.value
+    }
+    states["stream stopped during start"] = leftovers(since: base)
+
+    base = Snapshot.now()
+    do {
+        let s = try LiveStreamSession(try streamConfiguration(rtmpURL, jackServer: "no-such-server"))
+        do throws(AudioError) { try await s.start() } catch { states["stream failed start: error"] = error.message }
+        _ = await s.stop()
+    }
+    states["stream failed start, then stopped"] = leftovers(since: base)
+    report["states"] = states
+} catch {
+    report["error"] = "\(error)"
+}
+let data = try JSONSerialization.data(withJSONObject: report, options: [.sortedKeys, .prettyPrinted])
+FileHandle.standardOutput.write(data)
+FileHandle.standardOutput.write(Data("\n".utf8))
