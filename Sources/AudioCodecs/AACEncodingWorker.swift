@@ -90,10 +90,11 @@ public final class AACEncodingWorker: @unchecked Sendable {
     public func start() throws(AudioError) {
         guard job == nil, !finished else { throw AudioError(.invalidState, "the encoding worker has already run; make a new one") }
         let ring = ring
-        job = try pool.add("AAC encoder") { [weak self] _ in
+        job = try pool.add("AAC encoder") { [weak self] last in
             // Gone: finished in its deinit, with nothing more to encode.
             guard let self else { return .idle }
-            drain()
+            // 16 slots a turn (the pool's other jobs wait meanwhile); the last turn encodes all.
+            drain(upTo: last ? .max : 16)
             return ring.committedCount > 0 ? .again : .idle
         }
     }
@@ -169,7 +170,7 @@ public final class AACEncodingWorker: @unchecked Sendable {
             timeStamp: RenderTimeStamp(sampleTime: openStart))
         open = nil
         openFrames = 0
-        job?.wake()
+        pool.wake()
     }
 
     private func drop(_ frames: Int) {
@@ -196,12 +197,18 @@ public final class AACEncodingWorker: @unchecked Sendable {
         }
     }
 
-    /// Encodes what the ring holds; after an error, drops it (the failure is kept for finish()).
-    private func drain() {
+    /// Encodes what the ring holds, `limit` slots at most (the pool's other jobs wait meanwhile); after an error,
+    /// drops it and counts it (the failure is kept for finish()).
+    private func drain(upTo limit: Int = .max) {
         let format = encoder.inputFormat
-        while let slot = ring.peek() {
+        var done = 0
+        while done < limit, let slot = ring.peek() {
             defer { ring.release() }
-            if failed.withLock({ $0 != nil }) { continue }
+            done += 1
+            if failed.withLock({ $0 != nil }) {
+                dropped.add(Int64(slot.frames), ordering: .relaxed)
+                continue
+            }
             let chunk = RawBufferView(
                 format: format, base: UnsafeMutableRawPointer(mutating: slot.bytes.baseAddress!),
                 planeStride: slotPlaneStride, frameCount: slot.frames)

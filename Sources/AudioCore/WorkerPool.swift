@@ -46,22 +46,24 @@ public final class WorkerPool: Sendable {
         /// Asks for a turn at once: an atomic increment and, when the thread sleeps, a futex wake — no lock, no
         /// allocation. Real-time safe.
         @inline(__always)
-        public func wake() { pool.wake.signal() }
+        public func wake() { pool.wake() }
 
         /// Has the pool make the job's last call (`last` true) and waits for it; the pool forgets the job after.
-        /// Idempotent: a second caller waits for the first. Control threads; from the pool's own thread (an object
-        /// whose last reference a job dropped, finishing its job in its deinit) it asks for the last call and returns
-        /// without waiting for it.
+        /// Idempotent: a second caller waits for the first. Control threads, or another job on the pool's thread (an
+        /// object whose last reference a job dropped, finishing its job in its deinit): there the last call is made
+        /// at once. Never from the job's own turn.
         public func finish() {
-            if pool.threadID.load(ordering: .relaxed) == la_thread_id() {
-                finishRequested.store(true, ordering: .releasing)
-                return
-            }
             finishing.withLock { done in
                 guard !done else { return }
                 done = true
+                if pool.threadID.load(ordering: .relaxed) == la_thread_id() {
+                    // Between the turns of the pool's other jobs: this one is not running now.
+                    _ = body(true)
+                    pool.forget(self)
+                    return
+                }
                 finishRequested.store(true, ordering: .releasing)
-                pool.wake.signal()
+                pool.wake()
                 while !isEnded.load(ordering: .acquiring) { ended.wait(timeout: 1) }
             }
         }
@@ -74,7 +76,7 @@ public final class WorkerPool: Sendable {
     public static let shared = WorkerPool(name: "la-work")
 
     public let name: String
-    fileprivate let wake = WakeSignal()
+    private let wakeSignal = WakeSignal()
     /// The kernel's id of the thread running the jobs now (0: none).
     fileprivate let threadID = Atomic<Int>(0)
     private struct State {
@@ -86,6 +88,17 @@ public final class WorkerPool: Sendable {
 
     /// - Parameter name: the thread's name (at most 15 bytes are shown).
     public init(name: String) { self.name = name }
+
+    /// Wakes the pool's thread: every job has a turn. Real-time safe (a semaphore post).
+    @inline(__always)
+    public func wake() { wakeSignal.signal() }
+
+    /// Takes a job off the list once its last call has returned.
+    fileprivate func forget(_ job: Job) {
+        state.withLock { s in s.jobs.removeAll { $0 === job } }
+        job.isEnded.store(true, ordering: .releasing)
+        job.ended.signal()
+    }
 
     /// Jobs added and not finished.
     public var jobCount: Int { state.withLock { $0.jobs.count } }
@@ -106,7 +119,7 @@ public final class WorkerPool: Sendable {
             }
             s.jobs.append(job)
         }
-        wake.signal()
+        wakeSignal.signal()
         return job
     }
 
@@ -117,6 +130,8 @@ public final class WorkerPool: Sendable {
                 if s.jobs.isEmpty {
                     s.running = false
                     threadID.store(0, ordering: .relaxed)
+                    // Released here, on this thread, which it detaches: nothing joins a pool's thread.
+                    s.thread = nil
                     return nil
                 }
                 return s.jobs
@@ -124,12 +139,10 @@ public final class WorkerPool: Sendable {
             var again = false
             var wait: UInt64 = 50_000_000
             let now = monotonicNanoseconds()
-            for job in jobs {
+            for job in jobs where !job.isEnded.load(ordering: .acquiring) {
                 if job.finishRequested.load(ordering: .acquiring) {
                     _ = job.body(true)
-                    state.withLock { s in s.jobs.removeAll { $0 === job } }
-                    job.isEnded.store(true, ordering: .releasing)
-                    job.ended.signal()
+                    forget(job)
                     continue
                 }
                 let due = job.due.load(ordering: .relaxed)
@@ -146,7 +159,7 @@ public final class WorkerPool: Sendable {
                     wait = min(wait, delay)
                 }
             }
-            if !again { wake.wait(timeout: Double(wait) / 1e9) }
+            if !again { wakeSignal.wait(timeout: Double(wait) / 1e9) }
         }
     }
 }

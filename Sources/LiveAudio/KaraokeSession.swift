@@ -204,6 +204,8 @@ public final class KaraokeSession: Sendable {
         var scheduled = false
         var roundTrip = 0, source = "", startTime: Int64 = 0, calibrations = 0
         var endSeen: Int64?
+        /// The first file frame of the region playing (the pause does not go back before it).
+        var songRegionStart: Int64 = 0
     }
 
     /// Checks and builds everything that can be before the device opens.
@@ -456,6 +458,7 @@ public final class KaraokeSession: Sendable {
         encoderTap?.start(atSampleTime: startTime, skipFrames: Int64(wet))
         // The song's path renders on its own timeline from 0, ahead; its frame 0 plays at the start time.
         try player.schedule(region, at: 0)
+        state.withLock { $0.songRegionStart = region.startFrame }
         try song.start(
             atSampleTime: startTime, cycleFrames: Int((Double(grant.periodFrames) * sampleRate / grant.sampleRate).rounded(.up)))
         state.withLock {
@@ -586,38 +589,76 @@ public final class KaraokeSession: Sendable {
     /// (and the time-pitch's own look-ahead). 20 ms, or two device periods when they are longer; known once started.
     public var songLookAhead: Double { song.lookAhead }
 
-    /// Holds the song where it is heard (faded out, at once); the recordings and the voice go on.
-    public func pauseSong() {
-        let player = player
-        let tempo = timePitch.map { Double($0.rate.value) } ?? 1
-        try? song.perform { [song] in
-            // The player is ahead of the ears by what is queued: held there, it resumes where it was heard.
-            let heard = player.position - Int64((Double(song.queuedFrames) * tempo).rounded())
-            player.pause()
-            try? player.seek(toFrame: max(heard, 0))
+    /// The file frame the ears are at: the player's position less what is rendered ahead of them — the frames
+    /// queued and the time-pitch's look-ahead, at the rate it plays — never before the region's start. Exact on the
+    /// song's worker between blocks; elsewhere a snapshot.
+    private func heardFrame() -> Int64 {
+        // Held by a pause where it was heard.
+        if player.state == .paused { return player.position }
+        let rate = timePitch?.currentRate ?? 1
+        let ahead = Double(song.queuedFrames) + (timePitch?.latency ?? 0) * sampleRate
+        let start = state.withLock { $0.songRegionStart }
+        return max(start, player.position - Int64((ahead * rate).rounded()))
+    }
+
+    /// Where the song is as heard, in seconds of the file (the player's ``FilePlayerUnit/currentTime`` is ahead by
+    /// what is rendered ahead: ``songLookAhead`` and the time-pitch's).
+    public var songPosition: Double { Double(heardFrame()) / sampleRate }
+
+    /// Makes a change to the song's player where it plays — on the song's worker, between two blocks — so that it is
+    /// heard at once: what was rendered ahead is dropped (crossfaded over 5 ms), and the time-pitch starts again from
+    /// the player (nothing of before the change stays in it).
+    private func changeSong(_ body: @escaping @Sendable () throws(AudioError) -> Void) throws(AudioError) {
+        let timePitch = timePitch
+        try song.perform { () throws(AudioError) in
+            try body()
+            timePitch?.reset()
         }
     }
 
-    /// Goes on from where ``pauseSong()`` held the song (faded in, at once).
+    /// Holds the song where it is heard (at once, faded); the recordings and the voice go on. Paused already: nothing.
+    public func pauseSong() {
+        let player = player
+        try? changeSong { [self] () throws(AudioError) in
+            guard player.state != .paused else { return }
+            // The player is ahead of the ears: held where they are, it resumes where it was heard.
+            let heard = heardFrame()
+            player.pause()
+            try? player.seek(toFrame: heard)
+        }
+    }
+
+    /// Goes on from where ``pauseSong()`` held the song (at once, faded in).
     public func resumeSong() {
         let player = player
-        try? song.perform { player.resume() }
+        try? changeSong { player.resume() }
     }
 
     /// Moves the song to `seconds` of the file, inside the region playing (at once, faded).
-    /// - Throws: ``AudioError`` `.invalidParameter` outside the region, `.invalidState` once it has finished.
+    /// - Throws: ``AudioError`` `.invalidParameter` outside the region, `.invalidState` before the start or once the
+    ///   song has finished.
     public func seekSong(toSeconds seconds: Double) throws(AudioError) {
+        try checkSongStarted()
         let player = player
         let frame = Int64((seconds * sampleRate).rounded())
-        try song.perform { () throws(AudioError) in try player.seek(toFrame: frame) }
+        try changeSong { () throws(AudioError) in try player.seek(toFrame: frame) }
     }
 
     /// Plays `region` of the song from now on (at once, faded), replacing what plays: a loop, another part.
-    /// - Throws: ``AudioError`` `.invalidParameter` for a region outside the file.
+    /// - Throws: ``AudioError`` `.invalidParameter` for a region outside the file, `.invalidState` before the start.
     public func playSong(_ region: RegionInSeconds) throws(AudioError) {
+        try checkSongStarted()
         let player = player
         let frames = region.frames(at: sampleRate)
-        try song.perform { () throws(AudioError) in try player.schedule(frames) }
+        try changeSong { () throws(AudioError) in try player.schedule(frames) }
+        state.withLock { $0.songRegionStart = frames.startFrame }
+    }
+
+    /// The song starts with the session (``Configuration/region``, ``Configuration/regionInSeconds``).
+    private func checkSongStarted() throws(AudioError) {
+        guard state.withLock({ $0.scheduled }) else {
+            throw AudioError(.invalidState, "the song starts with the session: seek or play a part once it has started")
+        }
     }
 
     /// The key change in cents (−2400 … 2400), live when the session has a time-pitch unit (a key or tempo change

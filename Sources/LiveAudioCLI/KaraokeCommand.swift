@@ -182,7 +182,7 @@ struct Karaoke: AsyncParsableCommand {
                     let m = session.meters
                     let line = String(
                         format: "%.1f / %.1f s  voice %.1f dB  accompaniment %.1f dB  output %.1f dB  round trip %.2f ms  xruns %d",
-                        session.player.currentTime, Double(session.player.fileFrames) / session.sampleRate,
+                        session.songPosition, Double(session.player.fileFrames) / session.sampleRate,
                         m.voice.peakDecibels, m.accompaniment.peakDecibels, m.output.peakDecibels,
                         Double(session.roundTripFrames) * 1000 / session.sampleRate, session.xruns)
                     let outputs = session.outputStatistics.map { " | \($0)" }.joined()

@@ -102,7 +102,7 @@ final class KaraokeScreen {
         let region = session.region
         let regionStart = Double(region.startFrame) / rate
         let regionEnd = Double(region.frameCount.map { region.startFrame + $0 } ?? session.player.fileFrames) / rate
-        let position = session.player.currentTime
+        let position = session.songPosition
         let length = regionEnd
         let state: String =
             session.songHasEnded ? "ended" : paused ? "PAUSED" : "playing"

@@ -92,25 +92,64 @@ import Testing
             "heard \(delay) frames later; the look-ahead is \(source.lookAheadFrames)")
         #expect(Array(played[changedAt..<heard]) == (changedAt..<heard).map(Float.init), "nothing lost before it")
         // Through perform(): what was queued is dropped; the next cycle plays what was rendered after the change,
-        // the dropped frames fading out under it over 5 ms.
+        // crossfaded from the dropped frames over 5 ms.
         let performedAt = played.count
         try source.perform { counter.offset.store(2_000_000, ordering: .relaxed) }
         try play(20)
         let after = Array(played[performedAt...])
         let fade = source.flushFadeFrames
         #expect(fade == 240)
-        // The old frames continue where the output was (the counter plus the first offset), faded linearly; the
-        // new ones are the counter from where the worker had got to, plus the second offset.
-        let oldStart = Double(played[performedAt - 1]) + 1
-        let newStart = Double(after[fade]) - Double(fade)
-        #expect(newStart >= 2_000_000 + Double(performedAt), "the new frames come after what was dropped")
-        for (i, value) in after.enumerated() {
-            let new = newStart + Double(i)
-            let old = i < fade ? (oldStart + Double(i)) * (1 - Double(i) / Double(fade)) : 0
-            #expect(abs(Double(value) - new - old) <= 1, "frame \(i) after the change: \(value), expected \(new + old)")
-            if abs(Double(value) - new - old) > 1 { break }
-        }
+        Self.expectCrossfade(after, from: Double(played[performedAt - 1]) + 1, fade: fade, newAtLeast: 2_000_000 + Double(performedAt))
         #expect(source.underruns == 0)
+    }
+
+    /// `after` is, frame i: the old frames going on from `oldStart` faded out over `fade` frames, plus the new ones
+    /// — a counter from where the worker had got to (at least `newAtLeast`) — faded in over the same frames.
+    static func expectCrossfade(_ after: [Float], from oldStart: Double, fade: Int, newAtLeast: Double,
+                                sourceLocation: SourceLocation = #_sourceLocation) {
+        let newStart = Double(after[fade]) - Double(fade)
+        #expect(newStart >= newAtLeast, "the new frames come after what was dropped", sourceLocation: sourceLocation)
+        for (i, value) in after.enumerated() {
+            let g = i < fade ? Double(i) / Double(fade) : 1
+            let expected = (newStart + Double(i)) * g + (oldStart + Double(i)) * (1 - g)
+            let ok = abs(Double(value) - expected) <= 1
+            #expect(ok, "frame \(i) after the change: \(value), expected \(expected)", sourceLocation: sourceLocation)
+            if !ok { break }
+        }
+    }
+
+    /// With long cycles (1024 frames: the look-ahead is 2048) the cycle after a change is whole: what follows the
+    /// change is rendered before what it drops goes, so no silence comes between them.
+    @Test func aChangeLeavesNoGapAtLongCycles() throws {
+        let (counter, source, outer) = try make(cycle: 1024)
+        defer { source.stop() }
+        try source.start(atSampleTime: 0, cycleFrames: 1024)
+        #expect(source.lookAheadFrames == 2048)
+        var played: [Float] = []
+        var time: Int64 = 0
+        for _ in 0..<10 {
+            played += try cycle(outer, source, at: time, frames: 1024)
+            time += 1024
+        }
+        let performedAt = played.count
+        try source.perform { counter.offset.store(3_000_000, ordering: .relaxed) }
+        // At once, as a device would call: no waiting for the worker to top up.
+        let view = try #require(outer.renderCycle(frames: 1024, timeStamp: RenderTimeStamp(sampleTime: time)))
+        let after = Array(view[0])
+        Self.expectCrossfade(after, from: Double(played[performedAt - 1]) + 1, fade: 240, newAtLeast: 3_000_000 + Double(performedAt))
+        #expect(source.underruns == 0)
+    }
+
+    /// A change made from the worker itself (a player's end calling for the next part) is made at once, not
+    /// waited for.
+    @Test func aChangeFromTheWorkerItselfIsMadeAtOnce() throws {
+        let (counter, source, _) = try make(cycle: 128)
+        defer { source.stop() }
+        try source.start(atSampleTime: 0, cycleFrames: 128)
+        try source.perform { () throws(AudioError) in
+            try source.perform { counter.offset.store(9, ordering: .relaxed) }
+        }
+        #expect(counter.offset.load(ordering: .relaxed) == 9)
     }
 
     @Test func aChangeBeforeTheStartAndAfterTheStopRunsOnTheCaller() throws {

@@ -85,14 +85,19 @@ public final class RecorderUnit: RenderUnit {
             let since = now - writing.onWorkerThread.lastPass
             if !last, since < delay { return .after(Double(delay - since) / 1e9) }
             writing.onWorkerThread.lastPass = now
-            pass(&writing.onWorkerThread)
-            return .idle
+            // A turn writes at most ``passFrames`` (the pool's other jobs wait meanwhile); the last writes all.
+            return pass(&writing.onWorkerThread, upTo: last ? .max : Self.passFrames) ? .again : .idle
         }
 
-        private func pass(_ w: inout Writing) {
+        /// Frames one turn writes at most: 0.7 s at 48 kHz.
+        static let passFrames = 32_768
+
+        /// Returns true when frames are left in the ring.
+        private func pass(_ w: inout Writing, upTo limit: Int) -> Bool {
             // The debt first: every frame the render wrote before owing is in the ring by now.
             let debt = owed.load(ordering: .acquiring)
-            drain(&w)
+            let more = drain(&w, upTo: limit)
+            if more { return true }
             if debt > 0 {
                 owed.subtract(debt, ordering: .releasing)
                 dropped.add(Int64(debt), ordering: .relaxed)
@@ -102,17 +107,22 @@ public final class RecorderUnit: RenderUnit {
                 do throws(AudioError) { try w.writer.commitHeader() } catch { fail(error) }
                 w.lastCommit = w.writer.framesWritten
             }
+            return false
         }
 
-        private func drain(_ w: inout Writing) {
+        /// Writes what the ring holds, up to `limit` frames; true when frames are left.
+        private func drain(_ w: inout Writing, upTo limit: Int) -> Bool {
             let skip = skipRequest.exchange(-1, ordering: .acquiring)
             if skip >= 0 { w.toSkip = skip }
             let scratch = w.scratch
-            while true {
-                let got = ring.read(into: scratch.view(frames: scratch.capacity))
-                if got == 0 { return }
+            var done = 0
+            while done < limit {
+                let got = ring.read(into: scratch.view(frames: min(scratch.capacity, limit - done)))
+                if got == 0 { return false }
                 write(scratch.view(frames: got), &w)
+                done += got
             }
+            return ring.availableToRead > 0
         }
 
         private func writeSilence(_ frames: Int, _ w: inout Writing) {
@@ -180,13 +190,14 @@ public final class RecorderUnit: RenderUnit {
         let shared = Shared(ring: ring, writer: writer, skip: skipFrames, sampleRate: format.sampleRate)
         if waitsForStart { shared.recordFrom.store(.max, ordering: .relaxed) }
         self.shared = shared
+        let bus: StreamFormat
         do throws(AudioError) {
+            bus = try StreamFormat.graph(sampleRate: format.sampleRate, channelCount: format.channelCount)
             job = try pool.add("recorder \(path)") { last in shared.pass(last: last) }
         } catch {
             writer.abandon()
             throw error
         }
-        let bus = try StreamFormat.graph(sampleRate: format.sampleRate, channelCount: format.channelCount)
         core = UnitCore(kind: "recorder", inputs: [bus], outputs: [bus])
     }
 

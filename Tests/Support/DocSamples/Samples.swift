@@ -112,7 +112,7 @@ func sample8() async throws {
     try session.seekSong(toSeconds: 42)
     session.isVoiceMuted = true                                // mutes leave the volumes as they are
     try session.setKey(cents: 100)                             // live, with a time-pitch (keyAdjustable)
-    print(session.meters.voice.peakDecibels, session.player.currentTime, session.songLookAhead)
+    print(session.meters.voice.peakDecibels, session.songPosition, session.songLookAhead)   // position as heard
     print(session.outputStatistics)                            // each RTMP connection and file
     let summary = await session.stop()                         // completes the files, unpublishes
 }

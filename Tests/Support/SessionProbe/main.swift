@@ -79,6 +79,20 @@ func streamConfiguration(_ url: String, jackServer: String = jack) throws -> Liv
 
 func seconds(_ s: Double) async { try? await Task.sleep(nanoseconds: UInt64(s * 1e9)) }
 
+/// Starts a session in a task of its own and stops it half a second later, while the start waits on a server that
+/// never answers; returns the start's error.
+func stoppedDuringStart(
+    _ start: @escaping @Sendable () async throws(AudioError) -> Void, stop: @Sendable () async -> Void
+) async -> String {
+    let starting = Task { () -> String in
+        do throws(AudioError) { try await start() } catch { return error.message }
+        return ""
+    }
+    await seconds(0.5)
+    await stop()
+    return await starting.value
+}
+
 var report: [String: Any] = [:]
 do {
     // The take: four stems, the song to M4A and to an RTMP server, a key change. Its threads, counted while it runs.
@@ -118,13 +132,8 @@ do {
     do {
         // A server that accepts and never answers: the start waits in the RTMP handshake when the stop comes.
         let s = try KaraokeSession(try karaokeConfiguration("starting", outputs: ["rtmp://127.0.0.1:\(silentPort)/live/x"]))
-        let start = Task { () -> String in
-            do throws(AudioError) { try await s.start() } catch { return error.message }
-            return ""
-        }
-        await seconds(0.5)
-        _ = await s.stop()
-        states["karaoke stop during start: start's error"] = await start.value
+        states["karaoke stop during start: start's error"] = await stoppedDuringStart(
+            { () async throws(AudioError) in try await s.start() }, stop: { _ = await s.stop() })
     }
     states["karaoke stopped during start"] = leftovers(since: base)
 
@@ -152,13 +161,8 @@ do {
     base = Snapshot.now()
     do {
         let s = try LiveStreamSession(try streamConfiguration("rtmp://127.0.0.1:\(silentPort)/live/y"))
-        let start = Task { () -> String in
-            do throws(AudioError) { try await s.start() } catch { return error.message }
-            return ""
-        }
-        await seconds(0.5)
-        _ = await s.stop()
-        states["stream stop during start: start's error"] = await start.value
+        states["stream stop during start: start's error"] = await stoppedDuringStart(
+            { () async throws(AudioError) in try await s.start() }, stop: { _ = await s.stop() })
     }
     states["stream stopped during start"] = leftovers(since: base)
 
