@@ -102,7 +102,7 @@ public struct FileRenderer {
         // Writing (sample conversion and the write calls) runs on a thread of its own, a few blocks behind the
         // rendering, so the two overlap; both sides wait on each other only when the queue is full or empty.
         let queue = WriteQueue(writer: writer, channels: graph.format.channelCount, frames: blockFrames)
-        queue.start()
+        try queue.start()
         do throws(AudioError) {
             while done < total {
                 if stopped() {
@@ -156,6 +156,8 @@ final class WriteQueue: @unchecked Sendable {
     /// Set by the writing thread on failure; read by the rendering thread after a semaphore, which orders it.
     private var failure: AudioError?
     private var stopping = false
+    /// The writing thread: joined once it has signalled it is done.
+    private var thread: WorkerThread?
 
     /// - Parameter frames: the largest block pushed. Slots hold at least 16384 frames, filled by several pushes,
     ///   so the file is written in large pieces.
@@ -170,10 +172,9 @@ final class WriteQueue: @unchecked Sendable {
 
     deinit { frames.deallocate() }
 
-    func start() {
-        let t = Thread { [self] in run() }
-        t.name = "liveaudio-writer"
-        t.start()
+    /// - Throws: ``AudioError`` `.resourceUnavailable` when no thread can be started.
+    func start() throws(AudioError) {
+        thread = try WorkerThread(name: "la-render-write") { [self] in run() }
     }
 
     private func run() {
@@ -246,5 +247,6 @@ final class WriteQueue: @unchecked Sendable {
         frames[pushed % slots.count] = -1
         filled.signal()
         finished.wait()
+        thread?.join()
     }
 }
