@@ -36,11 +36,17 @@ cat > "$work/mix.json" <<JSON
  "connections": [{"from": "voice", "to": "mix", "bus": 0}, {"from": "beep", "to": "mix", "bus": 1},
                  {"from": "mix", "to": "trim"}, {"from": "trim", "to": "output"}]}
 JSON
-hyperfine --warmup 2 --runs 10 --export-markdown "$work/render.md" \
-  -n liveaudio ".build/release/liveaudio render $work/mix.json -o $work/la.wav" \
-  -n sox "sox -m -v 1 $work/voice.wav -v 0.5 $work/tone.wav -e floating-point -b 32 $work/sox.wav vol -6dB" \
-  -n ffmpeg "ffmpeg -hide_banner -loglevel error -y -threads 1 -filter_threads 1 -i $work/voice.wav -i $work/tone.wav -filter_complex '[1]volume=0.5[b];[0][b]amix=inputs=2:normalize=0,volume=-6dB' -c:a pcm_f32le $work/ff.wav"
-cat "$work/render.md"
+cat > "$work/pass.json" <<JSON
+{"sampleRate": 48000, "channels": 2, "nodes": [{"id": "voice", "type": "file", "path": "voice.wav"}],
+ "connections": [{"from": "voice", "to": "output"}]}
+JSON
+# The commands take turns (scripts/interleaved_timing.py): wall, user and system time, peak resident memory.
+scripts/interleaved_timing.py 10 \
+  "liveaudio mix=.build/release/liveaudio render $work/mix.json -o $work/la.wav" \
+  "sox mix=sox -m -v 1 $work/voice.wav -v 0.5 $work/tone.wav -e floating-point -b 32 $work/sox.wav vol -6dB" \
+  "ffmpeg mix=ffmpeg -hide_banner -loglevel error -y -threads 1 -filter_threads 1 -i $work/voice.wav -i $work/tone.wav -filter_complex '[1]volume=0.5[b];[0][b]amix=inputs=2:normalize=0,volume=-6dB' -c:a pcm_f32le $work/ff.wav" \
+  "liveaudio pass-through=.build/release/liveaudio render $work/pass.json -o $work/la-pass.wav" \
+  "sox copy=sox $work/voice.wav -e floating-point -b 32 $work/sox-pass.wav"
 fi
 
 if want chain; then
@@ -54,11 +60,10 @@ mkdir -p "$work/chain"
 cp examples/voice-file-chain.json "$work/chain/voice-file-chain.json"
 ln -sf "$work/chain-in.wav" "$work/chain/voice.wav"
 eq3="equalizer=f=90:t=q:w=0.7:g=-6,equalizer=f=3000:t=q:w=1:g=3,equalizer=f=10000:t=q:w=0.7:g=2"
-hyperfine --warmup 2 --runs 10 --export-markdown "$work/chain.md" \
-  -n liveaudio ".build/release/liveaudio render $work/chain/voice-file-chain.json -o $work/chain-la.wav" \
-  -n "ffmpeg eq×3,acompressor,aecho,alimiter" "ffmpeg -hide_banner -loglevel error -y -threads 1 -filter_threads 1 -i $work/chain-in.wav -af '$eq3,acompressor=threshold=-24dB:ratio=3:attack=5:release=120:makeup=1.58:knee=2,aecho=1:0.85:250:0.25,alimiter=limit=0.89:attack=3:release=50:level=0' -c:a pcm_f32le $work/chain-ff.wav" \
-  -n "sox equalizer×3 compand reverb" "sox $work/chain-in.wav -e floating-point -b 32 $work/chain-sox.wav equalizer 90 0.7q -6 equalizer 3000 1q 3 equalizer 10000 0.7q 2 compand 0.005,0.12 6:-70,-70,-24,-24,0,-16 4 reverb 20"
-cat "$work/chain.md"
+scripts/interleaved_timing.py 10 \
+  "liveaudio=.build/release/liveaudio render $work/chain/voice-file-chain.json -o $work/chain-la.wav" \
+  "ffmpeg eq×3,acompressor,aecho,alimiter=ffmpeg -hide_banner -loglevel error -y -threads 1 -filter_threads 1 -i $work/chain-in.wav -af '$eq3,acompressor=threshold=-24dB:ratio=3:attack=5:release=120:makeup=1.58:knee=2,aecho=1:0.85:250:0.25,alimiter=limit=0.89:attack=3:release=50:level=0' -c:a pcm_f32le $work/chain-ff.wav" \
+  "sox equalizer×3 compand reverb=sox $work/chain-in.wav -e floating-point -b 32 $work/chain-sox.wav equalizer 90 0.7q -6 equalizer 3000 1q 3 equalizer 10000 0.7q 2 compand 0.005,0.12 6:-70,-70,-24,-24,0,-16 4 reverb 20"
 fi
 
 if want encode; then
@@ -96,12 +101,14 @@ cat > "$work/convert-$q.json" <<JSON
 JSON
 done
 # sox's -h and -v are libsoxr's high and very high qualities (sox links libsoxr): equal quality, pair by pair.
-hyperfine --warmup 2 --runs 10 --export-markdown "$work/convert.md" \
-  -n "liveaudio converter high" ".build/release/liveaudio render $work/convert-high.json -o $work/conv-la-h.wav" \
-  -n "sox rate -h" "sox $work/rates-44100.wav -e floating-point -b 32 $work/conv-sox-h.wav rate -h 48000" \
-  -n "liveaudio converter veryHigh" ".build/release/liveaudio render $work/convert-veryHigh.json -o $work/conv-la-v.wav" \
-  -n "sox rate -v" "sox $work/rates-44100.wav -e floating-point -b 32 $work/conv-sox-v.wav rate -v 48000"
-cat "$work/convert.md"
+scripts/interleaved_timing.py 10 \
+  "liveaudio converter high=.build/release/liveaudio render $work/convert-high.json -o $work/conv-la-h.wav" \
+  "sox rate -h=sox $work/rates-44100.wav -e floating-point -b 32 $work/conv-sox-h.wav rate -h 48000" \
+  "liveaudio converter veryHigh=.build/release/liveaudio render $work/convert-veryHigh.json -o $work/conv-la-v.wav" \
+  "sox rate -v=sox $work/rates-44100.wav -e floating-point -b 32 $work/conv-sox-v.wav rate -v 48000"
+# The system calls of the converter's render: the futex waits of threads waking each other.
+strace -f -c -o "$work/convert-strace.txt" .build/release/liveaudio render "$work/convert-veryHigh.json" -o "$work/conv-la-v.wav" >/dev/null
+echo "liveaudio converter veryHigh, system calls: $(awk '/futex/ {print $4 " futex"} /total/ {print $3 " in all"}' "$work/convert-strace.txt" | paste -sd, -)"
 for e in finer faster; do
 cat > "$work/pitch-$e.json" <<JSON
 {"sampleRate": 48000, "channels": 2,
@@ -114,16 +121,15 @@ done
 # with the unit's own options — real time, high-consistency pitch shifting (which a pitch map turns on; the map
 # here changes nothing) and channels together (--centre-focus).
 printf '0 0\n' > "$work/flat.pitchmap"
-hyperfine --warmup 1 --runs 5 --export-markdown "$work/pitch.md" \
-  -n "liveaudio timePitch finer" ".build/release/liveaudio render $work/pitch-finer.json -o $work/pitch-la-3.wav" \
-  -n "rubberband -3 -p 2" "rubberband -q -3 -p 2 $work/rates-48000.wav $work/pitch-rb-3.wav" \
-  -n "rubberband -3 -R -p 2" "rubberband -q -3 -R -p 2 $work/rates-48000.wav $work/pitch-rb-3r.wav" \
-  -n "rubberband -3 (unit's options)" "rubberband -q -3 --centre-focus --pitchmap $work/flat.pitchmap -p 2 $work/rates-48000.wav $work/pitch-rb-3u.wav" \
-  -n "liveaudio timePitch faster" ".build/release/liveaudio render $work/pitch-faster.json -o $work/pitch-la-2.wav" \
-  -n "rubberband -2 -p 2" "rubberband -q -2 -p 2 $work/rates-48000.wav $work/pitch-rb-2.wav" \
-  -n "rubberband -2 -R -p 2" "rubberband -q -2 -R -p 2 $work/rates-48000.wav $work/pitch-rb-2r.wav" \
-  -n "rubberband -2 (unit's options)" "rubberband -q -2 --centre-focus --pitchmap $work/flat.pitchmap -p 2 $work/rates-48000.wav $work/pitch-rb-2u.wav"
-cat "$work/pitch.md"
+scripts/interleaved_timing.py 5 \
+  "liveaudio timePitch finer=.build/release/liveaudio render $work/pitch-finer.json -o $work/pitch-la-3.wav" \
+  "rubberband -3 -p 2=rubberband -q -3 -p 2 $work/rates-48000.wav $work/pitch-rb-3.wav" \
+  "rubberband -3 -R -p 2=rubberband -q -3 -R -p 2 $work/rates-48000.wav $work/pitch-rb-3r.wav" \
+  "rubberband -3 (unit's options)=rubberband -q -3 --centre-focus --pitchmap $work/flat.pitchmap -p 2 $work/rates-48000.wav $work/pitch-rb-3u.wav" \
+  "liveaudio timePitch faster=.build/release/liveaudio render $work/pitch-faster.json -o $work/pitch-la-2.wav" \
+  "rubberband -2 -p 2=rubberband -q -2 -p 2 $work/rates-48000.wav $work/pitch-rb-2.wav" \
+  "rubberband -2 -R -p 2=rubberband -q -2 -R -p 2 $work/rates-48000.wav $work/pitch-rb-2r.wav" \
+  "rubberband -2 (unit's options)=rubberband -q -2 --centre-focus --pitchmap $work/flat.pitchmap -p 2 $work/rates-48000.wav $work/pitch-rb-2u.wav"
 fi
 
 if want voice; then

@@ -24,7 +24,7 @@ rtmp=(nginx libnginx-mod-rtmp libnginx-mod-stream openssl)
 # espeak-ng speaks the voice-processing tests' near and far ends; tmux is the terminal the karaoke screen is tested on.
 tools=(strace time python3 python3-venv espeak-ng tmux)
 case "$profile" in
-  bench) pkgs+=(sox rubberband-cli hyperfine espeak-ng libspeexdsp-dev "${servers[@]}" "${rtmp[@]}") ;;
+  bench) pkgs+=(sox rubberband-cli strace time espeak-ng libspeexdsp-dev "${servers[@]}" "${rtmp[@]}") ;;
   demo) pkgs+=(espeak-ng) ;;
   test) pkgs+=("${servers[@]}" "${rtmp[@]}" "${tools[@]}") ;;
   # The soak: the test servers, jack_simple_client (jackd2's example clients) as the peer, matplotlib for its plot.

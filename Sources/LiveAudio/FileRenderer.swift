@@ -27,6 +27,11 @@ public struct FileRenderer {
     public let loaded: LoadedGraph
     public var blockFrames: Int
     public var sampleFormat: OutputSampleFormat
+    /// Read the file sources on a thread of their own (`la-read-ahead`), overlapping reading with rendering. Off by
+    /// default: with no device to keep pace with, the rendering thread reads each cycle's input itself, in the
+    /// same large pieces, and no two threads wait on each other every cycle (a converter or a time-pitch pulls its
+    /// input in uneven steps, and each step would otherwise wake the reader and wait for it).
+    public var readsOnAThreadOfItsOwn = false
 
     /// - Parameters:
     ///   - loaded: a graph from ``GraphFile``, not yet initialized.
@@ -91,9 +96,9 @@ public struct FileRenderer {
         }
         if graph.state == .uninitialized { try graph.initialize() }
         if graph.state != .running { try graph.start() }
-        // File sources are read and decoded on a thread of their own, ahead of the rendering.
+        // File sources are read and decoded before each cycle on this thread, or ahead on a thread of their own.
         let reading = graph.readingAheadUnits
-        let readAhead = reading.isEmpty ? nil : try ReadAheadWorker(units: reading)
+        let readAhead = reading.isEmpty || !readsOnAThreadOfItsOwn ? nil : try ReadAheadWorker(units: reading)
         defer { readAhead?.stop() }
         let renderer = OfflineRenderer(graph: graph, readAhead: readAhead)
         let started = DispatchTime.now().uptimeNanoseconds
@@ -159,11 +164,11 @@ final class WriteQueue: @unchecked Sendable {
     /// The writing thread: joined once it has signalled it is done.
     private var thread: WorkerThread?
 
-    /// - Parameter frames: the largest block pushed. Slots hold at least 16384 frames, filled by several pushes,
+    /// - Parameter frames: the largest block pushed. Slots hold at least 32768 frames, filled by several pushes,
     ///   so the file is written in large pieces.
     init(writer: WAVFileWriter, channels: Int, frames: Int, depth: Int = 4) {
         self.writer = writer
-        let capacity = max(frames, 16_384)
+        let capacity = max(frames, 32_768)
         slots = (0..<depth).map { _ in PCMBuffer(channelCount: channels, capacity: capacity) }
         self.frames = .allocate(capacity: depth)
         self.frames.initialize(repeating: 0, count: depth)

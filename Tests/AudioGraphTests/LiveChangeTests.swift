@@ -8,7 +8,8 @@ import TestSupport
 @Suite struct LiveChangeTests {
     /// One thread renders without pause while another reconfigures the graph thousands of times. Every cycle's
     /// output must be one of the mixes the topology can produce, constant within the cycle (changes land between
-    /// cycles, never inside one).
+    /// cycles, never inside one). The connection of b is held for two cycles now and then, so that state is
+    /// rendered however the two threads are scheduled.
     @Test func renderingWhileReconfiguring() throws {
         let graph = try RenderGraph(format: stereo, maximumFrames: 256)
         let mixer = try MixerUnit(format: stereo, inputs: 3)
@@ -22,12 +23,20 @@ import TestSupport
 
         let stop = LockedFlag()
         let changes = LockedCounter()
+        let rendered = LockedCounter()
         let control = Thread {
             var k = 0
             while !stop.isSet {
                 do {
                     switch k % 4 {
-                    case 0: try graph.connect(b, to: m, inputBus: 1)
+                    case 0:
+                        try graph.connect(b, to: m, inputBus: 1)
+                        // Every 64th time, held until two cycles have begun since (a cycle under way when the
+                        // schedule changed renders the old one).
+                        if k % 256 == 0 {
+                            let from = rendered.value
+                            while rendered.value < from + 2, !stop.isSet { usleep(100) }
+                        }
                     case 1: try graph.disconnect(m, inputBus: 1)
                     case 2:
                         let c = try graph.addNode(ConstantUnit(0.5))
@@ -59,6 +68,7 @@ import TestSupport
             if !allowed.contains(first) { bad += 1 }
             seen[first, default: 0] += 1
             cycles += 1
+            rendered.increment()
         }
         stop.set()
         while !control.isFinished { usleep(1000) }
