@@ -66,10 +66,9 @@ let package = Package(
         // libasound and libjack (module map + shim header each).
         .systemLibrary(name: "CALSA", pkgConfig: "alsa", providers: [.apt(["libasound2-dev"])]),
         .systemLibrary(name: "CJACK", pkgConfig: "jack", providers: [.apt(["libjack-jackd2-dev"])]),
-        // FFmpeg's libraries (module map + shim header).
-        .systemLibrary(
-            name: "CFFmpeg", pkgConfig: "libavcodec libavformat libavutil libswresample",
-            providers: [.apt(["libavcodec-dev", "libavformat-dev", "libavutil-dev", "libswresample-dev"])]),
+        // FFmpeg's libraries: their headers (Debian's libavcodec-dev, libavformat-dev, libavutil-dev,
+        // libswresample-dev), the libraries loaded with dlopen when first needed (Sources/CFFmpeg/include/CFFmpeg.h).
+        .target(name: "CFFmpeg", linkerSettings: [.linkedLibrary("dl")]),
         // Codecs through FFmpeg: the AAC-LC encoder and its worker, decoding any audio file, the MP4 muxer.
         .target(name: "AudioCodecs", dependencies: ["AudioCore", "MediaContainers", "CFFmpeg"], swiftSettings: strict),
         // Devices: ALSA, JACK and virtual (WAV) backends, the I/O unit, microphone source, latency measurement.

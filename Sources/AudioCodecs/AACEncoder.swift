@@ -158,24 +158,24 @@ public final class AACEncoder: @unchecked Sendable {
         }
         self.settings = settings
         self.inputFormat = format
-        la_av_quiet()
-        guard let codec = avcodec_find_encoder_by_name("aac") else {
+        try FFmpegLibraries.load()
+        guard let codec = ff.avcodec_find_encoder_by_name("aac") else {
             throw AudioError(.resourceUnavailable, "this FFmpeg has no native 'aac' encoder")
         }
-        guard let context = avcodec_alloc_context3(codec) else {
+        guard let context = ff.avcodec_alloc_context3(codec) else {
             throw AudioError(.resourceUnavailable, "cannot allocate an AAC encoder")
         }
         self.context = context
         context.pointee.sample_fmt = AV_SAMPLE_FMT_FLTP
         context.pointee.sample_rate = Int32(settings.sampleRate)
-        av_channel_layout_default(&context.pointee.ch_layout, Int32(settings.channelCount))
+        ff.av_channel_layout_default(&context.pointee.ch_layout, Int32(settings.channelCount))
         context.pointee.bit_rate = Int64(settings.bitRate)
         context.pointee.profile = FF_PROFILE_AAC_LOW
         context.pointee.time_base = AVRational(num: 1, den: Int32(settings.sampleRate))
         context.pointee.flags |= AV_CODEC_FLAG_GLOBAL_HEADER
-        let opened = avcodec_open2(context, codec, nil)
+        let opened = ff.avcodec_open2(context, codec, nil)
         guard opened >= 0 else {
-            avcodec_free_context(&self.context)
+            ff.avcodec_free_context(&self.context)
             throw AudioError(.invalidFormat, "FFmpeg refused the AAC settings \(settings): \(ffmpegMessage(opened))")
         }
         framesPerPacket = Int(context.pointee.frame_size)
@@ -184,24 +184,24 @@ public final class AACEncoder: @unchecked Sendable {
             context.pointee.extradata_size > 0
             ? Array(UnsafeBufferPointer(start: context.pointee.extradata, count: Int(context.pointee.extradata_size)))
             : []
-        frame = av_frame_alloc()
-        packet = av_packet_alloc()
+        frame = ff.av_frame_alloc()
+        packet = ff.av_packet_alloc()
         pending = PCMBuffer(channelCount: settings.channelCount, capacity: framesPerPacket)
         conversion = PCMBuffer(channelCount: settings.channelCount, capacity: 4096)
         guard let frame else { throw AudioError(.resourceUnavailable, "cannot allocate an AVFrame") }
         frame.pointee.nb_samples = Int32(framesPerPacket)
         frame.pointee.format = AV_SAMPLE_FMT_FLTP.rawValue
         frame.pointee.sample_rate = Int32(settings.sampleRate)
-        av_channel_layout_copy(&frame.pointee.ch_layout, &context.pointee.ch_layout)
-        guard av_frame_get_buffer(frame, 0) >= 0, packet != nil else {
+        _ = ff.av_channel_layout_copy(&frame.pointee.ch_layout, &context.pointee.ch_layout)
+        guard ff.av_frame_get_buffer(frame, 0) >= 0, packet != nil else {
             throw AudioError(.resourceUnavailable, "cannot allocate the encoder's frame buffers")
         }
     }
 
     deinit {
-        av_frame_free(&frame)
-        av_packet_free(&packet)
-        avcodec_free_context(&context)
+        ff.av_frame_free(&frame)
+        ff.av_packet_free(&packet)
+        ff.avcodec_free_context(&context)
     }
 
     /// Takes `chunk` (any number of frames, in ``inputFormat``) and returns the packets that are complete.
@@ -252,7 +252,7 @@ public final class AACEncoder: @unchecked Sendable {
             pending.view(frames: framesPerPacket).slice(from: pendingFrames, frames: framesPerPacket - pendingFrames).clear()
             try sendPending(into: &packets)
         }
-        let r = avcodec_send_frame(context, nil)
+        let r = ff.avcodec_send_frame(context, nil)
         guard r >= 0 || r == la_averror_eof() else {
             throw AudioError(.resourceUnavailable, "the AAC encoder failed to flush: \(ffmpegMessage(r))")
         }
@@ -315,7 +315,7 @@ public final class AACEncoder: @unchecked Sendable {
     /// Sends the full pending frame (the last one padded with silence) and collects what comes out.
     private func sendPending(into packets: inout [AACPacket]) throws(AudioError) {
         guard let frame, let context else { return }
-        guard av_frame_make_writable(frame) >= 0 else {
+        guard ff.av_frame_make_writable(frame) >= 0 else {
             throw AudioError(.resourceUnavailable, "cannot make the encoder's frame writable")
         }
         let view = pending.view(frames: framesPerPacket)
@@ -328,7 +328,7 @@ public final class AACEncoder: @unchecked Sendable {
         frame.pointee.pts = framesSent
         framesSent += Int64(framesPerPacket)
         pendingFrames = 0
-        let r = avcodec_send_frame(context, frame)
+        let r = ff.avcodec_send_frame(context, frame)
         guard r >= 0 else { throw AudioError(.resourceUnavailable, "the AAC encoder refused a frame: \(ffmpegMessage(r))") }
         try receive(into: &packets)
     }
@@ -336,10 +336,10 @@ public final class AACEncoder: @unchecked Sendable {
     private func receive(into packets: inout [AACPacket]) throws(AudioError) {
         guard let context, let packet else { return }
         while true {
-            let r = avcodec_receive_packet(context, packet)
+            let r = ff.avcodec_receive_packet(context, packet)
             if r == la_averror(EAGAIN) || r == la_averror_eof() { return }
             guard r >= 0 else { throw AudioError(.resourceUnavailable, "the AAC encoder failed: \(ffmpegMessage(r))") }
-            defer { av_packet_unref(packet) }
+            defer { ff.av_packet_unref(packet) }
             let data = Array(UnsafeBufferPointer(start: packet.pointee.data, count: Int(packet.pointee.size)))
             let start = startSampleTime ?? 0
             let index = packetsOut
@@ -358,7 +358,7 @@ public final class AACEncoder: @unchecked Sendable {
 /// FFmpeg's message for an error code.
 func ffmpegMessage(_ code: Int32) -> String {
     var buffer = [CChar](repeating: 0, count: 256)
-    la_av_strerror(code, &buffer, buffer.count)
+    _ = ff.av_strerror(code, &buffer, buffer.count)
     let bytes = buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }
     return String(decoding: bytes, as: UTF8.self) + " (\(code))"
 }

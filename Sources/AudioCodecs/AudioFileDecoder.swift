@@ -142,8 +142,8 @@ final class DecodeSession {
 
     init(path: String, sampleRate: Double?, channelCount: Int?) throws(AudioError) {
         self.path = path
-        la_av_quiet()
         _ = try AudioFileHead.read(path: path, count: 0)  // missing, a directory, empty: a clear error first
+        try FFmpegLibraries.load()
         // A throw below leaves the object half made, and the deinit of a half-made object does not run: what was
         // opened is freed here (every damaged file leaked its demuxer and decoder — found by the fuzz targets'
         // leak check).
@@ -155,18 +155,18 @@ final class DecodeSession {
         var openedFrame: UnsafeMutablePointer<AVFrame>?
         var complete = false
         defer { if !complete { Self.free(&openedFormat, &openedCodec, &openedResampler, &openedPacket, &openedFrame) } }
-        var opened = avformat_open_input(&openedFormat, path, nil, nil)
+        var opened = ff.avformat_open_input(&openedFormat, path, nil, nil)
         guard opened >= 0, let format = openedFormat else {
             throw AudioError(
                 opened == la_averror(EACCES) ? .fileIO : .unsupportedFile,
                 "'\(path)' is not an audio file FFmpeg can read: \(ffmpegMessage(opened))")
         }
-        opened = avformat_find_stream_info(format, nil)
+        opened = ff.avformat_find_stream_info(format, nil)
         guard opened >= 0 else {
             throw AudioError(.corruptFile, "'\(path)': cannot read the streams: \(ffmpegMessage(opened))")
         }
         var decoder: UnsafePointer<AVCodec>?
-        let index = av_find_best_stream(format, AVMEDIA_TYPE_AUDIO, -1, -1, &decoder, 0)
+        let index = ff.av_find_best_stream(format, AVMEDIA_TYPE_AUDIO, -1, -1, &decoder, 0)
         guard index >= 0, let decoder, let stream = format.pointee.streams[Int(index)] else {
             let containerName = String(cString: format.pointee.iformat.pointee.name)
             throw AudioError(
@@ -177,13 +177,13 @@ final class DecodeSession {
         }
         streamIndex = index
         timeBase = stream.pointee.time_base
-        guard let context = avcodec_alloc_context3(decoder) else {
+        guard let context = ff.avcodec_alloc_context3(decoder) else {
             throw AudioError(.resourceUnavailable, "cannot allocate a decoder")
         }
         openedCodec = context
-        avcodec_parameters_to_context(context, stream.pointee.codecpar)
+        _ = ff.avcodec_parameters_to_context(context, stream.pointee.codecpar)
         context.pointee.pkt_timebase = stream.pointee.time_base
-        opened = avcodec_open2(context, decoder, nil)
+        opened = ff.avcodec_open2(context, decoder, nil)
         guard opened >= 0 else {
             throw AudioError(.corruptFile, "'\(path)': the decoder refused the stream: \(ffmpegMessage(opened))")
         }
@@ -193,7 +193,7 @@ final class DecodeSession {
             throw AudioError(.corruptFile, "'\(path)': the audio stream has no sample rate or channel count")
         }
         let container = String(cString: format.pointee.iformat.pointee.name)
-        let profileName = avcodec_profile_name(context.pointee.codec_id, context.pointee.profile).map { String(cString: $0) }
+        let profileName = ff.avcodec_profile_name(context.pointee.codec_id, context.pointee.profile).map { String(cString: $0) }
         let rateOut = sampleRate ?? Double(inRate)
         let channelsOut = channelCount ?? inChannels
         guard rateOut >= 1000, rateOut <= 768_000, rateOut == rateOut.rounded() else {
@@ -239,28 +239,28 @@ final class DecodeSession {
 
         var inLayout = AVChannelLayout()
         if context.pointee.ch_layout.order == AV_CHANNEL_ORDER_UNSPEC {
-            av_channel_layout_default(&inLayout, Int32(inChannels))
+            ff.av_channel_layout_default(&inLayout, Int32(inChannels))
         } else {
-            av_channel_layout_copy(&inLayout, &context.pointee.ch_layout)
+            _ = ff.av_channel_layout_copy(&inLayout, &context.pointee.ch_layout)
         }
-        defer { av_channel_layout_uninit(&inLayout) }
+        defer { ff.av_channel_layout_uninit(&inLayout) }
         var outLayout = AVChannelLayout()
-        av_channel_layout_default(&outLayout, Int32(resampledChannels))
-        defer { av_channel_layout_uninit(&outLayout) }
+        ff.av_channel_layout_default(&outLayout, Int32(resampledChannels))
+        defer { ff.av_channel_layout_uninit(&outLayout) }
         guard
-            swr_alloc_set_opts2(
+            ff.swr_alloc_set_opts2(
                 &openedResampler, &outLayout, AV_SAMPLE_FMT_FLTP, Int32(rateOut), &inLayout, context.pointee.sample_fmt,
                 Int32(inRate), 0, nil) >= 0, openedResampler != nil
         else { throw AudioError(.resourceUnavailable, "cannot set up the resampler") }
-        let initialized = swr_init(openedResampler)
+        let initialized = ff.swr_init(openedResampler)
         guard initialized >= 0 else {
             throw AudioError(
                 .invalidFormat,
                 "cannot convert \(inChannels) ch at \(inRate) Hz to \(resampledChannels) ch at \(Int(rateOut)) Hz: "
                     + ffmpegMessage(initialized))
         }
-        openedPacket = av_packet_alloc()
-        openedFrame = av_frame_alloc()
+        openedPacket = ff.av_packet_alloc()
+        openedFrame = ff.av_frame_alloc()
         guard openedPacket != nil, openedFrame != nil else { throw AudioError(.resourceUnavailable, "cannot allocate a packet") }
         staging = PCMBuffer(channelCount: resampledChannels, capacity: 8192)
         (self.format, codec, resampler, packet, frame) = (openedFormat, openedCodec, openedResampler, openedPacket, openedFrame)
@@ -273,11 +273,11 @@ final class DecodeSession {
         _ format: inout UnsafeMutablePointer<AVFormatContext>?, _ codec: inout UnsafeMutablePointer<AVCodecContext>?,
         _ resampler: inout OpaquePointer?, _ packet: inout UnsafeMutablePointer<AVPacket>?, _ frame: inout UnsafeMutablePointer<AVFrame>?
     ) {
-        swr_free(&resampler)
-        av_frame_free(&frame)
-        av_packet_free(&packet)
-        avcodec_free_context(&codec)
-        avformat_close_input(&format)
+        ff.swr_free(&resampler)
+        ff.av_frame_free(&frame)
+        ff.av_packet_free(&packet)
+        ff.avcodec_free_context(&codec)
+        ff.avformat_close_input(&format)
     }
 
     /// The most frames a stated length may come to: 2⁴⁰, over 260 days at 48 kHz.
@@ -326,9 +326,9 @@ final class DecodeSession {
                 continue
             }
             guard let frame, let codec else { return false }
-            let received = avcodec_receive_frame(codec, frame)
+            let received = ff.avcodec_receive_frame(codec, frame)
             if received >= 0 {
-                defer { av_frame_unref(frame) }
+                defer { ff.av_frame_unref(frame) }
                 let input = UnsafeMutableRawPointer(frame.pointee.extended_data)?
                     .assumingMemoryBound(to: UnsafePointer<UInt8>?.self)
                 try convert(input, count: Int(frame.pointee.nb_samples))
@@ -349,19 +349,19 @@ final class DecodeSession {
         guard let format, let packet, let codec else { return }
         if demuxerDone { return }
         while true {
-            let r = av_read_frame(format, packet)
+            let r = ff.av_read_frame(format, packet)
             if r == la_averror_eof() {
                 demuxerDone = true
-                avcodec_send_packet(codec, nil)
+                _ = ff.avcodec_send_packet(codec, nil)
                 return
             }
             guard r >= 0 else {
                 if r == la_averror(EIO) { throw AudioError(.fileIO, "cannot read '\(path)': \(ffmpegMessage(r))") }
-                throw AudioError(.corruptFile, "'\(path)' is damaged near byte \(avio_tell(format.pointee.pb)): \(ffmpegMessage(r))")
+                throw AudioError(.corruptFile, "'\(path)' is damaged near byte \(ff.avio_seek(format.pointee.pb, 0, SEEK_CUR)): \(ffmpegMessage(r))")
             }
-            defer { av_packet_unref(packet) }
+            defer { ff.av_packet_unref(packet) }
             guard packet.pointee.stream_index == streamIndex else { continue }
-            let sent = avcodec_send_packet(codec, packet)
+            let sent = ff.avcodec_send_packet(codec, packet)
             guard sent >= 0 else { throw damaged(sent) }
             return
         }
@@ -379,7 +379,7 @@ final class DecodeSession {
 
     /// Resamples `count` input frames (nil: drains) into the staging buffer.
     private func convert(_ input: UnsafeMutablePointer<UnsafePointer<UInt8>?>?, count: Int) throws(AudioError) {
-        let needed = Int(swr_get_out_samples(resampler, Int32(count)))
+        let needed = Int(ff.swr_get_out_samples(resampler, Int32(count)))
         if needed > staging.capacity {
             staging = PCMBuffer(channelCount: resampledChannels, capacity: needed + 1024)
         }
@@ -387,7 +387,7 @@ final class DecodeSession {
             UnsafeMutableRawPointer(staging.view(frames: staging.capacity)[c].baseAddress!).assumingMemoryBound(to: UInt8.self)
         }
         let got = planes.withUnsafeMutableBufferPointer { p in
-            swr_convert(resampler, p.baseAddress, Int32(staging.capacity), input, Int32(count))
+            ff.swr_convert(resampler, p.baseAddress, Int32(staging.capacity), input, Int32(count))
         }
         guard got >= 0 else {
             throw AudioError(.corruptFile, "'\(path)': the resampler failed: \(ffmpegMessage(got))")

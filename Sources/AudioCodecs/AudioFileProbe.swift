@@ -21,16 +21,16 @@ public struct AudioFileProbe: Hashable, Sendable {
     /// - Throws: ``AudioError`` `.fileIO`, `.unsupportedFile`, `.corruptFile` with what is wrong and where.
     public static func probe(path: String) throws(AudioError) -> AudioFileProbe {
         try AudioFile.validate(path: path)
-        la_av_quiet()
+        try FFmpegLibraries.load()
         var format: UnsafeMutablePointer<AVFormatContext>?
-        var r = avformat_open_input(&format, path, nil, nil)
+        var r = ff.avformat_open_input(&format, path, nil, nil)
         guard r >= 0, let context = format else {
             throw AudioError(.unsupportedFile, "'\(path)' is not an audio file FFmpeg can read: \(ffmpegMessage(r))")
         }
-        defer { avformat_close_input(&format) }
-        r = avformat_find_stream_info(context, nil)
+        defer { ff.avformat_close_input(&format) }
+        r = ff.avformat_find_stream_info(context, nil)
         guard r >= 0 else { throw AudioError(.corruptFile, "'\(path)': cannot read the streams: \(ffmpegMessage(r))") }
-        let index = av_find_best_stream(context, AVMEDIA_TYPE_AUDIO, -1, -1, nil, 0)
+        let index = ff.av_find_best_stream(context, AVMEDIA_TYPE_AUDIO, -1, -1, nil, 0)
         guard index >= 0, let stream = context.pointee.streams[Int(index)], let parameters = stream.pointee.codecpar else {
             throw AudioError(.unsupportedFile, "'\(path)' has no audio stream")
         }
@@ -43,8 +43,8 @@ public struct AudioFileProbe: Hashable, Sendable {
             AudioError(.corruptFile, "'\(path)': \(what) is out of range: the file is damaged")
         }
         let rate = Double(parameters.pointee.sample_rate)
-        var packet = av_packet_alloc()
-        defer { av_packet_free(&packet) }
+        var packet = ff.av_packet_alloc()
+        defer { ff.av_packet_free(&packet) }
         guard let packet else { throw AudioError(.resourceUnavailable, "cannot allocate a packet") }
         var count = 0
         var first: Int64?
@@ -52,12 +52,12 @@ public struct AudioFileProbe: Hashable, Sendable {
         var end: Int64 = 0
         var skipped: Int?
         while true {
-            r = av_read_frame(context, packet)
+            r = ff.av_read_frame(context, packet)
             if r == la_averror_eof() { break }
             guard r >= 0 else {
                 throw AudioError(.corruptFile, "'\(path)' is damaged after packet \(count): \(ffmpegMessage(r))")
             }
-            defer { av_packet_unref(packet) }
+            defer { ff.av_packet_unref(packet) }
             guard packet.pointee.stream_index == index else { continue }
             count += 1
             // A packet may carry no time at all (AV_NOPTS_VALUE in both fields): it counts, but says nothing of when.
@@ -66,7 +66,7 @@ public struct AudioFileProbe: Hashable, Sendable {
             if first == nil {
                 first = pts
                 var size = 0
-                if let side = av_packet_get_side_data(packet, AV_PKT_DATA_SKIP_SAMPLES, &size), size >= 4 {
+                if let side = ff.av_packet_get_side_data(packet, AV_PKT_DATA_SKIP_SAMPLES, &size), size >= 4 {
                     skipped = Int(side[0]) | Int(side[1]) << 8 | Int(side[2]) << 16 | Int(side[3]) << 24
                 }
             }
@@ -97,8 +97,8 @@ public struct AudioFileProbe: Hashable, Sendable {
         } else if container == "flv", context.pointee.duration > 0 {
             duration = Double(context.pointee.duration) / Double(AV_TIME_BASE)
         }
-        let codec = String(cString: avcodec_get_name(parameters.pointee.codec_id))
-        let profile = avcodec_profile_name(parameters.pointee.codec_id, parameters.pointee.profile).map { String(cString: $0) }
+        let codec = ff.avcodec_get_name(parameters.pointee.codec_id).map { String(cString: $0) } ?? "unknown"
+        let profile = ff.avcodec_profile_name(parameters.pointee.codec_id, parameters.pointee.profile).map { String(cString: $0) }
         return AudioFileProbe(
             description: AudioFileDescription(
                 container: container, codec: codec, profile: profile, sampleRate: rate,

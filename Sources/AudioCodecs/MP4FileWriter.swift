@@ -37,13 +37,13 @@ public final class MP4FileWriter {
         self.sampleRate = sampleRate
         self.channelCount = channelCount
         self.priming = priming
-        la_av_quiet()
+        try FFmpegLibraries.load()
         let muxer = path.lowercased().hasSuffix(".m4a") ? "ipod" : "mp4"
-        guard avformat_alloc_output_context2(&context, nil, muxer, path) >= 0, let context else {
+        guard ff.avformat_alloc_output_context2(&context, nil, muxer, path) >= 0, let context else {
             throw AudioError(.resourceUnavailable, "cannot set up the MP4 muxer")
         }
-        guard let stream = avformat_new_stream(context, nil), let parameters = stream.pointee.codecpar else {
-            avformat_free_context(context)
+        guard let stream = ff.avformat_new_stream(context, nil), let parameters = stream.pointee.codecpar else {
+            ff.avformat_free_context(context)
             self.context = nil
             throw AudioError(.resourceUnavailable, "cannot add a stream to the MP4 muxer")
         }
@@ -51,37 +51,37 @@ public final class MP4FileWriter {
         parameters.pointee.codec_id = AV_CODEC_ID_AAC
         parameters.pointee.profile = FF_PROFILE_AAC_LOW
         parameters.pointee.sample_rate = Int32(sampleRate)
-        av_channel_layout_default(&parameters.pointee.ch_layout, Int32(channelCount))
+        ff.av_channel_layout_default(&parameters.pointee.ch_layout, Int32(channelCount))
         parameters.pointee.bit_rate = Int64(bitRate)
         parameters.pointee.frame_size = 1024
         parameters.pointee.initial_padding = Int32(priming)
         let padding = Int(AV_INPUT_BUFFER_PADDING_SIZE)
-        if let extradata = av_mallocz(audioSpecificConfig.count + padding)?.assumingMemoryBound(to: UInt8.self) {
+        if let extradata = ff.av_mallocz(audioSpecificConfig.count + padding)?.assumingMemoryBound(to: UInt8.self) {
             extradata.update(from: audioSpecificConfig, count: audioSpecificConfig.count)
             parameters.pointee.extradata = extradata
             parameters.pointee.extradata_size = Int32(audioSpecificConfig.count)
         }
         stream.pointee.time_base = AVRational(num: 1, den: Int32(sampleRate))
-        let opened = avio_open(&context.pointee.pb, path, AVIO_FLAG_WRITE)
+        let opened = ff.avio_open(&context.pointee.pb, path, AVIO_FLAG_WRITE)
         guard opened >= 0 else {
-            avformat_free_context(context)
+            ff.avformat_free_context(context)
             self.context = nil
             throw AudioError(.fileIO, "cannot create '\(path)': \(ffmpegMessage(opened))")
         }
         // The movie time scale at the sample rate (FFmpeg's default is 1000): the edit list then states the
         // input's length to the sample, not to the millisecond.
         var options: OpaquePointer?
-        av_dict_set(&options, "movie_timescale", "\(Int(sampleRate))", 0)
-        defer { av_dict_free(&options) }
-        let written = avformat_write_header(context, &options)
+        _ = ff.av_dict_set(&options, "movie_timescale", "\(Int(sampleRate))", 0)
+        defer { ff.av_dict_free(&options) }
+        let written = ff.avformat_write_header(context, &options)
         guard written >= 0 else {
-            avio_closep(&context.pointee.pb)
-            avformat_free_context(context)
+            _ = ff.avio_closep(&context.pointee.pb)
+            ff.avformat_free_context(context)
             self.context = nil
             throw AudioError(.invalidFormat, "the MP4 muxer refused the AAC stream: \(ffmpegMessage(written))")
         }
         streamTimeBase = stream.pointee.time_base
-        packet = av_packet_alloc()
+        packet = ff.av_packet_alloc()
     }
 
     deinit { abandon() }
@@ -96,18 +96,18 @@ public final class MP4FileWriter {
         if let lastEnd, start < lastEnd {
             throw AudioError(.invalidParameter, "MP4 packets must follow one another: \(start) after \(lastEnd)")
         }
-        guard av_new_packet(packet, Int32(data.count)) >= 0 else {
+        guard ff.av_new_packet(packet, Int32(data.count)) >= 0 else {
             throw AudioError(.resourceUnavailable, "cannot allocate an MP4 packet")
         }
         packet.pointee.data.update(from: data, count: data.count)
         let rate = AVRational(num: 1, den: Int32(sampleRate))
-        packet.pointee.pts = av_rescale_q(start, rate, streamTimeBase)
+        packet.pointee.pts = ff.av_rescale_q(start, rate, streamTimeBase)
         packet.pointee.dts = packet.pointee.pts
-        packet.pointee.duration = av_rescale_q(Int64(frames), rate, streamTimeBase)
+        packet.pointee.duration = ff.av_rescale_q(Int64(frames), rate, streamTimeBase)
         packet.pointee.stream_index = 0
         packet.pointee.flags = AV_PKT_FLAG_KEY
-        let r = av_write_frame(context, packet)
-        av_packet_unref(packet)
+        let r = ff.av_write_frame(context, packet)
+        ff.av_packet_unref(packet)
         guard r >= 0 else { throw AudioError(.fileIO, "cannot write '\(path)': \(ffmpegMessage(r))") }
         lastEnd = start + Int64(frames)
         packetsWritten += 1
@@ -117,11 +117,11 @@ public final class MP4FileWriter {
     public func finish() throws(AudioError) {
         guard !finished, let context else { return }
         finished = true
-        let r = av_write_trailer(context)
-        avio_closep(&context.pointee.pb)
-        avformat_free_context(context)
+        let r = ff.av_write_trailer(context)
+        _ = ff.avio_closep(&context.pointee.pb)
+        ff.avformat_free_context(context)
         self.context = nil
-        av_packet_free(&packet)
+        ff.av_packet_free(&packet)
         guard r >= 0 else { throw AudioError(.fileIO, "cannot finish '\(path)': \(ffmpegMessage(r))") }
     }
 
@@ -130,10 +130,10 @@ public final class MP4FileWriter {
         guard !finished else { return }
         finished = true
         if let context {
-            avio_closep(&context.pointee.pb)
-            avformat_free_context(context)
+            _ = ff.avio_closep(&context.pointee.pb)
+            ff.avformat_free_context(context)
         }
         context = nil
-        av_packet_free(&packet)
+        ff.av_packet_free(&packet)
     }
 }

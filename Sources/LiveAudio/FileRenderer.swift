@@ -120,6 +120,9 @@ public struct FileRenderer {
                 done += Int64(n)
                 progress(done, total)
             }
+            // A cycle of no frames: the file units read once more and hear that what they played has ended (a
+            // player's onEnd, hasFinished), as a reader running after the last cycle would.
+            _ = try renderer.render(frames: 0)
             try queue.finish()
         } catch {
             queue.cancel()

@@ -407,13 +407,13 @@ public final class FilePlayerUnit: RenderUnit, FiniteSource {
         }
         guard r.serving.active else { return }
         while !readerAtEnd.load(ordering: .relaxed), latestGeneration.load(ordering: .relaxed) == r.serving.generation {
-            if ring.framesWritten - max(ring.framesRead, r.startIndex) >= frames { break }
+            // A pass read to its end is over at once — the next, or the end marked — so the cycle that plays the
+            // last frame knows it is the last, whoever reads and however little is asked for.
             if r.passLeft == 0 {
-                // The pass is over: the next, or the end.
                 if r.readerLoopsLeft > 0, r.passProduced > 0 {
                     if r.readerLoopsLeft != Region.endless { r.readerLoopsLeft -= 1 }
                     try r.seekReader(to: r.serving.regionStart)
-                    r.passLeft = r.serving.regionLength >= 0 ? r.serving.regionLength : -1
+                    r.passLeft = passLength(from: r.serving.regionStart, of: r.serving)
                     r.passProduced = 0
                     continue
                 }
@@ -421,6 +421,7 @@ public final class FilePlayerUnit: RenderUnit, FiniteSource {
                 endMark.store(Self.mark(r.serving.generation, ring.framesWritten), ordering: .releasing)
                 break
             }
+            if ring.framesWritten - max(ring.framesRead, r.startIndex) >= frames { break }
             var want = min(ring.availableToWrite, r.scratch.capacity)
             if r.passLeft > 0 { want = Int(min(Int64(want), r.passLeft)) }
             if want == 0 { break }
@@ -436,6 +437,13 @@ public final class FilePlayerUnit: RenderUnit, FiniteSource {
         }
     }
 
+    /// Frames from `frame` to the end of the command's region: its length, or the file's end when the file's
+    /// length is exact; -1 when only reading finds the end.
+    private func passLength(from frame: Int64, of command: Command) -> Int64 {
+        if command.regionLength >= 0 { return command.regionStart + command.regionLength - frame }
+        return fileFramesAreExact ? max(0, fileFrames - frame) : -1
+    }
+
     private func takeCommand(_ r: inout ReaderState, _ ring: FrameRingBuffer) throws(AudioError) {
         let command = control.withLock { $0.command }
         // What can fail first: a seek that throws leaves the command untaken, to be tried again.
@@ -444,7 +452,7 @@ public final class FilePlayerUnit: RenderUnit, FiniteSource {
         servingGeneration.store(command.generation, ordering: .relaxed)
         readerAtEnd.store(false, ordering: .relaxed)
         guard command.active else { return }
-        r.passLeft = command.regionLength >= 0 ? command.regionStart + command.regionLength - command.firstFrame : -1
+        r.passLeft = passLength(from: command.firstFrame, of: command)
         r.passProduced = 0
         r.readerLoopsLeft = command.loopsLeft
         // Everything written before this index belongs to earlier schedules; the render drops it.
