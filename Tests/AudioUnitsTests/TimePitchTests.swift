@@ -299,6 +299,36 @@ struct TimePitchTests {
         }
     }
 
+    /// The look-ahead found at prepare (a short run of the engine on silence) is the one a long render needs, at
+    /// rates and pitches across the range and cycles of many sizes: it does not grow while 3 s of music play.
+    @Test("The look-ahead found at prepare holds through a render, at any rate, pitch and cycle", arguments: TimePitchUnit.Quality.allCases)
+    func lookAheadHoldsAcrossSettings(quality: TimePitchUnit.Quality) throws {
+        let music = (0..<144_000).map { i -> Float in
+            let t = Double(i) / Self.rate
+            return Float(0.2 * sin(2 * .pi * 220 * t) + 0.1 * sin(2 * .pi * 3_300 * t + sin(7 * t)) + 0.05 * sin(2 * .pi * 41 * t))
+        }
+        let settings: [(rate: Float, cents: Float, cycle: Int)] = [
+            (1, 0, 64), (1, 200, 4096), (1, -700, 512), (0.5, 0, 256), (0.8, 300, 1024), (1.25, -200, 128),
+            (2, 500, 4096), (1.5, 1200, 31), (0.75, -1200, 2000), (3, 0, 512),
+        ]
+        for s in settings {
+            let unit = try TimePitchUnit(format: Self.mono, quality: quality)
+            try unit.rate.set(s.rate)
+            try unit.pitch.set(s.cents)
+            let source = try BufferPlayerUnit(buffer: PCMBuffer(channels: [music]), sampleRate: Self.rate)
+            let graph = try Self.graph(source, unit, maximumFrames: 4096)
+            try graph.initialize()
+            let reported = unit.latency
+            let renderer = OfflineRenderer(graph: graph)
+            var done = 0
+            while Double(done) * Double(s.rate) < Double(music.count) {
+                _ = try renderer.render(frames: s.cycle)
+                done += s.cycle
+            }
+            #expect(abs(unit.latency - reported) <= 0.001, "\(quality) rate \(s.rate), \(s.cents) cents, cycles of \(s.cycle): \(reported * 1000) → \(unit.latency * 1000) ms")
+        }
+    }
+
     @Test("Graph files: timePitch with rate, pitch, formant and quality; bad values are errors naming the field")
     func graphFileNode() throws {
         func load(_ fields: String) throws(AudioError) -> LoadedGraph {

@@ -242,20 +242,30 @@ private struct TimePitchKernel: ~Copyable {
         preparedLookahead = 0
         alignment = 0
         alignment = measureAlignment(spec, lookahead: lookahead)
-        // The look-ahead for the current rate and pitch: run the engine on silence for half a second at cycles of
-        // 1 frame up to the largest, and keep the largest excess of input taken over output position × rate.
+        // The look-ahead for the current rate and pitch: run the engine on silence at cycles of 1 frame up to the
+        // largest, and keep the largest excess of input taken over output position × rate. Each run goes on until
+        // the excess has not grown for 0.1 s (after 0.15 s at least, 0.5 s at most): it settles within the engine's
+        // first windows, and the runs are most of what preparing costs.
         var cycles = [1, 32, 128, 512, spec.maximumFrames].filter { $0 <= spec.maximumFrames }
         if cycles.last != spec.maximumFrames { cycles.append(spec.maximumFrames) }
         var largest = 0
         let silence = zeros  // a local: the closure must not reach `self` while `produce` mutates it
+        let (least, settled, most) = (Int(spec.sampleRate * 0.15), Int(spec.sampleRate * 0.1), Int(spec.sampleRate / 2))
         for cycle in cycles {
             restart(lookahead: lookahead)
             var done = 0
-            while done < Int(spec.sampleRate / 2) {
+            var grewAt = 0
+            var seen = lookahead.load(ordering: .relaxed)
+            while done < most, done < least || done - grewAt < settled {
                 produce(frames: cycle, into: nil, lookahead: lookahead) { n in silence.view(frames: n) }
                 done += cycle
+                let now = lookahead.load(ordering: .relaxed)
+                if now > seen {
+                    seen = now
+                    grewAt = done
+                }
             }
-            largest = max(largest, lookahead.load(ordering: .relaxed))
+            largest = max(largest, seen)
         }
         preparedLookahead = largest
     }
