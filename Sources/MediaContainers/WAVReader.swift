@@ -37,14 +37,15 @@ public final class WAVFileReader: @unchecked Sendable {
     var chunkCapacity: Int { chunk.capacity }
 
     /// Opens and parses `path`.
-    /// - Parameter chunkFrames: frames read from the file per system call.
+    /// - Parameter chunkFrames: frames read from the file per system call at most (16384: 128 KiB of stereo
+    ///   float, so a minute is read in about 170 calls).
     /// - Throws: ``AudioError`` `.fileIO` (cannot open or read), `.unsupportedFile` (not WAV, or a sample format
     ///   that is not 16/24/32-bit integer or 32-bit float PCM), `.corruptFile` (inconsistent header).
-    public init(path: String, chunkFrames: Int = 4096) throws(AudioError) {
+    public init(path: String, chunkFrames: Int = 16_384) throws(AudioError) {
         self.path = path
         file = try POSIXFile(path: path, writing: false)
         info = try WAVHeaderParser.parse(file)
-        // No more than the file holds (4096 frames of 64 channels of 32 bits are 1 MiB, for a file of 44 bytes).
+        // No more than the file holds (16384 frames of 64 channels of 32 bits are 4 MiB, for a file of 44 bytes).
         chunk = RawPCMBuffer(format: info.format, capacity: max(1, min(chunkFrames, Int(clamping: info.frameCount))))
     }
 

@@ -508,7 +508,7 @@ final class StallOnce: @unchecked Sendable {
         #expect(events.contains { if case .fault(let e) = $0 { e.code == .deviceUnavailable } else { false } }, "\(events)")
         #expect(events.contains { if case .reconnectFailed = $0 { true } else { false } }, "\(events)")
         let gaps = events.compactMap { if case .reconnected(_, let gap) = $0 { gap } else { nil } }
-        #expect(gaps.count == 1)
+        #expect(gaps.count == 1, "\(events)")
         let gap = try #require(gaps.first)
         #expect(gap >= 24_000, "the server was away at least half a second: \(gap) frames")
         #expect(resumedAt >= killedAt + gap, "sample time moved on by the gap")

@@ -422,6 +422,9 @@ public final class FilePlayerUnit: RenderUnit, FiniteSource {
                 break
             }
             if ring.framesWritten - max(ring.framesRead, r.startIndex) >= frames { break }
+            // Asked to fill (a reader a time-pitch pulls from, offline; a worker's top-up): in large pieces, once a
+            // quarter of the ring is free, not the few frames the last cycle took.
+            if frames >= ring.capacity, ring.availableToWrite < min(16_384, ring.capacity / 4) { break }
             var want = min(ring.availableToWrite, r.scratch.capacity)
             if r.passLeft > 0 { want = Int(min(Int64(want), r.passLeft)) }
             if want == 0 { break }
@@ -477,7 +480,9 @@ public final class FilePlayerUnit: RenderUnit, FiniteSource {
         let start = startMark.load(ordering: .acquiring)
         guard Self.generation(start) == Self.generation(of: generation) else { return false }
         let ring = self.ring.onRenderThread
-        return ring.framesWritten - max(ring.framesRead, Self.index(start)) >= frames || ring.availableToWrite == 0
+        // Asked for a full ring: as full as a fill makes it (a fill waits for a quarter of it to be free).
+        return ring.framesWritten - max(ring.framesRead, Self.index(start)) >= frames
+            || ring.availableToWrite < (frames >= ring.capacity ? min(16_384, ring.capacity / 4) : 1)
     }
 
     public var wantsReadAhead: Bool {

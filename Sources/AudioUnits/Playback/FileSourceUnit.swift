@@ -118,6 +118,9 @@ public final class FileSourceUnit: RenderUnit, FiniteSource {
 
     public func prefetch(frames: Int) throws(AudioError) {
         let ring = self.ring.onWorkerThread
+        // Asked to fill (a reader a time-pitch or converter pulls from, offline; a worker's top-up): in large pieces,
+        // once a quarter of the ring is free, not the few frames the last cycle took.
+        if frames >= ring.capacity, ring.availableToWrite < Self.topUpFrames(ring) { return }
         let reader = readerState.onWorkerThread.reader
         let scratch = readerState.onWorkerThread.scratch
         while !readerAtEnd.load(ordering: .relaxed), ring.availableToRead < frames {
@@ -136,13 +139,19 @@ public final class FileSourceUnit: RenderUnit, FiniteSource {
     public func isReadyAhead(frames: Int) -> Bool {
         // The end flag first: once it is seen, everything the reader wrote before it is counted too.
         let ended = readerAtEnd.load(ordering: .acquiring)
-        return ended || ring.onRenderThread.availableToRead >= frames || ring.onRenderThread.availableToWrite == 0
+        // Asked for a full ring: as full as a fill makes it (a fill waits for a quarter of it to be free).
+        let ring = ring.onRenderThread
+        return ended || ring.availableToRead >= frames
+            || ring.availableToWrite < (frames >= ring.capacity ? Self.topUpFrames(ring) : 1)
     }
 
     public var wantsReadAhead: Bool {
         !readerAtEnd.load(ordering: .relaxed)
             && ring.onRenderThread.availableToWrite >= ring.onRenderThread.capacity / 2
     }
+
+    /// The free room a fill waits for: a quarter of the ring, at most 16384 frames.
+    static func topUpFrames(_ ring: FrameRingBuffer) -> Int { min(16_384, ring.capacity / 4) }
 
     /// Tops the ring up completely: what a worker thread calls periodically in real time. Reader thread.
     public func fillRing() throws(AudioError) { try prefetch(frames: ring.onWorkerThread.capacity) }
