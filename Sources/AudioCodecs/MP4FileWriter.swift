@@ -121,7 +121,7 @@ public final class MP4FileWriter {
         _ = ff.avio_closep(&context.pointee.pb)
         ff.avformat_free_context(context)
         self.context = nil
-        ff.av_packet_free(&packet)
+        if packet != nil { ff.av_packet_free(&packet) }
         guard r >= 0 else { throw AudioError(.fileIO, "cannot finish '\(path)': \(ffmpegMessage(r))") }
     }
 
@@ -134,6 +134,6 @@ public final class MP4FileWriter {
             ff.avformat_free_context(context)
         }
         context = nil
-        ff.av_packet_free(&packet)
+        if packet != nil { ff.av_packet_free(&packet) }
     }
 }

@@ -149,6 +149,36 @@ import TestSupport
     /// real-time cycles (the graph told so), paced at 10 ms, the reader on the read-ahead worker. Each lands on
     /// the frame asked for, faded in, with nothing before it and nothing dropped; no underrun. And offline, a seek
     /// 64 frames before the end of what was read ahead (the fade-out runs into the ring's next frames).
+    /// A renderer that waits for its read-ahead worker before every cycle (as the virtual device and a render with
+    /// a reader thread do), through seeks and new schedules while the ring still holds the earlier frames: every
+    /// cycle comes, none waits for a read that never happens.
+    @Test func aWaitingRendererGoesOnThroughSeeks() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let path = try Self.rampFile(dir, frames: 480_000)
+        let player = try FilePlayerUnit(path: path)
+        try player.schedule()
+        let graph = try RenderGraph(format: mono, maximumFrames: 4096)
+        try graph.connect(try graph.addNode(player), to: graph.output)
+        try graph.initialize()
+        let worker = try ReadAheadWorker(units: graph.readingAheadUnits)
+        defer { worker.stop() }
+        let renderer = OfflineRenderer(graph: graph, readAhead: worker)
+        let done = LockedCounter()
+        let thread = Thread {
+            for cycle in 0..<400 {
+                if cycle % 40 == 20 { try? player.seek(toFrame: Int64(cycle) * 1_000) }
+                if cycle % 100 == 70 { try? player.schedule(.init(startFrame: Int64(cycle) * 500, frameCount: 100_000)) }
+                guard (try? renderer.render(frames: 480)) != nil else { return }
+                done.increment()
+            }
+        }
+        thread.start()
+        let deadline = Date().addingTimeInterval(30)
+        while done.value < 400, Date() < deadline { usleep(10_000) }
+        #expect(done.value == 400, "\(done.value) of 400 cycles rendered in 30 s")
+    }
+
     @Test func seeksOnTheWorkerStartExactlyWhereAsked() throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }

@@ -406,6 +406,7 @@ public final class FilePlayerUnit: RenderUnit, FiniteSource {
             try takeCommand(&r, ring)
         }
         guard r.serving.active else { return }
+        var first = true
         while !readerAtEnd.load(ordering: .relaxed), latestGeneration.load(ordering: .relaxed) == r.serving.generation {
             // A pass read to its end is over at once — the next, or the end marked — so the cycle that plays the
             // last frame knows it is the last, whoever reads and however little is asked for.
@@ -422,9 +423,13 @@ public final class FilePlayerUnit: RenderUnit, FiniteSource {
                 break
             }
             if ring.framesWritten - max(ring.framesRead, r.startIndex) >= frames { break }
-            // Asked to fill (a reader a time-pitch pulls from, offline; a worker's top-up): in large pieces, once a
-            // quarter of the ring is free, not the few frames the last cycle took.
-            if frames >= ring.capacity, ring.availableToWrite < min(16_384, ring.capacity / 4) { break }
+            // Asked to fill (a reader a time-pitch pulls from, offline; a worker's top-up): in large pieces — once a
+            // quarter of the ring is free, then to the full — not the few frames the last cycle took. Not while the
+            // ring still holds an earlier schedule's frames (the render drops them): then it fills to the full.
+            if first, frames >= ring.capacity, ring.framesRead >= r.startIndex, ring.availableToWrite < Self.topUpFrames(ring) {
+                break
+            }
+            first = false
             var want = min(ring.availableToWrite, r.scratch.capacity)
             if r.passLeft > 0 { want = Int(min(Int64(want), r.passLeft)) }
             if want == 0 { break }
@@ -439,6 +444,9 @@ public final class FilePlayerUnit: RenderUnit, FiniteSource {
             if r.passLeft > 0 { r.passLeft -= Int64(got) }
         }
     }
+
+    /// The free room a fill waits for: a quarter of the ring, at most 16384 frames.
+    static func topUpFrames(_ ring: FrameRingBuffer) -> Int { min(16_384, ring.capacity / 4) }
 
     /// Frames from `frame` to the end of the command's region: its length, or the file's end when the file's
     /// length is exact; -1 when only reading finds the end.
@@ -480,9 +488,11 @@ public final class FilePlayerUnit: RenderUnit, FiniteSource {
         let start = startMark.load(ordering: .acquiring)
         guard Self.generation(start) == Self.generation(of: generation) else { return false }
         let ring = self.ring.onRenderThread
-        // Asked for a full ring: as full as a fill makes it (a fill waits for a quarter of it to be free).
+        // Asked for a full ring: as full as a fill makes it (a fill waits for a quarter of it to be free, unless an
+        // earlier schedule's frames are still there).
+        let fillWaits = frames >= ring.capacity && ring.framesRead >= Self.index(start)
         return ring.framesWritten - max(ring.framesRead, Self.index(start)) >= frames
-            || ring.availableToWrite < (frames >= ring.capacity ? min(16_384, ring.capacity / 4) : 1)
+            || ring.availableToWrite < (fillWaits ? Self.topUpFrames(ring) : 1)
     }
 
     public var wantsReadAhead: Bool {
