@@ -145,22 +145,23 @@ import TestSupport
         return nil
     }
 
-    /// Seeks and a replacement while the ring is full of frames read ahead of them, rendered as a device renders:
-    /// real-time cycles (the graph told so), paced at 10 ms, the reader on the read-ahead worker. Each lands on
-    /// the frame asked for, faded in, with nothing before it and nothing dropped; no underrun. And offline, a seek
-    /// 64 frames before the end of what was read ahead (the fade-out runs into the ring's next frames).
+    /// A player of a 480,000-frame ramp file, scheduled whole, alone in an initialized mono graph.
+    static func rampPlayerGraph(_ dir: TemporaryDirectory) throws -> (FilePlayerUnit, RenderGraph) {
+        let player = try FilePlayerUnit(path: try rampFile(dir, frames: 480_000))
+        try player.schedule()
+        let graph = try RenderGraph(format: mono, maximumFrames: 4096)
+        try graph.connect(try graph.addNode(player), to: graph.output)
+        try graph.initialize()
+        return (player, graph)
+    }
+
     /// A renderer that waits for its read-ahead worker before every cycle (as the virtual device and a render with
     /// a reader thread do), through seeks and new schedules while the ring still holds the earlier frames: every
     /// cycle comes, none waits for a read that never happens.
     @Test func aWaitingRendererGoesOnThroughSeeks() throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
-        let path = try Self.rampFile(dir, frames: 480_000)
-        let player = try FilePlayerUnit(path: path)
-        try player.schedule()
-        let graph = try RenderGraph(format: mono, maximumFrames: 4096)
-        try graph.connect(try graph.addNode(player), to: graph.output)
-        try graph.initialize()
+        let (player, graph) = try Self.rampPlayerGraph(dir)
         let worker = try ReadAheadWorker(units: graph.readingAheadUnits)
         defer { worker.stop() }
         let renderer = OfflineRenderer(graph: graph, readAhead: worker)
@@ -179,15 +180,14 @@ import TestSupport
         #expect(done.value == 400, "\(done.value) of 400 cycles rendered in 30 s")
     }
 
+    /// Seeks and a replacement while the ring is full of frames read ahead of them, rendered as a device renders:
+    /// real-time cycles (the graph told so), paced at 10 ms, the reader on the read-ahead worker. Each lands on
+    /// the frame asked for, faded in, with nothing before it and nothing dropped; no underrun. And offline, a seek
+    /// 64 frames before the end of what was read ahead (the fade-out runs into the ring's next frames).
     @Test func seeksOnTheWorkerStartExactlyWhereAsked() throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
-        let path = try Self.rampFile(dir, frames: 480_000)
-        let player = try FilePlayerUnit(path: path)
-        try player.schedule()
-        let graph = try RenderGraph(format: mono, maximumFrames: 4096)
-        try graph.connect(try graph.addNode(player), to: graph.output)
-        try graph.initialize()
+        let (player, graph) = try Self.rampPlayerGraph(dir)
         graph.willRender(.realTime(maximumCycleFrames: 480))
         let worker = try ReadAheadWorker(units: graph.readingAheadUnits)
         defer { worker.stop() }
@@ -229,7 +229,7 @@ import TestSupport
         #expect(out[(260 * 480 + 240)...].allSatisfy { $0 == 0 })
 
         // Offline, 480-frame cycles: the seek at 16,320 finds 64 frames left of the first 16,384 read.
-        let offline = try FilePlayerUnit(path: path)
+        let offline = try FilePlayerUnit(path: dir.file("ramp.wav"))
         try offline.schedule()
         let rendered = try Self.run(offline, frames: 40_000, events: [16_320: { try offline.seek(toFrame: 100_000) }])
         let start = Self.segmentStart(rendered, from: 16_320, frame: 100_000, fadedIn: true, length: 20_000)

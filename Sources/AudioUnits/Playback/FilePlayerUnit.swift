@@ -426,7 +426,7 @@ public final class FilePlayerUnit: RenderUnit, FiniteSource {
             // Asked to fill (a reader a time-pitch pulls from, offline; a worker's top-up): in large pieces — once a
             // quarter of the ring is free, then to the full — not the few frames the last cycle took. Not while the
             // ring still holds an earlier schedule's frames (the render drops them): then it fills to the full.
-            if first, frames >= ring.capacity, ring.framesRead >= r.startIndex, ring.availableToWrite < Self.topUpFrames(ring) {
+            if first, frames >= ring.capacity, ring.framesRead >= r.startIndex, ring.availableToWrite < FileSourceUnit.topUpFrames(ring) {
                 break
             }
             first = false
@@ -444,9 +444,6 @@ public final class FilePlayerUnit: RenderUnit, FiniteSource {
             if r.passLeft > 0 { r.passLeft -= Int64(got) }
         }
     }
-
-    /// The free room a fill waits for: a quarter of the ring, at most 16384 frames.
-    static func topUpFrames(_ ring: FrameRingBuffer) -> Int { min(16_384, ring.capacity / 4) }
 
     /// Frames from `frame` to the end of the command's region: its length, or the file's end when the file's
     /// length is exact; -1 when only reading finds the end.
@@ -492,7 +489,7 @@ public final class FilePlayerUnit: RenderUnit, FiniteSource {
         // earlier schedule's frames are still there).
         let fillWaits = frames >= ring.capacity && ring.framesRead >= Self.index(start)
         return ring.framesWritten - max(ring.framesRead, Self.index(start)) >= frames
-            || ring.availableToWrite < (fillWaits ? Self.topUpFrames(ring) : 1)
+            || ring.availableToWrite < (fillWaits ? FileSourceUnit.topUpFrames(ring) : 1)
     }
 
     public var wantsReadAhead: Bool {
