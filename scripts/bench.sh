@@ -50,20 +50,33 @@ scripts/interleaved_timing.py 10 \
 fi
 
 if want chain; then
-echo "== voice chain (examples/voice-file-chain.json) vs ffmpeg and sox chains: 60 s, 48 kHz stereo float"
+echo "== voice chains (examples/voice-file-chain.json, examples/vocal-file-chain.json) vs ffmpeg and sox chains: 60 s, 48 kHz stereo float"
 # Music-like input: pink noise with a slow tremolo plus two tones.
 ffmpeg -hide_banner -loglevel error -y -f lavfi -i "anoisesrc=color=pink:sample_rate=48000:duration=60:amplitude=0.3:seed=7" \
   -f lavfi -i "sine=frequency=220:sample_rate=48000:duration=60" \
   -filter_complex "[0]tremolo=f=1.3:d=0.5[n];[1]volume=0.2[t];[n][t]amix=inputs=2:normalize=0" \
   -ac 2 -c:a pcm_f32le "$work/chain-in.wav"
 mkdir -p "$work/chain"
-cp examples/voice-file-chain.json "$work/chain/voice-file-chain.json"
+cp examples/voice-file-chain.json examples/vocal-file-chain.json "$work/chain/"
 ln -sf "$work/chain-in.wav" "$work/chain/voice.wav"
+ffmpeg1="-threads 1 -filter_threads 1"
+# The voice chain: 3 eq bands, dynamics, reverb, delay, limiter. ffmpeg has no algorithmic reverb (its echo stands
+# in for the delay); sox has no limiter or delay line with a filter in its loop (its reverb is Freeverb's).
 eq3="equalizer=f=90:t=q:w=0.7:g=-6,equalizer=f=3000:t=q:w=1:g=3,equalizer=f=10000:t=q:w=0.7:g=2"
 scripts/interleaved_timing.py 10 \
-  "liveaudio=.build/release/liveaudio render $work/chain/voice-file-chain.json -o $work/chain-la.wav" \
-  "ffmpeg eq×3,acompressor,aecho,alimiter=ffmpeg -hide_banner -loglevel error -y -threads 1 -filter_threads 1 -i $work/chain-in.wav -af '$eq3,acompressor=threshold=-24dB:ratio=3:attack=5:release=120:makeup=1.58:knee=2,aecho=1:0.85:250:0.25,alimiter=limit=0.89:attack=3:release=50:level=0' -c:a pcm_f32le $work/chain-ff.wav" \
+  "liveaudio voice chain=.build/release/liveaudio render $work/chain/voice-file-chain.json -o $work/chain-la.wav" \
+  "ffmpeg eq×3,acompressor,aecho,alimiter=ffmpeg -hide_banner -loglevel error -y $ffmpeg1 -i $work/chain-in.wav -af '$eq3,acompressor=threshold=-24dB:ratio=3:attack=5:release=120:makeup=1.58:knee=2,aecho=1:0.85:250:0.25,alimiter=limit=0.89:attack=3:release=50:level=0' -c:a pcm_f32le $work/chain-ff.wav" \
   "sox equalizer×3 compand reverb=sox $work/chain-in.wav -e floating-point -b 32 $work/chain-sox.wav equalizer 90 0.7q -6 equalizer 3000 1q 3 equalizer 10000 0.7q 2 compand 0.005,0.12 6:-70,-70,-24,-24,0,-16 4 reverb 20"
+# The vocal chain: high-pass, 5 eq bands, a compressor with a 2:1 expander below −50 dB, delay, reverb, limiter.
+# ffmpeg: the same filters plus agate as the expander, and a second, multi-tap echo standing in for the room;
+# sox: high-pass, shelves and peaks, compand with the expander in its curve, echo, reverb.
+vocal="highpass=f=80,lowshelf=f=200:g=-2,equalizer=f=400:t=q:w=1.2:g=-3,equalizer=f=3000:t=q:w=1:g=3,equalizer=f=6500:t=q:w=3:g=-2,highshelf=f=10000:g=2"
+vocal="$vocal,agate=threshold=0.00316:ratio=2:attack=5:release=120,acompressor=threshold=-24dB:ratio=3:attack=5:release=120:makeup=1.58:knee=2"
+vocal="$vocal,aecho=1:0.85:250:0.25,aecho=0.8:0.88:29|37|44|53|61|71:0.3|0.27|0.24|0.2|0.17|0.15,alimiter=limit=0.89:attack=3:release=50:level=0"
+scripts/interleaved_timing.py 10 \
+  "liveaudio vocal chain=.build/release/liveaudio render $work/chain/vocal-file-chain.json -o $work/vocal-la.wav" \
+  "ffmpeg vocal chain (11 filters)=ffmpeg -hide_banner -loglevel error -y $ffmpeg1 -i $work/chain-in.wav -af '$vocal' -c:a pcm_f32le $work/vocal-ff.wav" \
+  "sox vocal chain (9 effects)=sox $work/chain-in.wav -e floating-point -b 32 $work/vocal-sox.wav highpass 80 bass -2 200 equalizer 400 1.2q -3 equalizer 3000 1q 3 equalizer 6500 3q -2 treble 2 10000 compand 0.005,0.12 6:-90,-130,-50,-50,-24,-24,0,-16 4 echo 0.8 0.9 250 0.25 reverb 20"
 fi
 
 if want encode; then

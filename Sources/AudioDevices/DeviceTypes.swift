@@ -263,16 +263,6 @@ extension AudioError.Code {
     public static let unknownDevice = AudioError.Code(fourCC: "dev?")
 }
 
-extension String {
-    /// `value` with two decimals, without Foundation.
-    init(format2 value: Double) {
-        let scaled = (abs(value) * 100).rounded()
-        let whole = Int(scaled / 100)
-        let fraction = Int(scaled) % 100
-        self = (value < 0 && scaled != 0 ? "-" : "") + "\(whole)." + (fraction < 10 ? "0" : "") + "\(fraction)"
-    }
-}
-
 /// Whether an I/O unit's playback reaches somewhere (``IOUnit/outputRoute``): false from a route loss until it
 /// returns. Set by the unit's supervisor; read by anything, the render thread included (an atomic load).
 public final class OutputRoute: Sendable {

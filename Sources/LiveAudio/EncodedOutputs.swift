@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Synchronization
 
 /// What a live stream and a karaoke session share from the encoder on: the AAC encoder on its worker thread, and the

@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+import Dispatch
+import FoundationEssentials
 
 /// Renders a graph offline into a WAV file.
 ///
@@ -84,7 +88,8 @@ public struct FileRenderer {
             sampleType: sampleFormat.sampleType, interleaved: true)
 
         try Preflight.checkFolder(forWriting: path)
-        let directory = URL(fileURLWithPath: path).deletingLastPathComponent().path
+        let folder = FilePath.folder(of: path)
+        let directory = folder.isEmpty ? "." : folder
         let writer = try WAVFileWriter(temporaryBeside: path, format: format)
         let temporary = writer.path
         var succeeded = false
@@ -101,7 +106,7 @@ public struct FileRenderer {
         let readAhead = reading.isEmpty || !readsOnAThreadOfItsOwn ? nil : try ReadAheadWorker(units: reading)
         defer { readAhead?.stop() }
         let renderer = OfflineRenderer(graph: graph, readAhead: readAhead)
-        let started = DispatchTime.now().uptimeNanoseconds
+        let started = monotonicNanoseconds()
         var peak: Float = 0
         var done: Int64 = 0
         // Writing (sample conversion and the write calls) runs on a thread of its own, a few blocks behind the
@@ -138,7 +143,7 @@ public struct FileRenderer {
         }
         try syncDirectory(directory)
         succeeded = true
-        let elapsed = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
+        let elapsed = Double(monotonicNanoseconds() - started) / 1e9
         return Result(path: path, format: format, frames: total, peak: peak, elapsed: elapsed)
     }
 

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// The fields of one node in a graph file, with typed accessors whose errors name the node and the field.
 public struct NodeFields {
@@ -79,7 +79,7 @@ public struct NodeFields {
     /// A path, resolved against the graph file's folder when relative.
     public mutating func path(_ key: String) throws(AudioError) -> String {
         let p = try string(key)
-        return p.hasPrefix("/") ? p : (baseDirectory as NSString).appendingPathComponent(p)
+        return p.hasPrefix("/") ? p : FilePath.join(baseDirectory, p)
     }
 
     /// An array of `count` numbers in `range`, or `count` copies of `defaultValue` when absent.
@@ -478,7 +478,7 @@ public enum GraphFile {
             let exists = FileManager.default.fileExists(atPath: path)
             throw AudioError(.fileIO, "cannot read graph file '\(path)'" + (exists ? "" : ": no such file"))
         }
-        let base = (path as NSString).deletingLastPathComponent
+        let base = FilePath.folder(of: path)
         return try build(
             JSONValue.parse(data, source: "graph file '\(path)'"), baseDirectory: base.isEmpty ? "." : base,
             maximumFrames: maximumFrames, registry: registry)

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// A parsed JSON value, keeping booleans, numbers and strings apart so graph files get precise error messages.
 public enum JSONValue: Decodable, Hashable, Sendable, CustomStringConvertible {
@@ -53,9 +53,9 @@ public enum JSONValue: Decodable, Hashable, Sendable, CustomStringConvertible {
         do {
             return try JSONDecoder().decode(JSONValue.self, from: data)
         } catch let DecodingError.dataCorrupted(context) {
-            let detail = (context.underlyingError as NSError?)?.userInfo[NSDebugDescriptionErrorKey] as? String
-            throw AudioError(
-                .invalidGraphDescription, "\(source) is not valid JSON: \(detail ?? context.debugDescription)")
+            // The parser's own error says where (line and column); the context only that the data is corrupted.
+            let detail = context.underlyingError.map { "\($0)" } ?? context.debugDescription
+            throw AudioError(.invalidGraphDescription, "\(source) is not valid JSON: \(detail)")
         } catch {
             throw AudioError(.invalidGraphDescription, "\(source) is not valid JSON: \(error)")
         }

@@ -3,7 +3,7 @@ import AudioCore
 import AudioDevices
 import AudioGraph
 import AudioUnits
-import Foundation
+import FoundationEssentials
 
 /// The parts ``KaraokeSession/init(_:)`` builds the session from, each checked where it is made.
 extension KaraokeSession {
@@ -144,7 +144,7 @@ extension KaraokeSession {
     static func recorders(_ configuration: Configuration, wavRecord: String?, chain: VoiceChain) throws(AudioError) -> [Recorder] {
         let graph = chain.graph
         let rate = graph.format.sampleRate
-        let stems = configuration.stemsDirectory.map { ($0 as NSString).appendingPathComponent }
+        let stems = configuration.stemsDirectory.map { folder in { FilePath.join(folder, $0) } }
         let wanted: [(name: String, path: String?, shift: Shift, stage: String?, channels: Int)] = [
             ("accompaniment", stems?("accompaniment.wav"), .none, nil, graph.format.channelCount),
             ("voice-dry", stems?("voice-dry.wav"), .roundTrip, "mic", chain.input.outputFormats[0].channelCount),

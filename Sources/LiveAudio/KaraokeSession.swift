@@ -1,4 +1,7 @@
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 import Synchronization
 
 /// Singing along to a song: the accompaniment plays, the voice goes through its chain, the singer hears both in the
@@ -712,7 +715,7 @@ public final class KaraokeSession: Sendable {
     public var deviceGrant: DeviceGrant? { io.grant }
 
     private static func clamp(_ dB: Double) -> Double { dB == -.infinity || dB.isNaN ? -.infinity : min(12, max(-96, dB)) }
-    private static func linear(_ dB: Double) -> Float { dB == -.infinity ? 0 : Float(pow(10, dB / 20)) }
+    private static func linear(_ dB: Double) -> Float { dB == -.infinity ? 0 : Float(pow(10.0, dB / 20)) }
 
     /// Under the volumes' lock, so the mixers end with the last values set.
     private func apply(_ v: Volumes) {

@@ -1,4 +1,7 @@
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 import Synchronization
 
 /// The streaming SDK in one object: an input (a device through the I/O unit, or a file paced in real time), an
@@ -83,7 +86,7 @@ public final class LiveStreamSession: Sendable {
             }
             var outputs: [Output] = []
             for (n, line) in String(decoding: data, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
-                let text = line.trimmingCharacters(in: .whitespacesAndNewlines)
+                let text = line.trimmingWhitespace()
                 if text.isEmpty || text.hasPrefix("#") { continue }
                 do throws(AudioError) {
                     outputs.append(try Output(parsing: text))
@@ -171,11 +174,11 @@ public final class LiveStreamSession: Sendable {
 
         public var description: String {
             var parts = [
-                String(format: "%7.1f s", seconds), "aac \(packetsEncoded) packets",
+                String(cFormat: "%7.1f s", seconds), "aac \(packetsEncoded) packets",
                 "encoder drops \(framesDropped) frames", "xruns \(xruns)",
             ]
             if renderFailures > 0 { parts.append("render failures \(renderFailures)") }
-            if isMuted { parts.append("muted") } else if volume != 1 { parts.append(String(format: "volume %.2f", volume)) }
+            if isMuted { parts.append("muted") } else if volume != 1 { parts.append(String(cFormat: "volume %.2f", volume)) }
             var line = parts.joined(separator: ", ")
             for o in outputs { line += " | \(o)" }
             return line

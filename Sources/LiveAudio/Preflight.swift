@@ -1,6 +1,8 @@
 import AudioCore
 import AudioDevices
-import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// The checks made before anything is opened, written once for the sessions, the renderers and the tool, so that
 /// each problem gets the same message wherever it is met.
@@ -8,7 +10,7 @@ public enum Preflight {
     /// Throws unless the folder a file at `path` is written into exists (the current folder for a bare name).
     /// - Throws: ``AudioError`` `.fileIO`: "cannot write '<path>': folder '<folder>' does not exist".
     public static func checkFolder(forWriting path: String) throws(AudioError) {
-        let parent = (path as NSString).deletingLastPathComponent
+        let parent = FilePath.folder(of: path)
         let folder = parent.isEmpty ? "." : parent
         guard isFolder(folder) else { throw AudioError(.fileIO, "cannot write '\(path)': folder '\(folder)' does not exist") }
     }
@@ -20,8 +22,8 @@ public enum Preflight {
     }
 
     private static func isFolder(_ path: String) -> Bool {
-        var isDirectory: ObjCBool = false
-        return FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) && isDirectory.boolValue
+        var status = stat()
+        return stat(path, &status) == 0 && status.st_mode & S_IFMT == S_IFDIR
     }
 }
 

@@ -1,5 +1,9 @@
 import ArgumentParser
-import Foundation
+import Dispatch
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 import LiveAudio
 import Synchronization
 
@@ -64,7 +68,7 @@ struct DeviceOptions: ParsableArguments {
             let seed = parts.count > 1 ? UInt64(parts[1]) ?? 1 : 1
             sizes = .random(range: bounds[0]...bounds[1], seed: seed)
         } else {
-            let list = callbackSizes.split(separator: ",").map { Int($0.trimmingCharacters(in: .whitespaces)) }
+            let list = callbackSizes.split(separator: ",").map { Int($0.trimmingWhitespace()) }
             guard !list.isEmpty, list.allSatisfy({ $0 != nil }) else {
                 throw AudioError(.invalidFormat, "--callback-sizes: fixed, N,N,…, or random:MIN-MAX[:SEED], got '\(callbackSizes)'")
             }
@@ -130,7 +134,7 @@ struct ClockBound {
 
 /// Writes a line to standard error.
 func note(_ message: String) {
-    FileHandle.standardError.write(Data("liveaudio: \(message)\n".utf8))
+    StandardStream.error("liveaudio: \(message)\n")
 }
 
 /// Prints device events to standard error as they come, until the stream ends or the task is cancelled.
@@ -210,8 +214,8 @@ struct Devices: ParsableCommand {
                 print("\(b): \(devices.count) device\(devices.count == 1 ? "" : "s")")
                 let width = max(8, devices.map(\.name.count).max() ?? 0)
                 for d in devices {
-                    let name = d.name.padding(toLength: width, withPad: " ", startingAt: 0)
-                    let direction = d.directions.description.padding(toLength: 12, withPad: " ", startingAt: 0)
+                    let name = d.name.padded(to: width)
+                    let direction = d.directions.description.padded(to: 12)
                     print("  \(name)  \(direction)  \(d.isDefault ? "default" : "       ")  \(d.description)")
                 }
             }
@@ -344,19 +348,19 @@ struct Record: AsyncParsableCommand {
             events.cancel()
             let seconds = Double(writer.framesWritten) / rate
             print(
-                "recorded \(output): \(writer.framesWritten) frames (\(String(format: "%.3f", seconds)) s), "
+                "recorded \(output): \(writer.framesWritten) frames (\(String(cFormat: "%.3f", seconds)) s), "
                     + "\(channels) ch at \(formatHz(rate)); xruns \(mic.io.xrunCount), faults \(mic.io.faultCount), "
                     + "reconnects \(mic.io.reconnectCount), overflows \(mic.overflowCount)"
-                    + (gapFrames > 0 ? String(format: ", %.3f s of silence where the device was away", Double(gapFrames) / rate) : ""))
+                    + (gapFrames > 0 ? String(cFormat: ", %.3f s of silence where the device was away", Double(gapFrames) / rate) : ""))
             if let failure { throw failure }
-            let held = String(format: "%.3f", seconds)
+            let held = String(cFormat: "%.3f", seconds)
             if let gone = mic.io.failure {
                 throw AudioError(gone.code, "\(gone.message); \(output) holds what came before (\(held) s)")
             }
             if let limit, writer.framesWritten < limit, !interrupted.isSet {
                 throw AudioError(
                     .deviceUnavailable,
-                    "the device was away when the \(String(format: "%g", duration ?? 0)) s were up on the clock; "
+                    "the device was away when the \(String(cFormat: "%g", duration ?? 0)) s were up on the clock; "
                         + "\(output) holds what came before (\(held) s)")
             }
         } catch {
@@ -410,7 +414,7 @@ struct Play: AsyncParsableCommand {
             withExtendedLifetime(signals) {}
             events.cancel()
             print(
-                "played \(file): \(String(format: "%.3f", Double(source.totalFrames ?? 0) / format.sampleRate)) s; "
+                "played \(file): \(String(cFormat: "%.3f", Double(source.totalFrames ?? 0) / format.sampleRate)) s; "
                     + "xruns \(io.xrunCount), faults \(io.faultCount), reconnects \(io.reconnectCount), "
                     + "read underruns \(source.underruns)")
             if let gone = io.failure { throw gone }
@@ -573,14 +577,14 @@ struct Monitor: AsyncParsableCommand {
                 expectedRoundTrip = total
                 note(
                     "monitoring: \(grant); expected round trip "
-                        + "\(String(format: "%.2f", total)) ms (device "
-                        + "buffering \(String(format: "%.2f", grant.nominalRoundTripMilliseconds)) ms + graph "
-                        + "\(String(format: "%.2f", renderGraph.latency * 1000)) ms"
+                        + "\(String(cFormat: "%.2f", total)) ms (device "
+                        + "buffering \(String(cFormat: "%.2f", grant.nominalRoundTripMilliseconds)) ms + graph "
+                        + "\(String(cFormat: "%.2f", renderGraph.latency * 1000)) ms"
                         + (voiceProcessing
-                            ? " + voice processing \(String(format: "%.2f", io.captureProcessingLatency * 1000)) ms" : "")
+                            ? " + voice processing \(String(cFormat: "%.2f", io.captureProcessingLatency * 1000)) ms" : "")
                         + (conversionMilliseconds > 0
-                            ? " + rate conversion \(String(format: "%.2f", conversionMilliseconds)) ms" : "")
-                        + (bridgeMilliseconds > 0 ? " + clock bridge \(String(format: "%.2f", bridgeMilliseconds)) ms" : "")
+                            ? " + rate conversion \(String(cFormat: "%.2f", conversionMilliseconds)) ms" : "")
+                        + (bridgeMilliseconds > 0 ? " + clock bridge \(String(cFormat: "%.2f", bridgeMilliseconds)) ms" : "")
                         + ")")
                 return (io, events, grant)
             }
@@ -602,13 +606,13 @@ struct Monitor: AsyncParsableCommand {
                 let now = monotonicNanoseconds()
                 if let statusInterval, Double(now - started) / 1e9 >= Double(statusesPrinted + 1) * statusInterval {
                     statusesPrinted = Int(Double(now - started) / 1e9 / statusInterval)
-                    // Unbuffered (FileHandle), so a log or a pipe gets each line as it is printed.
-                    FileHandle.standardOutput.write(Data((
-                        "status \(String(format: "%.1f", Double(now - started) / 1e9)) s: "
-                            + "\(String(format: "%.3f", Double(earlier.frames + io.sampleTime) / grant.sampleRate)) s monitored, "
+                    // Unbuffered, so a log or a pipe gets each line as it is printed.
+                    StandardStream.output(
+                        "status \(String(cFormat: "%.1f", Double(now - started) / 1e9)) s: "
+                            + "\(String(cFormat: "%.3f", Double(earlier.frames + io.sampleTime) / grant.sampleRate)) s monitored, "
                             + "\(earlier.cycles + io.cycleCount) cycles, xruns \(earlier.xruns + io.xrunCount), "
                             + "faults \(io.faultCount), reconnects \(io.reconnectCount), "
-                            + "round trip \(String(format: "%.2f", expectedRoundTrip)) ms\n").utf8))
+                            + "round trip \(String(cFormat: "%.2f", expectedRoundTrip)) ms\n")
                 }
                 if io.xrunCount - window.xruns >= DeviceOptions.monitorXrunsToMove {
                     // The next rung that buffers more than the device granted (it may round a request up).
@@ -635,15 +639,15 @@ struct Monitor: AsyncParsableCommand {
             withExtendedLifetime(signals) {}
             events.cancel()
             print(
-                "monitored \(String(format: "%.3f", Double(earlier.frames + io.sampleTime) / grant.sampleRate)) s: "
+                "monitored \(String(cFormat: "%.3f", Double(earlier.frames + io.sampleTime) / grant.sampleRate)) s: "
                     + "\(earlier.cycles + io.cycleCount) cycles, xruns \(earlier.xruns + io.xrunCount), faults \(io.faultCount), "
                     + "reconnects \(io.reconnectCount); buffering \(grant.periodFrames) × \(grant.periodCount) frames")
             if let voiceUnit {
                 print(
                     "voice processing: echo return loss enhancement "
-                        + (voiceUnit.echoReturnLossEnhancement.map { String(format: "%.1f dB", $0) } ?? "- (nothing played)")
+                        + (voiceUnit.echoReturnLossEnhancement.map { String(cFormat: "%.1f dB", $0) } ?? "- (nothing played)")
                         + ", echo delay "
-                        + (voiceUnit.estimatedDelay > 0 ? String(format: "%.0f ms", voiceUnit.estimatedDelay * 1000) : "not found"))
+                        + (voiceUnit.estimatedDelay > 0 ? String(cFormat: "%.0f ms", voiceUnit.estimatedDelay * 1000) : "not found"))
             }
             if timing { CycleTimingLine.print(io.cycleTimings, sampleRate: grant.sampleRate, capacity: timingCapacity) }
             if let gone = io.failure { throw gone }
@@ -690,7 +694,7 @@ struct Latency: ParsableCommand {
             let m = try LatencyMeter.measure(configuration, sampleRate: rate, clicks: clicks)
             print("device: \(m.grant)")
             print(m.description)
-            print(String(format: "latency_ms=%.3f frames=%d periods=%.2f", m.milliseconds, m.medianFrames, m.periods))
+            print(String(cFormat: "latency_ms=%.3f frames=%ld periods=%.2f", m.milliseconds, m.medianFrames, m.periods))
         } catch {
             throw fail(error)
         }

@@ -1,5 +1,8 @@
 import ArgumentParser
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 import LiveAudio
 
 struct Encode: ParsableCommand {
@@ -147,8 +150,8 @@ struct FileEncoding {
             return (interrupted ? "stopped early; " : "")
                 + "wrote \(output): AAC-LC \(formatHz(settings.sampleRate)), \(settings.channelCount) ch, "
                 + "\(settings.bitRate / 1000)k, \(writer.packetsWritten) packets, "
-                + String(format: "%.3f s", seconds) + " (priming \(encoder.priming), padding \(encoder.padding ?? 0)), "
-                + String(format: "%.0fx real time", elapsed > 0 ? seconds / elapsed : 0)
+                + String(cFormat: "%.3f s", seconds) + " (priming \(encoder.priming), padding \(encoder.padding ?? 0)), "
+                + String(cFormat: "%.0fx real time", elapsed > 0 ? seconds / elapsed : 0)
         case .wav:
             let type: SampleType
             switch sampleFormat.lowercased() {
@@ -182,8 +185,8 @@ struct FileEncoding {
             let elapsed = Date().timeIntervalSince(started)
             let seconds = Double(frames) / reader.sampleRate
             return (interrupted ? "stopped early; " : "")
-                + "wrote \(output): WAV \(format), \(frames) frames, " + String(format: "%.3f s", seconds) + ", "
-                + String(format: "%.0fx real time", elapsed > 0 ? seconds / elapsed : 0)
+                + "wrote \(output): WAV \(format), \(frames) frames, " + String(cFormat: "%.3f s", seconds) + ", "
+                + String(cFormat: "%.0fx real time", elapsed > 0 ? seconds / elapsed : 0)
         }
     }
 }
@@ -209,8 +212,8 @@ struct Probe: ParsableCommand {
             print("rate: \(formatHz(d.sampleRate)), channels: \(d.channelCount)")
             if d.bitRate > 0 { print("bit rate: \(d.bitRate / 1000) kbit/s") }
             print("packets: \(p.packetCount)")
-            print(String(format: "first timestamp: %.6f s, last timestamp: %.6f s", p.firstTimestamp, p.lastTimestamp))
-            print(String(format: "duration: %.6f s", p.duration))
+            print(String(cFormat: "first timestamp: %.6f s, last timestamp: %.6f s", p.firstTimestamp, p.lastTimestamp))
+            print(String(cFormat: "duration: %.6f s", p.duration))
             print("priming: " + (p.priming.map { "\($0) samples" } ?? "not signalled by the container"))
         } catch {
             throw fail(error)

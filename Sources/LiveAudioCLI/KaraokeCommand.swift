@@ -1,5 +1,8 @@
 import ArgumentParser
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 import LiveAudio
 import Synchronization
 
@@ -152,7 +155,7 @@ struct Karaoke: AsyncParsableCommand {
                 return
             }
             let deviceRate = session.deviceGrant?.sampleRate ?? session.sampleRate
-            note("karaoke: \(session.deviceGrant.map { "\($0)" } ?? "") ; round trip \(String(format: "%.2f", Double(session.roundTripFrames) * 1000 / session.sampleRate)) ms (\(session.roundTripSource)\(session.calibrations > 1 ? ", \(session.calibrations) calibrations: an xrun, a lost click or clicks apart in the first" : ""))")
+            note("karaoke: \(session.deviceGrant.map { "\($0)" } ?? "") ; round trip \(String(cFormat: "%.2f", Double(session.roundTripFrames) * 1000 / session.sampleRate)) ms (\(session.roundTripSource)\(session.calibrations > 1 ? ", \(session.calibrations) calibrations: an xrun, a lost click or clicks apart in the first" : ""))")
             let bound = ClockBound(duration: duration, grace: 0)
             if interactive {
                 let terminal = Terminal()
@@ -163,7 +166,7 @@ struct Karaoke: AsyncParsableCommand {
                     signal(SIGTSTP, SIG_DFL)
                     terminal.restore()
                 }
-                let screen = KaraokeScreen(session: session, title: (song as NSString).lastPathComponent)
+                let screen = KaraokeScreen(session: session, title: FilePath.lastComponent(song))
                 var message: String?
                 keys: while !stop.isSet, !bound.hasPassed, !session.songHasEnded, session.failure == nil {
                     for key in terminal.readKeys() {
@@ -181,19 +184,19 @@ struct Karaoke: AsyncParsableCommand {
                     lastLine = monotonicNanoseconds()
                     let m = session.meters
                     let line = String(
-                        format: "%.1f / %.1f s  voice %.1f dB  accompaniment %.1f dB  output %.1f dB  round trip %.2f ms  xruns %d",
+                        cFormat: "%.1f / %.1f s  voice %.1f dB  accompaniment %.1f dB  output %.1f dB  round trip %.2f ms",
                         session.songPosition, Double(session.player.fileFrames) / session.sampleRate,
                         m.voice.peakDecibels, m.accompaniment.peakDecibels, m.output.peakDecibels,
-                        Double(session.roundTripFrames) * 1000 / session.sampleRate, session.xruns)
+                        Double(session.roundTripFrames) * 1000 / session.sampleRate) + "  xruns \(session.xruns)"
                     let outputs = session.outputStatistics.map { " | \($0)" }.joined()
-                    FileHandle.standardOutput.write(Data((line + outputs + "\n").utf8))
+                    StandardStream.output(line + outputs + "\n")
                 }
             }
             let summary = await session.stop()
             withExtendedLifetime(signals) {}
             events.cancel()
             print(
-                "karaoke: \(String(format: "%.2f", summary.seconds)) s; round trip \(summary.roundTripFrames) frames "
+                "karaoke: \(String(cFormat: "%.2f", summary.seconds)) s; round trip \(summary.roundTripFrames) frames "
                     + "(\(summary.roundTripSource)); xruns \(summary.xruns), accompaniment underruns "
                     + "\(summary.accompanimentUnderruns), recorded \(summary.recordedFrames) frames, dropped \(summary.droppedFrames)")
             for output in summary.outputs { print("  \(output)") }

@@ -1,4 +1,7 @@
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 import LiveAudio
 import Synchronization
 
@@ -48,7 +51,7 @@ final class Terminal {
     }
 
     private func write(_ text: String) {
-        FileHandle.standardOutput.write(Data(text.utf8))
+        StandardStream.output(text)
     }
 }
 
@@ -115,24 +118,25 @@ final class KaraokeScreen {
             let dB = r.peak > 0 ? Double(r.peakDecibels) : -.infinity
             let cells = 30
             let lit = dB == -.infinity ? 0 : Int(((max(-60, min(0, dB)) + 60) / 60 * Double(cells)).rounded())
-            let level = dB == -.infinity ? "  -inf" : String(format: "%6.1f", dB)
-            return name.padding(toLength: 14, withPad: " ", startingAt: 0) + "[" + String(repeating: "=", count: lit)
+            let level = dB == -.infinity ? "  -inf" : String(cFormat: "%6.1f", dB)
+            return name.padded(to: 14) + "[" + String(repeating: "=", count: lit)
                 + String(repeating: " ", count: cells - lit) + "] " + level + " dB  " + extra
         }
-        func volume(_ dB: Double) -> String { dB == -.infinity ? "-inf dB" : String(format: "%+.1f dB", dB) }
+        func volume(_ dB: Double) -> String { dB == -.infinity ? "-inf dB" : String(cFormat: "%+.1f dB", dB) }
         let voiceExtra = "song " + volume(session.voiceVolume) + ", headphones " + volume(session.monitorVoiceVolume)
             + (session.isVoiceMuted ? "  MUTED" : "")
         let accompanimentExtra = "volume " + volume(session.accompanimentVolume) + (session.isAccompanimentMuted ? "  MUTED" : "")
         var lines = [
             "liveaudio karaoke - \(title)  [\(state)]",
-            bar + String(format: " %@ / %@", Self.clock(position), Self.clock(length)),
+            bar + " \(Self.clock(position)) / \(Self.clock(length))",
             meter("voice", m.voice, voiceExtra),
             meter("accompaniment", m.accompaniment, accompanimentExtra),
             meter("output", m.output, ""),
             String(
-                format: "key %+.1f  tempo %.2f  round trip %.2f ms (%@)  xruns %d  drops %lld  underruns %d",
-                session.keyCents / 100, session.configuration.tempo, Double(session.roundTripFrames) * 1000 / rate,
-                session.roundTripSource, session.xruns, session.droppedFrames, session.player.underruns),
+                cFormat: "key %+.1f  tempo %.2f  round trip %.2f ms", session.keyCents / 100,
+                session.configuration.tempo, Double(session.roundTripFrames) * 1000 / rate)
+                + " (\(session.roundTripSource))  xruns \(session.xruns)  drops \(session.droppedFrames)"
+                + "  underruns \(session.player.underruns)",
         ]
         for output in session.outputStatistics { lines.append("-> \(output)") }
         lines.append(event.isEmpty ? "" : "device: \(event)")
@@ -143,7 +147,7 @@ final class KaraokeScreen {
 
     static func clock(_ seconds: Double) -> String {
         let s = max(0, seconds)
-        return String(format: "%d:%04.1f", Int(s) / 60, s.truncatingRemainder(dividingBy: 60))
+        return String(cFormat: "%ld:%04.1f", Int(s) / 60, s.truncatingRemainder(dividingBy: 60))
     }
 }
 
@@ -172,9 +176,9 @@ final class ProgressLine {
             let width = 30
             let filled = Int((fraction * Double(width)).rounded(.down))
             line += " [" + String(repeating: "#", count: filled) + String(repeating: "-", count: width - filled) + "] "
-            line += String(format: "%.1f / %.1f s %3.0f%%", done, total, fraction * 100)
+            line += String(cFormat: "%.1f / %.1f s %3.0f%%", done, total, fraction * 100)
         } else {
-            line += String(format: " %.1f s", done)
+            line += String(cFormat: " %.1f s", done)
         }
         return extra.isEmpty ? line : line + "  " + extra
     }
@@ -186,19 +190,19 @@ final class ProgressLine {
         guard force || now - lastDraw >= 100_000_000 else { return }
         lastDraw = now
         shown = true
-        FileHandle.standardError.write(Data(("\r\u{1B}[K" + text(done: done, extra: extra)).utf8))
+        StandardStream.error("\r\u{1B}[K" + text(done: done, extra: extra))
     }
 
     /// Prints `line` on standard output above the progress line (which the next update draws again).
     func printAbove(_ line: String) {
         clear()
-        FileHandle.standardOutput.write(Data((line + "\n").utf8))
+        StandardStream.output(line + "\n")
     }
 
     /// Takes the line away.
     func clear() {
         guard enabled, shown else { return }
         shown = false
-        FileHandle.standardError.write(Data("\r\u{1B}[K".utf8))
+        StandardStream.error("\r\u{1B}[K")
     }
 }

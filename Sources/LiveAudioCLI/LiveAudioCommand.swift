@@ -1,5 +1,8 @@
 import ArgumentParser
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 import LiveAudio
 
 @main
@@ -31,7 +34,7 @@ struct LiveAudioCommand: AsyncParsableCommand {
 
 /// Prints `error` the way every subcommand reports failures, and exits with status 1.
 func fail(_ error: AudioError) -> ExitCode {
-    FileHandle.standardError.write(Data("liveaudio: error: \(error.message) [\(error.code)]\n".utf8))
+    StandardStream.error("liveaudio: error: \(error.message) [\(error.code)]\n")
     return ExitCode(1)
 }
 
@@ -86,12 +89,12 @@ struct Render: ParsableCommand {
                 line?.update(done: Double(done) / rate, force: done == total)
             }
             line?.clear()
-            let speed = result.elapsed > 0 ? String(format: "%.0fx real time", result.duration / result.elapsed) : ""
-            let peak = result.peak > 0 ? String(format: "%.1f dBFS", 20 * log10(Double(result.peak))) : "silent"
+            let speed = result.elapsed > 0 ? String(cFormat: "%.0fx real time", result.duration / result.elapsed) : ""
+            let peak = result.peak > 0 ? String(cFormat: "%.1f dBFS", 20 * log10(Double(result.peak))) : "silent"
             print(
                 "wrote \(result.path): \(result.format), \(result.frames) frames "
-                    + String(format: "(%.3f s)", result.duration) + ", peak \(peak), rendered in "
-                    + String(format: "%.3f s", result.elapsed) + (speed.isEmpty ? "" : " (\(speed))"))
+                    + String(cFormat: "(%.3f s)", result.duration) + ", peak \(peak), rendered in "
+                    + String(cFormat: "%.3f s", result.elapsed) + (speed.isEmpty ? "" : " (\(speed))"))
         } catch {
             throw fail(error)
         }
@@ -110,7 +113,7 @@ struct Info: ParsableCommand {
             let f = info.format
             print("\(file): WAV, \(formatHz(f.sampleRate)), \(f.channelCount) channel\(f.channelCount == 1 ? "" : "s"), \(f.sampleType)")
             print("frames: \(info.frameCount)")
-            print(String(format: "duration: %.3f s", info.duration))
+            print(String(cFormat: "duration: %.3f s", info.duration))
             if info.isTruncated {
                 print("warning: the file is shorter than its header says (truncated); \(info.frameCount) whole frames are present")
             }

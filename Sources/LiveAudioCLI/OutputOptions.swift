@@ -1,5 +1,8 @@
 import ArgumentParser
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 import LiveAudio
 import Logging
 
@@ -36,7 +39,7 @@ struct EncodedOutputOptions: ParsableArguments {
                 throw AudioError(.invalidParameter, "--to-env \(name): the environment variable \(name) is not set or empty")
             }
             do throws(AudioError) {
-                parsed.append(try LiveStreamSession.Output(parsing: text.trimmingCharacters(in: .whitespacesAndNewlines)))
+                parsed.append(try LiveStreamSession.Output(parsing: text.trimmingWhitespace()))
             } catch {
                 throw AudioError(error.code, "--to-env \(name): \(error.message)")
             }

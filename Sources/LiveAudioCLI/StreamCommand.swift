@@ -1,5 +1,8 @@
 import ArgumentParser
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 import LiveAudio
 import Logging
 
@@ -124,8 +127,8 @@ struct Stream: AsyncParsableCommand {
             if let limit, bound.hasPassed, !stop.isSet, Int64(summary.statistics.seconds * session.sampleRate) < limit {
                 throw AudioError(
                     .deviceUnavailable,
-                    "the input was away when the \(String(format: "%g", duration ?? 0)) s were up on the clock: "
-                        + String(format: "%.3f", summary.statistics.seconds) + " s were streamed")
+                    "the input was away when the \(String(cFormat: "%g", duration ?? 0)) s were up on the clock: "
+                        + String(cFormat: "%.3f", summary.statistics.seconds) + " s were streamed")
             }
             for output in summary.statistics.outputs {
                 if let r = output.rtmp, r.state == .failed {

@@ -63,12 +63,17 @@ import TestSupport
         }
     }
 
-    /// The example voice chain loads, renders through `liveaudio render`, and FFmpeg decodes the result.
-    @Test func voiceChainExampleRenders() throws {
+    /// The example voice chains (the live chain over a file, and the longer vocal chain the benchmarks also time)
+    /// load, render through `liveaudio render`, and FFmpeg decodes the result.
+    @Test(arguments: [
+        ("voice-file-chain.json", ["voice", "eq", "comp", "room", "echo", "limit"]),
+        ("vocal-file-chain.json", ["voice", "rumble", "eq", "comp", "echo", "room", "limit"]),
+    ])
+    func voiceChainExampleRenders(_ name: String, nodes: [String]) throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
-        let example = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../examples/voice-file-chain.json").standardized.path
-        try FileManager.default.copyItem(atPath: example, toPath: dir.file("voice-file-chain.json"))
+        let example = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../examples/\(name)").standardized.path
+        try FileManager.default.copyItem(atPath: example, toPath: dir.file(name))
         // Two seconds of a voice-like signal: a 180 Hz buzz with a syllable envelope, −12 dBFS peaks.
         let voice = (0..<96_000).map { i -> Float in
             let t = Double(i) / 48_000
@@ -76,9 +81,9 @@ import TestSupport
             return Float(0.25 * env * (sin(2 * Double.pi * 180 * t) + 0.5 * sin(2 * Double.pi * 360 * t)))
         }
         try writeWAV(dir.file("voice.wav"), channels: [voice])
-        let loaded = try GraphFile.load(path: dir.file("voice-file-chain.json"))
-        #expect(loaded.nodeIDs == ["voice", "eq", "comp", "room", "echo", "limit"])
-        let r = try runProcess(productsDirectory + "/liveaudio", ["render", dir.file("voice-file-chain.json"), "-o", dir.file("out.wav")])
+        let loaded = try GraphFile.load(path: dir.file(name))
+        #expect(loaded.nodeIDs == nodes)
+        let r = try runProcess(productsDirectory + "/liveaudio", ["render", dir.file(name), "-o", dir.file("out.wav")])
         #expect(r.status == 0, "\(r.stderr)")
         let decoded = try FFmpeg.decode(dir.file("out.wav"), channels: 2)
         #expect(decoded[0].count == 96_000)
