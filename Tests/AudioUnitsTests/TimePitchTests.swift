@@ -329,6 +329,41 @@ struct TimePitchTests {
         }
     }
 
+    /// Preparing measures the alignment and the look-ahead once per configuration (engine, format, largest cycle,
+    /// rate, pitch, formant) in the process: a second unit set up like the first finds them, and a third, with the
+    /// measurement forgotten and made on one thread instead of two, measures the same figures again.
+    @Test("Alignment and look-ahead are measured once per configuration, the same on one thread as on two", arguments: TimePitchUnit.Quality.allCases)
+    func measurementsAreKept(quality: TimePitchUnit.Quality) throws {
+        // A configuration no other test uses: 44.1 kHz stereo, cycles of up to 2048, rate 0.9, +350 cents.
+        let format = try StreamFormat.graph(sampleRate: 44_100, channelCount: 2)
+        let spec = RenderSpec(sampleRate: 44_100, maximumFrames: 2048)
+        let key = TimePitchMeasurements.Key(
+            quality: quality, sampleRate: 44_100, channelCount: 2, maximumFrames: 2048, rate: 0.9,
+            pitchScale: TimePitchUnit.simpleRatio(exp2(350.0 / 1200)), formant: false)
+        let measurements = TimePitchMeasurements.shared
+        func prepared() throws -> TimePitchUnit {
+            let unit = try TimePitchUnit(format: format, quality: quality)
+            try unit.rate.set(0.9)
+            try unit.pitch.set(350)
+            try unit.prepare(spec)
+            return unit
+        }
+        measurements.forget(key)
+        let first = try prepared()
+        let measured = try #require(measurements.lookUp(key), "kept after the first prepare")
+        #expect(Double(measured.lookahead) / 44_100 == first.latency)
+        let second = try prepared()
+        #expect(second.latency == first.latency)
+        measurements.forget(key)
+        measurements.usesHelper.store(false, ordering: .relaxed)
+        defer { measurements.usesHelper.store(true, ordering: .relaxed) }
+        let third = try prepared()
+        let again = try #require(measurements.lookUp(key))
+        #expect(again.alignment == measured.alignment && again.lookahead == measured.lookahead,
+                "two threads: \(measured), one: \(again)")
+        #expect(third.latency == first.latency)
+    }
+
     @Test("Graph files: timePitch with rate, pitch, formant and quality; bad values are errors naming the field")
     func graphFileNode() throws {
         func load(_ fields: String) throws(AudioError) -> LoadedGraph {

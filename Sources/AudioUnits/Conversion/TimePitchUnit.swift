@@ -20,7 +20,8 @@ import Glibc
 ///   n × rate (with a constant rate since the last reset); the library's start pad and start delay are applied
 ///   at reset. To do that the unit reads its input ahead of its output: ``latency`` is that look-ahead, what the
 ///   unit adds when its input is live (a microphone): found at prepare for the current rate and pitch by running
-///   the engine on silence, and raised (never lowered until reset) if a later cycle needs more — a higher rate
+///   the engine on silence (once per configuration in the process, on two threads when there are two cores; a
+///   second unit set up alike reuses the figures), and raised (never lowered until reset) if a later cycle needs more — a higher rate
 ///   needs more. A live input cannot be played faster than it arrives: rates above 1 are for files.
 ///
 /// Thread safety: as every unit. The library is called from the render thread only (and from prepare/reset on
@@ -197,11 +198,62 @@ private struct TimePitchKernel: ~Copyable {
         outputPointers.deallocate()
     }
 
-    /// The unit's allocateRenderResources: a new stretcher, buffers for `spec`, the alignment and the look-ahead.
+    /// The unit's allocateRenderResources: a new stretcher, buffers for `spec`, the alignment and the look-ahead —
+    /// measured once per configuration in the process (``TimePitchMeasurements``), on two threads when the machine
+    /// has two cores: a second stretcher meets the extreme ratios and measures the alignment while this one meets
+    /// them too, then both take the look-ahead runs in turn.
     mutating func allocate(
         _ spec: RenderSpec, quality: TimePitchUnit.Quality, rampFrames: (rate: Int, pitch: Int),
         lookahead: borrowing Atomic<Int>
     ) throws(AudioError) {
+        try makeStretcher(spec, quality: quality)
+        rateLog = SmoothedValue(0, rampFrames: rampFrames.rate)
+        cents = SmoothedValue(0, rampFrames: rampFrames.pitch)
+        preparedLookahead = 0
+        alignment = 0
+        let key = TimePitchMeasurements.Key(
+            quality: quality, sampleRate: spec.sampleRate, channelCount: channelCount, maximumFrames: spec.maximumFrames,
+            rate: rate.value, pitchScale: TimePitchUnit.simpleRatio(exp2(Double(pitch.value) / 1200)),
+            formant: formant.value >= 0.5)
+        if let known = TimePitchMeasurements.shared.lookUp(key) {
+            meetExtremeRatios()
+            alignment = known.alignment
+            preparedLookahead = known.lookahead
+            return
+        }
+        let cycles = Self.lookaheadCycles(spec)
+        let plan = MeasurementPlan(jobs: cycles.count)
+        // The helper: its own stretcher, the same options and parameters.
+        let (rate, pitch, formant, channels) = (self.rate, self.pitch, self.formant, channelCount)
+        let helper: WorkerThread? =
+            OnlineProcessors.count < 2 || !TimePitchMeasurements.shared.usesHelper.load(ordering: .relaxed)
+            ? nil
+            : try? WorkerThread(name: "la-tp-measure") {
+                var other = TimePitchKernel(channelCount: channels, rate: rate, pitch: pitch, formant: formant)
+                let local = Atomic<Int>(0)
+                do throws(AudioError) {
+                    try other.makeStretcher(spec, quality: quality)
+                } catch {
+                    plan.publish(alignment: nil)
+                    return
+                }
+                // Measured on a stretcher that has met the extreme ratios, as the unit's own has: one that has
+                // not gives other figures (its buffers are sized differently).
+                other.meetExtremeRatios()
+                plan.publish(alignment: other.measureAlignment(spec, lookahead: local))
+                other.alignment = plan.alignment ?? 0
+                while let job = plan.next() { plan.record(other.lookaheadRun(cycle: cycles[job], spec, lookahead: local)) }
+            }
+        meetExtremeRatios()
+        alignment = helper.flatMap { _ in plan.waitForAlignment() } ?? measureAlignment(spec, lookahead: lookahead)
+        while let job = plan.next() { plan.record(lookaheadRun(cycle: cycles[job], spec, lookahead: lookahead)) }
+        helper?.join()
+        preparedLookahead = plan.largest
+        TimePitchMeasurements.shared.store(key, .init(alignment: alignment, lookahead: preparedLookahead))
+    }
+
+    /// A new stretcher for `spec` and the buffers around it.
+    mutating func makeStretcher(_ spec: RenderSpec, quality: TimePitchUnit.Quality) throws(AudioError) {
         if let state { rubberband_delete(state) }
         state = nil
         var options = RubberBandOptionProcessRealTime.rawValue | RubberBandOptionPitchHighConsistency.rawValue
@@ -220,11 +272,13 @@ private struct TimePitchKernel: ~Copyable {
         scratch = PCMBuffer(channelCount: channelCount, capacity: max(spec.maximumFrames, 1024))
         zeros = PCMBuffer(channelCount: channelCount, capacity: spec.maximumFrames)
         fifo = PCMBuffer(channelCount: channelCount, capacity: TimePitchUnit.readAheadCapacity + 2 * spec.maximumFrames)
-        rateLog = SmoothedValue(0, rampFrames: rampFrames.rate)
-        cents = SmoothedValue(0, rampFrames: rampFrames.pitch)
-        // The corners of the parameter range, a few hops each: librubberband sizes some buffers for the most
-        // extreme ratios it has met, so it meets them here rather than on the render thread (pitch ratios are
-        // kept to simple fractions, see simpleRatio).
+    }
+
+    /// The corners of the parameter range, a few hops each: librubberband sizes some buffers for the most extreme
+    /// ratios it has met, so it meets them here rather than on the render thread (pitch ratios are kept to simple
+    /// fractions, see simpleRatio).
+    private mutating func meetExtremeRatios() {
+        guard let made = state else { return }
         for timeRatio in [1.0 / 32, 32.0] {
             for pitchScale in [0.25, 4.0] {
                 rubberband_set_time_ratio(made, timeRatio)
@@ -239,35 +293,36 @@ private struct TimePitchKernel: ~Copyable {
                 }
             }
         }
-        preparedLookahead = 0
-        alignment = 0
-        alignment = measureAlignment(spec, lookahead: lookahead)
-        // The look-ahead for the current rate and pitch: run the engine on silence at cycles of 1 frame up to the
-        // largest, and keep the largest excess of input taken over output position × rate. Each run goes on until
-        // the excess has not grown for 0.1 s (after 0.15 s at least, 0.5 s at most): it settles within the engine's
-        // first windows, and the runs are most of what preparing costs.
+    }
+
+    /// The cycle sizes the look-ahead is measured at: 1 frame up to the largest.
+    static func lookaheadCycles(_ spec: RenderSpec) -> [Int] {
         var cycles = [1, 32, 128, 512, spec.maximumFrames].filter { $0 <= spec.maximumFrames }
         if cycles.last != spec.maximumFrames { cycles.append(spec.maximumFrames) }
-        var largest = 0
+        return cycles
+    }
+
+    /// The look-ahead for the current rate and pitch at cycles of `cycle` frames: the engine runs on silence and
+    /// the largest excess of input taken over output position × rate is kept. The run goes on until the excess has
+    /// not grown for 0.1 s (after 0.15 s at least, 0.5 s at most): it settles within the engine's first windows,
+    /// and the runs are most of what preparing costs.
+    mutating func lookaheadRun(cycle: Int, _ spec: RenderSpec, lookahead: borrowing Atomic<Int>) -> Int {
         let silence = zeros  // a local: the closure must not reach `self` while `produce` mutates it
         let (least, settled, most) = (Int(spec.sampleRate * 0.15), Int(spec.sampleRate * 0.1), Int(spec.sampleRate / 2))
-        for cycle in cycles {
-            restart(lookahead: lookahead)
-            var done = 0
-            var grewAt = 0
-            var seen = lookahead.load(ordering: .relaxed)
-            while done < most, done < least || done - grewAt < settled {
-                produce(frames: cycle, into: nil, lookahead: lookahead) { n in silence.view(frames: n) }
-                done += cycle
-                let now = lookahead.load(ordering: .relaxed)
-                if now > seen {
-                    seen = now
-                    grewAt = done
-                }
+        restart(lookahead: lookahead)
+        var done = 0
+        var grewAt = 0
+        var seen = lookahead.load(ordering: .relaxed)
+        while done < most, done < least || done - grewAt < settled {
+            produce(frames: cycle, into: nil, lookahead: lookahead) { n in silence.view(frames: n) }
+            done += cycle
+            let now = lookahead.load(ordering: .relaxed)
+            if now > seen {
+                seen = now
+                grewAt = done
             }
-            largest = max(largest, seen)
         }
-        preparedLookahead = largest
+        return seen
     }
 
     /// Clears the engine, jumps to the parameters' values, feeds the start pad and arms the start-delay discard.
@@ -298,7 +353,7 @@ private struct TimePitchKernel: ~Copyable {
 
     /// Plays a 100 ms Hann-windowed 1 kHz burst through the engine and returns how many frames late (or, below 0,
     /// early) its energy centroid comes out after the start pad and delay.
-    private mutating func measureAlignment(_ spec: RenderSpec, lookahead: borrowing Atomic<Int>) -> Int {
+    mutating func measureAlignment(_ spec: RenderSpec, lookahead: borrowing Atomic<Int>) -> Int {
         let length = Int(spec.sampleRate / 10)
         let at = Int(spec.sampleRate / 5)
         let total = at + length + Int(spec.sampleRate / 5)
@@ -456,4 +511,95 @@ private struct TimePitchKernel: ~Copyable {
         for c in 0..<channelCount { outputPointers[c] = output[c].baseAddress! }
         _ = rubberband_retrieve(state, outputPointers, UInt32(frames))
     }
+}
+
+/// What preparing a time-pitch measures (the alignment and the look-ahead), kept for the life of the process for
+/// each configuration met: a second unit with the same engine, format, largest cycle, rate, pitch and formant
+/// setting prepares without measuring again.
+final class TimePitchMeasurements: Sendable {
+    struct Key: Hashable, Sendable {
+        let quality: TimePitchUnit.Quality
+        let sampleRate: Double
+        let channelCount: Int
+        let maximumFrames: Int
+        let rate: Float
+        let pitchScale: Double
+        let formant: Bool
+    }
+
+    struct Measurement: Sendable {
+        let alignment: Int
+        let lookahead: Int
+    }
+
+    static let shared = TimePitchMeasurements()
+    private let known = Mutex<[Key: Measurement]>([:])
+    /// False: one thread measures (for tests comparing the two ways).
+    let usesHelper = Atomic<Bool>(true)
+
+    func lookUp(_ key: Key) -> Measurement? { known.withLock { $0[key] } }
+    func store(_ key: Key, _ measurement: Measurement) { known.withLock { $0[key] = measurement } }
+    /// Forgets one configuration's measurement (tests).
+    func forget(_ key: Key) { _ = known.withLock { $0.removeValue(forKey: key) } }
+}
+
+/// The look-ahead runs shared out between the preparing thread and its helper: the next run to take, the largest
+/// look-ahead found, and the alignment the helper measured first.
+private final class MeasurementPlan: @unchecked Sendable {
+    // Unchecked Sendable: every field is read and written with `condition`'s lock held.
+    private let condition = BlockingCondition()
+    private let jobs: Int
+    private var taken = 0
+    private var found = 0
+    private var alignmentState: (published: Bool, value: Int?) = (false, nil)
+
+    init(jobs: Int) { self.jobs = jobs }
+
+    /// The index of the next run, nil when all are taken.
+    func next() -> Int? {
+        condition.lock()
+        defer { condition.unlock() }
+        guard taken < jobs else { return nil }
+        taken += 1
+        return taken - 1
+    }
+
+    func record(_ lookahead: Int) {
+        condition.lock()
+        found = max(found, lookahead)
+        condition.unlock()
+    }
+
+    var largest: Int {
+        condition.lock()
+        defer { condition.unlock() }
+        return found
+    }
+
+    /// The helper's alignment, or nil when it could not make its stretcher.
+    func publish(alignment: Int?) {
+        condition.lock()
+        alignmentState = (true, alignment)
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    var alignment: Int? {
+        condition.lock()
+        defer { condition.unlock() }
+        return alignmentState.value
+    }
+
+    /// Waits until the helper has published its alignment; nil when it could not measure one.
+    func waitForAlignment() -> Int? {
+        condition.lock()
+        defer { condition.unlock() }
+        while !alignmentState.published { condition.wait() }
+        return alignmentState.value
+    }
+}
+
+/// The processors the system has online now.
+private enum OnlineProcessors {
+    static var count: Int { max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))) }
 }
