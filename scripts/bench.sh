@@ -43,10 +43,28 @@ JSON
 # The commands take turns (scripts/interleaved_timing.py): wall, user and system time, peak resident memory.
 scripts/interleaved_timing.py 10 \
   "liveaudio mix=.build/release/liveaudio render $work/mix.json -o $work/la.wav" \
-  "sox mix=sox -m -v 1 $work/voice.wav -v 0.5 $work/tone.wav -e floating-point -b 32 $work/sox.wav vol -6dB" \
+  "sox mix=sox -V1 -m -v 1 $work/voice.wav -v 0.5 $work/tone.wav -e floating-point -b 32 $work/sox.wav vol -6dB" \
   "ffmpeg mix=ffmpeg -hide_banner -loglevel error -y -threads 1 -filter_threads 1 -i $work/voice.wav -i $work/tone.wav -filter_complex '[1]volume=0.5[b];[0][b]amix=inputs=2:normalize=0,volume=-6dB' -c:a pcm_f32le $work/ff.wav" \
   "liveaudio pass-through=.build/release/liveaudio render $work/pass.json -o $work/la-pass.wav" \
-  "sox copy=sox $work/voice.wav -e floating-point -b 32 $work/sox-pass.wav"
+  "sox copy=sox -V1 $work/voice.wav -e floating-point -b 32 $work/sox-pass.wav"
+fi
+
+if want render; then
+echo "== peak resident memory (GNU time %M) of a render and an encode of 1 minute and of 60 minutes, 48 kHz stereo 16-bit"
+for minutes in 1 60; do
+  ffmpeg -hide_banner -loglevel error -y -f lavfi -i "sine=frequency=220:sample_rate=48000:duration=$((minutes * 60))" \
+    -ac 2 -c:a pcm_s16le "$work/long-$minutes.wav"
+  printf '{"sampleRate": 48000, "channels": 2, "nodes": [{"id": "f", "type": "file", "path": "long-%s.wav"}],\n "connections": [{"from": "f", "to": "output"}]}\n' \
+    "$minutes" > "$work/long-$minutes.json"
+done
+peak() { /usr/bin/time -f %M -o "$work/peak.txt" "$@" >/dev/null 2>&1; awk 'END {printf "%.1f MB", $1 / 1024}' "$work/peak.txt"; }
+echo "| job | 1 minute | 60 minutes |"
+echo "|---|---|---|"
+echo "| liveaudio render (file → 16-bit WAV) | $(peak .build/release/liveaudio render "$work/long-1.json" -o "$work/long-out.wav" --sample-format s16) | $(peak .build/release/liveaudio render "$work/long-60.json" -o "$work/long-out.wav" --sample-format s16) |"
+echo "| sox copy | $(peak sox -V1 "$work/long-1.wav" "$work/long-out.wav") | $(peak sox -V1 "$work/long-60.wav" "$work/long-out.wav") |"
+echo "| liveaudio encode (AAC-LC 128k, M4A) | $(peak .build/release/liveaudio encode "$work/long-1.wav" -o "$work/long-out.m4a") | $(peak .build/release/liveaudio encode "$work/long-60.wav" -o "$work/long-out.m4a") |"
+echo "| ffmpeg -c:a aac | $(peak ffmpeg -hide_banner -loglevel error -y -i "$work/long-1.wav" -c:a aac -b:a 128k "$work/long-out.m4a") | $(peak ffmpeg -hide_banner -loglevel error -y -i "$work/long-60.wav" -c:a aac -b:a 128k "$work/long-out.m4a") |"
+rm -f "$work"/long-*
 fi
 
 if want chain; then
@@ -66,7 +84,7 @@ eq3="equalizer=f=90:t=q:w=0.7:g=-6,equalizer=f=3000:t=q:w=1:g=3,equalizer=f=1000
 scripts/interleaved_timing.py 10 \
   "liveaudio voice chain=.build/release/liveaudio render $work/chain/voice-file-chain.json -o $work/chain-la.wav" \
   "ffmpeg eq×3,acompressor,aecho,alimiter=ffmpeg -hide_banner -loglevel error -y $ffmpeg1 -i $work/chain-in.wav -af '$eq3,acompressor=threshold=-24dB:ratio=3:attack=5:release=120:makeup=1.58:knee=2,aecho=1:0.85:250:0.25,alimiter=limit=0.89:attack=3:release=50:level=0' -c:a pcm_f32le $work/chain-ff.wav" \
-  "sox equalizer×3 compand reverb=sox $work/chain-in.wav -e floating-point -b 32 $work/chain-sox.wav equalizer 90 0.7q -6 equalizer 3000 1q 3 equalizer 10000 0.7q 2 compand 0.005,0.12 6:-70,-70,-24,-24,0,-16 4 reverb 20"
+  "sox equalizer×3 compand reverb=sox -V1 $work/chain-in.wav -e floating-point -b 32 $work/chain-sox.wav equalizer 90 0.7q -6 equalizer 3000 1q 3 equalizer 10000 0.7q 2 compand 0.005,0.12 6:-70,-70,-24,-24,0,-16 4 reverb 20"
 # The vocal chain: high-pass, 5 eq bands, a compressor with a 2:1 expander below −50 dB, delay, reverb, limiter.
 # ffmpeg: the same filters plus agate as the expander, and a second, multi-tap echo standing in for the room;
 # sox: high-pass, shelves and peaks, compand with the expander in its curve, echo, reverb.
@@ -76,7 +94,7 @@ vocal="$vocal,aecho=1:0.85:250:0.25,aecho=0.8:0.88:29|37|44|53|61|71:0.3|0.27|0.
 scripts/interleaved_timing.py 10 \
   "liveaudio vocal chain=.build/release/liveaudio render $work/chain/vocal-file-chain.json -o $work/vocal-la.wav" \
   "ffmpeg vocal chain (11 filters)=ffmpeg -hide_banner -loglevel error -y $ffmpeg1 -i $work/chain-in.wav -af '$vocal' -c:a pcm_f32le $work/vocal-ff.wav" \
-  "sox vocal chain (9 effects)=sox $work/chain-in.wav -e floating-point -b 32 $work/vocal-sox.wav highpass 80 bass -2 200 equalizer 400 1.2q -3 equalizer 3000 1q 3 equalizer 6500 3q -2 treble 2 10000 compand 0.005,0.12 6:-90,-130,-50,-50,-24,-24,0,-16 4 echo 0.8 0.9 250 0.25 reverb 20"
+  "sox vocal chain (9 effects)=sox -V1 $work/chain-in.wav -e floating-point -b 32 $work/vocal-sox.wav highpass 80 bass -2 200 equalizer 400 1.2q -3 equalizer 3000 1q 3 equalizer 6500 3q -2 treble 2 10000 compand 0.005,0.12 6:-90,-130,-50,-50,-24,-24,0,-16 4 echo 0.8 0.9 250 0.25 reverb 20"
 fi
 
 if want encode; then
@@ -116,9 +134,9 @@ done
 # sox's -h and -v are libsoxr's high and very high qualities (sox links libsoxr): equal quality, pair by pair.
 scripts/interleaved_timing.py 10 \
   "liveaudio converter high=.build/release/liveaudio render $work/convert-high.json -o $work/conv-la-h.wav" \
-  "sox rate -h=sox $work/rates-44100.wav -e floating-point -b 32 $work/conv-sox-h.wav rate -h 48000" \
+  "sox rate -h=sox -V1 $work/rates-44100.wav -e floating-point -b 32 $work/conv-sox-h.wav rate -h 48000" \
   "liveaudio converter veryHigh=.build/release/liveaudio render $work/convert-veryHigh.json -o $work/conv-la-v.wav" \
-  "sox rate -v=sox $work/rates-44100.wav -e floating-point -b 32 $work/conv-sox-v.wav rate -v 48000"
+  "sox rate -v=sox -V1 $work/rates-44100.wav -e floating-point -b 32 $work/conv-sox-v.wav rate -v 48000"
 # The system calls of the converter's render: the futex waits of threads waking each other.
 strace -f -c -o "$work/convert-strace.txt" .build/release/liveaudio render "$work/convert-veryHigh.json" -o "$work/conv-la-v.wav" >/dev/null
 echo "liveaudio converter veryHigh, system calls: $(awk '/futex/ {print $4 " futex"} /total/ {print $3 " in all"}' "$work/convert-strace.txt" | paste -sd, -)"
