@@ -12,8 +12,8 @@ import Synchronization
 /// sees a gap in the sample times, and the encoder fills it with silence so later packets stay on the input's
 /// clock.
 ///
-/// The worker — a job on a ``WorkerPool`` (the shared `la-work` thread by default) — encodes each slot and gives the
-/// packets to `handler` on the pool's thread. ``finish()`` drains what
+/// The worker — a job on a ``WorkerPool`` (the shared `la-work` threads by default) — encodes each slot and gives the
+/// packets to `handler` on the job's thread. ``finish()`` drains what
 /// is queued, flushes the encoder and hands over the tail.
 ///
 /// Thread safety: ``push(_:sampleTime:)-(RawBufferView,_)`` from one producer thread at a time (the real-time

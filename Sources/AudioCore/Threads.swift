@@ -188,6 +188,9 @@ public final class WakeSignal: @unchecked Sendable {
     }
 }
 
+/// The processors online now (at least 1).
+package var onlineProcessorCount: Int { max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))) }
+
 /// CLOCK_MONOTONIC in nanoseconds: the host time of ``RenderTimeStamp``.
 @inline(__always)
 public func monotonicNanoseconds() -> UInt64 {

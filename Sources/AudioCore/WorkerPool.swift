@@ -1,15 +1,23 @@
 import CSystemCalls
 import Synchronization
 
-/// Background work shared by one thread: recorders' writers, encoders' queues — jobs that each wake now and then,
-/// do a little and wait again (in the spirit of JUCE's `TimeSliceThread`). A process with four stem recorders and
-/// an encoder runs one such thread, not five.
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Background work shared by a few threads: recorders' writers, encoders' queues — jobs that each wake now and
+/// then, do a little and wait again (in the spirit of JUCE's `TimeSliceThread`). A process with four stem recorders
+/// and an encoder runs one or two such threads, not five.
 ///
-/// A job is a closure the pool's thread calls in turns: it does what is waiting (drains its ring, writes a file)
-/// and says when it wants its next turn (``Turn``). ``Job/wake()`` — a semaphore post, real-time safe — asks for
-/// a turn at once; without it each job is called at least every 50 ms. ``Job/finish()`` has the pool make the
-/// job's last call (`last` true: drain everything and return) and waits for it. The thread starts with the first
-/// job and ends when the last has finished, so an idle process keeps no thread for it.
+/// A job is a closure a pool thread calls in turns: it does what is waiting (drains its ring, writes a file) and
+/// says when it wants its next turn (``Turn``). ``Job/wake()`` — a semaphore post, real-time safe — asks for a turn
+/// at once; without it each job is called at least every 50 ms. ``Job/finish()`` has the pool make the job's last
+/// call (`last` true: drain everything and return) and waits for it.
+///
+/// The pool has up to one thread per processor (or as many as it is made with), each serving its own list of jobs:
+/// a job is given, when it is added, to the thread with the fewest, and stays there, so its calls never overlap.
+/// A thread starts with its first job and ends when its last has finished, so an idle process keeps none. A hundred
+/// encoders, more than one core's work, are spread over the cores rather than queued behind each other.
 ///
 /// A job must not wait for long inside its turn (it delays the others) and must not call ``Job/finish()`` on
 /// itself. Jobs that may block for seconds (network connects, file reads that must keep pace with a device) keep
@@ -29,6 +37,7 @@ public final class WorkerPool: Sendable {
     public final class Job: Sendable {
         public let pool: WorkerPool
         public let name: String
+        fileprivate let lane: Lane
         fileprivate let body: @Sendable (_ last: Bool) -> Turn
         fileprivate let finishRequested = Atomic<Bool>(false)
         fileprivate let ended = WakeSignal()
@@ -37,33 +46,34 @@ public final class WorkerPool: Sendable {
         /// Monotonic nanoseconds before which an ``Turn/after(_:)`` keeps the job from its turn.
         fileprivate let due = Atomic<UInt64>(0)
 
-        fileprivate init(pool: WorkerPool, name: String, body: @escaping @Sendable (Bool) -> Turn) {
+        fileprivate init(pool: WorkerPool, lane: Lane, name: String, body: @escaping @Sendable (Bool) -> Turn) {
             self.pool = pool
+            self.lane = lane
             self.name = name
             self.body = body
         }
 
-        /// Asks for a turn at once: an atomic increment and, when the thread sleeps, a futex wake — no lock, no
-        /// allocation. Real-time safe.
+        /// Asks for a turn at once: an atomic increment and, when the job's thread sleeps, a futex wake — no lock,
+        /// no allocation. Real-time safe.
         @inline(__always)
-        public func wake() { pool.wake() }
+        public func wake() { lane.wake() }
 
         /// Has the pool make the job's last call (`last` true) and waits for it; the pool forgets the job after.
-        /// Idempotent: a second caller waits for the first. Control threads, or another job on the pool's thread (an
-        /// object whose last reference a job dropped, finishing its job in its deinit): there the last call is made
-        /// at once. Never from the job's own turn.
+        /// Idempotent: a second caller waits for the first. Control threads, or another job (an object whose last
+        /// reference a job dropped, finishing its job in its deinit): on the job's own thread the last call is
+        /// made at once. Never from the job's own turn.
         public func finish() {
             finishing.withLock { done in
                 guard !done else { return }
                 done = true
-                if pool.threadID.load(ordering: .relaxed) == la_thread_id() {
-                    // Between the turns of the pool's other jobs: this one is not running now.
+                if lane.threadID.load(ordering: .relaxed) == la_thread_id() {
+                    // Between the turns of the thread's other jobs: this one is not running now.
                     _ = body(true)
-                    pool.forget(self)
+                    lane.forget(self)
                     return
                 }
                 finishRequested.store(true, ordering: .releasing)
-                pool.wake()
+                lane.wake()
                 while !isEnded.load(ordering: .acquiring) { ended.wait(timeout: 1) }
             }
         }
@@ -72,45 +82,72 @@ public final class WorkerPool: Sendable {
         public var hasFinished: Bool { isEnded.load(ordering: .acquiring) }
     }
 
-    /// The pool most of the library's jobs share: its thread is `la-work`.
+    /// The pool most of the library's jobs share: its threads are `la-work`, one per processor at most.
     public static let shared = WorkerPool(name: "la-work")
 
     public let name: String
+    private let lanes: [Lane]
+
+    /// - Parameters:
+    ///   - name: the threads' name (at most 15 bytes are shown).
+    ///   - threads: the most threads the pool runs; nil: one per processor online.
+    public init(name: String, threads: Int? = nil) {
+        self.name = name
+        let count = max(1, threads ?? onlineProcessorCount)
+        lanes = (0..<count).map { _ in Lane(name: name) }
+    }
+
+    /// Wakes every thread of the pool: every job has a turn. Real-time safe (a semaphore post each).
+    @inline(__always)
+    public func wake() { for lane in lanes { lane.wake() } }
+
+    /// Jobs added and not finished.
+    public var jobCount: Int { lanes.reduce(0) { $0 + $1.jobCount } }
+
+    /// Adds a job to the thread with the fewest; its first turn comes at once. Starts that thread if it is not
+    /// running.
+    /// - Parameters:
+    ///   - name: what the job is, for errors and debugging.
+    ///   - body: called on the job's thread, one call at a time: `last` is true for the final call, made once
+    ///     ``Job/finish()`` is asked for.
+    /// - Throws: ``AudioError`` `.resourceUnavailable` when the thread cannot be started.
+    public func add(_ name: String, _ body: @escaping @Sendable (_ last: Bool) -> Turn) throws(AudioError) -> Job {
+        var lane = lanes[0]
+        var fewest = Int.max
+        for candidate in lanes {
+            let count = candidate.jobCount
+            if count < fewest {
+                fewest = count
+                lane = candidate
+            }
+        }
+        let job = Job(pool: self, lane: lane, name: name, body: body)
+        try lane.add(job)
+        return job
+    }
+}
+
+/// One thread of a ``WorkerPool`` and the jobs it serves.
+private final class Lane: Sendable {
+    let name: String
     private let wakeSignal = WakeSignal()
     /// The kernel's id of the thread running the jobs now (0: none).
-    fileprivate let threadID = Atomic<Int>(0)
+    let threadID = Atomic<Int>(0)
     private struct State {
-        var jobs: [Job] = []
+        var jobs: [WorkerPool.Job] = []
         var running = false
         var thread: WorkerThread?
     }
     private let state = Mutex(State())
 
-    /// - Parameter name: the thread's name (at most 15 bytes are shown).
-    public init(name: String) { self.name = name }
+    init(name: String) { self.name = name }
 
-    /// Wakes the pool's thread: every job has a turn. Real-time safe (a semaphore post).
     @inline(__always)
-    public func wake() { wakeSignal.signal() }
+    func wake() { wakeSignal.signal() }
 
-    /// Takes a job off the list once its last call has returned.
-    fileprivate func forget(_ job: Job) {
-        state.withLock { s in s.jobs.removeAll { $0 === job } }
-        job.isEnded.store(true, ordering: .releasing)
-        job.ended.signal()
-    }
+    var jobCount: Int { state.withLock { $0.jobs.count } }
 
-    /// Jobs added and not finished.
-    public var jobCount: Int { state.withLock { $0.jobs.count } }
-
-    /// Adds a job; its first turn comes at once. Starts the pool's thread if it is not running.
-    /// - Parameters:
-    ///   - name: what the job is, for errors and debugging.
-    ///   - body: called on the pool's thread, one call at a time: `last` is true for the final call, made once
-    ///     ``Job/finish()`` is asked for.
-    /// - Throws: ``AudioError`` `.resourceUnavailable` when the thread cannot be started.
-    public func add(_ name: String, _ body: @escaping @Sendable (_ last: Bool) -> Turn) throws(AudioError) -> Job {
-        let job = Job(pool: self, name: name, body: body)
+    func add(_ job: WorkerPool.Job) throws(AudioError) {
         try state.withLock { (s: inout State) throws(AudioError) in
             if !s.running {
                 // A thread that found no jobs has ended or is about to (it no longer looks at the list).
@@ -120,13 +157,19 @@ public final class WorkerPool: Sendable {
             s.jobs.append(job)
         }
         wakeSignal.signal()
-        return job
+    }
+
+    /// Takes a job off the list once its last call has returned.
+    func forget(_ job: WorkerPool.Job) {
+        state.withLock { s in s.jobs.removeAll { $0 === job } }
+        job.isEnded.store(true, ordering: .releasing)
+        job.ended.signal()
     }
 
     private func run() {
         threadID.store(la_thread_id(), ordering: .relaxed)
         while true {
-            guard let jobs = state.withLock({ s -> [Job]? in
+            guard let jobs = state.withLock({ s -> [WorkerPool.Job]? in
                 if s.jobs.isEmpty {
                     s.running = false
                     threadID.store(0, ordering: .relaxed)

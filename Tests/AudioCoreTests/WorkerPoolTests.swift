@@ -4,8 +4,8 @@ import Synchronization
 import Testing
 import TestSupport
 
-/// One thread for many background jobs: turns when woken, delays asked for, a last call on finish, and no thread
-/// while there is no job.
+/// A few threads for many background jobs: turns when woken, delays asked for, a last call on finish, no thread
+/// while there is no job, and jobs spread over the threads.
 @Suite struct WorkerPoolTests {
     /// Waits up to 2 s for `condition`.
     func eventually(_ condition: () -> Bool) -> Bool {
@@ -18,7 +18,7 @@ import TestSupport
     }
 
     @Test func theThreadRunsWhileThereAreJobsAndServesThemAll() throws {
-        let pool = WorkerPool(name: "la-pool-a")
+        let pool = WorkerPool(name: "la-pool-a", threads: 1)
         #expect(!threadNames().contains("la-pool-a"), "no thread before a job")
         let turns = Mutex([Int](repeating: 0, count: 4))
         let last = Mutex([Int](repeating: 0, count: 4))
@@ -54,7 +54,7 @@ import TestSupport
     }
 
     @Test func aJobAskingForATurnLaterIsNotCalledSooner() throws {
-        let pool = WorkerPool(name: "la-pool-b")
+        let pool = WorkerPool(name: "la-pool-b", threads: 1)
         let calls = Mutex<[UInt64]>([])
         let job = try pool.add("slow") { isLast in
             if !isLast { calls.withLock { $0.append(monotonicNanoseconds()) } }
@@ -76,12 +76,40 @@ import TestSupport
     }
 
     @Test func aJobWithMoreToDoGetsTurnsWithoutBeingWoken() throws {
-        let pool = WorkerPool(name: "la-pool-c")
+        let pool = WorkerPool(name: "la-pool-c", threads: 1)
         let left = Atomic<Int>(1000)
         let job = try pool.add("busy") { _ in
             left.subtract(1, ordering: .relaxed).newValue > 0 ? .again : .idle
         }
         #expect(eventually { left.load(ordering: .relaxed) <= 0 })
         job.finish()
+    }
+
+    /// Two threads: jobs go to the one with fewer, each job's calls stay on one thread, and two busy jobs run at the
+    /// same time (what a hundred encoders, more than a core's work, need).
+    @Test func jobsAreSpreadOverThePoolsThreads() throws {
+        let pool = WorkerPool(name: "la-pool-d", threads: 2)
+        let threadOf = Mutex([Int: Set<Int>]())
+        let inside = Atomic<Int>(0)
+        let overlapped = Atomic<Bool>(false)
+        let jobs = try (0..<4).map { i in
+            try pool.add("job \(i)") { isLast in
+                threadOf.withLock { _ = $0[i, default: []].insert(Int(bitPattern: UInt(pthread_self()))) }
+                if isLast { return .idle }
+                // 5 ms of work a turn: two jobs on two threads are inside at once sooner or later.
+                if inside.add(1, ordering: .relaxed).newValue > 1 { overlapped.store(true, ordering: .relaxed) }
+                let end = monotonicNanoseconds() + 5_000_000
+                while monotonicNanoseconds() < end {}
+                inside.subtract(1, ordering: .relaxed)
+                return .again
+            }
+        }
+        #expect(eventually { threadNames().filter { $0 == "la-pool-d" }.count == 2 }, "two threads for four jobs")
+        #expect(eventually { overlapped.load(ordering: .relaxed) }, "two jobs ran at the same time")
+        for job in jobs { job.finish() }
+        let seen = threadOf.withLock { $0 }
+        #expect(seen.values.allSatisfy { $0.count == 1 }, "each job on one thread: \(seen)")
+        #expect(Set(seen.values.flatMap { $0 }).count == 2, "the jobs on both threads: \(seen)")
+        #expect(eventually { !threadNames().contains("la-pool-d") })
     }
 }

@@ -226,7 +226,7 @@ private struct TimePitchKernel: ~Copyable {
         // The helper: its own stretcher, the same options and parameters.
         let (rate, pitch, formant, channels) = (self.rate, self.pitch, self.formant, channelCount)
         let helper: WorkerThread? =
-            OnlineProcessors.count < 2 || !TimePitchMeasurements.shared.usesHelper.load(ordering: .relaxed)
+            onlineProcessorCount < 2 || !TimePitchMeasurements.shared.usesHelper.load(ordering: .relaxed)
             ? nil
             : try? WorkerThread(name: "la-tp-measure") {
                 var other = TimePitchKernel(channelCount: channels, rate: rate, pitch: pitch, formant: formant)
@@ -597,9 +597,4 @@ private final class MeasurementPlan: @unchecked Sendable {
         while !alignmentState.published { condition.wait() }
         return alignmentState.value
     }
-}
-
-/// The processors the system has online now.
-private enum OnlineProcessors {
-    static var count: Int { max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))) }
 }

@@ -7,7 +7,7 @@ import MediaContainers
 import Synchronization
 
 /// Passes its input through unchanged and records it to a WAV file: the render thread copies each cycle into a fixed
-/// ring, and a writer — a job on a ``WorkerPool`` (the shared `la-work` thread by default) — drains the ring into the
+/// ring, and a writer — a job on a ``WorkerPool`` (the shared `la-work` threads by default) — drains the ring into the
 /// file. What a session uses for stems (the
 /// accompaniment, the dry and the wet voice) taken at points of a graph that runs on a device thread.
 ///
