@@ -139,7 +139,7 @@ scripts/interleaved_timing.py 10 \
   "sox rate -v=sox -V1 $work/rates-44100.wav -e floating-point -b 32 $work/conv-sox-v.wav rate -v 48000"
 # The system calls of the converter's render: the futex waits of threads waking each other.
 strace -f -c -o "$work/convert-strace.txt" .build/release/liveaudio render "$work/convert-veryHigh.json" -o "$work/conv-la-v.wav" >/dev/null
-echo "liveaudio converter veryHigh, system calls: $(awk '/futex/ {print $4 " futex"} /total/ {print $3 " in all"}' "$work/convert-strace.txt" | paste -sd, -)"
+echo "liveaudio converter veryHigh, system calls: $(awk '/futex/ {print $4 " futex"} /total/ {print $4 " in all"}' "$work/convert-strace.txt" | paste -sd, -)"
 for e in finer faster; do
 cat > "$work/pitch-$e.json" <<JSON
 {"sampleRate": 48000, "channels": 2,
