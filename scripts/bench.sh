@@ -57,7 +57,11 @@ for minutes in 1 60; do
   printf '{"sampleRate": 48000, "channels": 2, "nodes": [{"id": "f", "type": "file", "path": "long-%s.wav"}],\n "connections": [{"from": "f", "to": "output"}]}\n' \
     "$minutes" > "$work/long-$minutes.json"
 done
-peak() { /usr/bin/time -f %M -o "$work/peak.txt" "$@" >/dev/null 2>&1; awk 'END {printf "%.1f MB", $1 / 1024}' "$work/peak.txt"; }
+# A run that fails shows as "failed (status N)", not as the memory it reached before failing.
+peak() {
+  if /usr/bin/time -f %M -o "$work/peak.txt" "$@" >/dev/null 2>&1; then awk 'END {printf "%.1f MB", $1 / 1024}' "$work/peak.txt"
+  else printf 'failed (%s)' "$(head -1 "$work/peak.txt")"; fi
+}
 echo "| job | 1 minute | 60 minutes |"
 echo "|---|---|---|"
 echo "| liveaudio render (file → 16-bit WAV) | $(peak .build/release/liveaudio render "$work/long-1.json" -o "$work/long-out.wav" --sample-format s16) | $(peak .build/release/liveaudio render "$work/long-60.json" -o "$work/long-out.wav" --sample-format s16) |"

@@ -37,6 +37,8 @@ public final class AACEncodingWorker: @unchecked Sendable {
     private let packetCount = Atomic<Int>(0)
     private let failed = Locked<AudioError?>(nil)
     private var job: WorkerPool.Job?
+    /// The pool thread the job runs on (−1 before ``start()``): what a push wakes, read on the render thread.
+    private let jobThread = Atomic<Int>(-1)
     private var finished = false
     /// Bytes between planes in a slot (non-interleaved formats).
     private let slotPlaneStride: Int
@@ -50,7 +52,7 @@ public final class AACEncodingWorker: @unchecked Sendable {
     ///   - bufferedSeconds: how much audio the ring holds before pushes are dropped (default 2 s).
     ///   - slotFrames: frames per slot; a device cycle of up to this size takes one slot.
     ///   - pool: where the encoding runs (``WorkerPool/shared`` by default).
-    ///   - handler: gets each batch of packets, in order, on the pool's thread. An error it throws stops the
+    ///   - handler: gets each batch of packets, in order, on the job's pool thread. An error it throws stops the
     ///     encoding; ``finish()`` rethrows it (an error that is not an ``AudioError`` is wrapped in one).
     public init(
         encoder: AACEncoder, bufferedSeconds: Double = 2, slotFrames: Int = 1024, pool: WorkerPool = .shared,
@@ -97,6 +99,7 @@ public final class AACEncodingWorker: @unchecked Sendable {
             drain(upTo: last ? .max : 16)
             return ring.committedCount > 0 ? .again : .idle
         }
+        jobThread.store(job!.threadIndex, ordering: .releasing)
     }
 
     /// Producer (real-time safe): queues `chunk` — the encoder's input format — whose first frame is at
@@ -170,7 +173,9 @@ public final class AACEncodingWorker: @unchecked Sendable {
             timeStamp: RenderTimeStamp(sampleTime: openStart))
         open = nil
         openFrames = 0
-        pool.wake()
+        // Before start() nothing runs the job: its first turn, at start, finds what was queued.
+        let thread = jobThread.load(ordering: .acquiring)
+        if thread >= 0 { pool.wake(thread: thread) }
     }
 
     private func drop(_ frames: Int) {

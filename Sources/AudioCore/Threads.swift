@@ -188,8 +188,8 @@ public final class WakeSignal: @unchecked Sendable {
     }
 }
 
-/// The processors online now (at least 1).
-package var onlineProcessorCount: Int { max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))) }
+/// The processors this process may run on (its affinity mask, so `taskset` and cpusets count; at least 1).
+package var onlineProcessorCount: Int { Int(la_allowed_cpus()) }
 
 /// CLOCK_MONOTONIC in nanoseconds: the host time of ``RenderTimeStamp``.
 @inline(__always)

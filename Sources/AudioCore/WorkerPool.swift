@@ -37,6 +37,8 @@ public final class WorkerPool: Sendable {
     public final class Job: Sendable {
         public let pool: WorkerPool
         public let name: String
+        /// Which of the pool's threads runs the job: for ``WorkerPool/wake(thread:)``.
+        public let threadIndex: Int
         fileprivate let lane: Lane
         fileprivate let body: @Sendable (_ last: Bool) -> Turn
         fileprivate let finishRequested = Atomic<Bool>(false)
@@ -46,9 +48,10 @@ public final class WorkerPool: Sendable {
         /// Monotonic nanoseconds before which an ``Turn/after(_:)`` keeps the job from its turn.
         fileprivate let due = Atomic<UInt64>(0)
 
-        fileprivate init(pool: WorkerPool, lane: Lane, name: String, body: @escaping @Sendable (Bool) -> Turn) {
+        fileprivate init(pool: WorkerPool, lane: Lane, index: Int, name: String, body: @escaping @Sendable (Bool) -> Turn) {
             self.pool = pool
             self.lane = lane
+            threadIndex = index
             self.name = name
             self.body = body
         }
@@ -60,8 +63,10 @@ public final class WorkerPool: Sendable {
 
         /// Has the pool make the job's last call (`last` true) and waits for it; the pool forgets the job after.
         /// Idempotent: a second caller waits for the first. Control threads, or another job (an object whose last
-        /// reference a job dropped, finishing its job in its deinit): on the job's own thread the last call is
-        /// made at once. Never from the job's own turn.
+        /// reference a job dropped, finishing its job in its deinit): from a job on the same thread the last call
+        /// is made at once; from a job on another of the pool's threads it waits for that thread's next pass (two
+        /// threads' jobs finishing each other's at the same moment would wait for each other: don't). Never from the
+        /// job's own turn.
         public func finish() {
             finishing.withLock { done in
                 guard !done else { return }
@@ -97,9 +102,14 @@ public final class WorkerPool: Sendable {
         lanes = (0..<count).map { _ in Lane(name: name) }
     }
 
-    /// Wakes every thread of the pool: every job has a turn. Real-time safe (a semaphore post each).
+    /// Wakes every thread of the pool that runs: every job has a turn. Real-time safe (an atomic load and a
+    /// semaphore post each).
     @inline(__always)
     public func wake() { for lane in lanes { lane.wake() } }
+
+    /// Wakes the pool's thread `index` (a job's ``Job/threadIndex``): each of its jobs has a turn. Real-time safe.
+    @inline(__always)
+    public func wake(thread index: Int) { lanes[index].wake() }
 
     /// Jobs added and not finished.
     public var jobCount: Int { lanes.reduce(0) { $0 + $1.jobCount } }
@@ -112,16 +122,17 @@ public final class WorkerPool: Sendable {
     ///     ``Job/finish()`` is asked for.
     /// - Throws: ``AudioError`` `.resourceUnavailable` when the thread cannot be started.
     public func add(_ name: String, _ body: @escaping @Sendable (_ last: Bool) -> Turn) throws(AudioError) -> Job {
-        var lane = lanes[0]
+        var index = 0
         var fewest = Int.max
-        for candidate in lanes {
+        for (i, candidate) in lanes.enumerated() {
             let count = candidate.jobCount
             if count < fewest {
                 fewest = count
-                lane = candidate
+                index = i
             }
         }
-        let job = Job(pool: self, lane: lane, name: name, body: body)
+        let lane = lanes[index]
+        let job = Job(pool: self, lane: lane, index: index, name: name, body: body)
         try lane.add(job)
         return job
     }
@@ -133,6 +144,9 @@ private final class Lane: Sendable {
     private let wakeSignal = WakeSignal()
     /// The kernel's id of the thread running the jobs now (0: none).
     let threadID = Atomic<Int>(0)
+    /// True while the thread runs: a wake for a lane without one posts nothing (posts would pile up in the
+    /// semaphore and make the next thread loop through them).
+    private let active = Atomic<Bool>(false)
     private struct State {
         var jobs: [WorkerPool.Job] = []
         var running = false
@@ -143,7 +157,7 @@ private final class Lane: Sendable {
     init(name: String) { self.name = name }
 
     @inline(__always)
-    func wake() { wakeSignal.signal() }
+    func wake() { if active.load(ordering: .relaxed) { wakeSignal.signal() } }
 
     var jobCount: Int { state.withLock { $0.jobs.count } }
 
@@ -153,6 +167,7 @@ private final class Lane: Sendable {
                 // A thread that found no jobs has ended or is about to (it no longer looks at the list).
                 s.thread = try WorkerThread(name: self.name) { [self] in run() }
                 s.running = true
+                active.store(true, ordering: .relaxed)
             }
             s.jobs.append(job)
         }
@@ -172,6 +187,7 @@ private final class Lane: Sendable {
             guard let jobs = state.withLock({ s -> [WorkerPool.Job]? in
                 if s.jobs.isEmpty {
                     s.running = false
+                    active.store(false, ordering: .relaxed)
                     threadID.store(0, ordering: .relaxed)
                     // Released here, on this thread, which it detaches: nothing joins a pool's thread.
                     s.thread = nil

@@ -53,7 +53,7 @@ public enum JSONValue: Decodable, Hashable, Sendable, CustomStringConvertible {
         do {
             return try JSONDecoder().decode(JSONValue.self, from: data)
         } catch let DecodingError.dataCorrupted(context) {
-            // The parser's own error says where (line and column); the context only that the data is corrupted.
+            // FoundationEssentials' parser gives no underlying error (no line or column) on Linux; take one if given.
             let detail = context.underlyingError.map { "\($0)" } ?? context.debugDescription
             throw AudioError(.invalidGraphDescription, "\(source) is not valid JSON: \(detail)")
         } catch {

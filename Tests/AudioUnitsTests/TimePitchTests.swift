@@ -330,8 +330,8 @@ struct TimePitchTests {
     }
 
     /// Preparing measures the alignment and the look-ahead once per configuration (engine, format, largest cycle,
-    /// rate, pitch, formant) in the process: a second unit set up like the first finds them, and a third, with the
-    /// measurement forgotten and made on one thread instead of two, measures the same figures again.
+    /// rate, pitch, formant) in the process: a second unit set up like the first prepares without measuring, and a
+    /// third, with the measurement forgotten and made on one thread instead of two, measures the same figures again.
     @Test("Alignment and look-ahead are measured once per configuration, the same on one thread as on two", arguments: TimePitchUnit.Quality.allCases)
     func measurementsAreKept(quality: TimePitchUnit.Quality) throws {
         // A configuration no other test uses: 44.1 kHz stereo, cycles of up to 2048, rate 0.9, +350 cents.
@@ -341,24 +341,26 @@ struct TimePitchTests {
             quality: quality, sampleRate: 44_100, channelCount: 2, maximumFrames: 2048, rate: 0.9,
             pitchScale: TimePitchUnit.simpleRatio(exp2(350.0 / 1200)), formant: false)
         let measurements = TimePitchMeasurements.shared
-        func prepared() throws -> TimePitchUnit {
+        func prepared(twoThreads: Bool = true) throws -> TimePitchUnit {
             let unit = try TimePitchUnit(format: format, quality: quality)
             try unit.rate.set(0.9)
             try unit.pitch.set(350)
+            unit.measuresOnTwoThreads.store(twoThreads, ordering: .relaxed)
             try unit.prepare(spec)
             return unit
         }
         measurements.forget(key)
         let first = try prepared()
         let measured = try #require(measurements.lookUp(key), "kept after the first prepare")
+        #expect(measurements.timesMeasured(key) == 1)
         #expect(Double(measured.lookahead) / 44_100 == first.latency)
         let second = try prepared()
+        #expect(measurements.timesMeasured(key) == 1, "the second unit measured nothing")
         #expect(second.latency == first.latency)
         measurements.forget(key)
-        measurements.usesHelper.store(false, ordering: .relaxed)
-        defer { measurements.usesHelper.store(true, ordering: .relaxed) }
-        let third = try prepared()
+        let third = try prepared(twoThreads: false)
         let again = try #require(measurements.lookUp(key))
+        #expect(measurements.timesMeasured(key) == 1)
         #expect(again.alignment == measured.alignment && again.lookahead == measured.lookahead,
                 "two threads: \(measured), one: \(again)")
         #expect(third.latency == first.latency)

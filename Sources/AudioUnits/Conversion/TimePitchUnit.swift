@@ -59,6 +59,8 @@ public final class TimePitchUnit: RenderUnit {
     /// The rate ramp's value (log2, the bits of a `Float`) after the last render call, prepare or reset: for
     /// ``currentRate`` on any thread.
     private let playingRateLog = Atomic<UInt32>(Float(0).bitPattern)
+    /// False: prepare measures on the calling thread alone (tests comparing the two ways).
+    let measuresOnTwoThreads = Atomic<Bool>(true)
 
     /// - Throws: ``AudioError`` `.invalidFormat` for a format the graph cannot carry.
     public init(format: StreamFormat, quality: Quality = .finer) throws(AudioError) {
@@ -91,7 +93,9 @@ public final class TimePitchUnit: RenderUnit {
 
     public func allocateRenderResources(_ spec: RenderSpec) throws(AudioError) {
         let ramps = (rate: rampFrames(for: rate), pitch: rampFrames(for: pitch))
-        try kernel.whileStopped.allocate(spec, quality: quality, rampFrames: ramps, lookahead: lookahead)
+        try kernel.whileStopped.allocate(
+            spec, quality: quality, rampFrames: ramps, lookahead: lookahead,
+            helper: measuresOnTwoThreads.load(ordering: .relaxed))
         publishRate(kernel.whileStopped.rateLog.value)
     }
 
@@ -204,17 +208,14 @@ private struct TimePitchKernel: ~Copyable {
     /// them too, then both take the look-ahead runs in turn.
     mutating func allocate(
         _ spec: RenderSpec, quality: TimePitchUnit.Quality, rampFrames: (rate: Int, pitch: Int),
-        lookahead: borrowing Atomic<Int>
+        lookahead: borrowing Atomic<Int>, helper helperAllowed: Bool
     ) throws(AudioError) {
         try makeStretcher(spec, quality: quality)
         rateLog = SmoothedValue(0, rampFrames: rampFrames.rate)
         cents = SmoothedValue(0, rampFrames: rampFrames.pitch)
         preparedLookahead = 0
         alignment = 0
-        let key = TimePitchMeasurements.Key(
-            quality: quality, sampleRate: spec.sampleRate, channelCount: channelCount, maximumFrames: spec.maximumFrames,
-            rate: rate.value, pitchScale: TimePitchUnit.simpleRatio(exp2(Double(pitch.value) / 1200)),
-            formant: formant.value >= 0.5)
+        let key = measurementKey(spec, quality: quality)
         if let known = TimePitchMeasurements.shared.lookUp(key) {
             meetExtremeRatios()
             alignment = known.alignment
@@ -226,7 +227,7 @@ private struct TimePitchKernel: ~Copyable {
         // The helper: its own stretcher, the same options and parameters.
         let (rate, pitch, formant, channels) = (self.rate, self.pitch, self.formant, channelCount)
         let helper: WorkerThread? =
-            onlineProcessorCount < 2 || !TimePitchMeasurements.shared.usesHelper.load(ordering: .relaxed)
+            onlineProcessorCount < 2 || !helperAllowed
             ? nil
             : try? WorkerThread(name: "la-tp-measure") {
                 var other = TimePitchKernel(channelCount: channels, rate: rate, pitch: pitch, formant: formant)
@@ -249,7 +250,18 @@ private struct TimePitchKernel: ~Copyable {
         while let job = plan.next() { plan.record(lookaheadRun(cycle: cycles[job], spec, lookahead: lookahead)) }
         helper?.join()
         preparedLookahead = plan.largest
-        TimePitchMeasurements.shared.store(key, .init(alignment: alignment, lookahead: preparedLookahead))
+        // Kept only if the parameters did not move while measuring (the figures would be for neither setting).
+        if measurementKey(spec, quality: quality) == key {
+            TimePitchMeasurements.shared.store(key, .init(alignment: alignment, lookahead: preparedLookahead))
+        }
+    }
+
+    /// What the measurements depend on: the engine, the format, the largest cycle and the parameters now.
+    private func measurementKey(_ spec: RenderSpec, quality: TimePitchUnit.Quality) -> TimePitchMeasurements.Key {
+        TimePitchMeasurements.Key(
+            quality: quality, sampleRate: spec.sampleRate, channelCount: channelCount, maximumFrames: spec.maximumFrames,
+            rate: rate.value, pitchScale: TimePitchUnit.simpleRatio(exp2(Double(pitch.value) / 1200)),
+            formant: formant.value >= 0.5)
     }
 
     /// A new stretcher for `spec` and the buffers around it.
@@ -533,12 +545,14 @@ final class TimePitchMeasurements: Sendable {
     }
 
     static let shared = TimePitchMeasurements()
-    private let known = Mutex<[Key: Measurement]>([:])
-    /// False: one thread measures (for tests comparing the two ways).
-    let usesHelper = Atomic<Bool>(true)
+    private let known = Mutex<[Key: (measurement: Measurement, times: Int)]>([:])
 
-    func lookUp(_ key: Key) -> Measurement? { known.withLock { $0[key] } }
-    func store(_ key: Key, _ measurement: Measurement) { known.withLock { $0[key] = measurement } }
+    func lookUp(_ key: Key) -> Measurement? { known.withLock { $0[key]?.measurement } }
+    func store(_ key: Key, _ measurement: Measurement) {
+        known.withLock { $0[key] = (measurement, ($0[key]?.times ?? 0) + 1) }
+    }
+    /// How often `key` was measured since it was last forgotten (tests).
+    func timesMeasured(_ key: Key) -> Int { known.withLock { $0[key]?.times ?? 0 } }
     /// Forgets one configuration's measurement (tests).
     func forget(_ key: Key) { _ = known.withLock { $0.removeValue(forKey: key) } }
 }

@@ -167,7 +167,7 @@ public final class RecorderUnit: RenderUnit {
     ///   - bufferedSeconds: how far the writer may fall behind before frames are lost (0.1 … 60).
     ///   - waitsForStart: record nothing until ``startRecording(atSampleTime:skipFrames:)`` (false: from the first
     ///     cycle).
-    ///   - pool: where the writer runs (``WorkerPool/shared``: one thread for every recorder and encoder).
+    ///   - pool: where the writer runs (``WorkerPool/shared``: a few threads for every recorder and encoder).
     /// - Throws: ``AudioError`` `.fileIO` when the file cannot be created, `.invalidParameter` for bad buffering or
     ///   skip, `.resourceUnavailable` when no thread can be started.
     public init(

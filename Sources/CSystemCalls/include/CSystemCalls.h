@@ -9,6 +9,7 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <sys/eventfd.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -41,6 +42,13 @@ static inline long la_thread_id(void) { return (long)syscall(SYS_gettid); }
 /// Names another thread of this process: its creator, so the name is there when the creating call returns.
 static inline void la_name_thread(pthread_t thread, const char *name) { pthread_setname_np(thread, name); }
 
+/// The processors this thread may run on (its affinity mask: `taskset`, cpusets), at least 1.
+static inline int la_allowed_cpus(void) {
+    cpu_set_t set;
+    long n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
 /// A non-blocking, close-on-exec eventfd (a counter one thread writes and another polls), or -1 with errno set.
 static inline int la_eventfd(void) { return eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK); }
 #else
@@ -49,6 +57,7 @@ static inline la_render_scope_hook la_find_render_scope_hook(void) { return 0; }
 static inline void la_set_thread_name(const char *name) { (void)name; }
 static inline void la_name_thread(pthread_t thread, const char *name) { (void)thread; (void)name; }
 static inline long la_thread_id(void) { return (long)(uintptr_t)pthread_self(); }
+static inline int la_allowed_cpus(void) { long n = sysconf(_SC_NPROCESSORS_ONLN); return n > 0 ? (int)n : 1; }
 static inline int la_eventfd(void) { return -1; }
 int la_thread_usage(long long *cpu_nanoseconds, long long *voluntary, long long *involuntary, long long *page_faults);
 static inline int la_start_writeback(int fd, long long offset, long long count) {

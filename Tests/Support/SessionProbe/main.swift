@@ -105,7 +105,7 @@ do {
     report["takeThreads"] = names
     report["takeOurThreads"] = names.filter { $0.hasPrefix("la-") }.count
     report["takeWorkThreads"] = names.filter { $0 == "la-work" }.count
-    report["processors"] = Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))
+    report["processors"] = onlineProcessorCount
     let summary = await take.stop()
     report["takeError"] = summary.error.map { "\($0)" } ?? ""
     report["takeRecorded"] = Int(summary.recordedFrames)
