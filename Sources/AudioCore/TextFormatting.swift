@@ -35,11 +35,12 @@ package enum FilePath {
         return folder.hasSuffix("/") ? folder + name : folder + "/" + name
     }
 
-    /// The folder part: `"a/b/c.wav"` → `"a/b"`, `"/c.wav"` → `"/"`, `"c.wav"` → `""` (trailing slashes ignored).
+    /// The folder a file is in: `"a/b/c.wav"` → `"a/b"`, `"/c.wav"` → `"/"`, `"c.wav"` → `"."` (the current
+    /// folder; trailing slashes ignored).
     package static func folder(of path: String) -> String {
         var p = Substring(path)
         while p.count > 1, p.hasSuffix("/") { p = p.dropLast() }
-        guard let slash = p.lastIndex(of: "/") else { return "" }
+        guard let slash = p.lastIndex(of: "/") else { return "." }
         if slash == p.startIndex { return "/" }
         var folder = p[..<slash]
         while folder.count > 1, folder.hasSuffix("/") { folder = folder.dropLast() }

@@ -102,11 +102,6 @@ public final class WorkerPool: Sendable {
         lanes = (0..<count).map { _ in Lane(name: name) }
     }
 
-    /// Wakes every thread of the pool that runs: every job has a turn. Real-time safe (an atomic load and a
-    /// semaphore post each).
-    @inline(__always)
-    public func wake() { for lane in lanes { lane.wake() } }
-
     /// Wakes the pool's thread `index` (a job's ``Job/threadIndex``): each of its jobs has a turn. Real-time safe.
     @inline(__always)
     public func wake(thread index: Int) { lanes[index].wake() }

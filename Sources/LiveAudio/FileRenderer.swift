@@ -88,8 +88,7 @@ public struct FileRenderer {
             sampleType: sampleFormat.sampleType, interleaved: true)
 
         try Preflight.checkFolder(forWriting: path)
-        let folder = FilePath.folder(of: path)
-        let directory = folder.isEmpty ? "." : folder
+        let directory = FilePath.folder(of: path)
         let writer = try WAVFileWriter(temporaryBeside: path, format: format)
         let temporary = writer.path
         var succeeded = false

@@ -480,7 +480,7 @@ public enum GraphFile {
         }
         let base = FilePath.folder(of: path)
         return try build(
-            JSONValue.parse(data, source: "graph file '\(path)'"), baseDirectory: base.isEmpty ? "." : base,
+            JSONValue.parse(data, source: "graph file '\(path)'"), baseDirectory: base,
             maximumFrames: maximumFrames, registry: registry)
     }
 

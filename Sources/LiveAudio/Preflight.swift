@@ -10,8 +10,7 @@ public enum Preflight {
     /// Throws unless the folder a file at `path` is written into exists (the current folder for a bare name).
     /// - Throws: ``AudioError`` `.fileIO`: "cannot write '<path>': folder '<folder>' does not exist".
     public static func checkFolder(forWriting path: String) throws(AudioError) {
-        let parent = FilePath.folder(of: path)
-        let folder = parent.isEmpty ? "." : parent
+        let folder = FilePath.folder(of: path)
         guard isFolder(folder) else { throw AudioError(.fileIO, "cannot write '\(path)': folder '\(folder)' does not exist") }
     }
 

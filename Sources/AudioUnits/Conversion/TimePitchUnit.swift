@@ -241,8 +241,8 @@ private struct TimePitchKernel: ~Copyable {
                 // Measured on a stretcher that has met the extreme ratios, as the unit's own has: one that has
                 // not gives other figures (its buffers are sized differently).
                 other.meetExtremeRatios()
-                plan.publish(alignment: other.measureAlignment(spec, lookahead: local))
-                other.alignment = plan.alignment ?? 0
+                other.alignment = other.measureAlignment(spec, lookahead: local)
+                plan.publish(alignment: other.alignment)
                 while let job = plan.next() { plan.record(other.lookaheadRun(cycle: cycles[job], spec, lookahead: local)) }
             }
         meetExtremeRatios()
@@ -596,12 +596,6 @@ private final class MeasurementPlan: @unchecked Sendable {
         alignmentState = (true, alignment)
         condition.broadcast()
         condition.unlock()
-    }
-
-    var alignment: Int? {
-        condition.lock()
-        defer { condition.unlock() }
-        return alignmentState.value
     }
 
     /// Waits until the helper has published its alignment; nil when it could not measure one.
