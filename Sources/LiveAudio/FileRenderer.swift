@@ -98,7 +98,11 @@ public struct FileRenderer {
                 unlink(temporary)
             }
         }
-        if graph.state == .uninitialized { try graph.initialize() }
+        if graph.state == .uninitialized {
+            // Said before preparing: units that measure something only a real-time host needs skip it.
+            graph.willRender(.offline)
+            try graph.initialize()
+        }
         if graph.state != .running { try graph.start() }
         // File sources are read and decoded before each cycle on this thread, or ahead on a thread of their own.
         let reading = graph.readingAheadUnits

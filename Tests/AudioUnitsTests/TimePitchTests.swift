@@ -338,7 +338,7 @@ struct TimePitchTests {
         let format = try StreamFormat.graph(sampleRate: 44_100, channelCount: 2)
         let spec = RenderSpec(sampleRate: 44_100, maximumFrames: 2048)
         let key = TimePitchMeasurements.Key(
-            quality: quality, sampleRate: 44_100, channelCount: 2, maximumFrames: 2048, rate: 0.9,
+            realTime: true, quality: quality, sampleRate: 44_100, channelCount: 2, maximumFrames: 2048, rate: 0.9,
             pitchScale: TimePitchUnit.simpleRatio(exp2(350.0 / 1200)), formant: false)
         let measurements = TimePitchMeasurements.shared
         func prepared(twoThreads: Bool = true) throws -> TimePitchUnit {
@@ -364,6 +364,71 @@ struct TimePitchTests {
         #expect(again.alignment == measured.alignment && again.lookahead == measured.lookahead,
                 "two threads: \(measured), one: \(again)")
         #expect(third.latency == first.latency)
+    }
+
+    /// Offline the look-ahead is not needed ahead of the first cycle: a unit told so before it is prepared skips
+    /// the runs that measure it (the alignment is still measured), renders what one that measured it renders (R2
+    /// exactly, R3 within −55 dB of the peak), and its latency rises to the measured one as it plays; told
+    /// real-time afterwards, it measures it then.
+    @Test("Told offline before prepare, the look-ahead is not measured; the output is the same (R3 within −55 dB); real-time measures it then", arguments: TimePitchUnit.Quality.allCases)
+    func offlineSkipsTheLookAheadRun(quality: TimePitchUnit.Quality) throws {
+        // A configuration no other test uses: 48 kHz mono, cycles of up to 2048, rate 1.1, +250 cents.
+        func key(realTime: Bool) -> TimePitchMeasurements.Key {
+            TimePitchMeasurements.Key(
+                realTime: realTime, quality: quality, sampleRate: Self.rate, channelCount: 1, maximumFrames: 2048,
+                rate: 1.1, pitchScale: TimePitchUnit.simpleRatio(exp2(250.0 / 1200)), formant: false)
+        }
+        let measurements = TimePitchMeasurements.shared
+        let music = (0..<96_000).map { i -> Float in
+            let t = Double(i) / Self.rate
+            return Float(0.3 * sin(2 * .pi * 330 * t) * (0.6 + 0.4 * sin(2 * .pi * 3 * t)) + 0.1 * sin(2 * .pi * 2_100 * t))
+        }
+        func made(offline: Bool) throws -> (TimePitchUnit, RenderGraph) {
+            let unit = try TimePitchUnit(format: Self.mono, quality: quality)
+            try unit.rate.set(1.1)
+            try unit.pitch.set(250)
+            let source = try BufferPlayerUnit(buffer: PCMBuffer(channels: [music]), sampleRate: Self.rate)
+            let graph = try Self.graph(source, unit, maximumFrames: 2048)
+            if offline { graph.willRender(.offline) }
+            try graph.initialize()
+            return (unit, graph)
+        }
+        func rendered(_ graph: RenderGraph) throws -> [Float] {
+            let renderer = OfflineRenderer(graph: graph)
+            var out: [Float] = []
+            while out.count < 80_000 { out += try renderer.render(frames: 512)[0] }
+            return out
+        }
+        measurements.forget(key(realTime: false))
+        measurements.forget(key(realTime: true))
+        let (skipping, skippingGraph) = try made(offline: true)
+        #expect(skipping.latency == 0, "nothing measured: \(skipping.latency)")
+        #expect(measurements.timesMeasured(key(realTime: false)) == 1, "the alignment is measured")
+        #expect(measurements.timesMeasured(key(realTime: true)) == 0)
+        let (measuring, measuringGraph) = try made(offline: false)
+        let measured = measuring.latency
+        #expect(measured > 0.005)
+        let a = try rendered(skippingGraph)
+        let b = try rendered(measuringGraph)
+        // A unit prepared from the kept measurement renders exactly what the one that measured did (the runs go
+        // through stretchers of their own, so the units' own have the same past).
+        let (_, cachedGraph) = try made(offline: false)
+        let c = try rendered(cachedGraph)
+        #expect(zip(b, c).allSatisfy { $0 == $1 }, "\(quality): the measuring unit and the one prepared from its figures differ")
+        // Offline the input is pulled as the engine asks, not a look-ahead ahead; R2 takes it the same, R3's
+        // output depends a little on where its input is cut into process calls (−58 dB of the 0.4 peak here).
+        let worst = zip(a, b).map { abs($0 - $1) }.max() ?? 0
+        #expect(worst <= (quality == .faster ? 1e-6 : 0.4 * pow(10, -55.0 / 20)), "\(quality): outputs differ by up to \(worst)")
+        #expect(skipping.latency > 0 && skipping.latency <= measured + 0.001,
+                "found while rendering: \(skipping.latency * 1000) ms, measured \(measured * 1000) ms")
+
+        measurements.forget(key(realTime: true))
+        let (late, lateGraph) = try made(offline: true)
+        #expect(late.latency == 0)
+        lateGraph.willRender(.realTime(maximumCycleFrames: 512))
+        #expect(measurements.timesMeasured(key(realTime: true)) == 1, "measured for real time")
+        #expect(late.latency == measured, "measured when told real-time: \(late.latency * 1000) ms, \(measured * 1000) ms")
+        #expect(try rendered(lateGraph) == b, "renders as a unit prepared for real time")
     }
 
     @Test("Graph files: timePitch with rate, pitch, formant and quality; bad values are errors naming the field")

@@ -22,7 +22,9 @@ import Glibc
 ///   unit adds when its input is live (a microphone): found at prepare for the current rate and pitch by running
 ///   the engine on silence (once per configuration in the process, on two threads when there are two cores; a
 ///   second unit set up alike reuses the figures), and raised (never lowered until reset) if a later cycle needs more — a higher rate
-///   needs more. A live input cannot be played faster than it arrives: rates above 1 are for files.
+///   needs more. A unit told it renders offline before it is prepared (``willRender(_:)``; `liveaudio render` does)
+///   skips that run and finds the look-ahead as it renders. A live input cannot be played faster than it arrives:
+///   rates above 1 are for files.
 ///
 /// Thread safety: as every unit. The library is called from the render thread only (and from prepare/reset on
 /// the control thread, never while rendering); in real-time mode it neither allocates nor locks inside its
@@ -61,6 +63,8 @@ public final class TimePitchUnit: RenderUnit {
     private let playingRateLog = Atomic<UInt32>(Float(0).bitPattern)
     /// False: prepare measures on the calling thread alone (tests comparing the two ways).
     let measuresOnTwoThreads = Atomic<Bool>(true)
+    /// False once the host has said it renders offline (``willRender(_:)``): prepare then skips the look-ahead runs.
+    private let preparesForRealTime = Atomic<Bool>(true)
 
     /// - Throws: ``AudioError`` `.invalidFormat` for a format the graph cannot carry.
     public init(format: StreamFormat, quality: Quality = .finer) throws(AudioError) {
@@ -94,9 +98,25 @@ public final class TimePitchUnit: RenderUnit {
     public func allocateRenderResources(_ spec: RenderSpec) throws(AudioError) {
         let ramps = (rate: rampFrames(for: rate), pitch: rampFrames(for: pitch))
         try kernel.whileStopped.allocate(
-            spec, quality: quality, rampFrames: ramps, lookahead: lookahead,
-            helper: measuresOnTwoThreads.load(ordering: .relaxed))
+            spec, quality: quality, rampFrames: ramps, helper: measuresOnTwoThreads.load(ordering: .relaxed),
+            realTime: preparesForRealTime.load(ordering: .relaxed))
         publishRate(kernel.whileStopped.rateLog.value)
+    }
+
+    /// Offline (said before the unit is prepared) the look-ahead is not measured: the input is pulled as the engine
+    /// asks, and ``latency`` rises from 0 to what it takes within the first cycles. A render skips most of what
+    /// preparing costs, and its output is what a unit prepared for real time renders (R2 exactly; R3 within
+    /// −55 dB: its analysis depends a little on where its input is cut). Told of real-time cycles afterwards, a unit
+    /// prepared offline measures the look-ahead then.
+    public func willRender(_ mode: RenderingMode) {
+        let realTime = mode != .offline
+        preparesForRealTime.store(realTime, ordering: .relaxed)
+        guard realTime, let spec, !kernel.whileStopped.preparedForRealTime else { return }
+        // Only librubberband failing to make a stretcher can throw here (this hook cannot): the look-ahead is then
+        // found as the unit renders, as offline.
+        try? kernel.whileStopped.measureLookahead(spec, quality: quality, helper: measuresOnTwoThreads.load(ordering: .relaxed))
+        let prepared = kernel.whileStopped.preparedLookahead
+        if prepared > lookahead.load(ordering: .relaxed) { lookahead.store(prepared, ordering: .relaxed) }
     }
 
     public func reset() {
@@ -181,6 +201,8 @@ private struct TimePitchKernel: ~Copyable {
     var pulled: Int64 = 0
     /// The look-ahead at prepare (the floor after a reset); the largest seen since is the unit's `lookahead`.
     var preparedLookahead = 0
+    /// Prepared for real-time cycles: the look-ahead measured. Offline it is found as the unit renders.
+    var preparedForRealTime = true
     /// Frames added to the library's start delay so the output lines up with the input: 0 for R3; R2's start
     /// delay misses its resampler's delay when the pitch is shifted (about 90 frames at +300 cents, 48 kHz).
     var alignment = 0
@@ -202,53 +224,84 @@ private struct TimePitchKernel: ~Copyable {
         outputPointers.deallocate()
     }
 
-    /// The unit's allocateRenderResources: a new stretcher, buffers for `spec`, the alignment and the look-ahead —
-    /// measured once per configuration in the process (``TimePitchMeasurements``), on two threads when the machine
-    /// has two cores: a second stretcher meets the extreme ratios and measures the alignment while this one meets
-    /// them too, then both take the look-ahead runs in turn.
+    /// The unit's allocateRenderResources: a new stretcher that meets the extreme ratios (so that it never
+    /// allocates on a render thread), buffers for `spec`, the alignment, and for real-time cycles the look-ahead
+    /// (``measure(_:quality:helper:meetingExtremeRatios:)``).
     mutating func allocate(
         _ spec: RenderSpec, quality: TimePitchUnit.Quality, rampFrames: (rate: Int, pitch: Int),
-        lookahead: borrowing Atomic<Int>, helper helperAllowed: Bool
+        helper helperAllowed: Bool, realTime: Bool
     ) throws(AudioError) {
         try makeStretcher(spec, quality: quality)
         rateLog = SmoothedValue(0, rampFrames: rampFrames.rate)
         cents = SmoothedValue(0, rampFrames: rampFrames.pitch)
+        preparedForRealTime = realTime
         preparedLookahead = 0
         alignment = 0
+        try measure(spec, quality: quality, helper: helperAllowed, meetingExtremeRatios: true)
+    }
+
+    /// A unit prepared offline, made ready for real-time cycles: the look-ahead measured. Its stretcher is left as
+    /// it is (the runs go through stretchers of their own).
+    mutating func measureLookahead(_ spec: RenderSpec, quality: TimePitchUnit.Quality, helper: Bool) throws(AudioError) {
+        preparedForRealTime = true
+        do throws(AudioError) {
+            try measure(spec, quality: quality, helper: helper, meetingExtremeRatios: false)
+        } catch {
+            preparedForRealTime = false
+            throw error
+        }
+    }
+
+    /// The alignment and, for real-time cycles, the look-ahead: measured once per configuration in the process
+    /// (``TimePitchMeasurements``). The runs go through stretchers of their own, set up as the unit's, never
+    /// through the unit's: what a stretcher has been through stays with it after a reset (the R3 engine's output
+    /// starts otherwise), so every unit's own stretcher has the same past. With two cores a helper thread measures
+    /// the alignment while this one meets the extreme ratios (when `meetingExtremeRatios`), then both take the
+    /// look-ahead runs in turn.
+    private mutating func measure(
+        _ spec: RenderSpec, quality: TimePitchUnit.Quality, helper helperAllowed: Bool, meetingExtremeRatios: Bool
+    ) throws(AudioError) {
         let key = measurementKey(spec, quality: quality)
         if let known = TimePitchMeasurements.shared.lookUp(key) {
-            meetExtremeRatios()
+            if meetingExtremeRatios { meetExtremeRatios() }
             alignment = known.alignment
             preparedLookahead = known.lookahead
             return
         }
-        let cycles = Self.lookaheadCycles(spec)
+        let cycles = preparedForRealTime ? Self.lookaheadCycles(spec) : []
         let plan = MeasurementPlan(jobs: cycles.count)
-        // The helper: its own stretcher, the same options and parameters.
         let (rate, pitch, formant, channels) = (self.rate, self.pitch, self.formant, channelCount)
         let helper: WorkerThread? =
             onlineProcessorCount < 2 || !helperAllowed
             ? nil
             : try? WorkerThread(name: "la-tp-measure") {
-                var other = TimePitchKernel(channelCount: channels, rate: rate, pitch: pitch, formant: formant)
                 let local = Atomic<Int>(0)
-                do throws(AudioError) {
-                    try other.makeStretcher(spec, quality: quality)
-                } catch {
+                guard
+                    var probe = try? Self.probe(
+                        spec, quality: quality, rate: rate, pitch: pitch, formant: formant, channels: channels)
+                else {
                     plan.publish(alignment: nil)
                     return
                 }
-                // Measured on a stretcher that has met the extreme ratios, as the unit's own has: one that has
-                // not gives other figures (its buffers are sized differently).
-                other.meetExtremeRatios()
-                other.alignment = other.measureAlignment(spec, lookahead: local)
-                plan.publish(alignment: other.alignment)
-                while let job = plan.next() { plan.record(other.lookaheadRun(cycle: cycles[job], spec, lookahead: local)) }
+                probe.alignment = probe.measureAlignment(spec, lookahead: local)
+                plan.publish(alignment: probe.alignment)
+                while let job = plan.next() { plan.record(probe.lookaheadRun(cycle: cycles[job], spec, lookahead: local)) }
             }
-        meetExtremeRatios()
-        alignment = helper.flatMap { _ in plan.waitForAlignment() } ?? measureAlignment(spec, lookahead: lookahead)
-        while let job = plan.next() { plan.record(lookaheadRun(cycle: cycles[job], spec, lookahead: lookahead)) }
-        helper?.join()
+        defer { helper?.join() }
+        if meetingExtremeRatios { meetExtremeRatios() }
+        var measuredAlignment = cycles.isEmpty ? helper.flatMap { _ in plan.waitForAlignment() } : nil
+        if measuredAlignment == nil || !cycles.isEmpty {
+            let local = Atomic<Int>(0)
+            var probe = try Self.probe(
+                spec, quality: quality, rate: rate, pitch: pitch, formant: formant, channels: channels)
+            let found = measuredAlignment ?? helper.flatMap { _ in plan.waitForAlignment() }
+                ?? probe.measureAlignment(spec, lookahead: local)
+            measuredAlignment = found
+            probe.alignment = found
+            while let job = plan.next() { plan.record(probe.lookaheadRun(cycle: cycles[job], spec, lookahead: local)) }
+        }
+        helper?.join()  // its runs recorded
+        alignment = measuredAlignment ?? 0
         preparedLookahead = plan.largest
         // Kept only if the parameters did not move while measuring (the figures would be for neither setting).
         if measurementKey(spec, quality: quality) == key {
@@ -256,10 +309,23 @@ private struct TimePitchKernel: ~Copyable {
         }
     }
 
-    /// What the measurements depend on: the engine, the format, the largest cycle and the parameters now.
+    /// A stretcher to measure with, set up as a unit's: the same options and parameters, the extreme ratios met
+    /// (one that has not met them measures other figures: its buffers are sized otherwise).
+    private static func probe(
+        _ spec: RenderSpec, quality: TimePitchUnit.Quality, rate: Parameter, pitch: Parameter, formant: Parameter,
+        channels: Int
+    ) throws(AudioError) -> TimePitchKernel {
+        var probe = TimePitchKernel(channelCount: channels, rate: rate, pitch: pitch, formant: formant)
+        try probe.makeStretcher(spec, quality: quality)
+        probe.meetExtremeRatios()
+        return probe
+    }
+
+    /// What the measurements depend on: real time or not, the engine, the format, the largest cycle and the
+    /// parameters now.
     private func measurementKey(_ spec: RenderSpec, quality: TimePitchUnit.Quality) -> TimePitchMeasurements.Key {
         TimePitchMeasurements.Key(
-            quality: quality, sampleRate: spec.sampleRate, channelCount: channelCount, maximumFrames: spec.maximumFrames,
+            realTime: preparedForRealTime, quality: quality, sampleRate: spec.sampleRate, channelCount: channelCount, maximumFrames: spec.maximumFrames,
             rate: rate.value, pitchScale: TimePitchUnit.simpleRatio(exp2(Double(pitch.value) / 1200)),
             formant: formant.value >= 0.5)
     }
@@ -530,6 +596,8 @@ private struct TimePitchKernel: ~Copyable {
 /// setting prepares without measuring again.
 final class TimePitchMeasurements: Sendable {
     struct Key: Hashable, Sendable {
+        /// Prepared for real-time cycles (the look-ahead measured) or offline (not).
+        let realTime: Bool
         let quality: TimePitchUnit.Quality
         let sampleRate: Double
         let channelCount: Int
@@ -541,6 +609,7 @@ final class TimePitchMeasurements: Sendable {
 
     struct Measurement: Sendable {
         let alignment: Int
+        /// 0 offline (not measured).
         let lookahead: Int
     }
 
