@@ -24,6 +24,7 @@ let package = Package(
         .library(name: "AudioDevices", targets: ["AudioDevices"]),
         .library(name: "AudioCodecs", targets: ["AudioCodecs"]),
         .library(name: "RTMP", targets: ["RTMP"]),
+        .library(name: "SingAlong", targets: ["SingAlong"]),
         .executable(name: "liveaudio", targets: ["LiveAudioCLI"]),
         // Test support: preloaded by the allocation probe to count lock waits and frees on real-time threads.
         .library(name: "LiveAudioSyncProbe", type: .dynamic, targets: ["CSyncProbe"]),
@@ -89,11 +90,14 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict),
+        // Singing along: song charts (UltraStar TXT, LRC lyrics) and the singing score.
+        .target(name: "SingAlong", dependencies: ["AudioCore"], swiftSettings: strict),
         // Umbrella module: re-exports the above, graph files, offline rendering to files.
         .target(
             name: "LiveAudio",
             dependencies: [
                 "AudioCore", "AudioGraph", "AudioUnits", "MediaContainers", "AudioDevices", "AudioCodecs", "RTMP",
+                "SingAlong",
             ],
             swiftSettings: strict),
         // The command-line tool: the product `liveaudio`, its sources in Sources/LiveAudioCLI (a folder that differs
@@ -152,6 +156,7 @@ let package = Package(
         .testTarget(
             name: "AudioDevicesTests", dependencies: ["AudioDevices", "LiveAudio", "TestSupport"], swiftSettings: strict),
         .testTarget(name: "RTMPTests", dependencies: ["RTMP", "LiveAudio", "TestSupport"], swiftSettings: strict),
+        .testTarget(name: "SingAlongTests", dependencies: ["SingAlong", "TestSupport"], swiftSettings: strict),
         .testTarget(
             name: "LiveAudioTests",
             dependencies: ["LiveAudio", "TestSupport", "LiveAudioCLI", "AllocationProbe", "SessionProbe", "DocSamples", "FuzzTargets"],

@@ -332,6 +332,19 @@ dictionary("graphFile", ["nodes", "connections", "sampleRate", "channels", "id",
                          "frequency", "amplitude", "volume", "pan", "inputs", "{", "}", "[", "]", ":", ",", "null", "true",
                          "1e308", "-0"])
 
+# ---- Song charts: UltraStar TXT (the format's v1 specification and its unversioned predecessor) and LRC ----
+put("chart", "v1", "#VERSION:1.1.0\n#TITLE:Song Title\n#ARTIST:Artist\n#MP3:Artist - Title.mp3\n#BPM:400\n#GAP:12345\n"
+    ": 0 4 0 Hello\n: 8 4 0  World\n- 14\n* 16 4 5 gold\nF 22 2 0  free\nR 26 2 0  rap\nG 30 2 0  gap\nE\n")
+put("chart", "duet", "#TITLE:Duet\n#ARTIST:Two\n#BPM:300,5\n#P1:Alice\n#P2:Bob\nP1\n: 0 4 0 One\n- 5\nP2\n: 2 4 -3 Two\nE\n")
+put("chart", "relative", "#TITLE:R\n#ARTIST:A\n#BPM:300\n#RELATIVE:yes\n: 0 4 0 a\n- 6 8\n: 0 4 0 b\nB 4 200\nE\n")
+put("chart", "cp1252", b"#ENCODING:CP1252\r\n#TITLE:Caf\xe9\x92s\r\n#ARTIST:A\r\n#BPM:300\r\n: 0 2 0 Caf\xe9\r\n")
+put("chart", "lrc", "[ti:Song]\n[ar:Singer]\n[offset:+500]\n[00:12.00]First line\n[00:05.50][01:00.25]Chorus\n"
+    "[00:20.00]<00:20.00>Word <00:20.50>by <00:21.25>word\n[00:25.00]\n[00:30.000]Last\n")
+dictionary("chart", ["#VERSION:", "#TITLE:", "#ARTIST:", "#MP3:", "#AUDIO:", "#BPM:", "#GAP:", "#START:", "#END:",
+                     "#RELATIVE:yes", "#ENCODING:CP1252", "#ENCODING:CP1250", "#P1:", "#P2:", "#INSTRUMENTAL:", "\n: ",
+                     "\n* ", "\nF ", "\nR ", "\nG ", "\n- ", "\nP1\n", "\nP2\n", "\nE\n", "\nB ", "[00:00.00]", "<00:00.00>",
+                     "[offset:", "[ti:", "]", b"\xef\xbb\xbf", "\r\n", "-2147483648", "99999999999"])
+
 # ---- The decoder: tiny files of every format FFmpeg writes here, from a generated tone ----
 with tempfile.TemporaryDirectory() as tmp:
     for name, args in [

@@ -48,6 +48,8 @@ public struct AudioError: Error, Hashable, Sendable, CustomStringConvertible {
         public static let unsupportedSampleRate = Code(fourCC: "rat?")
         /// The system refused a resource: a thread, memory for a buffer.
         public static let resourceUnavailable = Code(fourCC: "res!")
+        /// A song chart or lyrics file is malformed (UltraStar TXT, LRC): the message names the file, line and field.
+        public static let invalidChart = Code(fourCC: "crt?")
     }
 
     public let code: Code

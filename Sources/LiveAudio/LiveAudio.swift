@@ -6,3 +6,4 @@
 @_exported import AudioUnits
 @_exported import MediaContainers
 @_exported import RTMP
+@_exported import SingAlong

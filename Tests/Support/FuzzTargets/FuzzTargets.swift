@@ -13,7 +13,7 @@ import Glibc
 /// `-sanitize=fuzzer,address`) and in `make test`, which replays the seed corpora and every regression input
 /// (`Fuzz/regressions/TARGET/`) through it.
 public enum FuzzTarget: String, CaseIterable, Sendable {
-    case wav, adts, audioSpecificConfig, flv, amf0, amf3, chunkStream, handshake, commands, rtmpURL, graphFile, decoder
+    case wav, adts, audioSpecificConfig, flv, amf0, amf3, chunkStream, handshake, commands, rtmpURL, graphFile, decoder, chart
 
     /// Runs one input. Errors are the expected answer to most inputs; a broken invariant is a fatal error.
     public func run(_ bytes: [UInt8]) {
@@ -30,6 +30,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         case .rtmpURL: Self.rtmpURL(bytes)
         case .graphFile: Self.graphFile(bytes)
         case .decoder: Self.decoder(bytes)
+        case .chart: Self.chart(bytes)
         }
     }
 
@@ -387,6 +388,50 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
             check(a.code == b.code, "two builds of one file fail differently: \(a) / \(b)")
         default:
             fatalError("fuzz invariant broken: a graph file builds once and not twice")
+        }
+    }
+
+    /// Any bytes as an UltraStar chart and as LRC lyrics: a chart that parses parses the same again; its times are
+    /// finite, each syllable ends no sooner than it starts, a voice's notes follow each other without overlapping,
+    /// a line spans its syllables, and LRC lines come in order of time.
+    static func chart(_ bytes: [UInt8]) {
+        for lrc in [false, true] {
+            let parse = { () throws(AudioError) -> SongChart in
+                lrc ? try SongChart.lrc(bytes: bytes, name: "fuzz.lrc") : try SongChart.ultraStar(bytes: bytes, name: "fuzz.txt")
+            }
+            let first = Result(catching: parse)
+            let second = Result(catching: parse)
+            switch (first, second) {
+            case (.success(let a), .success(let b)):
+                check(a == b, "two parses of one chart differ")
+                check(a.warnings.count <= 100, "\(a.warnings.count) warnings")
+                for voice in a.voices {
+                    var previous: SongChart.Note?
+                    var lastStart = -Double.infinity
+                    for line in voice.lines {
+                        check(!line.syllables.isEmpty, "an empty line")
+                        check(line.start.isFinite && line.end.isFinite && line.start <= line.end, "line \(line.start) … \(line.end)")
+                        check(line.start <= line.syllables.first!.start && line.end >= line.syllables.last!.start, "a line does not span its syllables")
+                        if lrc { check(line.start >= lastStart, "LRC lines out of order") }
+                        lastStart = line.start
+                        for syllable in line.syllables {
+                            check(syllable.start.isFinite && syllable.end.isFinite && syllable.start <= syllable.end,
+                                  "syllable \(syllable.start) … \(syllable.end)")
+                            check((syllable.note == nil) == lrc, "a note in LRC or a syllable without one in a chart")
+                            if let note = syllable.note {
+                                check(note.beats >= 0, "a note of \(note.beats) beats")
+                                if let p = previous { check(note.startBeat >= p.startBeat + p.beats, "overlapping notes") }
+                                previous = note
+                            }
+                        }
+                    }
+                }
+            case (.failure(let a), .failure(let b)):
+                check(a == b, "two parses of one chart fail differently: \(a) / \(b)")
+                check(a.code == .invalidChart, "a chart's error with code \(a.code)")
+            default:
+                fatalError("fuzz invariant broken: a chart parses once and not twice")
+            }
         }
     }
 

@@ -1,0 +1,128 @@
+import AudioCore
+
+extension SongChart {
+    /// Parses LRC lyrics: lines `[mm:ss.xx]text` (minutes of any length, seconds with up to three decimals, or
+    /// none), several time tags on one line (the line sung at each), id tags (`[ti:]`, `[ar:]`, `[al:]`, … kept in
+    /// ``headers``), `[offset:±ms]` (positive: the lyrics come sooner), and enhanced LRC's word times
+    /// `<mm:ss.xx>` inside a line. A line with no text is a pause: it ends the line before it. A line ends where
+    /// the next one starts (the last, 4 s after its last word starts). Lines are sorted by time.
+    ///
+    /// The text is UTF-8 (with or without a byte order mark), or CP1252 when it is not valid UTF-8 (a warning).
+    /// - Throws: ``AudioError`` `.invalidChart` naming the file and line: a time tag that is not a time, an offset
+    ///   that is not a number, a file with no timed line.
+    public static func lrc(bytes: [UInt8], name: String = "lyrics", folder: String = ".") throws(AudioError) -> SongChart {
+        let body = ChartText.withoutByteOrderMark(bytes)
+        var warnings: [String] = []
+        let encoding: ChartText.Encoding = ChartText.isValidUTF8(body) ? .utf8 : .cp1252
+        if encoding == .cp1252 { warnings.append("\(name):1: the file is not UTF-8: read as CP1252") }
+        func failure(_ line: Int, _ message: String) -> AudioError { AudioError(.invalidChart, "\(name):\(line): \(message)") }
+
+        var headers: [String: String] = [:]
+        var offsetMilliseconds = 0.0
+        /// A timed line as read: when, its text pieces (before the first word time, then one per word time).
+        struct Timed {
+            var time: Double
+            var pieces: [(time: Double?, text: String)]
+            var order: Int
+        }
+        var timed: [Timed] = []
+        for (index, raw) in ChartText.lines(body).enumerated() {
+            let number = index + 1
+            var text = ChartText.decode(raw, as: encoding)[...].trimmedWhitespace
+            if text.isEmpty { continue }
+            guard text.hasPrefix("[") else {
+                if warnings.count < 100 { warnings.append("\(name):\(number): a line without a time tag: ignored") }
+                continue
+            }
+            var times: [Double] = []
+            while text.hasPrefix("[") {
+                guard let close = text.firstIndex(of: "]") else { throw failure(number, "'[' without its ']'") }
+                let tag = text[text.index(after: text.startIndex)..<close]
+                text = text[text.index(after: close)...]
+                guard let colon = tag.firstIndex(of: ":") else { throw failure(number, "tag '[\(tag.prefix(20))]' is neither a time nor an id tag") }
+                let key = tag[..<colon].trimmedWhitespace
+                if let first = key.first, first.isASCII, first.isNumber {
+                    guard let time = timestamp(tag) else {
+                        throw failure(number, "time tag '[\(tag.prefix(20))]' is not mm:ss.xx")
+                    }
+                    times.append(time)
+                } else {
+                    let value = String(tag[tag.index(after: colon)...].trimmedWhitespace)
+                    let name = key.uppercased()
+                    headers[name] = value
+                    if name == "OFFSET" {
+                        guard let ms = String.chartNumber(value[...]), abs(ms) <= 1e9 else {
+                            throw failure(number, "[offset:\(value.prefix(20))] is not a number of milliseconds")
+                        }
+                        offsetMilliseconds = ms
+                    }
+                }
+            }
+            if times.isEmpty { continue }
+            // The text, cut at enhanced LRC's word times.
+            var pieces: [(time: Double?, text: String)] = []
+            var rest = text
+            var pieceTime: Double? = nil
+            while let open = rest.firstIndex(of: "<") {
+                guard let close = rest[open...].firstIndex(of: ">") else { break }
+                let inner = rest[rest.index(after: open)..<close]
+                guard let time = timestamp(inner) else { break }
+                let before = String(rest[..<open])
+                if !before.isEmpty || pieceTime != nil { pieces.append((pieceTime, before)) }
+                pieceTime = time
+                rest = rest[rest.index(after: close)...]
+            }
+            pieces.append((pieceTime, String(rest)))
+            for t in times { timed.append(Timed(time: t, pieces: pieces, order: timed.count)) }
+        }
+        guard !timed.isEmpty else { throw AudioError(.invalidChart, "\(name): no timed line ([mm:ss.xx]text)") }
+        timed.sort { ($0.time, $0.order) < ($1.time, $1.order) }
+        let shift = -offsetMilliseconds / 1000
+
+        var lines: [SongChart.Line] = []
+        for (i, line) in timed.enumerated() {
+            let text = line.pieces.map(\.text).joined()
+            if text.trimmingSpaces.isEmpty { continue }
+            let start = line.time + shift
+            let next = i + 1 < timed.count ? timed[i + 1].time + shift : nil
+            // Word times belong to this line only when they fall within it (several time tags share the text).
+            let base = line.pieces.compactMap(\.time).first ?? line.time
+            let wordShift = line.time - base
+            // Word times that go backwards are held at the word before (a syllable never starts before its
+            // predecessor), and none starts before its line.
+            var syllables: [SongChart.Syllable] = []
+            for piece in line.pieces where !piece.text.isEmpty {
+                let at = (piece.time.map { $0 + wordShift } ?? line.time) + shift
+                syllables.append(SongChart.Syllable(text: piece.text, start: max(at, syllables.last?.start ?? start), end: 0, note: nil))
+            }
+            let lastStart = syllables.last?.start ?? start
+            let end = max(next ?? (lastStart + 4), lastStart)
+            for k in syllables.indices { syllables[k].end = k + 1 < syllables.count ? syllables[k + 1].start : end }
+            lines.append(SongChart.Line(syllables: syllables, start: start, end: end))
+        }
+        return SongChart(
+            format: .lrc, title: headers["TI"] ?? "", artist: headers["AR"] ?? "", headers: headers, beatsPerMinute: nil,
+            gapMilliseconds: 0, startSeconds: nil, endMilliseconds: nil, folder: folder,
+            voices: [SongChart.Voice(number: 1, name: nil, lines: lines)], warnings: warnings)
+    }
+
+    /// `mm:ss`, `mm:ss.x…` or `mm:ss:xx` in seconds; nil otherwise.
+    static func timestamp(_ text: Substring) -> Double? {
+        let t = text.trimmedWhitespace
+        let parts = t.split(separator: ":", omittingEmptySubsequences: false)
+        guard parts.count == 2 || parts.count == 3,
+            parts.allSatisfy({ !$0.isEmpty && $0.count <= 9 && $0.allSatisfy { $0.isASCII && ($0.isNumber || $0 == ".") } }),
+            let minutes = Int(parts[0])
+        else { return nil }
+        var seconds: Double
+        if parts.count == 3 {
+            guard let s = Int(parts[1]), let hundredths = Int(parts[2]) else { return nil }
+            seconds = Double(s) + Double(hundredths) / 100
+        } else {
+            guard let s = Double(parts[1]) else { return nil }
+            seconds = s
+        }
+        guard seconds < 60 else { return nil }
+        return Double(minutes) * 60 + seconds
+    }
+}

@@ -1,0 +1,193 @@
+import AudioCore
+
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A song to sing along to: its lyrics in lines of syllables, each syllable timed, and — from an UltraStar chart —
+/// the melody as notes the singer is scored against. Read from an UltraStar TXT chart (``ultraStar(bytes:name:folder:)``)
+/// or from LRC lyrics (``lrc(bytes:name:)``), which have words and times but no notes; ``load(path:)`` picks by the
+/// file's extension.
+///
+/// Times are seconds of the song's audio file (an UltraStar chart's `#GAP` and `#BPM` applied; an LRC file's
+/// `[offset:]` applied).
+public struct SongChart: Sendable, Equatable {
+    /// Where a chart came from.
+    public enum Format: Sendable, Equatable {
+        /// UltraStar TXT, with the `#VERSION` it declares (nil: the older, unversioned format).
+        case ultraStar(version: String?)
+        /// LRC lyrics: lines and (enhanced LRC) word times, no notes.
+        case lrc
+    }
+
+    public var format: Format
+    public var title: String
+    public var artist: String
+    /// Every header as written, keys in capitals without the `#` (UltraStar) or the id tags (LRC: `AR`, `TI`, …),
+    /// those LiveAudio does not use included.
+    public var headers: [String: String]
+    /// `#BPM` as written (a chart's beat lasts 60 / (4 × bpm) s); nil for LRC.
+    public var beatsPerMinute: Double?
+    /// `#GAP`: milliseconds from the audio's start to beat 0 (0 when absent).
+    public var gapMilliseconds: Double
+    /// `#START` (seconds) and `#END` (milliseconds): where a game starts and ends the song; nil when absent.
+    public var startSeconds: Double?
+    public var endMilliseconds: Double?
+    /// The folder the chart's file references are relative to.
+    public var folder: String
+    /// The voices: one for most songs, two or more for a duet (`P1`, `P2`, …), in the order of their numbers.
+    public var voices: [Voice]
+    /// What the parser let pass but a user may want to know (an unknown note type read as freestyle, a BPM change
+    /// line ignored, text read as CP1252 because it was not UTF-8, …), each naming its line.
+    public var warnings: [String]
+
+    /// One singer's part.
+    public struct Voice: Sendable, Equatable {
+        /// The number after `P` (1 for a song without voice changes).
+        public var number: Int
+        /// The `#P1` … `#P9` header's name for it, if any.
+        public var name: String?
+        public var lines: [Line]
+
+        /// Every syllable of the part, in order.
+        public var syllables: [Syllable] { lines.flatMap(\.syllables) }
+        /// Every note of the part, in order.
+        public var notes: [Note] { lines.flatMap { $0.syllables.compactMap(\.note) } }
+    }
+
+    /// A lyric line (a phrase): its syllables in order.
+    public struct Line: Sendable, Equatable {
+        public var syllables: [Syllable]
+        /// When the line is sung, in seconds: from its first syllable's start (an LRC line: its time tag, which may
+        /// come before its first word's time) to its last syllable's end.
+        public var start: Double
+        public var end: Double
+        /// The line's text: its syllables joined as written (UltraStar syllables carry their own spaces).
+        public var text: String { syllables.map(\.text).joined().trimmingSpaces }
+    }
+
+    /// A piece of text sung at a time: an UltraStar note's syllable, or an LRC word (or a whole line without word
+    /// times).
+    public struct Syllable: Sendable, Equatable {
+        public var text: String
+        public var start: Double
+        public var end: Double
+        /// The note (UltraStar); nil for LRC text.
+        public var note: Note?
+    }
+
+    /// An UltraStar note.
+    public struct Note: Sendable, Equatable {
+        public var kind: NoteKind
+        public var startBeat: Int
+        public var beats: Int
+        /// Semitones from C4 (middle C, MIDI 60): 5 is F4, −2 is A♯3. Meaningless for rap and freestyle notes.
+        public var pitch: Int
+        /// The note's MIDI number (60 + ``pitch``).
+        public var midiNote: Int { 60 + pitch }
+        /// The file line it was read from (1-based).
+        public var sourceLine: Int
+    }
+
+    /// The note types of the UltraStar format.
+    public enum NoteKind: String, Sendable, Equatable, CaseIterable {
+        /// `:` sung at its pitch.
+        case normal = ":"
+        /// `*` sung at its pitch, worth double.
+        case golden = "*"
+        /// `F` no pitch, no points.
+        case freestyle = "F"
+        /// `R` spoken: hit when voiced, pitch ignored.
+        case rap = "R"
+        /// `G` spoken, worth double.
+        case goldenRap = "G"
+
+        /// The weight of one of its beats in the score: 0 for freestyle, 2 for golden notes, 1 otherwise.
+        public var scoreFactor: Int {
+            switch self {
+            case .freestyle: 0
+            case .normal, .rap: 1
+            case .golden, .goldenRap: 2
+            }
+        }
+        /// True for notes sung at a pitch (normal and golden).
+        public var hasPitch: Bool { self == .normal || self == .golden }
+    }
+
+    /// Seconds from the audio's start to the start of `beat`: GAP / 1000 + beat × 60 / (BPM × 4). For LRC
+    /// (no BPM), 0.
+    public func time(ofBeat beat: Double) -> Double {
+        guard let bpm = beatsPerMinute else { return 0 }
+        return gapMilliseconds / 1000 + beat * 60 / (bpm * 4)
+    }
+
+    /// The beat at `seconds` of the audio (fractional); nil for LRC.
+    public func beat(at seconds: Double) -> Double? {
+        guard let bpm = beatsPerMinute else { return nil }
+        return (seconds - gapMilliseconds / 1000) * bpm * 4 / 60
+    }
+
+    /// The part numbered `number` (`P1` is 1).
+    public func voice(_ number: Int) -> Voice? { voices.first { $0.number == number } }
+
+    /// True when the chart has notes to score (an UltraStar chart); false for lyrics alone.
+    public var hasNotes: Bool { voices.contains { !$0.notes.isEmpty } }
+
+    // MARK: The song's audio
+
+    /// The audio file to play, from the headers in this order: `#INSTRUMENTAL` (the accompaniment alone, what a
+    /// karaoke plays), else `#AUDIO`, else `#MP3` — relative to the chart's folder.
+    /// - Throws: ``AudioError`` `.invalidChart` when no header names one, `.fileIO` naming the header and the path
+    ///   when that file is missing.
+    public func songPath() throws(AudioError) -> String {
+        let order = ["INSTRUMENTAL", "AUDIO", "MP3"]
+        guard let key = order.first(where: { !(headers[$0] ?? "").isEmpty }), let value = headers[key] else {
+            throw AudioError(.invalidChart, "\(title.isEmpty ? "the chart" : "'\(title)'") names no audio file (#INSTRUMENTAL, #AUDIO or #MP3)")
+        }
+        return try existingReference(key, value)
+    }
+
+    /// The `#VOCALS` file (the voice alone), if the chart names one. Relative to the chart's folder.
+    /// - Throws: ``AudioError`` `.fileIO` when it is named but missing.
+    public func vocalsPath() throws(AudioError) -> String? {
+        guard let value = headers["VOCALS"], !value.isEmpty else { return nil }
+        return try existingReference("VOCALS", value)
+    }
+
+    private func existingReference(_ key: String, _ value: String) throws(AudioError) -> String {
+        guard !value.hasPrefix("/") else {
+            throw AudioError(.invalidChart, "#\(key):\(value): charts name files relative to their folder, not by absolute paths")
+        }
+        let path = folder == "." ? value : folder + "/" + value
+        var status = stat()
+        guard stat(path, &status) == 0, status.st_mode & S_IFMT != S_IFDIR else {
+            throw AudioError(.fileIO, "#\(key) names '\(value)', which is not in \(folder == "." ? "the current folder" : folder)")
+        }
+        return path
+    }
+
+    // MARK: Loading
+
+    /// Reads a chart: LRC lyrics for a `.lrc` file, an UltraStar chart otherwise.
+    /// - Throws: ``AudioError`` `.fileIO` when the file cannot be read; `.invalidChart` with the file, line and
+    ///   field for what is wrong in it.
+    public static func load(path: String) throws(AudioError) -> SongChart {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            let exists = FileManager.default.fileExists(atPath: path)
+            throw AudioError(.fileIO, exists ? "cannot read \(path)" : "no such file: \(path)")
+        }
+        let bytes = [UInt8](data)
+        let folder = FilePath.folder(of: path)
+        if path.lowercased().hasSuffix(".lrc") { return try lrc(bytes: bytes, name: path, folder: folder) }
+        return try ultraStar(bytes: bytes, name: path, folder: folder)
+    }
+}
+
+extension String {
+    var trimmingSpaces: String { String(self[...].trimmedWhitespace) }
+}
