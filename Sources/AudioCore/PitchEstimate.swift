@@ -1,0 +1,27 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// One reading of a voice's pitch: when (seconds: of the tracker's input, or — for a singing score — of the song's
+/// audio the voice was sung at, the round trip taken off), the frequency, how sure the tracker is, and whether the
+/// voice sounded at all.
+public struct PitchEstimate: Sendable, Equatable {
+    public var time: Double
+    /// Hz; meaningless when not ``voiced``.
+    public var frequency: Double
+    /// 0 … 1.
+    public var confidence: Double
+    public var voiced: Bool
+
+    public init(time: Double, frequency: Double, confidence: Double, voiced: Bool) {
+        self.time = time
+        self.frequency = frequency
+        self.confidence = confidence
+        self.voiced = voiced
+    }
+
+    /// The frequency as a MIDI note number with a fraction (69 is A4 at 440 Hz); nil when unvoiced.
+    public var midiNote: Double? {
+        voiced && frequency > 0 ? 69 + 12 * log2(frequency / 440) : nil
+    }
+}

@@ -1,0 +1,256 @@
+import AudioCore
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The fundamental frequency of a singing voice, every hop (10 ms by default), by YIN (de Cheveigné and Kawahara,
+/// 2002): the squared difference of the signal with itself delayed by each candidate period, normalised by its
+/// running mean; the first dip under a threshold is the period (the shortest that fits, which keeps it from the
+/// octave below), refined between samples by a parabola.
+///
+/// - Input: mono samples at any rate from 16 kHz. At 32 kHz and more the voice is low-passed (4th-order
+///   Butterworth at 5 kHz) and taken at half the rate: the fundamental and the harmonics that carry it are
+///   below that, and the work is a quarter.
+/// - Range: 65 Hz (C2) … 1,100 Hz (C♯6) by default; the analysis frame holds the longest period plus a window as
+///   long as it: 31 ms at the defaults. Each estimate is stamped at its frame's centre (the input's time, from its
+///   first sample), so it comes out half a frame and up to a hop after the voice it describes: at most 26 ms at the
+///   defaults (``emissionDelay``).
+/// - Voiced when the dip is under ``Configuration/voicingThreshold`` and the frame is louder than
+///   ``Configuration/silenceLevel``; confidence is 1 minus the dip's depth.
+/// - An octave jump against the estimate before (a dip at twice or half the period almost as deep as the chosen one)
+///   is not taken unless the other is clearly worse: singers rarely leap an octave within 10 ms, estimators often do.
+///
+/// Thread safety: one thread at a time. ``process(_:count:emit:)`` neither allocates nor locks (buffers are made at
+/// init), so it may run on a render thread; the ``PitchTrackerUnit`` runs it on a worker.
+public final class PitchEstimator {
+    public struct Configuration: Sendable, Equatable {
+        public var minimumFrequency: Double = 65
+        public var maximumFrequency: Double = 1_100
+        /// Seconds between estimates.
+        public var hop: Double = 0.01
+        /// The normalised difference under which a dip counts as a period (YIN's threshold).
+        public var threshold: Double = 0.15
+        /// Dips deeper than this (smaller) are voiced.
+        public var voicingThreshold: Double = 0.35
+        /// Frames quieter than this (dBFS, RMS) are unvoiced.
+        public var silenceLevel: Double = -55
+
+        public init() {}
+    }
+
+    public let sampleRate: Double
+    public let configuration: Configuration
+    /// 2 at 32 kHz and more, else 1.
+    let decimation: Int
+    /// The analysis rate (the input's over ``decimation``).
+    let rate: Double
+    let minimumLag: Int
+    let maximumLag: Int
+    /// The window the differences are summed over: as long as the longest period.
+    let window: Int
+    /// Samples an analysis takes: window + longest lag + 1.
+    let frameLength: Int
+    let hopSamples: Int
+    /// Decimated samples kept: `history[0..<filled]`, newest last.
+    private let history: UnsafeMutablePointer<Float>
+    private let historyCapacity: Int
+    private var filled = 0
+    /// Decimated samples since the last analysis, and in all.
+    private var sinceAnalysis = 0
+    private var analysed: Int64 = 0
+    private var inputCount: Int64 = 0
+    private let difference: UnsafeMutablePointer<Double>
+    /// Low-pass before decimation: two biquads (direct form I state).
+    private var lowPass: [(b0: Double, b1: Double, b2: Double, a1: Double, a2: Double)] = []
+    private var lowPassState = [Double](repeating: 0, count: 8)
+    private var phase = 0
+    private var previousLag: Double? = nil
+    /// Estimates in a row kept at the octave before; after ``octaveHold`` the jump is taken.
+    private var heldOctaves = 0
+    static let octaveHold = 8
+
+    /// - Throws: ``AudioError`` `.unsupportedSampleRate` below 16 kHz or above 384 kHz; `.invalidParameter` for a
+    ///   range that is empty or outside 40 Hz … 2 kHz, a hop outside 1 … 50 ms.
+    public init(sampleRate: Double, configuration: Configuration = .init()) throws(AudioError) {
+        guard sampleRate >= 16_000, sampleRate <= 384_000 else {
+            throw AudioError(.unsupportedSampleRate, "pitch tracking: rates must be 16000 … 384000 Hz, got \(sampleRate)")
+        }
+        let c = configuration
+        guard c.minimumFrequency >= 40, c.maximumFrequency <= 2_000, c.minimumFrequency * 2 <= c.maximumFrequency else {
+            throw AudioError(.invalidParameter, "pitch tracking: the range must lie within 40 … 2000 Hz and span an octave, got \(c.minimumFrequency) … \(c.maximumFrequency) Hz")
+        }
+        guard c.hop >= 0.001, c.hop <= 0.05 else {
+            throw AudioError(.invalidParameter, "pitch tracking: the hop must be 1 … 50 ms, got \(c.hop * 1000) ms")
+        }
+        self.sampleRate = sampleRate
+        self.configuration = c
+        decimation = sampleRate >= 32_000 ? 2 : 1
+        rate = sampleRate / Double(decimation)
+        minimumLag = max(2, Int((rate / c.maximumFrequency).rounded(.down)))
+        maximumLag = Int((rate / c.minimumFrequency).rounded(.up)) + 1
+        window = maximumLag
+        frameLength = window + maximumLag + 1
+        hopSamples = max(1, Int((c.hop * rate).rounded()))
+        historyCapacity = frameLength * 4
+        history = .allocate(capacity: historyCapacity)
+        history.initialize(repeating: 0, count: historyCapacity)
+        difference = .allocate(capacity: maximumLag + 2)
+        difference.initialize(repeating: 0, count: maximumLag + 2)
+        if decimation > 1 {
+            // Butterworth, 4th order: two sections with Q 0.5412 and 1.3066, at 5 kHz (RBJ cookbook low-pass).
+            for q in [0.541_196_1, 1.306_563] {
+                let w = 2 * Double.pi * 5_000 / sampleRate
+                let alpha = sin(w) / (2 * q)
+                let a0 = 1 + alpha
+                lowPass.append((
+                    b0: (1 - cos(w)) / 2 / a0, b1: (1 - cos(w)) / a0, b2: (1 - cos(w)) / 2 / a0,
+                    a1: -2 * cos(w) / a0, a2: (1 - alpha) / a0))
+            }
+        }
+    }
+
+    deinit {
+        history.deallocate()
+        difference.deallocate()
+    }
+
+    /// Seconds from the voice an estimate describes to when ``process(_:count:emit:)`` hands it out, at most: half
+    /// the window and the longest period, and a hop.
+    public var emissionDelay: Double { ((Double(window) + Double(maximumLag)) / 2 + Double(hopSamples)) / rate }
+
+    /// Starts again from silence (the stream's time from 0).
+    public func reset() {
+        filled = 0
+        sinceAnalysis = 0
+        analysed = 0
+        inputCount = 0
+        phase = 0
+        previousLag = nil
+        heldOctaves = 0
+        for i in lowPassState.indices { lowPassState[i] = 0 }
+    }
+
+    /// Feeds `count` samples; `emit` gets each estimate whose frame they complete, in order. No allocation.
+    public func process(_ samples: UnsafePointer<Float>, count: Int, emit: (PitchEstimate) -> Void) {
+        for i in 0..<count {
+            var x = Double(samples[i])
+            if decimation > 1 {
+                for s in 0..<lowPass.count {
+                    let f = lowPass[s]
+                    let y = f.b0 * x + f.b1 * lowPassState[4 * s] + f.b2 * lowPassState[4 * s + 1]
+                        - f.a1 * lowPassState[4 * s + 2] - f.a2 * lowPassState[4 * s + 3]
+                    lowPassState[4 * s + 1] = lowPassState[4 * s]
+                    lowPassState[4 * s] = x
+                    lowPassState[4 * s + 3] = lowPassState[4 * s + 2]
+                    lowPassState[4 * s + 2] = y
+                    x = y
+                }
+                phase += 1
+                if phase < decimation { continue }
+                phase = 0
+            }
+            append(Float(x))
+            if filled >= frameLength, sinceAnalysis >= hopSamples {
+                sinceAnalysis = 0
+                emit(analyse())
+            }
+        }
+        inputCount += Int64(count)
+    }
+
+    private func append(_ x: Float) {
+        if filled == historyCapacity {
+            // Keep the newest frame.
+            let keep = frameLength
+            (history).update(from: history + (filled - keep), count: keep)
+            filled = keep
+        }
+        history[filled] = x
+        filled += 1
+        sinceAnalysis += 1
+        analysed += 1
+    }
+
+    /// YIN on the newest frame.
+    private func analyse() -> PitchEstimate {
+        let x = history + (filled - frameLength)
+        // Loudness of the frame.
+        var energy = 0.0
+        for j in 0..<frameLength { energy += Double(x[j]) * Double(x[j]) }
+        let level = 10 * log10(max(energy / Double(frameLength), 1e-20))
+        // The difference function, and its cumulative mean normalised form.
+        var running = 0.0
+        difference[0] = 1
+        // The newest window against the signal `lag` earlier: the estimate describes the newest audio it can.
+        let newest = x + (frameLength - window)
+        for lag in 1...maximumLag {
+            var sum: Float = 0
+            let a = newest
+            let b = newest - lag
+            for j in 0..<window {
+                let d = a[j] - b[j]
+                sum += d * d
+            }
+            running += Double(sum)
+            difference[lag] = running > 0 ? Double(sum) * Double(lag) / running : 1
+        }
+        // The first dip under the threshold, followed to its bottom; else the deepest.
+        var lag = -1
+        var t = minimumLag
+        while t <= maximumLag {
+            if difference[t] < configuration.threshold {
+                while t + 1 <= maximumLag, difference[t + 1] < difference[t] { t += 1 }
+                lag = t
+                break
+            }
+            t += 1
+        }
+        if lag < 0 {
+            lag = minimumLag
+            for t in minimumLag...maximumLag where difference[t] < difference[lag] { lag = t }
+        }
+        // Against an octave jump: the dip at twice or half the period of the estimate before, if nearly as deep —
+        // for at most `octaveHold` estimates in a row, so a real leap is followed after that.
+        var held = false
+        if let previous = previousLag, heldOctaves < Self.octaveHold {
+            let ratio = Double(lag) / previous
+            for factor in [2.0, 0.5] where abs(ratio * factor - 1) < 0.06 {
+                let other = Int((Double(lag) * factor).rounded())
+                guard other >= minimumLag, other < maximumLag else { continue }
+                let bottom = localMinimum(near: other)
+                if difference[bottom] < difference[lag] + 0.05 {
+                    lag = bottom
+                    held = true
+                }
+            }
+        }
+        heldOctaves = held ? heldOctaves + 1 : 0
+        let depth = difference[lag]
+        let refined = interpolate(lag)
+        // Stamped at the centre of what the period was found in: the newest window and one period before it.
+        let span = Double(window) + refined
+        let centre = (Double(analysed) - span / 2) * Double(decimation) / sampleRate
+        let voiced = depth < configuration.voicingThreshold && level > configuration.silenceLevel
+        previousLag = voiced ? refined : nil
+        return PitchEstimate(time: centre, frequency: rate / refined, confidence: max(0, min(1, 1 - depth)), voiced: voiced)
+    }
+
+    /// The bottom of the dip around `lag` (within two samples).
+    private func localMinimum(near lag: Int) -> Int {
+        var best = lag
+        for t in max(minimumLag, lag - 2)...min(maximumLag - 1, lag + 2) where difference[t] < difference[best] { best = t }
+        return best
+    }
+
+    /// The period between samples: the vertex of the parabola through the dip and its neighbours.
+    private func interpolate(_ lag: Int) -> Double {
+        guard lag > 1, lag < maximumLag else { return Double(lag) }
+        let a = difference[lag - 1]
+        let b = difference[lag]
+        let c = difference[lag + 1]
+        let curvature = a - 2 * b + c
+        guard curvature > 0 else { return Double(lag) }
+        return Double(lag) + max(-0.5, min(0.5, (a - c) / (2 * curvature)))
+    }
+}
