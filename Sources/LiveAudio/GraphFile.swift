@@ -203,7 +203,7 @@ public struct UnitRegistry: Sendable {
     /// The units LiveAudio ships: sources `input` (the microphone), `file`, `player`, `tone`, `noise`; `mixer`, `gain`,
     /// `sampleDelay`; effects `eq`,
     /// `lowpass`, `highpass`, `bandpass`, `dynamics`, `reverb`, `delay`, `limiter`; `converter` and `timePitch`;
-    /// `voiceProcessing`.
+    /// `voiceProcessing`; `pitchTracker`.
     public static let standard: UnitRegistry = {
         var r = UnitRegistry()
         r.register("file") { (f: inout NodeFields) throws(AudioError) in
@@ -289,6 +289,18 @@ public struct UnitRegistry: Sendable {
             let unit = try TimePitchUnit(format: f.format, quality: quality)
             try unit.formant.set(try f.bool("formant", default: false) ? 1 : 0)
             return unit
+        }
+        r.register("pitchTracker") { (f: inout NodeFields) throws(AudioError) in
+            // Passes its input on; estimates the voice's pitch every "hop" seconds between "minimumFrequency" and
+            // "maximumFrequency" (Hz).
+            var c = PitchEstimator.Configuration()
+            c.minimumFrequency = try f.number("minimumFrequency", default: c.minimumFrequency, in: 40...1_000, unit: " Hz")
+            c.maximumFrequency = try f.number("maximumFrequency", default: c.maximumFrequency, in: 80...2_000, unit: " Hz")
+            c.hop = try f.number("hop", default: c.hop, in: 0.001...0.05, unit: " s")
+            guard c.minimumFrequency * 2 <= c.maximumFrequency else {
+                throw f.error("maximumFrequency", "must be at least an octave above minimumFrequency (\(NodeFields.show(c.minimumFrequency)) Hz)")
+            }
+            return try PitchTrackerUnit(format: f.format, configuration: c)
         }
         r.register("voiceProcessing") { (f: inout NodeFields) throws(AudioError) in
             // Bus 0 the microphone, bus 1 the reference ("referenceChannels", default the graph's). Parameters are

@@ -101,7 +101,7 @@ func probe(_ arguments: [String], environment: [String: String] = [:]) async thr
     /// examples/voice-chain.json mixed with a read-ahead accompaniment, effect parameters, bypasses and
     /// mute moving from a control thread — on JACK at the graph's rate, on JACK at 44.1 kHz (through the rate
     /// conversion), and on a virtual device whose capture clock runs 0.1 % fast (through the drift bridge) and whose
-    /// playback stalls for 40 ms every 4 s (the bridge's resync). Not one allocation on the device thread once
+    /// playback stalls for 40 ms every 4 s (the bridge's resync), with a pitch tracker on the voice. Not one allocation on the device thread once
     /// warmed up; a deliberate allocation on that thread is counted, so the zero means something.
     @Test func deviceThreadsNeverAllocate() async throws {
         let graph = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
@@ -117,6 +117,7 @@ func probe(_ arguments: [String], environment: [String: String] = [:]) async thr
             let report = try await probe(["device-cycles", dir.path, graph] + backend)
             #expect(report["cycles"]! >= minimumCycles, "\(backend)")
             #expect(report["watchedCycles"]! >= minimumCycles, "\(backend): the tap watched the device thread")
+            #expect(report["pitchEstimates"]! >= 100 && report["pitchDroppedFrames"] == 0, "\(backend): the pitch tracker's worker kept up")
             #expect(report["changes"]! >= 100, "\(backend)")
             #expect(report["overflows"]! > 0, "\(backend): the full-ring path ran")
             #expect(report["consumed"]! > 0, "\(backend)")

@@ -357,6 +357,11 @@ func deviceCycles(
     try graph.connect(mixer, to: record)
     try graph.connect(record, to: tap)
     try graph.connect(tap, to: graph.output)
+    // The voice's pitch tracked beside the chain, as a karaoke session tracks it: a sink on the last effect.
+    let pitchUnit = try PitchTrackerUnit(format: graph.format)
+    let pitch = try graph.addNode(pitchUnit, name: "pitch")
+    try graph.connect(last, to: pitch)
+    try graph.addSink(pitch)
 
     let voice = try StreamFormat(sampleRate: graph.format.sampleRate, channelCount: 1, sampleType: .int16, interleaved: true)
     let virtualInput = directory + "/voice.wav"
@@ -500,7 +505,10 @@ func deviceCycles(
         drained.signal()
     }
     drained.wait()
+    var pitchEstimates = 0
+    pitchUnit.readEstimates { _ in pitchEstimates += 1 }
     emit([
+        "pitchEstimates": pitchEstimates, "pitchDroppedFrames": pitchUnit.droppedFrames,
         "cycles": measuredCycles, "watchedCycles": tapUnit.watchedCycles.load(ordering: .relaxed),
         "deviceThreadAllocations": Int(allocations), "deviceThreadBytes": Int(bytes), "canaryAllocations": Int(canary),
         "deviceThreadLockWaits": Int(lockWaits), "deviceThreadFrees": Int(frees), "canaryLockWaits": Int(lockCanary),

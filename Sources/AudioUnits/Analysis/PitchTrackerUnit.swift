@@ -1,0 +1,208 @@
+import AudioCore
+import AudioGraph
+import Synchronization
+
+/// Tracks the pitch of a voice: a ``PitchEstimator`` (YIN) over its input — mixed to mono — one estimate every
+/// 10 ms (frequency, confidence, voiced or not), stamped in the graph's time. Passes its input through unchanged,
+/// so it sits inline in a chain or, as a graph sink, beside one (a session puts it on the dry voice after voice
+/// processing). Node type `pitchTracker` in graph files.
+///
+/// - **Real time** (``RenderUnit/willRender(_:)`` told ``RenderingMode/realTime(maximumCycleFrames:)``): the render
+///   thread copies the voice into a ring (one second) and wakes a job on a ``WorkerPool`` (the shared `la-work`
+///   threads), which runs the estimator — the render thread does no analysis, allocates nothing, locks nothing.
+///   Frames that find the ring full are dropped and counted (``droppedFrames``); estimates keep their times.
+/// - **Offline** (told so, or never told): the estimator runs on the rendering thread, so an offline render gets
+///   every estimate before its next cycle.
+/// - **Reading**: ``latest`` (any thread) for a display; ``readEstimates(_:)`` (one reader thread) drains every
+///   estimate in order for a scorer — up to 4,096 (41 s) are held for it, later ones counted in
+///   ``droppedEstimates``.
+/// - **Time**: an estimate's ``PitchEstimate/time`` is seconds of the graph's sample time at the voice it describes
+///   (the estimator's stamp plus the sample time of the first frame the unit rendered since its reset).
+public final class PitchTrackerUnit: RenderUnit {
+    public let core: UnitCore
+    public let configuration: PitchEstimator.Configuration
+
+    private let shared: Shared
+    private let job: WorkerPool.Job
+
+    /// What the render thread, the worker and the readers share. The job owns it too.
+    private final class Shared: Sendable {
+        let rate: Double
+        let ring: FrameRingBuffer
+        /// The voice mixed to mono: the render thread's while it renders, the control side's in prepare.
+        let mono = RenderThreadBound(PCMBuffer(channelCount: 1, capacity: 4096))
+        /// The estimator and what the worker reads the ring into: the worker's in real time, the rendering thread's
+        /// offline, the control side's in reset — under a lock none of them holds for long, and which a real-time
+        /// render thread never takes.
+        let analysis: Mutex<Analysis>
+        struct Analysis: ~Copyable {
+            let estimator: PitchEstimator
+            let scratch = PCMBuffer(channelCount: 1, capacity: 4096)
+        }
+        let estimates: EstimateRing
+        let latestEstimate = Mutex<PitchEstimate?>(nil)
+        let realTime = Atomic<Bool>(false)
+        /// The sample time of the first frame since the reset (`Int64.min` before it).
+        let firstSampleTime = Atomic<Int64>(.min)
+        let droppedFrames = Atomic<Int>(0)
+
+        init(rate: Double, configuration: PitchEstimator.Configuration) throws(AudioError) {
+            self.rate = rate
+            ring = FrameRingBuffer(channelCount: 1, capacity: Int(rate))
+            let estimator = try PitchEstimator(sampleRate: rate, configuration: configuration)
+            analysis = Mutex(Analysis(estimator: estimator))
+            estimates = EstimateRing(capacity: 4096)
+        }
+
+        /// Runs the estimator over `count` samples and hands out what it finds.
+        func analyse(_ samples: UnsafePointer<Float>, count: Int, estimator: PitchEstimator) {
+            let base = Double(max(0, firstSampleTime.load(ordering: .acquiring))) / rate
+            var newest: PitchEstimate?
+            estimator.process(samples, count: count) { e in
+                var e = e
+                e.time += base
+                estimates.push(e)
+                newest = e
+            }
+            if let newest { latestEstimate.withLock { $0 = newest } }
+        }
+
+        /// The worker's turn: everything in the ring through the estimator.
+        func pass(last: Bool) -> WorkerPool.Turn {
+            if last { return .idle }
+            analysis.withLock { a in
+                while true {
+                    let n = ring.read(into: a.scratch.view(frames: min(a.scratch.capacity, ring.availableToRead)))
+                    if n == 0 { return }
+                    analyse(a.scratch.view(frames: n)[0].baseAddress!, count: n, estimator: a.estimator)
+                }
+            }
+            return .idle
+        }
+    }
+
+    /// - Parameters:
+    ///   - format: the input's format (any channel count: the channels are averaged).
+    ///   - configuration: the estimator's range, hop and thresholds.
+    ///   - pool: where the real-time analysis runs.
+    /// - Throws: ``AudioError`` `.invalidFormat` for a format the graph cannot carry, what ``PitchEstimator`` throws
+    ///   for the rate or configuration, `.resourceUnavailable` when the pool's thread cannot start.
+    public init(
+        format: StreamFormat, configuration: PitchEstimator.Configuration = .init(), pool: WorkerPool = .shared
+    ) throws(AudioError) {
+        let f = try StreamFormat.graph(sampleRate: format.sampleRate, channelCount: format.channelCount)
+        self.configuration = configuration
+        let shared = try Shared(rate: f.sampleRate, configuration: configuration)
+        self.shared = shared
+        job = try pool.add("pitch tracker") { last in shared.pass(last: last) }
+        core = UnitCore(kind: "pitchTracker", inputs: [f], outputs: [f])
+    }
+
+    deinit { job.finish() }
+
+    /// Seconds between estimates.
+    public var estimateInterval: Double { configuration.hop }
+
+    /// The newest estimate, or nil before the first. Any thread.
+    public var latest: PitchEstimate? { shared.latestEstimate.withLock { $0 } }
+
+    /// Hands every estimate made since the last call to `body`, in order. One reader thread at a time.
+    public func readEstimates(_ body: (PitchEstimate) -> Void) { shared.estimates.drain(body) }
+
+    /// Input frames dropped because the worker fell a second behind (real time only).
+    public var droppedFrames: Int { shared.droppedFrames.load(ordering: .relaxed) }
+    /// Estimates no reader took before 4,096 more were made.
+    public var droppedEstimates: Int { shared.estimates.dropped }
+
+    public func willRender(_ mode: RenderingMode) {
+        shared.realTime.store(mode != .offline, ordering: .releasing)
+    }
+
+    public func allocateRenderResources(_ spec: RenderSpec) throws(AudioError) {
+        shared.mono.whileStopped = PCMBuffer(channelCount: 1, capacity: spec.maximumFrames)
+    }
+
+    /// Starts the time again from the next frame rendered and clears the estimator (not the estimates unread).
+    public func reset() {
+        shared.analysis.withLock { a in
+            shared.ring.reset()
+            a.estimator.reset()
+        }
+        shared.firstSampleTime.store(.min, ordering: .releasing)
+        shared.latestEstimate.withLock { $0 = nil }
+    }
+
+    public func render(_ context: RenderContext) {
+        let input = context.input(0)
+        context.output(0).copy(from: input)
+        let s = shared
+        let n = context.frameCount
+        guard n > 0 else { return }
+        if s.firstSampleTime.load(ordering: .relaxed) == .min {
+            s.firstSampleTime.store(context.timeStamp.sampleTime, ordering: .releasing)
+        }
+        // Mono: channel 0, or the channels' mean.
+        let mono = s.mono.onRenderThread.view(frames: n)
+        let m = mono[0].baseAddress!
+        let channels = input.channelCount
+        m.update(from: input[0].baseAddress!, count: n)
+        if channels > 1 {
+            for c in 1..<channels {
+                let x = input[c].baseAddress!
+                for i in 0..<n { m[i] += x[i] }
+            }
+            let scale = 1 / Float(channels)
+            for i in 0..<n { m[i] *= scale }
+        }
+        let put = s.ring.write(mono)
+        if put < n { s.droppedFrames.add(n - put, ordering: .relaxed) }
+        if s.realTime.load(ordering: .relaxed) {
+            job.wake()
+        } else {
+            // Offline: no deadline; the worker's pass, here, before the next cycle.
+            _ = s.pass(last: false)
+        }
+    }
+}
+
+/// A single-producer single-consumer ring of estimates: the analysis pushes (never blocking: a full ring drops and
+/// counts), one reader drains.
+final class EstimateRing: @unchecked Sendable {
+    // Unchecked Sendable: slots below `written` and at or above `read` are the producer's, the others the reader's;
+    // the two counters are atomics that order the hand-over.
+    private let slots: UnsafeMutablePointer<PitchEstimate>
+    private let capacity: Int
+    private let written = Atomic<Int>(0)
+    private let read = Atomic<Int>(0)
+    private let droppedCount = Atomic<Int>(0)
+
+    init(capacity: Int) {
+        self.capacity = capacity
+        slots = .allocate(capacity: capacity)
+        slots.initialize(repeating: PitchEstimate(time: 0, frequency: 0, confidence: 0, voiced: false), count: capacity)
+    }
+
+    deinit { slots.deallocate() }
+
+    var dropped: Int { droppedCount.load(ordering: .relaxed) }
+
+    func push(_ e: PitchEstimate) {
+        let w = written.load(ordering: .relaxed)
+        guard w - read.load(ordering: .acquiring) < capacity else {
+            droppedCount.add(1, ordering: .relaxed)
+            return
+        }
+        slots[w % capacity] = e
+        written.store(w + 1, ordering: .releasing)
+    }
+
+    func drain(_ body: (PitchEstimate) -> Void) {
+        var r = read.load(ordering: .relaxed)
+        let w = written.load(ordering: .acquiring)
+        while r < w {
+            body(slots[r % capacity])
+            r += 1
+            read.store(r, ordering: .releasing)
+        }
+    }
+}

@@ -1,0 +1,117 @@
+import AudioCore
+import AudioGraph
+import AudioUnits
+import Foundation
+import LiveAudio
+import Testing
+
+@Suite("pitchTracker unit")
+struct PitchTrackerTests {
+    static let rate = 48_000.0
+
+    /// source → pitchTracker → output, stereo (the singer in both channels at 0.8 and 0.4: the mean is tracked).
+    static func graph(_ singer: GeneratedSinger) throws -> (RenderGraph, PitchTrackerUnit) {
+        let format = try StreamFormat.graph(sampleRate: rate, channelCount: 2)
+        let graph = try RenderGraph(format: format, maximumFrames: 1024)
+        let source = try BufferPlayerUnit(
+            buffer: PCMBuffer(channels: [singer.samples.map { $0 * 0.8 }, singer.samples.map { $0 * 0.4 }]), sampleRate: rate)
+        let tracker = try PitchTrackerUnit(format: format)
+        let s = try graph.addNode(source, name: "voice")
+        let t = try graph.addNode(tracker, name: "pitch")
+        try graph.connect(s, to: t)
+        try graph.connect(t, to: graph.output)
+        try graph.initialize()
+        return (graph, tracker)
+    }
+
+    /// What the estimator alone makes of the mean of the two channels, shifted by `start` seconds.
+    static func reference(_ singer: GeneratedSinger, start: Double) throws -> [PitchEstimate] {
+        let estimator = try PitchEstimator(sampleRate: rate)
+        var out: [PitchEstimate] = []
+        let mean = singer.samples.map { ($0 * 0.8 + $0 * 0.4) / 2 }
+        mean.withUnsafeBufferPointer { p in
+            estimator.process(p.baseAddress!, count: p.count) { e in
+                var e = e
+                e.time += start
+                out.append(e)
+            }
+        }
+        return out
+    }
+
+    @Test("Offline: the estimates are the estimator's on the channels' mean, in the graph's time; the audio passes unchanged")
+    func offline() throws {
+        let singer = GeneratedSinger(notes: [57, 60, 64], noteLength: 0.4, gap: 0.1, snr: 30)
+        let (graph, tracker) = try Self.graph(singer)
+        let renderer = OfflineRenderer(graph: graph)
+        var estimates: [PitchEstimate] = []
+        var left: [Float] = []
+        // The graph's time starts at 0.25 s: the estimates say so.
+        _ = try renderer.render(frames: 0)
+        while left.count < singer.samples.count {
+            let out = try renderer.render(frames: 480)
+            left += out[0]
+            tracker.readEstimates { estimates.append($0) }
+        }
+        #expect(zip(left, singer.samples).allSatisfy { abs($0 - $1 * 0.8) < 1e-6 }, "passes its input")
+        let reference = try Self.reference(singer, start: 0)
+        #expect(estimates.count == reference.count && estimates.count > 100)
+        #expect(zip(estimates, reference).allSatisfy { abs($0.time - $1.time) < 1e-9 && abs($0.frequency - $1.frequency) < 1e-6 && $0.voiced == $1.voiced })
+        #expect(tracker.latest == estimates.last)
+        #expect(tracker.droppedFrames == 0 && tracker.droppedEstimates == 0)
+    }
+
+    @Test("Real time: the render thread only queues the voice; the worker's estimates are the same, a reset starts the time again")
+    func realTime() throws {
+        let singer = GeneratedSinger(notes: [55, 62], noteLength: 0.5, gap: 0.1, snr: 30)
+        let (graph, tracker) = try Self.graph(singer)
+        let renderer = OfflineRenderer(graph: graph)
+        graph.willRender(.realTime(maximumCycleFrames: 1024))
+        var estimates: [PitchEstimate] = []
+        var done = 0
+        // Paced as a device would: a 256-frame cycle every 5.3 ms.
+        while done < singer.samples.count {
+            _ = try renderer.render(frames: 256)
+            done += 256
+            tracker.readEstimates { estimates.append($0) }
+            usleep(5_333)
+        }
+        let reference = try Self.reference(singer, start: 0)
+        let deadline = Date().addingTimeInterval(5)
+        while estimates.count < reference.count, Date() < deadline {
+            usleep(2_000)
+            tracker.readEstimates { estimates.append($0) }
+        }
+        #expect(estimates.count == reference.count && tracker.droppedFrames == 0)
+        #expect(zip(estimates, reference).allSatisfy { abs($0.time - $1.time) < 1e-9 && abs($0.frequency - $1.frequency) < 1e-6 })
+        // After a reset the graph's clock starts from 0 again, and so do the estimates.
+        graph.reset()
+        #expect(tracker.latest == nil)
+    }
+
+    @Test("Graph files: pitchTracker with its range and hop; bad values are errors naming the field")
+    func graphFile() throws {
+        func load(_ fields: String) throws(AudioError) -> LoadedGraph {
+            try GraphFile.load(json: """
+                {"sampleRate": 48000, "channels": 1,
+                 "nodes": [{"id": "tone", "type": "tone", "frequency": 220}, {"id": "pitch", "type": "pitchTracker"\(fields)}],
+                 "connections": [{"from": "tone", "to": "pitch"}, {"from": "pitch", "to": "output"}]}
+                """)
+        }
+        let loaded = try load(#", "minimumFrequency": 80, "maximumFrequency": 800, "hop": 0.005"#)
+        let tracker = try #require(loaded.units["pitch"] as? PitchTrackerUnit)
+        #expect(tracker.configuration.minimumFrequency == 80 && tracker.estimateInterval == 0.005)
+        try loaded.graph.initialize()
+        let renderer = OfflineRenderer(graph: loaded.graph)
+        for _ in 0..<20 { _ = try renderer.render(frames: 480) }
+        let latest = try #require(tracker.latest)
+        #expect(latest.voiced && abs(latest.frequency - 220) < 0.5, "\(latest)")
+        for (fields, message) in [
+            (#", "hop": 0.5"#, "hop"), (#", "minimumFrequency": 500, "maximumFrequency": 700"#, "maximumFrequency"),
+            (#", "maximumFrequency": "high""#, "maximumFrequency"),
+        ] {
+            #expect(throws: AudioError.self, "\(message)") { try load(fields) }
+            do { _ = try load(fields) } catch { #expect(error.message.contains("'\(message)'") || error.message.contains(message), "\(error.message)") }
+        }
+    }
+}
