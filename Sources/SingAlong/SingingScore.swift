@@ -211,3 +211,54 @@ public struct SingingScore: Sendable {
         }
     }
 }
+
+extension SingingScore.Result {
+    /// The result as a JSON object — `total`, `notes`, `golden`, `lineBonus`, `beatsJudged`, `beatsHit`, `difficulty`,
+    /// `roundTripMilliseconds` (the shift used: the measured round trip in a session, `--offset-ms` offline), and
+    /// `lines` (each line's `index`, `text`, `start`, `end`, `hitRatio`, `points`, `rating`): what `--score-file`
+    /// writes.
+    public func json(difficulty: SingingDifficulty, roundTripSeconds: Double) -> String {
+        func number(_ x: Double) -> String {
+            guard x.isFinite else { return "null" }
+            let rounded = (x * 1000).rounded() / 1000
+            return rounded == rounded.rounded() && abs(rounded) < 1e15 ? String(Int(rounded)) : String(rounded)
+        }
+        var out = "{\n"
+        out += "  \"total\": \(total),\n"
+        out += "  \"notes\": \(number(notes)),\n  \"golden\": \(number(golden)),\n  \"lineBonus\": \(number(lineBonus)),\n"
+        out += "  \"beatsJudged\": \(beatsJudged),\n  \"beatsHit\": \(beatsHit),\n"
+        out += "  \"difficulty\": \(jsonString(difficulty.rawValue)),\n"
+        out += "  \"roundTripMilliseconds\": \(number(roundTripSeconds * 1000)),\n"
+        out += "  \"lines\": ["
+        for (k, line) in lines.enumerated() {
+            out += k == 0 ? "\n" : ",\n"
+            out += "    {\"index\": \(line.index), \"text\": \(jsonString(line.text)), \"start\": \(number(line.start)), "
+            out += "\"end\": \(number(line.end)), \"hitRatio\": \(number(line.hitRatio)), \"points\": \(number(line.points)), "
+            out += "\"rating\": \(jsonString(line.rating))}"
+        }
+        out += lines.isEmpty ? "]\n}\n" : "\n  ]\n}\n"
+        return out
+    }
+}
+
+/// `text` as a JSON string literal.
+func jsonString(_ text: String) -> String {
+    var out = "\""
+    for scalar in text.unicodeScalars {
+        switch scalar {
+        case "\"": out += "\\\""
+        case "\\": out += "\\\\"
+        case "\n": out += "\\n"
+        case "\r": out += "\\r"
+        case "\t": out += "\\t"
+        default:
+            if scalar.value < 0x20 {
+                let hex = String(scalar.value, radix: 16)
+                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+            } else {
+                out.unicodeScalars.append(scalar)
+            }
+        }
+    }
+    return out + "\""
+}

@@ -3,6 +3,7 @@ import AudioGraph
 import AudioUnits
 import Foundation
 import LiveAudio
+import TestSupport
 import Testing
 
 @Suite("pitchTracker unit")
