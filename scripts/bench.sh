@@ -10,7 +10,7 @@ export PATH=/opt/swift/usr/bin:$PATH
 work=${BENCH_DIR:-$(mktemp -d)}
 mkdir -p "$work"
 
-parts=" ${BENCH_PARTS:-engine render chain encode rates voice devices karaoke rtmp} "
+parts=" ${BENCH_PARTS:-engine render chain encode rates pitch voice devices karaoke rtmp} "
 want() { [[ "$parts" == *" $1 "* ]]; }
 
 # The tool as `make demo` builds it: release, Swift runtime linked statically.
@@ -165,6 +165,13 @@ scripts/interleaved_timing.py 5 \
   "rubberband -2 -p 2=rubberband -q -2 -p 2 $work/rates-48000.wav $work/pitch-rb-2.wav" \
   "rubberband -2 -R -p 2=rubberband -q -2 -R -p 2 $work/rates-48000.wav $work/pitch-rb-2r.wav" \
   "rubberband -2 (unit's options)=rubberband -q -2 --centre-focus --pitchmap $work/flat.pitchmap -p 2 $work/rates-48000.wav $work/pitch-rb-2u.wav"
+fi
+
+if want pitch; then
+echo "== pitch tracking: LiveAudio against aubio yinfft and librosa pyin, generated singing and espeak-ng speech"
+# scripts/pitch-accuracy.py makes the material and the ground truth and runs the three trackers; the venv holds
+# librosa (scripts/install-deps.sh bench).
+.build/bench-venv/bin/python3 scripts/pitch-accuracy.py --liveaudio .build/release/liveaudio || true
 fi
 
 if want voice; then

@@ -24,7 +24,7 @@ rtmp=(nginx libnginx-mod-rtmp libnginx-mod-stream openssl)
 # espeak-ng speaks the voice-processing tests' near and far ends; tmux is the terminal the karaoke screen is tested on.
 tools=(strace time python3 python3-venv espeak-ng tmux)
 case "$profile" in
-  bench) pkgs+=(sox rubberband-cli strace time espeak-ng libspeexdsp-dev "${servers[@]}" "${rtmp[@]}") ;;
+  bench) pkgs+=(sox rubberband-cli strace time espeak-ng libspeexdsp-dev aubio-tools python3-venv "${servers[@]}" "${rtmp[@]}") ;;
   demo) pkgs+=(espeak-ng) ;;
   test) pkgs+=("${servers[@]}" "${rtmp[@]}" "${tools[@]}") ;;
   # The soak: the test servers, jack_simple_client (jackd2's example clients) as the peer, matplotlib for its plot.
@@ -43,6 +43,18 @@ if [ ${#need[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+
+# librosa (pYIN, a peer of the pitch tracker in `make bench`) comes from PyPI into a virtual environment of the
+# benchmarks' own.
+if [ "$profile" = bench ]; then
+  venv="$(cd "$(dirname "$0")/.." && pwd)/.build/bench-venv"
+  if ! "$venv/bin/python3" -c "import librosa, soundfile" >/dev/null 2>&1; then
+    echo "install-deps: installing librosa 0.11.0 into $venv"
+    rm -rf "$venv"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check "librosa==0.11.0" "soundfile"
+  fi
 fi
 
 # pyrtmp, a third RTMP server for the interoperability tests, comes from PyPI into a virtual environment of the

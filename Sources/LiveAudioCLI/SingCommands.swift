@@ -64,8 +64,8 @@ struct Pitch: ParsableCommand {
         abstract: "Print the pitch of a voice in a file: time, frequency, confidence, voiced — every 10 ms, as CSV.",
         discussion: """
             The estimator the pitchTracker node runs (YIN, 65 … 1100 Hz by default): times are seconds from the \
-            file's first sample, at the centre of the audio each estimate describes; frequency in Hz (0 when \
-            unvoiced).
+            file's first sample, at the centre of the audio each estimate describes; frequency in Hz, the best \
+            guess even where the voiced column says 0.
             """)
 
     @Argument(help: "The file (any the decoder reads; channels are averaged).")
@@ -84,7 +84,7 @@ struct Pitch: ParsableCommand {
             c.maximumFrequency = maximumFrequency
             var out = "time,frequency,confidence,voiced\n"
             for e in try TakeScoring.pitch(ofFile: file, configuration: c) {
-                out += String(cFormat: "%.4f,%.2f,%.3f,%d\n", e.time, e.voiced ? e.frequency : 0, e.confidence, e.voiced ? 1 : 0)
+                out += String(cFormat: "%.4f,%.2f,%.3f,%d\n", e.time, e.frequency, e.confidence, e.voiced ? 1 : 0)
             }
             StandardStream.output(out)
         } catch {
