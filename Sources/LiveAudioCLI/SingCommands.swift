@@ -29,7 +29,7 @@ struct Score: ParsableCommand {
     @Option(help: "easy, medium or hard.")
     var difficulty: SingingDifficulty = .medium
 
-    @Option(help: "The part of a duet to score: 1 or 2.")
+    @Option(help: "The part of a duet to score: 1 … 9 (P1, P2, …).")
     var part: Int = 1
 
     @Option(name: .customLong("offset-ms"), help: "How late the voice is in the take, in milliseconds (negative: early).")

@@ -22,6 +22,9 @@ extension SongChart {
         /// A timed line as read: when, its text pieces (before the first word time, then one per word time).
         struct Timed {
             var time: Double
+            /// The first time tag of the line it was written on: its word times belong to that one, and move with
+            /// the text to the line's other time tags.
+            var firstTag: Double
             var pieces: [(time: Double?, text: String)]
             var order: Int
         }
@@ -73,7 +76,7 @@ extension SongChart {
                 rest = rest[rest.index(after: close)...]
             }
             pieces.append((pieceTime, String(rest)))
-            for t in times { timed.append(Timed(time: t, pieces: pieces, order: timed.count)) }
+            for t in times { timed.append(Timed(time: t, firstTag: times[0], pieces: pieces, order: timed.count)) }
         }
         guard !timed.isEmpty else { throw AudioError(.invalidChart, "\(name): no timed line ([mm:ss.xx]text)") }
         timed.sort { ($0.time, $0.order) < ($1.time, $1.order) }
@@ -85,9 +88,8 @@ extension SongChart {
             if text.trimmingSpaces.isEmpty { continue }
             let start = line.time + shift
             let next = i + 1 < timed.count ? timed[i + 1].time + shift : nil
-            // Word times belong to this line only when they fall within it (several time tags share the text).
-            let base = line.pieces.compactMap(\.time).first ?? line.time
-            let wordShift = line.time - base
+            // Word times were written for the line's first time tag; at its other tags they move with the text.
+            let wordShift = line.time - line.firstTag
             // Word times that go backwards are held at the word before (a syllable never starts before its
             // predecessor), and none starts before its line.
             var syllables: [SongChart.Syllable] = []

@@ -67,6 +67,9 @@ public struct SingingScore: Sendable {
         public var beatsHit: Int
     }
 
+    /// The most beats a part may have to judge: over an hour at the fastest usual tempo (each takes a few words of
+    /// memory).
+    public static let beatLimit = 1_000_000
     public static let notePoints = 9_000.0
     public static let lineBonusPoints = 1_000.0
 
@@ -102,7 +105,8 @@ public struct SingingScore: Sendable {
     ///   - voice: the part sung (`P1` is 1); a duet's other part is not scored.
     ///   - estimateInterval: seconds between the tracker's estimates (its hop): each estimate counts for the
     ///     beats within half of it either side, so every beat is judged however short.
-    /// - Throws: ``AudioError`` `.invalidChart` when the chart has no notes or no such part.
+    /// - Throws: ``AudioError`` `.invalidChart` when the chart has no notes or no such part, or more than
+    ///   ``beatLimit`` beats to judge.
     public init(
         chart: SongChart, voice number: Int = 1, difficulty: SingingDifficulty = .medium, estimateInterval: Double = 0.01
     ) throws(AudioError) {
@@ -112,6 +116,10 @@ public struct SingingScore: Sendable {
         guard let voice = chart.voice(number) else {
             let parts = chart.voices.map { "P\($0.number)" }.joined(separator: ", ")
             throw AudioError(.invalidChart, "'\(chart.title)' has no part P\(number) (it has \(parts))")
+        }
+        let total = voice.notes.reduce(0) { $0 + ($1.kind.scoreFactor > 0 ? $1.beats : 0) }
+        guard total <= Self.beatLimit else {
+            throw AudioError(.invalidChart, "'\(chart.title)' P\(number) has \(total) beats to judge, more than a song has (at most \(Self.beatLimit))")
         }
         self.voice = voice
         self.difficulty = difficulty

@@ -80,7 +80,7 @@ private struct UltraStarParser {
                 encoding = e
                 named = true
             } else {
-                warn(index + 1, "#ENCODING '\(value)' is not one LiveAudio reads (UTF-8, CP1252, CP1250): read as UTF-8")
+                warn(index + 1, "#ENCODING '\(value)' is not one LiveAudio reads (UTF-8, CP1252, CP1250): read as UTF-8, or CP1252 if it is not UTF-8")
             }
         }
         if !named, !ChartText.isValidUTF8(bytes) {
@@ -100,6 +100,10 @@ private struct UltraStarParser {
             let decoded = ChartText.decode(raw, as: encoding)
             let text = decoded[...].trimmedWhitespace
             if text.isEmpty { continue }
+            // A note's syllable keeps its trailing spaces ("Hello " + "World" is "Hello World"): notes are read from
+            // the line with its leading white space alone removed.
+            var untrimmed = decoded[...]
+            while let c = untrimmed.first, c.isWhitespace { untrimmed.removeFirst() }
             if text.hasPrefix("#") {
                 if inBody {
                     warn(number, "a header after the notes began: ignored")
@@ -173,7 +177,7 @@ private struct UltraStarParser {
                 else {
                     throw failure(number, "'\(text.prefix(20))' is neither a header, a note, a line break nor a voice change")
                 }
-                var note = try self.note(text, number)
+                var note = try self.note(untrimmed, number)
                 if relative { note.start += voices[current].relativeOffset }
                 if let last = voices[current].lastNote, note.start < last.start + last.beats {
                     throw failure(
@@ -198,14 +202,17 @@ private struct UltraStarParser {
             throw AudioError(.invalidChart, "\(name): no #BPM header (the tempo every note's time is counted in)")
         }
         let bpmLine = lineNumber(of: "BPM", in: lines)
-        guard let bpm = String.chartNumber(bpmText[...]), bpm > 0, bpm <= 100_000 else {
+        guard let bpm = String.chartNumber(bpmText[...]), bpm > 0 else {
             throw failure(bpmLine, "#BPM '\(bpmText)' is not a positive number")
         }
+        guard bpm <= 100_000 else { throw failure(bpmLine, "#BPM \(bpmText) is above 100000") }
         func number(_ key: String, allowNegative: Bool = false) throws(AudioError) -> Double? {
             guard let text = headers[key], !text.isEmpty else { return nil }
-            guard let value = String.chartNumber(text[...]), allowNegative || value >= 0, abs(value) <= 1e9 else {
-                throw failure(lineNumber(of: key, in: lines), "#\(key) '\(text)' is not a \(allowNegative ? "" : "non-negative ")number")
+            let line = lineNumber(of: key, in: lines)
+            guard let value = String.chartNumber(text[...]), allowNegative || value >= 0 else {
+                throw failure(line, "#\(key) '\(text)' is not a \(allowNegative ? "" : "non-negative ")number")
             }
+            guard abs(value) <= 1e9 else { throw failure(line, "#\(key) \(text) is beyond 1000000000") }
             return value
         }
         let gap = try number("GAP") ?? 0

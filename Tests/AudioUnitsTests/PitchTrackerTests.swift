@@ -25,7 +25,7 @@ struct PitchTrackerTests {
         return (graph, tracker)
     }
 
-    /// What the estimator alone makes of the mean of the two channels, shifted by `start` seconds.
+    /// What the estimator alone makes of the mean of the two channels, its times moved by `start` seconds.
     static func reference(_ singer: GeneratedSinger, start: Double) throws -> [PitchEstimate] {
         let estimator = try PitchEstimator(sampleRate: rate)
         var out: [PitchEstimate] = []
@@ -47,15 +47,17 @@ struct PitchTrackerTests {
         let renderer = OfflineRenderer(graph: graph)
         var estimates: [PitchEstimate] = []
         var left: [Float] = []
-        // The graph's time starts at 0.25 s: the estimates say so.
-        _ = try renderer.render(frames: 0)
+        // A quarter of a second rendered, then the tracker reset: its clock counts from the graph's 0.25 s.
+        for _ in 0..<25 { left += try renderer.render(frames: 480)[0] }
+        tracker.reset()
+        tracker.readEstimates { _ in }
         while left.count < singer.samples.count {
             let out = try renderer.render(frames: 480)
             left += out[0]
             tracker.readEstimates { estimates.append($0) }
         }
         #expect(zip(left, singer.samples).allSatisfy { abs($0 - $1 * 0.8) < 1e-6 }, "passes its input")
-        let reference = try Self.reference(singer, start: 0)
+        let reference = try Self.reference(GeneratedSinger.tail(of: singer, from: 12_000), start: 0.25)
         #expect(estimates.count == reference.count && estimates.count > 100)
         #expect(zip(estimates, reference).allSatisfy { abs($0.time - $1.time) < 1e-9 && abs($0.frequency - $1.frequency) < 1e-6 && $0.voiced == $1.voiced })
         #expect(tracker.latest == estimates.last)
@@ -85,9 +87,48 @@ struct PitchTrackerTests {
         }
         #expect(estimates.count == reference.count && tracker.droppedFrames == 0)
         #expect(zip(estimates, reference).allSatisfy { abs($0.time - $1.time) < 1e-9 && abs($0.frequency - $1.frequency) < 1e-6 })
-        // After a reset the graph's clock starts from 0 again, and so do the estimates.
         graph.reset()
         #expect(tracker.latest == nil)
+    }
+
+    /// Rendered faster than the worker reads (1.5 s at once against a 65,536-frame ring, then the rest paced): frames
+    /// are dropped and counted, what came before is analysed, and the estimates after the break still carry the
+    /// times of the voice they describe — each voiced estimate is the note the singer sang at its time.
+    @Test("Frames dropped in real time: the estimator starts again where the voice resumes; every estimate keeps its time")
+    func breaks() throws {
+        let notes: [Double] = [48, 52, 55, 59, 62, 65, 69, 72, 67, 64, 60, 57, 53, 50, 47, 45]
+        let singer = GeneratedSinger(notes: notes, noteLength: 0.22, gap: 0.03, vibrato: 0, snr: 40)
+        let (graph, tracker) = try Self.graph(singer)
+        let renderer = OfflineRenderer(graph: graph)
+        graph.willRender(.realTime(maximumCycleFrames: 1024))
+        var estimates: [PitchEstimate] = []
+        var done = 0
+        // 1.5 s at once (the ring holds 1.37 s), a pause for the worker, then the rest at ten times real time.
+        while done < 72_000 {
+            _ = try renderer.render(frames: 1024)
+            done += 1024
+        }
+        usleep(300_000)
+        while done < singer.samples.count {
+            _ = try renderer.render(frames: 1024)
+            done += 1024
+            usleep(2_000)
+        }
+        let deadline = Date().addingTimeInterval(5)
+        while Date() < deadline {
+            usleep(20_000)
+            let before = estimates.count
+            tracker.readEstimates { estimates.append($0) }
+            if estimates.count == before, !estimates.isEmpty { break }
+        }
+        #expect(tracker.droppedFrames > 0, "the ring overflowed")
+        let voiced = estimates.filter(\.voiced)
+        #expect(voiced.filter { $0.time < 1.3 }.count > 50 && voiced.filter { $0.time > 1.6 }.count > 100, "before and after the break")
+        // None for the voice that was dropped: the estimates skip its time.
+        let gaps = zip(estimates, estimates.dropFirst()).map { $1.time - $0.time }
+        #expect(gaps.allSatisfy { $0 > 0 } && (gaps.max() ?? 0) >= Double(tracker.droppedFrames) / Self.rate, "\(gaps.max() ?? 0) s, \(tracker.droppedFrames) frames dropped")
+        let accuracy = PitchAccuracy(estimates: estimates, truth: singer.truth)
+        #expect(accuracy.voicedFrames > 50 && accuracy.rawPitchAccuracy > 0.97, "\(accuracy)")
     }
 
     @Test("Graph files: pitchTracker with its range and hop; bad values are errors naming the field")

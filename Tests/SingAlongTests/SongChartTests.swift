@@ -68,6 +68,13 @@ struct SongChartTests {
         #expect(chart.warnings.isEmpty, "\(chart.warnings)")
     }
 
+    @Test("A syllable keeps its trailing space: 'Hello ' + 'World' reads as 'Hello World'; a space alone is kept")
+    func trailingSpaces() throws {
+        let chart = try Self.chart("#TITLE:T\n#ARTIST:A\n#BPM:300\n: 0 4 0 Hello \n: 8 4 0 World\n: 12 2 0  \n: 14 2 0 again\n")
+        #expect(chart.voices[0].syllables.map(\.text) == ["Hello ", "World", " ", "again"])
+        #expect(chart.voices[0].lines[0].text == "Hello World again")
+    }
+
     @Test("Unversioned files: CP1252 without a header (a warning), CP1252 and CP1250 named by #ENCODING, UTF-8 with a BOM")
     func encodings() throws {
         // "Café’s" in CP1252: é 0xE9, ’ 0x92.
@@ -147,6 +154,8 @@ struct SongChartTests {
             ("#TITLE:T\n#ARTIST:A\n: 0 4 0 a\n", "song.txt: no #BPM header (the tempo every note's time is counted in)"),
             ("#TITLE:T\n#ARTIST:A\n#BPM:fast\n: 0 4 0 a\n", "song.txt:3: #BPM 'fast' is not a positive number"),
             ("#TITLE:T\n#BPM:0\n: 0 4 0 a\n", "song.txt:2: #BPM '0' is not a positive number"),
+            ("#TITLE:T\n#BPM:200000\n: 0 4 0 a\n", "song.txt:2: #BPM 200000 is above 100000"),
+            ("#BPM:300\n#GAP:5000000000\n: 0 4 0 a\n", "song.txt:2: #GAP 5000000000 is beyond 1000000000"),
             ("#BPM:300\n#GAP:soon\n: 0 4 0 a\n", "song.txt:2: #GAP 'soon' is not a non-negative number"),
             ("#BPM:300\n: 0 4 x a\n", "song.txt:2: the note's pitch 'x' is not a whole number"),
             ("#BPM:300\n: 0\n", "song.txt:2: the note has no length"),
@@ -223,6 +232,11 @@ struct SongChartTests {
         #expect(lines[2].syllables.map(\.end) == [20.0, 20.75, 24.5])
         #expect(lines[4].end == 63.75, "the last line: 4 s")
         #expect(chart.beat(at: 10) == nil && chart.time(ofBeat: 4) == 0)
+        // Word times later than the line's tag stay where they are written; at the line's other tags they move with it.
+        let words = try SongChart.lrc(bytes: Self.bytes("[00:12.00][00:42.00]<00:12.50>Hello <00:13.00>world\n[00:20.00]x\n[00:50.00]y\n"), name: "w.lrc")
+        let sung = words.voices[0].lines
+        #expect(sung[0].start == 12 && sung[0].syllables.map(\.start) == [12.5, 13.0])
+        #expect(sung[2].start == 42 && sung[2].syllables.map(\.start) == [42.5, 43.0])
     }
 
     @Test("Bad LRC: a time tag that is not a time, an offset that is not a number, no timed line")

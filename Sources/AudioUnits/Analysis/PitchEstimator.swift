@@ -9,9 +9,9 @@ import Glibc
 /// running mean; the first dip under a threshold is the period (the shortest that fits, which keeps it from the
 /// octave below), refined between samples by a parabola.
 ///
-/// - Input: mono samples at any rate from 16 kHz. At 32 kHz and more the voice is low-passed (4th-order
-///   Butterworth at 5 kHz) and taken at half the rate: the fundamental and the harmonics that carry it are
-///   below that, and the work is a quarter.
+/// - Input: mono samples at 16 … 384 kHz. At 32 kHz and more the voice is low-passed (4th-order Butterworth at
+///   5 kHz) and taken at 22–24 kHz (every second sample at 44.1 and 48 kHz, every fourth at 96 kHz, …): the
+///   fundamental and the harmonics that carry it are below that, and the work stays that of 24 kHz.
 /// - Range: 65 Hz (C2) … 1,100 Hz (C♯6) by default; the analysis frame holds the longest period plus a window as
 ///   long as it: 31 ms at the defaults. Each estimate is stamped at its frame's centre (the input's time, from its
 ///   first sample), so it comes out half a frame and up to a hop after the voice it describes: at most 26 ms at the
@@ -41,7 +41,7 @@ public final class PitchEstimator {
 
     public let sampleRate: Double
     public let configuration: Configuration
-    /// 2 at 32 kHz and more, else 1.
+    /// The input samples per analysed sample: 1 below 32 kHz, else the rate over 22,050 (at least 2).
     let decimation: Int
     /// The analysis rate (the input's over ``decimation``).
     let rate: Double
@@ -85,7 +85,8 @@ public final class PitchEstimator {
         }
         self.sampleRate = sampleRate
         self.configuration = c
-        decimation = sampleRate >= 32_000 ? 2 : 1
+        // About 22–24 kHz whatever the input: 2 at 32–48 kHz, 4 at 88.2–96 kHz, 8 at 176.4–192 kHz.
+        decimation = sampleRate >= 32_000 ? max(2, Int(sampleRate / 22_050)) : 1
         rate = sampleRate / Double(decimation)
         minimumLag = max(2, Int((rate / c.maximumFrequency).rounded(.down)))
         maximumLag = Int((rate / c.minimumFrequency).rounded(.up)) + 1

@@ -8,16 +8,19 @@ import Synchronization
 /// processing). Node type `pitchTracker` in graph files.
 ///
 /// - **Real time** (``RenderUnit/willRender(_:)`` told ``RenderingMode/realTime(maximumCycleFrames:)``): the render
-///   thread copies the voice into a ring (one second) and wakes a job on a ``WorkerPool`` (the shared `la-work`
-///   threads), which runs the estimator — the render thread does no analysis, allocates nothing, locks nothing.
-///   Frames that find the ring full are dropped and counted (``droppedFrames``); estimates keep their times.
+///   thread copies the voice into a ring (a second, and at least the largest cycle) and wakes a job on a
+///   ``WorkerPool`` (the shared `la-work` threads), which runs the estimator — the render thread does no analysis,
+///   allocates nothing, locks nothing. Frames that find the ring full are dropped and counted (``droppedFrames``):
+///   the estimator starts again where the voice resumes, so estimates keep their times; so it does when the
+///   graph's time jumps (a device reopened).
 /// - **Offline** (told so, or never told): the estimator runs on the rendering thread, so an offline render gets
 ///   every estimate before its next cycle.
 /// - **Reading**: ``latest`` (any thread) for a display; ``readEstimates(_:)`` (one reader thread) drains every
-///   estimate in order for a scorer — up to 4,096 (41 s) are held for it, later ones counted in
+///   estimate in order for a scorer — up to 4,096 (41 s at the default hop) are held for it, later ones counted in
 ///   ``droppedEstimates``.
 /// - **Time**: an estimate's ``PitchEstimate/time`` is seconds of the graph's sample time at the voice it describes
-///   (the estimator's stamp plus the sample time of the first frame the unit rendered since its reset).
+///   (the estimator's stamp plus the sample time of the first frame its clock counts from: the first rendered since
+///   the reset, or the first after a break).
 public final class PitchTrackerUnit: RenderUnit {
     public let core: UnitCore
     public let configuration: PitchEstimator.Configuration
@@ -42,13 +45,25 @@ public final class PitchTrackerUnit: RenderUnit {
         let estimates: EstimateRing
         let latestEstimate = Mutex<PitchEstimate?>(nil)
         let realTime = Atomic<Bool>(false)
-        /// The sample time of the first frame since the reset (`Int64.min` before it).
+        /// The sample time of the first frame the estimator's clock counts from (`Int64.min` before the first frame
+        /// since the reset).
         let firstSampleTime = Atomic<Int64>(.min)
         let droppedFrames = Atomic<Int>(0)
+        /// Breaks in what the ring holds — frames that found no room, or a jump of the graph's time — not yet
+        /// handled: the ring position (frames written) of the first and of the last, and the sample time the voice
+        /// resumes at after the last. The worker analyses what came before the first, drops what lies between the
+        /// two (only repeated breaks leave anything there), and starts the estimator's clock again at the last.
+        /// -1: none pending.
+        let breakFirst = Atomic<Int>(-1)
+        let breakLast = Atomic<Int>(-1)
+        let breakSampleTime = Atomic<Int64>(0)
+        /// The render thread's: the sample time the next cycle should start at (a jump is a break).
+        let expectedSampleTime = RenderThreadBound<Int64>(.min)
 
         init(rate: Double, configuration: PitchEstimator.Configuration) throws(AudioError) {
             self.rate = rate
-            ring = FrameRingBuffer(channelCount: 1, capacity: Int(rate))
+            // A second of voice, and at least the largest cycle a graph renders (65,536 frames).
+            ring = FrameRingBuffer(channelCount: 1, capacity: max(Int(rate), 65_536))
             let estimator = try PitchEstimator(sampleRate: rate, configuration: configuration)
             analysis = Mutex(Analysis(estimator: estimator))
             estimates = EstimateRing(capacity: 4096)
@@ -67,17 +82,46 @@ public final class PitchTrackerUnit: RenderUnit {
             if let newest { latestEstimate.withLock { $0 = newest } }
         }
 
-        /// The worker's turn: everything in the ring through the estimator.
+        /// The worker's turn: everything in the ring through the estimator, up to a break and on from it.
         func pass(last: Bool) -> WorkerPool.Turn {
             if last { return .idle }
             analysis.withLock { a in
                 while true {
+                    let lastBreak = breakLast.load(ordering: .acquiring)
+                    if lastBreak >= 0 {
+                        var firstBreak = breakFirst.load(ordering: .relaxed)
+                        if firstBreak < 0 || firstBreak > lastBreak { firstBreak = lastBreak }
+                        let resume = breakSampleTime.load(ordering: .relaxed)
+                        // Up to the first break the voice is whole: analysed as it came.
+                        while ring.framesRead < firstBreak {
+                            let want = min(a.scratch.capacity, firstBreak - ring.framesRead)
+                            let n = ring.read(into: a.scratch.view(frames: want))
+                            if n == 0 { break }
+                            analyse(a.scratch.view(frames: n)[0].baseAddress!, count: n, estimator: a.estimator)
+                        }
+                        ring.discard(lastBreak - ring.framesRead)
+                        a.estimator.reset()
+                        firstSampleTime.store(resume, ordering: .releasing)
+                        // A newer break meanwhile stays pending: the next round takes it.
+                        if breakLast.compareExchange(expected: lastBreak, desired: -1, ordering: .acquiringAndReleasing).exchanged {
+                            breakFirst.store(-1, ordering: .releasing)
+                        }
+                        continue
+                    }
                     let n = ring.read(into: a.scratch.view(frames: min(a.scratch.capacity, ring.availableToRead)))
                     if n == 0 { return }
                     analyse(a.scratch.view(frames: n)[0].baseAddress!, count: n, estimator: a.estimator)
                 }
             }
             return .idle
+        }
+
+        /// Marks a break at the ring's write position: the voice resumes there at `sampleTime`. Render thread.
+        func markBreak(resumingAt sampleTime: Int64) {
+            let position = ring.framesWritten
+            if breakFirst.load(ordering: .acquiring) < 0 { breakFirst.store(position, ordering: .relaxed) }
+            breakSampleTime.store(sampleTime, ordering: .relaxed)
+            breakLast.store(position, ordering: .releasing)
         }
     }
 
@@ -109,7 +153,7 @@ public final class PitchTrackerUnit: RenderUnit {
     /// Hands every estimate made since the last call to `body`, in order. One reader thread at a time.
     public func readEstimates(_ body: (PitchEstimate) -> Void) { shared.estimates.drain(body) }
 
-    /// Input frames dropped because the worker fell a second behind (real time only).
+    /// Input frames dropped because the worker fell a second behind.
     public var droppedFrames: Int { shared.droppedFrames.load(ordering: .relaxed) }
     /// Estimates no reader took before 4,096 more were made.
     public var droppedEstimates: Int { shared.estimates.dropped }
@@ -128,6 +172,9 @@ public final class PitchTrackerUnit: RenderUnit {
             shared.ring.reset()
             a.estimator.reset()
         }
+        shared.breakLast.store(-1, ordering: .releasing)
+        shared.breakFirst.store(-1, ordering: .releasing)
+        shared.expectedSampleTime.whileStopped = .min
         shared.firstSampleTime.store(.min, ordering: .releasing)
         shared.latestEstimate.withLock { $0 = nil }
     }
@@ -138,9 +185,14 @@ public final class PitchTrackerUnit: RenderUnit {
         let s = shared
         let n = context.frameCount
         guard n > 0 else { return }
-        if s.firstSampleTime.load(ordering: .relaxed) == .min {
-            s.firstSampleTime.store(context.timeStamp.sampleTime, ordering: .releasing)
+        let t0 = context.timeStamp.sampleTime
+        if s.firstSampleTime.load(ordering: .relaxed) == .min, s.breakLast.load(ordering: .relaxed) < 0 {
+            s.firstSampleTime.store(t0, ordering: .releasing)
+        } else if s.expectedSampleTime.onRenderThread != .min, t0 != s.expectedSampleTime.onRenderThread {
+            // The graph's time jumped (a device reopened): the estimator's clock starts again here.
+            s.markBreak(resumingAt: t0)
         }
+        s.expectedSampleTime.onRenderThread = t0 + Int64(n)
         // Mono: channel 0, or the channels' mean.
         let mono = s.mono.onRenderThread.view(frames: n)
         let m = mono[0].baseAddress!
@@ -155,7 +207,11 @@ public final class PitchTrackerUnit: RenderUnit {
             for i in 0..<n { m[i] *= scale }
         }
         let put = s.ring.write(mono)
-        if put < n { s.droppedFrames.add(n - put, ordering: .relaxed) }
+        if put < n {
+            // The worker is a second behind: what did not fit is lost, and the voice resumes with the next cycle.
+            s.droppedFrames.add(n - put, ordering: .relaxed)
+            s.markBreak(resumingAt: t0 + Int64(n))
+        }
         if s.realTime.load(ordering: .relaxed) {
             job.wake()
         } else {

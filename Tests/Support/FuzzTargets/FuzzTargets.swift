@@ -405,6 +405,16 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
             case (.success(let a), .success(let b)):
                 check(a == b, "two parses of one chart differ")
                 check(a.warnings.count <= 100, "\(a.warnings.count) warnings")
+                // Scored, with a singer who sings 262 Hz every 10 ms over the first minute: no trap, the totals in range.
+                if a.hasNotes, let number = a.voices.first?.number, var score = try? SingingScore(chart: a, voice: number) {
+                    var t = -1.0
+                    while t < 60 {
+                        score.add(PitchEstimate(time: t, frequency: 262, confidence: 1, voiced: true))
+                        t += 0.01
+                    }
+                    let result = score.finish()
+                    check((0...10_000).contains(result.total) && result.beatsHit <= result.beatsJudged, "score \(result.total)")
+                }
                 for voice in a.voices {
                     var previous: SongChart.Note?
                     var lastStart = -Double.infinity

@@ -22,8 +22,8 @@ public struct GeneratedSinger {
         self.init(rate: rate, segments: segments, length: t, vibrato: vibrato, snr: snr, seed: seed)
     }
 
-    /// A singer following a chart's part: each note sung at its pitch moved by `offset` semitones, starting `late`
-    /// seconds after its time (rap notes spoken at a fixed pitch, freestyle notes at theirs); silence between.
+    /// A singer following a chart's part: each note — rap and freestyle ones too — sung at its pitch moved by
+    /// `offset` semitones, `late` seconds after its time; silence between.
     public init(chart: SongChart, part: Int = 1, offset: Double = 0, late: Double = 0, rate: Double = 48_000,
          vibrato: Double = 30, snr: Double = 30, seed: UInt64 = 1) {
         let notes = chart.voice(part)?.syllables ?? []
@@ -84,6 +84,15 @@ public struct GeneratedSinger {
             truth.append((t, frequencies[Int(t * rate)]))
             t += 0.01
         }
+    }
+
+    /// The singer from sample `start` on (its truth too, its times from there).
+    public static func tail(of singer: GeneratedSinger, from start: Int) -> GeneratedSinger {
+        var tail = singer
+        tail.samples = Array(singer.samples[start...])
+        let offset = Double(start) / singer.rate
+        tail.truth = singer.truth.filter { $0.time >= offset }.map { ($0.time - offset, $0.frequency) }
+        return tail
     }
 
     /// The samples as a 16-bit mono WAV file.
