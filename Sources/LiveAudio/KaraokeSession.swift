@@ -133,6 +133,14 @@ public final class KaraokeSession: Sendable {
         public var roundTrip = RoundTrip.device
         /// Cycles of the device to record the timing of (``cycleTimings``): 0, none.
         public var cycleTimingCapacity = 0
+        /// A chart to sing along to: its lyrics shown (``KaraokeSession/singAlong``) and, when it has notes (an
+        /// UltraStar chart), the voice's pitch tracked on the dry voice and scored against ``part`` at
+        /// ``difficulty``; `pitch.csv` joins the stems. The song to play is still ``song`` (a chart's is
+        /// `SongChart.songPath()`).
+        public var chart: SongChart?
+        /// The duet part sung (`P1` is 1).
+        public var part = 1
+        public var difficulty = SingingDifficulty.medium
 
         public init(song: String) { self.song = song }
     }
@@ -150,6 +158,8 @@ public final class KaraokeSession: Sendable {
         /// The encoded song's outputs and what each did.
         public let outputs: [LiveStreamSession.OutputStatistics]
         public let error: AudioError?
+        /// The score of the take, with a chart that has notes.
+        public let score: SingingScore.Result?
     }
 
     public let configuration: Configuration
@@ -193,6 +203,8 @@ public final class KaraokeSession: Sendable {
     /// Frames from the microphone to the wet voice (the chain's latency): the wet stem and the song are shifted by
     /// it too.
     private let chainLatencyFrames: Int
+    /// The chart's lyrics, and the voice's pitch and score, with ``Configuration/chart``.
+    private let follower: SingAlongFollower?
     private let io: IOUnit
     private let volumes = Locked<Volumes>(Volumes())
     struct Volumes {
@@ -260,6 +272,12 @@ public final class KaraokeSession: Sendable {
         // the graph — the recordings, the song, the outputs — goes on.
         routeGate = RouteGate(format: format, route: io.outputRoute)
         recorders = try Self.recorders(configuration, wavRecord: wavRecord, chain: chain)
+        follower = try configuration.chart.map { chart throws(AudioError) in
+            try SingAlongFollower(
+                chart: chart, part: configuration.part, difficulty: configuration.difficulty,
+                format: chain.input.outputFormats[0],
+                pitchPath: configuration.stemsDirectory.map { FilePath.join($0, "pitch.csv") })
+        }
 
         // The graph, a stage an entry: the microphone and the wet voice come from the voice chain. The song is the
         // accompaniment delayed by the round trip and the wet voice; the monitor is the accompaniment and the wet
@@ -272,6 +290,8 @@ public final class KaraokeSession: Sendable {
         for r in recorders { try g.add("record-\(r.name)", r.unit, from: [r.source(accompaniment)], sink: true) }
         if let encoderTap { try g.add("song-encoder", encoderTap, from: ["song-mix"], sink: true) }
         try g.add("voice-meter", voiceMeter, from: ["wet"], sink: true)
+        // The dry voice's pitch, for the score (after any voice processing, before the chain's effects).
+        if let tracker = follower?.tracker { try g.add("pitch", tracker, from: ["mic"], sink: true) }
         if let echoReference { try g.add("echo-reference", echoReference, from: [accompaniment]) }
         try g.add("monitor", monitor, from: [echoReference == nil ? accompaniment : "echo-reference", "wet"])
         try g.add("timeline", timeline, from: ["monitor"])
@@ -470,6 +490,8 @@ public final class KaraokeSession: Sendable {
             $0.startTime = startTime
             $0.scheduled = true
         }
+        follower?.setKey(cents: configuration.keyCents)
+        try follower?.start(graphFrame: startTime, songFrame: region.startFrame, tempo: configuration.tempo, roundTrip: Int64(dry))
     }
 
     /// Stops the device, completes the recordings, encodes what is buffered, completes the encoded files and
@@ -510,12 +532,13 @@ public final class KaraokeSession: Sendable {
         }
         let encodedOutputs = encoded.withLock { $0 }
         dropped += encodedOutputs?.droppedFrames ?? 0
+        let score = first ? follower?.finish() : nil
         let s = state.withLock { $0 }
         let summary = Summary(
             seconds: Double(max(0, timeline.sampleTime - s.startTime)) / sampleRate, roundTripFrames: s.roundTrip,
             roundTripSource: s.source, xruns: io.xrunCount, accompanimentUnderruns: player.underruns + song.underruns,
             recordedFrames: recorded, droppedFrames: dropped, outputs: encodedOutputs?.statistics ?? [],
-            error: failure ?? io.failure ?? song.failure)
+            error: failure ?? io.failure ?? song.failure, score: score)
         if first {
             finalSummary.withLock { $0 = summary }
             lifecycle.stopEnded()
@@ -629,13 +652,26 @@ public final class KaraokeSession: Sendable {
             player.pause()
             try? player.seek(toFrame: heard)
         }
+        songMoved()
     }
 
     /// Goes on from where ``pauseSong()`` held the song (at once, faded in).
     public func resumeSong() {
         let player = player
         try? changeSong { player.resume() }
+        songMoved()
     }
+
+    /// Tells the score where the song is from now on (after a pause, resume, seek or new region).
+    private func songMoved() {
+        follower?.moved(
+            graphFrame: timeline.sampleTime, songFrame: heardFrame(),
+            rate: player.state == .paused ? 0 : (timePitch?.currentRate ?? configuration.tempo))
+    }
+
+    /// The chart's lyrics where the song is, the voice's pitch and the note to sing, and the score so far; nil
+    /// without ``Configuration/chart``. Any thread (a screen reads it every frame).
+    public var singAlong: SingAlongReadout? { follower?.readout(at: songPosition) }
 
     /// Moves the song to `seconds` of the file, inside the region playing (at once, faded).
     /// - Throws: ``AudioError`` `.invalidParameter` outside the region, `.invalidState` before the start or once the
@@ -645,6 +681,7 @@ public final class KaraokeSession: Sendable {
         let player = player
         let frame = Int64((seconds * sampleRate).rounded())
         try changeSong { () throws(AudioError) in try player.seek(toFrame: frame) }
+        songMoved()
     }
 
     /// Plays `region` of the song from now on (at once, faded), replacing what plays: a loop, another part.
@@ -655,6 +692,7 @@ public final class KaraokeSession: Sendable {
         let frames = region.frames(at: sampleRate)
         try changeSong { () throws(AudioError) in try player.schedule(frames) }
         state.withLock { $0.songRegionStart = frames.startFrame }
+        songMoved()
     }
 
     /// The song starts with the session (``Configuration/region``, ``Configuration/regionInSeconds``).
@@ -672,6 +710,7 @@ public final class KaraokeSession: Sendable {
             throw AudioError(.invalidState, "the key can change while singing only with keyAdjustable (or a key or tempo change) set")
         }
         try timePitch.pitch.set(Float(cents))
+        follower?.setKey(cents: cents)
     }
     public var keyCents: Double { timePitch.map { Double($0.pitch.value) } ?? 0 }
 

@@ -22,8 +22,20 @@ struct Karaoke: AsyncParsableCommand {
             completes the files.
             """)
 
-    @Argument(help: "The song (the accompaniment): any file FFmpeg reads.")
+    @Argument(help: "The song (the accompaniment): any file FFmpeg reads; or an UltraStar chart (.txt), whose song is played and sung to.")
     var song: String
+
+    @Option(help: "Lyrics to show with any song: an LRC file (or an UltraStar chart, whose notes are then scored).")
+    var lyrics: String?
+
+    @Option(help: "How close the voice must be to score, with a chart: easy, medium or hard.")
+    var difficulty: SingingDifficulty = .medium
+
+    @Option(help: "The part of a duet chart to sing: 1 (P1) or 2 (P2).")
+    var part: Int = 1
+
+    @Option(name: .customLong("score-file"), help: "Write the score as JSON to this file (with a chart).")
+    var scoreFile: String?
 
     @Option(help: "The voice chain: a graph file with an input node (default: examples/voice-chain.json when the current folder has it; otherwise the voice as it is).")
     var graph: String?
@@ -87,7 +99,25 @@ struct Karaoke: AsyncParsableCommand {
     func run() async throws {
         do throws(AudioError) {
             try validateDuration(duration)
-            var c = KaraokeSession.Configuration(song: song)
+            // A chart names its song (its #INSTRUMENTAL, else #AUDIO or #MP3); --lyrics shows words with any song.
+            let chart: SongChart? =
+                song.lowercased().hasSuffix(".txt") ? try SongChart.load(path: song) : try lyrics.map { path throws(AudioError) in try SongChart.load(path: path) }
+            if song.lowercased().hasSuffix(".txt"), lyrics != nil {
+                throw AudioError(.invalidParameter, "--lyrics is for a song without a chart: \(song) is a chart and has its own")
+            }
+            for warning in chart?.warnings ?? [] { StandardStream.error("liveaudio: warning: \(warning)\n") }
+            guard (1...9).contains(part) else { throw AudioError(.invalidParameter, "--part must be 1 … 9, got \(part)") }
+            if let chart, chart.hasNotes, chart.voice(part) == nil {
+                throw AudioError(.invalidParameter, "--part \(part): the chart has \(chart.voices.map { "P\($0.number)" }.joined(separator: ", "))")
+            }
+            if scoreFile != nil, chart?.hasNotes != true {
+                throw AudioError(.invalidParameter, "--score-file needs a chart with notes (an UltraStar .txt)")
+            }
+            let songPath = try chart.flatMap { c throws(AudioError) in song.lowercased().hasSuffix(".txt") ? try c.songPath() : nil } ?? song
+            var c = KaraokeSession.Configuration(song: songPath)
+            c.chart = chart
+            c.part = part
+            c.difficulty = difficulty
             c.voiceChain = graph ?? (FileManager.default.fileExists(atPath: "examples/voice-chain.json") ? "examples/voice-chain.json" : nil)
             c.backend = try options.parsedBackend()
             c.inputDevice = input
@@ -178,8 +208,22 @@ struct Karaoke: AsyncParsableCommand {
                 }
             }
             var lastLine = monotonicNanoseconds()
+            // Off a terminal, with a chart: each lyric line as it starts, each line's score as it ends.
+            var shownLine = -1
+            var ratedLines = 0
             while !interactive, !stop.isSet, !bound.hasPassed, !session.songHasEnded, session.failure == nil {
                 try? await Task.sleep(nanoseconds: 50_000_000)
+                if let s = session.singAlong {
+                    if let index = s.lineIndex, let line = s.line, index > shownLine, line.start <= s.position {
+                        shownLine = index
+                        StandardStream.output(String(cFormat: "%7.2f s  ", line.start) + "♪ " + line.text + "\n")
+                    }
+                    let rated = s.score?.lines ?? []
+                    while ratedLines < rated.count {
+                        StandardStream.output("         " + ScoreReport.line(rated[ratedLines]) + "\n")
+                        ratedLines += 1
+                    }
+                }
                 if monotonicNanoseconds() - lastLine >= 1_000_000_000 {
                     lastLine = monotonicNanoseconds()
                     let m = session.meters
@@ -200,6 +244,13 @@ struct Karaoke: AsyncParsableCommand {
                     + "(\(summary.roundTripSource)); xruns \(summary.xruns), accompaniment underruns "
                     + "\(summary.accompanimentUnderruns), recorded \(summary.recordedFrames) frames, dropped \(summary.droppedFrames)")
             for output in summary.outputs { print("  \(output)") }
+            if let score = summary.score, let chart {
+                print("karaoke: " + ScoreReport.summary(score, title: chart.title, artist: chart.artist, difficulty: difficulty))
+                if let scoreFile {
+                    try ScoreReport.write(
+                        score.json(difficulty: difficulty, roundTripSeconds: Double(summary.roundTripFrames) / session.sampleRate), to: scoreFile)
+                }
+            }
             if timing { CycleTimingLine.print(session.cycleTimings, sampleRate: deviceRate, capacity: timingCapacity) }
             if let error = summary.error { throw error }
             for output in summary.outputs {

@@ -363,6 +363,51 @@ import TestSupport
         #expect(badKey.status == 1 && badKey.stderr.contains("--key"), "\(badKey.stderr)")
     }
 
+    /// `liveaudio karaoke CHART.txt` on the virtual device with a generated singer as the microphone, following the
+    /// chart half a second late (the song starts half a second after the device): the chart's song plays, each lyric
+    /// line is printed as it starts and rated as it ends, the score is printed and written, `pitch.csv` joins the
+    /// stems — and the live score agrees with `liveaudio score` on the recorded dry stem within 1 %.
+    @Test func aChartIsSungAndScored() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let liveaudio = productsDirectory + "/liveaudio"
+        var text = "#VERSION:1.1.0\n#TITLE:Generated\n#ARTIST:LiveAudio\n#MP3:song.wav\n#BPM:280\n#GAP:800\n"
+        let pitches = [-5, -3, 0, 2, 4, 2, 0, -1, -3, 0, 4, 7]
+        var beat = 0
+        for line in 0..<3 {
+            for n in 0..<4 {
+                text += ": \(beat) \(4 + (n + line) % 3) \(pitches[(line * 4 + n) % pitches.count]) la\n"
+                beat += 5 + (n + line) % 3
+            }
+            text += "- \(beat)\n"
+            beat += 3
+        }
+        try text.write(toFile: dir.file("chart.txt"), atomically: true, encoding: .utf8)
+        let chart = try SongChart.load(path: dir.file("chart.txt"))
+        let seconds = chart.voices[0].lines.last!.end + 1
+        try writeWAV(dir.file("song.wav"), channels: [[Float](repeating: 0, count: Int(seconds * 48_000))], sampleType: .int16)
+        let singer = GeneratedSinger(chart: chart, late: 0.5, snr: 30)
+        try singer.write(to: dir.file("voice.wav"))
+        try FileManager.default.createDirectory(atPath: dir.file("take"), withIntermediateDirectories: true)
+        let run = try await runTool(
+            liveaudio,
+            ["karaoke", dir.file("chart.txt"), "--backend", "virtual", "--input", dir.file("voice.wav"), "--output", dir.file("out.wav"),
+             "--stems", dir.file("take"), "--latency-ms", "0", "--difficulty", "easy", "--score-file", dir.file("take/score.json")])
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(run.stdout.components(separatedBy: "♪ lalalala").count - 1 == 3, "each line as it starts: \(run.stdout)")
+        let summary = run.stdout.split(separator: "\n").first { $0.hasPrefix("karaoke: LiveAudio – Generated (easy): ") }
+        let live = summary.flatMap { Int($0.split(separator: ": ")[2].split(separator: " ")[0]) } ?? -1
+        #expect(live >= 8_000, "\(run.stdout)")
+        let json = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: dir.file("take/score.json")))) as! [String: Any]
+        #expect(json["total"] as? Int == live && (json["lines"] as? [Any])?.count == 3)
+        let csv = try String(contentsOfFile: dir.file("take/pitch.csv"), encoding: .utf8).split(separator: "\n")
+        #expect(csv.first == "time,frequency,confidence,voiced,note" && csv.count > Int(seconds * 50))
+        let offline = try await runTool(liveaudio, ["score", dir.file("chart.txt"), dir.file("take/voice-dry.wav"), "--difficulty", "easy"])
+        let first = offline.stdout.split(separator: "\n").first ?? ""
+        let scored = Int(first.split(separator: ": ")[1].split(separator: " ")[0]) ?? -1
+        #expect(abs(Double(scored - live)) <= 0.01 * Double(max(live, 1)), "live \(live), the dry stem offline \(scored)")
+    }
+
     /// The song goes live and to AAC files while it is recorded: `liveaudio karaoke --record song.m4a --to
     /// rtmp://… --to song.flv` on the virtual device, with nginx-rtmp as the live room. Each decodes with FFmpeg and
     /// is the WAV song of the same take (the stems' `song.wav`) as AAC carries it: correlation ≥ 0.99 and the level

@@ -1,0 +1,178 @@
+import FoundationEssentials
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// What a karaoke session with a chart follows and scores: the voice's pitch (a `pitchTracker` on the dry voice),
+/// each estimate put at the song's time the singer sang it to, and the score as the song goes.
+///
+/// The song's time of a voice estimate: the voice that reaches the graph at sample time t was sung to the
+/// accompaniment rendered at t − R (R the round trip and the capture processing, as the dry stem is shifted), which
+/// was the song's frame `anchor.song + (t − R − anchor.graph) × tempo` — the anchor the song's start, or the last
+/// pause, resume, seek or new region. While the song is paused the voice is not scored.
+final class SingAlongFollower: Sendable {
+    let chart: SongChart
+    let tracker: PitchTrackerUnit?
+    let sampleRate: Double
+    /// Takes the estimates in every 100 ms (a `la-work` job) from the song's start to ``finish()``.
+    private let job = Mutex<WorkerPool.Job?>(nil)
+    private let state: Mutex<State>
+
+    struct Anchor {
+        var graphFrame: Int64
+        var songFrame: Int64
+        /// Song frames per graph frame: the tempo; 0 while paused.
+        var rate: Double
+    }
+
+    struct State: ~Copyable {
+        var score: SingingScore?
+        var anchors: [Anchor] = []
+        var roundTrip: Int64 = 0
+        var latest: PitchEstimate?
+        /// `time,frequency,confidence,voiced,note` lines for `pitch.csv`, written as they come.
+        var csv: UnsafeMutablePointer<FILE>?
+    }
+
+    init(chart: SongChart, part: Int, difficulty: SingingDifficulty, format: StreamFormat, pitchPath: String?) throws(AudioError) {
+        self.chart = chart
+        sampleRate = format.sampleRate
+        guard chart.hasNotes else {
+            tracker = nil
+            state = Mutex(State())
+            return
+        }
+        let score = try SingingScore(chart: chart, voice: part, difficulty: difficulty)
+        let tracker = try PitchTrackerUnit(format: format)
+        self.tracker = tracker
+        var file: UnsafeMutablePointer<FILE>?
+        if let pitchPath {
+            guard let f = fopen(pitchPath, "w") else {
+                throw AudioError(.fileIO, "cannot write \(pitchPath): \(String(cString: strerror(errno)))")
+            }
+            fputs("time,frequency,confidence,voiced,note\n", f)
+            file = f
+        }
+        state = Mutex(State(score: score, csv: file))
+    }
+
+    deinit {
+        state.withLock { s in
+            if let f = s.csv { fclose(f) }
+            s.csv = nil
+        }
+    }
+
+    /// The song starts: frame `songFrame` is rendered at graph frame `graphFrame`; the voice arrives `roundTrip`
+    /// frames after what it was sung to.
+    func start(graphFrame: Int64, songFrame: Int64, tempo: Double, roundTrip: Int64) throws(AudioError) {
+        state.withLock { s in
+            s.anchors = [Anchor(graphFrame: graphFrame, songFrame: songFrame, rate: tempo)]
+            s.roundTrip = roundTrip
+        }
+        guard tracker != nil else { return }
+        let made = try WorkerPool.shared.add("sing-along") { [weak self] last in
+            self?.update()
+            return last ? .idle : .after(0.1)
+        }
+        job.withLock { $0 = made }
+    }
+
+    /// The song changed where it plays (a pause, resume, seek or region): from `graphFrame` on it is at `songFrame`.
+    func moved(graphFrame: Int64, songFrame: Int64, rate: Double) {
+        state.withLock { s in
+            guard !s.anchors.isEmpty else { return }
+            s.anchors.append(Anchor(graphFrame: graphFrame, songFrame: songFrame, rate: rate))
+        }
+    }
+
+    /// Key changes move the notes.
+    func setKey(cents: Double) { state.withLock { $0.score?.keyShiftCents = cents } }
+
+    /// Takes the tracker's estimates into the score (and `pitch.csv`). Any thread but a render thread; called by
+    /// readers and at the end.
+    func update() {
+        guard let tracker else { return }
+        state.withLock { s in
+            guard !s.anchors.isEmpty else {
+                tracker.readEstimates { _ in }
+                return
+            }
+            let rate = sampleRate
+            tracker.readEstimates { e in
+                s.latest = e
+                let heardAt = Int64((e.time * rate).rounded()) - s.roundTrip
+                guard let anchor = s.anchors.last(where: { $0.graphFrame <= heardAt }), anchor.rate > 0 else { return }
+                var song = e
+                song.time = (Double(anchor.songFrame) + Double(heardAt - anchor.graphFrame) * anchor.rate) / rate
+                s.score?.add(song)
+                if let f = s.csv {
+                    let note = s.score.flatMap { _ in self.targetNote(at: song.time) }.map(String.init) ?? ""
+                    fputs(
+                        String(cFormat: "%.4f,%.2f,%.3f,%d,", song.time, song.frequency, song.confidence, song.voiced ? 1 : 0) + note + "\n", f)
+                }
+            }
+        }
+    }
+
+    /// The MIDI note the part sings at `seconds` of the song, if any.
+    func targetNote(at seconds: Double) -> Int? {
+        guard let voice = chart.voices.first else { return nil }
+        for line in voice.lines where line.start <= seconds && seconds < line.end {
+            for s in line.syllables where s.start <= seconds && seconds < s.end { return s.note?.midiNote }
+        }
+        return nil
+    }
+
+    var latest: PitchEstimate? { state.withLock { $0.latest } }
+    var result: SingingScore.Result? { state.withLock { $0.score?.result } }
+
+    /// The whole part's score, and `pitch.csv` completed.
+    func finish() -> SingingScore.Result? {
+        job.withLock { j in
+            j?.finish()
+            j = nil
+        }
+        update()
+        return state.withLock { s in
+            if let f = s.csv { fclose(f) }
+            s.csv = nil
+            return s.score?.finish()
+        }
+    }
+}
+
+/// What a karaoke session with a chart or lyrics shows: where the singer is in the words, the pitch sung and the
+/// note to sing, and the score so far.
+public struct SingAlongReadout: Sendable {
+    /// The line being sung now (or the next one coming, before it starts), its place in the part, and the one after.
+    public var lineIndex: Int?
+    public var line: SongChart.Line?
+    public var nextLine: SongChart.Line?
+    /// The syllable of ``line`` being sung now, if one is.
+    public var syllableIndex: Int?
+    /// The song's position, seconds of its audio.
+    public var position: Double
+    /// The newest pitch estimate of the voice (nil without notes to score).
+    public var sung: PitchEstimate?
+    /// The MIDI note the part sings now, if one.
+    public var targetNote: Int?
+    /// The score of the beats and lines so far (nil without notes).
+    public var score: SingingScore.Result?
+}
+
+extension SingAlongFollower {
+    func readout(at position: Double) -> SingAlongReadout {
+        update()
+        let lines = chart.voices.first?.lines ?? []
+        // The line now, or the next to come (a line shows from the end of the one before).
+        let index = lines.firstIndex { position < $0.end }
+        let line = index.map { lines[$0] }
+        let syllable = line?.syllables.firstIndex { $0.start <= position && position < $0.end }
+        return SingAlongReadout(
+            lineIndex: index, line: line, nextLine: index.flatMap { $0 + 1 < lines.count ? lines[$0 + 1] : nil },
+            syllableIndex: syllable, position: position, sung: latest, targetNote: targetNote(at: position), score: result)
+    }
+}
