@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The karaoke run: the virtual device plays examples/karaoke-voice.wav as the microphone against
+# The karaoke runs: the virtual device plays examples/karaoke-voice.wav as the microphone against
 # examples/karaoke-accompaniment.wav, through examples/voice-chain.json; the headphones' mix, the song (WAV and M4A)
-# and the stems land in OUT_DIR. The virtual device is used on any machine: nobody is there to sing.
+# and the stems land in OUT_DIR. Then a generated chart over the same accompaniment, sung by a generated voice and
+# scored (OUT_DIR/karaoke-chart). The virtual device is used on any machine: nobody is there to sing.
 # Usage: scripts/demo-karaoke.sh OUT_DIR
 set -euo pipefail
 out=${1:-out}
@@ -16,3 +17,14 @@ echo "demo: karaoke — the virtual device sings examples/karaoke-voice.wav to e
 "$bin" probe "$out/karaoke/song.m4a"
 echo "demo: the song is $out/karaoke/song.m4a (and song.wav); the stems accompaniment.wav, voice-dry.wav, voice-wet.wav;"
 echo "      what the singer heard is $out/karaoke/headphones.wav. Play them with ffplay or any player."
+
+# Singing to a chart: a generated UltraStar chart over the same accompaniment, sung by a generated voice; each lyric
+# line is printed as it starts and rated as it ends, then the score.
+test -f examples/karaoke-chart.txt -a -f examples/karaoke-singer.wav || scripts/make-demo-chart.py examples
+mkdir -p "$out/karaoke-chart"
+echo "demo: karaoke with a chart — examples/karaoke-chart.txt sung by examples/karaoke-singer.wav, scored on hard"
+"$bin" karaoke examples/karaoke-chart.txt --graph examples/voice-chain.json --backend virtual \
+  --input examples/karaoke-singer.wav --output "$out/karaoke-chart/headphones.wav" --stems "$out/karaoke-chart" \
+  --latency-ms 0 --difficulty hard --score-file "$out/karaoke-chart/score.json"
+"$bin" score examples/karaoke-chart.txt "$out/karaoke-chart/voice-dry.wav" --difficulty hard | head -1
+echo "demo: the score is $out/karaoke-chart/score.json, the voice's pitch $out/karaoke-chart/pitch.csv."

@@ -196,7 +196,8 @@ struct Karaoke: AsyncParsableCommand {
                     signal(SIGTSTP, SIG_DFL)
                     terminal.restore()
                 }
-                let screen = KaraokeScreen(session: session, title: FilePath.lastComponent(song))
+                let screen = KaraokeScreen(
+                    session: session, title: chart.map { [$0.artist, $0.title].filter { !$0.isEmpty }.joined(separator: " – ") } ?? FilePath.lastComponent(song))
                 var message: String?
                 keys: while !stop.isSet, !bound.hasPassed, !session.songHasEnded, session.failure == nil {
                     for key in terminal.readKeys() {

@@ -138,11 +138,67 @@ final class KaraokeScreen {
                 + " (\(session.roundTripSource))  xruns \(session.xruns)  drops \(session.droppedFrames)"
                 + "  underruns \(session.player.underruns)",
         ]
+        if let singing = session.singAlong { lines += Self.singAlong(singing) }
         for output in session.outputStatistics { lines.append("-> \(output)") }
         lines.append(event.isEmpty ? "" : "device: \(event)")
         lines.append(note ?? "")
         lines += Self.help
         return lines
+    }
+
+    /// The lyrics (the line being sung, its syllable in reverse video, the next line below), with a chart's notes
+    /// the pitch lane (the line's notes as bars, a row a semitone, the voice's pitch `o` at the time now `|`), and
+    /// the score with the last line's rating.
+    static func singAlong(_ s: SingAlongReadout) -> [String] {
+        var lines = [""]
+        if let line = s.line, line.start - s.position < 3 {
+            var text = "  "
+            for (i, syllable) in line.syllables.enumerated() {
+                text += i == s.syllableIndex ? "\u{1B}[7m" + syllable.text + "\u{1B}[27m" : syllable.text
+            }
+            lines.append(text)
+        } else {
+            lines.append("")
+        }
+        lines.append("  \u{1B}[2m" + (s.nextLine?.text ?? "") + "\u{1B}[22m")
+        guard let score = s.score else { return lines }
+        lines += pitchLane(s)
+        var scoreLine = "score \(score.total)  (notes \(Int(score.notes.rounded())), golden \(Int(score.golden.rounded())), "
+            + "line bonus \(Int(score.lineBonus.rounded())))"
+        if let last = score.lines.last {
+            scoreLine += "  last line: \(last.rating) \(Int((last.hitRatio * 100).rounded())) %"
+        }
+        lines.append(scoreLine)
+        return lines
+    }
+
+    /// The pitch lane of the line being sung: 60 columns over its time, a row a semitone over its notes' range (at
+    /// most 13 rows), `=` a note, `*` a golden one, `|` now, `o` the voice (folded by octaves into the lane).
+    static func pitchLane(_ s: SingAlongReadout) -> [String] {
+        guard let line = s.line else { return [] }
+        let notes = line.syllables.compactMap { syllable in syllable.note.map { (syllable, $0) } }.filter { $0.1.kind.hasPitch }
+        guard let low = notes.map(\.1.midiNote).min(), let high = notes.map(\.1.midiNote).max() else { return [] }
+        let top = min(high, low + 12)
+        let width = 60
+        let span = max(line.end - line.start, 0.001)
+        func column(_ t: Double) -> Int { max(0, min(width - 1, Int(((t - line.start) / span * Double(width)).rounded(.down)))) }
+        var rows = [[Character]](repeating: [Character](repeating: " ", count: width), count: top - low + 1)
+        for (syllable, note) in notes where note.midiNote <= top {
+            for c in column(syllable.start)...max(column(syllable.start), column(syllable.end) - 1) {
+                rows[top - note.midiNote][c] = note.kind == .golden ? "*" : "="
+            }
+        }
+        let now = column(s.position)
+        for r in rows.indices where rows[r][now] == " " { rows[r][now] = "|" }
+        if let sung = s.sung, sung.voiced, let midi = sung.midiNote, s.position >= line.start {
+            var m = midi
+            let centre = Double(low + top) / 2
+            while m - centre > 6 { m -= 12 }
+            while centre - m > 6 { m += 12 }
+            let row = top - Int(m.rounded())
+            if rows.indices.contains(row) { rows[row][now] = "o" }
+        }
+        return rows.map { "  " + String($0) }
     }
 
     static func clock(_ seconds: Double) -> String {

@@ -408,6 +408,45 @@ import TestSupport
         #expect(abs(Double(scored - live)) <= 0.01 * Double(max(live, 1)), "live \(live), the dry stem offline \(scored)")
     }
 
+    /// The screen with a chart, through tmux: the line being sung and the next one below it, the pitch lane and the
+    /// score.
+    @Test func theScreenShowsTheLyrics() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let liveaudio = productsDirectory + "/liveaudio"
+        let words = [["Twin", "kle ", "lit", "tle ", "star "], ["how ", "I ", "won", "der ", "what "], ["you ", "are ", "up ", "a", "bove "]]
+        var text = "#TITLE:Stars\n#ARTIST:Tests\n#MP3:song.wav\n#BPM:120\n#GAP:1500\n"
+        var beat = 0
+        for line in words {
+            for (n, word) in line.enumerated() {
+                text += (n == 2 ? "* " : ": ") + "\(beat) 3 \([0, 7, 9, 7, 5][n]) \(word)\n"
+                beat += 4
+            }
+            text += "- \(beat)\n"
+            beat += 4
+        }
+        try text.write(toFile: dir.file("chart.txt"), atomically: true, encoding: .utf8)
+        let chart = try SongChart.load(path: dir.file("chart.txt"))
+        let seconds = chart.voices[0].lines.last!.end + 2
+        try writeWAV(dir.file("song.wav"), channels: [[Float](repeating: 0, count: Int(seconds * 48_000))], sampleType: .int16)
+        try GeneratedSinger(chart: chart, late: 0.5, snr: 30).write(to: dir.file("voice.wav"))
+        let command = [liveaudio, "karaoke", "chart.txt", "--backend", "virtual", "--input", "voice.wav", "--output", "out.wav",
+                       "--latency-ms", "0"].map { "'\($0)'" }.joined(separator: " ")
+        let terminal = try TmuxTerminal(command: command, directory: dir.path)
+        defer { terminal.stop() }
+        let first = try await terminal.waitFor("the first line sung") { $0.contains("Twinkle little star") && $0.contains("score ") }
+        let rows = first.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        let sung = try #require(rows.firstIndex { $0.contains("Twinkle little star") })
+        #expect(rows[sung + 1].contains("how I wonder what"), "the next line below the one sung:\n\(first)")
+        #expect(rows.contains { $0.contains("=") && $0.contains("|") }, "the pitch lane:\n\(first)")
+        let later = try await terminal.waitFor("the second line sung", seconds: 20) {
+            $0.split(separator: "\n").contains { $0.contains("how I wonder what") && !$0.contains("Twinkle") } && $0.contains("last line: ")
+        }
+        #expect(later.contains("you are up above"), "\(later)")
+        let end = try await terminal.waitFor("the command ending", seconds: 30) { $0.contains("exit status") }
+        #expect(end.contains("exit status 0") && end.contains("karaoke: Tests – Stars (medium): "), "\(end)")
+    }
+
     /// The song goes live and to AAC files while it is recorded: `liveaudio karaoke --record song.m4a --to
     /// rtmp://… --to song.flv` on the virtual device, with nginx-rtmp as the live room. Each decodes with FFmpeg and
     /// is the WAV song of the same take (the stems' `song.wav`) as AAC carries it: correlation ≥ 0.99 and the level
