@@ -408,6 +408,59 @@ import TestSupport
         #expect(abs(Double(scored - live)) <= 0.01 * Double(max(live, 1)), "live \(live), the dry stem offline \(scored)")
     }
 
+    /// Live through a PulseAudio loop: the song is the chart's melody sung (a generated singer on time), it goes out to
+    /// a null sink whose monitor is the microphone, so the voice the session hears is the melody one round trip late
+    /// (calibrated). The live score takes the round trip off — in tune on `hard` — and agrees with the offline score
+    /// of the recorded dry stem within 1 %.
+    @Test func aChartScoresTheSameLiveThroughAPulseAudioLoop() async throws {
+        let pulse = try await PulseAudioServer.started(sinks: ["spk"])
+        defer { pulse.stop() }
+        pulse.exportToThisProcess()
+        try pulse.keepMonitorAlive("spk")
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        var text = "#TITLE:Loop\n#ARTIST:Tests\n#MP3:song.wav\n#BPM:240\n#GAP:1000\n"
+        var beat = 0
+        for line in 0..<3 {
+            for n in 0..<5 {
+                text += ": \(beat) 6 \([0, 4, 7, 5, 2, -3, 0, 9][(line + n) % 8]) la\n"
+                beat += 8
+            }
+            text += "- \(beat)\n"
+            beat += 4
+        }
+        try text.write(toFile: dir.file("chart.txt"), atomically: true, encoding: .utf8)
+        let chart = try SongChart.load(path: dir.file("chart.txt"))
+        let melody = GeneratedSinger(chart: chart, snr: 40)
+        try writeWAV(dir.file("song.wav"), channels: [melody.samples, melody.samples])
+        var configuration = KaraokeSession.Configuration(song: dir.file("song.wav"))
+        configuration.backend = .alsa
+        configuration.inputDevice = "pulse:spk.monitor"
+        configuration.outputDevice = "pulse:spk"
+        configuration.periodFrames = 256
+        configuration.periodCount = 16
+        configuration.monitorVoiceVolume = -.infinity
+        configuration.roundTrip = .calibrate
+        configuration.chart = chart
+        configuration.difficulty = .hard
+        let stems = dir.file("stems")
+        try FileManager.default.createDirectory(atPath: stems, withIntermediateDirectories: true)
+        configuration.stemsDirectory = stems
+        let session = try KaraokeSession(configuration)
+        try await session.start()
+        try await offPool {
+            let deadline = Date().addingTimeInterval(40)
+            while !session.songHasEnded, Date() < deadline { usleep(10_000) }
+        }
+        let summary = await session.stop()
+        #expect(summary.error == nil && summary.roundTripSource == "calibration", "\(summary)")
+        let live = try #require(summary.score)
+        let offline = try TakeScoring.score(take: stems + "/voice-dry.wav", chart: chart, difficulty: .hard)
+        print("karaoke with a chart on PulseAudio: live \(live.total), the dry stem \(offline.total), round trip \(summary.roundTripFrames) frames")
+        #expect(live.total >= 9_000, "in tune through the loop: \(live.total)")
+        #expect(abs(Double(live.total - offline.total)) <= 0.01 * Double(live.total), "live \(live.total), the dry stem \(offline.total)")
+    }
+
     /// The screen with a chart, through tmux: the line being sung and the next one below it, the pitch lane and the
     /// score.
     @Test func theScreenShowsTheLyrics() async throws {
