@@ -461,6 +461,29 @@ import TestSupport
         #expect(abs(Double(live.total - offline.total)) <= 0.01 * Double(live.total), "live \(live.total), the dry stem \(offline.total)")
     }
 
+    /// `--lyrics FILE.lrc` with any song: each line printed as it starts, nothing scored; a score file asked for
+    /// without a chart's notes is refused, and so are lyrics beside a chart.
+    @Test func lyricsWithAnySong() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let liveaudio = productsDirectory + "/liveaudio"
+        try writeWAV(dir.file("song.wav"), channels: [[Float](repeating: 0, count: 4 * 48_000)], sampleType: .int16)
+        try writeWAV(dir.file("voice.wav"), channels: [[Float](repeating: 0, count: 6 * 48_000)], sampleType: .int16)
+        try "[ti:Words]\n[00:00.50]first words\n[00:01.50]<00:01.50>second <00:02.00>line\n[00:03.00]\n".write(
+            toFile: dir.file("words.lrc"), atomically: true, encoding: .utf8)
+        let base = ["--backend", "virtual", "--input", dir.file("voice.wav"), "--output", dir.file("out.wav"), "--latency-ms", "0"]
+        let run = try await runTool(liveaudio, ["karaoke", dir.file("song.wav"), "--lyrics", dir.file("words.lrc")] + base)
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(run.stdout.contains("♪ first words") && run.stdout.contains("♪ second line"), "\(run.stdout)")
+        #expect(!run.stdout.contains("karaoke: Words"), "nothing scored: \(run.stdout)")
+        let scoreless = try await runTool(
+            liveaudio, ["karaoke", dir.file("song.wav"), "--lyrics", dir.file("words.lrc"), "--score-file", dir.file("s.json")] + base)
+        #expect(scoreless.status == 1 && scoreless.stderr.contains("--score-file needs a chart with notes"), "\(scoreless.stderr)")
+        try "#TITLE:T\n#ARTIST:A\n#BPM:240\n#MP3:song.wav\n: 0 4 0 a\n".write(toFile: dir.file("chart.txt"), atomically: true, encoding: .utf8)
+        let both = try await runTool(liveaudio, ["karaoke", dir.file("chart.txt"), "--lyrics", dir.file("words.lrc")] + base)
+        #expect(both.status == 1 && both.stderr.contains("--lyrics is for a song without a chart"), "\(both.stderr)")
+    }
+
     /// The screen with a chart, through tmux: the line being sung and the next one below it, the pitch lane and the
     /// score.
     @Test func theScreenShowsTheLyrics() async throws {

@@ -72,6 +72,28 @@ struct ScoreCommandTests {
         #expect(try score(take("silent.wav", silent: true)).total == 0)
     }
 
+    @Test("A duet: --part 2 scores the second part; the first part of the same take scores little")
+    func duet() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        var text = "#TITLE:Duet\n#ARTIST:Two\n#BPM:240\n#GAP:500\n#P1:Low\n#P2:High\nP1\n"
+        for n in 0..<8 { text += ": \(n * 8) 6 \([-5, -3, -1, 0][n % 4]) lo\n" }
+        text += "P2\n"
+        for n in 0..<8 { text += ": \(n * 8) 6 \([4, 7, 9, 11][n % 4]) hi\n" }
+        try text.write(toFile: dir.file("duet.txt"), atomically: true, encoding: .utf8)
+        let chart = try SongChart.load(path: dir.file("duet.txt"))
+        try GeneratedSinger(chart: chart, part: 2, snr: 30).write(to: dir.file("high.wav"))
+        func total(_ part: String) throws -> Int {
+            let r = try Self.runLiveAudio(["score", dir.file("duet.txt"), dir.file("high.wav"), "--part", part, "--difficulty", "hard"])
+            #expect(r.status == 0, "\(r.stderr)")
+            return Int(r.stdout.split(separator: ": ")[1].split(separator: " ")[0]) ?? -1
+        }
+        #expect(try total("2") >= 9_500)
+        #expect(try total("1") < 3_000)
+        let missing = try Self.runLiveAudio(["score", dir.file("duet.txt"), dir.file("high.wav"), "--part", "3"])
+        #expect(missing.status == 1 && missing.stderr.contains("has no part P3 (it has P1, P2)"), "\(missing.stderr)")
+    }
+
     @Test("pitch prints CSV every 10 ms; bad input gets a clear error")
     func pitchAndErrors() throws {
         let dir = try TemporaryDirectory()
