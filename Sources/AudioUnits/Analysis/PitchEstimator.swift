@@ -17,7 +17,8 @@ import Glibc
 ///   first sample), so it comes out half a frame and up to a hop after the voice it describes: at most 26 ms at the
 ///   defaults (``emissionDelay``).
 /// - Voiced when the dip is under ``Configuration/voicingThreshold`` and the frame is louder than
-///   ``Configuration/silenceLevel``; confidence is 1 minus the dip's depth.
+///   ``Configuration/silenceLevel``; confidence is 1 minus the dip's depth. The frequency is the best guess either
+///   way: up to three estimates after a voiced one, an unvoiced estimate carries the last voiced pitch.
 /// - An octave jump against the estimate before (a dip at twice or half the period almost as deep as the chosen one)
 ///   is not taken unless the other is clearly worse: singers rarely leap an octave within 10 ms, estimators often do.
 ///
@@ -69,6 +70,11 @@ public final class PitchEstimator {
     /// Estimates in a row kept at the octave before; after ``octaveHold`` the jump is taken.
     private var heldOctaves = 0
     static let octaveHold = 8
+    /// The last voiced frequency, and the estimates since it: reported as the best guess for up to `heldEstimates`
+    /// unvoiced ones.
+    private var lastVoicedFrequency: Double?
+    private var sinceVoiced = 0
+    static let heldEstimates = 3
 
     /// - Throws: ``AudioError`` `.unsupportedSampleRate` below 16 kHz or above 384 kHz; `.invalidParameter` for a
     ///   range that is empty or outside 40 Hz … 2 kHz, a hop outside 1 … 50 ms.
@@ -129,6 +135,8 @@ public final class PitchEstimator {
         phase = 0
         previousLag = nil
         heldOctaves = 0
+        lastVoicedFrequency = nil
+        sinceVoiced = 0
         for i in lowPassState.indices { lowPassState[i] = 0 }
     }
 
@@ -234,7 +242,18 @@ public final class PitchEstimator {
         let centre = (Double(analysed) - span / 2) * Double(decimation) / sampleRate
         let voiced = depth < configuration.voicingThreshold && level > configuration.silenceLevel
         previousLag = voiced ? refined : nil
-        return PitchEstimate(time: centre, frequency: rate / refined, confidence: max(0, min(1, 1 - depth)), voiced: voiced)
+        // The frequency is the best guess whatever the voicing: for a frame without a voice found, up to
+        // `heldEstimates` after one with a voice, the voice's last pitch (a consonant, the edge of a note: the
+        // deepest dip of such a frame is mostly a harmonic's or noise's).
+        var frequency = rate / refined
+        if voiced {
+            lastVoicedFrequency = frequency
+            sinceVoiced = 0
+        } else {
+            sinceVoiced += 1
+            if let held = lastVoicedFrequency, sinceVoiced <= Self.heldEstimates { frequency = held } else { lastVoicedFrequency = nil }
+        }
+        return PitchEstimate(time: centre, frequency: frequency, confidence: max(0, min(1, 1 - depth)), voiced: voiced)
     }
 
     /// The bottom of the dip around `lag` (within two samples).
