@@ -11,9 +11,13 @@ import Glibc
 /// The song's time of a voice estimate: the voice that reaches the graph at sample time t was sung to the
 /// accompaniment rendered at t − R (R the round trip and the capture processing, as the dry stem is shifted), which
 /// was the song's frame `anchor.song + (t − R − anchor.graph) × tempo` — the anchor the song's start, or the last
-/// pause, resume, seek or new region. While the song is paused the voice is not scored.
+/// pause, resume, seek or new region. While the song is paused the voice is not scored; the notes judged are the
+/// region's; a passage sung again (a loop, a seek back) keeps its first verdicts, as the score judges in order of
+/// time. A key change counts from when the singer hears it.
 final class SingAlongFollower: Sendable {
     let chart: SongChart
+    /// The part sung: its lines are the ones shown, its notes the ones scored (the first part for lyrics alone).
+    let voice: SongChart.Voice?
     let tracker: PitchTrackerUnit?
     let sampleRate: Double
     /// Takes the estimates in every 100 ms (a `la-work` job) from the song's start to ``finish()``.
@@ -30,21 +34,35 @@ final class SingAlongFollower: Sendable {
     struct State: ~Copyable {
         var score: SingingScore?
         var anchors: [Anchor] = []
+        /// Key changes (cents), each from the graph frame the singer hears it at.
+        var keys: [(graphFrame: Int64, cents: Double)] = [(.min, 0)]
         var roundTrip: Int64 = 0
         var latest: PitchEstimate?
         /// `time,frequency,confidence,voiced,note` lines for `pitch.csv`, written as they come.
         var csv: UnsafeMutablePointer<FILE>?
     }
 
-    init(chart: SongChart, part: Int, difficulty: SingingDifficulty, format: StreamFormat, pitchPath: String?) throws(AudioError) {
+    /// The region of the song that plays, in frames (its start, its length when it ends before the file's end),
+    /// and whether it loops: a loop's later passes map back into it.
+    let region: FilePlayerUnit.Region
+
+    init(
+        chart: SongChart, part: Int, difficulty: SingingDifficulty, format: StreamFormat, region: FilePlayerUnit.Region,
+        pitchPath: String?
+    ) throws(AudioError) {
+        self.region = region
         self.chart = chart
+        voice = chart.hasNotes ? chart.voice(part) : chart.voices.first
         sampleRate = format.sampleRate
         guard chart.hasNotes else {
             tracker = nil
             state = Mutex(State())
             return
         }
-        let score = try SingingScore(chart: chart, voice: part, difficulty: difficulty)
+        // Only the notes within the region that plays are judged.
+        let rate = format.sampleRate
+        let within = Double(region.startFrame) / rate...(region.frameCount.map { Double(region.startFrame + $0) / rate } ?? .infinity)
+        let score = try SingingScore(chart: chart, voice: part, difficulty: difficulty, within: within)
         let tracker = try PitchTrackerUnit(format: format)
         self.tracker = tracker
         var file: UnsafeMutablePointer<FILE>?
@@ -88,38 +106,57 @@ final class SingAlongFollower: Sendable {
         }
     }
 
-    /// Key changes move the notes.
-    func setKey(cents: Double) { state.withLock { $0.score?.keyShiftCents = cents } }
+    /// A key change moves the notes from `graphFrame` on: when the singer hears it (the song's look-ahead and the
+    /// time-pitch's after it is made). Before the start, from the start.
+    func setKey(cents: Double, fromGraphFrame graphFrame: Int64) {
+        state.withLock { s in
+            if s.anchors.isEmpty { s.keys = [(.min, cents)] } else { s.keys.append((graphFrame, cents)) }
+        }
+    }
 
     /// Takes the tracker's estimates into the score (and `pitch.csv`). Any thread but a render thread; called by
     /// readers and at the end.
     func update() {
         guard let tracker else { return }
         state.withLock { s in
-            guard !s.anchors.isEmpty else {
-                tracker.readEstimates { _ in }
-                return
-            }
-            let rate = sampleRate
-            tracker.readEstimates { e in
-                s.latest = e
-                let heardAt = Int64((e.time * rate).rounded()) - s.roundTrip
-                guard let anchor = s.anchors.last(where: { $0.graphFrame <= heardAt }), anchor.rate > 0 else { return }
-                var song = e
-                song.time = (Double(anchor.songFrame) + Double(heardAt - anchor.graphFrame) * anchor.rate) / rate
-                s.score?.add(song)
-                if let f = s.csv {
-                    let note = s.score.flatMap { _ in self.targetNote(at: song.time) }.map(String.init) ?? ""
-                    fputs(
-                        String(cFormat: "%.4f,%.2f,%.3f,%d,", song.time, song.frequency, song.confidence, song.voiced ? 1 : 0) + note + "\n", f)
-                }
-            }
+            tracker.readEstimates { e in ingest(e, &s) }
+        }
+    }
+
+    /// Takes estimates made elsewhere (tests): as ``update()`` does with the tracker's.
+    func ingest(_ estimates: [PitchEstimate]) {
+        state.withLock { s in
+            for e in estimates { ingest(e, &s) }
+        }
+    }
+
+    /// One estimate: put at the song's time it was sung to (none before the start, while paused, or past the
+    /// region's end without a loop), judged in the key the singer heard then, written to `pitch.csv`.
+    private func ingest(_ e: PitchEstimate, _ s: inout State) {
+        s.latest = e
+        guard !s.anchors.isEmpty else { return }
+        let rate = sampleRate
+        let heardAt = Int64((e.time * rate).rounded()) - s.roundTrip
+        guard let anchor = s.anchors.last(where: { $0.graphFrame <= heardAt }), anchor.rate > 0 else { return }
+        var frame = Double(anchor.songFrame) + Double(heardAt - anchor.graphFrame) * anchor.rate
+        if let count = region.frameCount, count > 0, frame >= Double(region.startFrame + count) {
+            // A loop's later passes are the region again (only the first pass is scored: the score judges in order).
+            guard region.loopCount > 0 else { return }
+            frame = Double(region.startFrame) + (frame - Double(region.startFrame)).truncatingRemainder(dividingBy: Double(count))
+        }
+        var song = e
+        song.time = frame / rate
+        if let key = s.keys.last(where: { $0.graphFrame <= heardAt }) { s.score?.keyShiftCents = key.cents }
+        s.score?.add(song)
+        if let f = s.csv {
+            let note = targetNote(at: song.time).map(String.init) ?? ""
+            fputs(String(cFormat: "%.4f,%.2f,%.3f,%d,", song.time, song.frequency, song.confidence, song.voiced ? 1 : 0) + note + "\n", f)
         }
     }
 
     /// The MIDI note the part sings at `seconds` of the song, if any.
     func targetNote(at seconds: Double) -> Int? {
-        guard let voice = chart.voices.first else { return nil }
+        guard let voice else { return nil }
         for line in voice.lines where line.start <= seconds && seconds < line.end {
             for s in line.syllables where s.start <= seconds && seconds < s.end { return s.note?.midiNote }
         }
@@ -166,7 +203,7 @@ public struct SingAlongReadout: Sendable {
 extension SingAlongFollower {
     func readout(at position: Double) -> SingAlongReadout {
         update()
-        let lines = chart.voices.first?.lines ?? []
+        let lines = voice?.lines ?? []
         // The line now, or the next to come (a line shows from the end of the one before).
         let index = lines.firstIndex { position < $0.end }
         let line = index.map { lines[$0] }

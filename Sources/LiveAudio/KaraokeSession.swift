@@ -272,12 +272,14 @@ public final class KaraokeSession: Sendable {
         // the graph — the recordings, the song, the outputs — goes on.
         routeGate = RouteGate(format: format, route: io.outputRoute)
         recorders = try Self.recorders(configuration, wavRecord: wavRecord, chain: chain)
+        let playing = region
         follower = try configuration.chart.map { chart throws(AudioError) in
             try SingAlongFollower(
                 chart: chart, part: configuration.part, difficulty: configuration.difficulty,
-                format: chain.input.outputFormats[0],
+                format: chain.input.outputFormats[0], region: playing,
                 pitchPath: configuration.stemsDirectory.map { FilePath.join($0, "pitch.csv") })
         }
+        follower?.setKey(cents: configuration.keyCents, fromGraphFrame: .min)
 
         // The graph, a stage an entry: the microphone and the wet voice come from the voice chain. The song is the
         // accompaniment delayed by the round trip and the wet voice; the monitor is the accompaniment and the wet
@@ -311,6 +313,8 @@ public final class KaraokeSession: Sendable {
         io.stop()
         song.stop()
         for r in recorders { _ = try? r.unit.finish() }
+        // The score's job ends with the session, stopped or not.
+        _ = follower?.finish()
     }
 
     // MARK: Control
@@ -490,7 +494,6 @@ public final class KaraokeSession: Sendable {
             $0.startTime = startTime
             $0.scheduled = true
         }
-        follower?.setKey(cents: configuration.keyCents)
         try follower?.start(graphFrame: startTime, songFrame: region.startFrame, tempo: configuration.tempo, roundTrip: Int64(dry))
     }
 
@@ -710,7 +713,9 @@ public final class KaraokeSession: Sendable {
             throw AudioError(.invalidState, "the key can change while singing only with keyAdjustable (or a key or tempo change) set")
         }
         try timePitch.pitch.set(Float(cents))
-        follower?.setKey(cents: cents)
+        // The singer hears the new key once what is rendered ahead has played: from then on it is scored in it.
+        let heard = timeline.sampleTime + Int64(((song.lookAhead + timePitch.latency) * sampleRate).rounded())
+        follower?.setKey(cents: cents, fromGraphFrame: heard)
     }
     public var keyCents: Double { timePitch.map { Double($0.pitch.value) } ?? 0 }
 

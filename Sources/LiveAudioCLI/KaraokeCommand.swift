@@ -246,6 +246,10 @@ struct Karaoke: AsyncParsableCommand {
                     + "\(summary.accompanimentUnderruns), recorded \(summary.recordedFrames) frames, dropped \(summary.droppedFrames)")
             for output in summary.outputs { print("  \(output)") }
             if let score = summary.score, let chart {
+                // The lines that ended after the last look (off a terminal).
+                if !interactive {
+                    for line in score.lines.dropFirst(ratedLines) { StandardStream.output("         " + ScoreReport.line(line) + "\n") }
+                }
                 print("karaoke: " + ScoreReport.summary(score, title: chart.title, artist: chart.artist, difficulty: difficulty))
                 if let scoreFile {
                     try ScoreReport.write(

@@ -183,14 +183,20 @@ final class KaraokeScreen {
         let span = max(line.end - line.start, 0.001)
         func column(_ t: Double) -> Int { max(0, min(width - 1, Int(((t - line.start) / span * Double(width)).rounded(.down)))) }
         var rows = [[Character]](repeating: [Character](repeating: " ", count: width), count: top - low + 1)
-        for (syllable, note) in notes where note.midiNote <= top {
+        for (syllable, note) in notes {
+            // A line spanning more than an octave: its high notes folded an octave down into the lane.
+            var m = note.midiNote
+            while m > top { m -= 12 }
+            guard m >= low else { continue }
             for c in column(syllable.start)...max(column(syllable.start), column(syllable.end) - 1) {
-                rows[top - note.midiNote][c] = note.kind == .golden ? "*" : "="
+                rows[top - m][c] = note.kind == .golden ? "*" : "="
             }
         }
+        // Now, while the line is sung (before it, the lane waits).
+        guard s.position >= line.start, s.position < line.end else { return rows.map { "  " + String($0) } }
         let now = column(s.position)
         for r in rows.indices where rows[r][now] == " " { rows[r][now] = "|" }
-        if let sung = s.sung, sung.voiced, let midi = sung.midiNote, s.position >= line.start {
+        if let sung = s.sung, sung.voiced, let midi = sung.midiNote {
             var m = midi
             let centre = Double(low + top) / 2
             while m - centre > 6 { m -= 12 }

@@ -105,10 +105,13 @@ public struct SingingScore: Sendable {
     ///   - voice: the part sung (`P1` is 1); a duet's other part is not scored.
     ///   - estimateInterval: seconds between the tracker's estimates (its hop): each estimate counts for the
     ///     beats within half of it either side, so every beat is judged however short.
+    ///   - within: the song's seconds that play (a session's region): only the notes wholly inside are judged, and
+    ///     only lines with such notes share the line bonus.
     /// - Throws: ``AudioError`` `.invalidChart` when the chart has no notes or no such part, or more than
     ///   ``beatLimit`` beats to judge.
     public init(
-        chart: SongChart, voice number: Int = 1, difficulty: SingingDifficulty = .medium, estimateInterval: Double = 0.01
+        chart: SongChart, voice number: Int = 1, difficulty: SingingDifficulty = .medium, estimateInterval: Double = 0.01,
+        within: ClosedRange<Double> = -Double.infinity...Double.infinity
     ) throws(AudioError) {
         guard chart.hasNotes else {
             throw AudioError(.invalidChart, "'\(chart.title)' has lyrics but no notes to score (an UltraStar chart has them)")
@@ -127,7 +130,10 @@ public struct SingingScore: Sendable {
         var weights: [Int] = []
         for (lineIndex, line) in voice.lines.enumerated() {
             var weight = 0
-            for note in line.syllables.compactMap(\.note) where note.kind.scoreFactor > 0 {
+            for syllable in line.syllables {
+                guard let note = syllable.note, note.kind.scoreFactor > 0,
+                    syllable.start >= within.lowerBound, syllable.end <= within.upperBound
+                else { continue }
                 weight += note.beats * note.kind.scoreFactor
                 for b in 0..<note.beats {
                     beats.append(Beat(

@@ -457,8 +457,37 @@ import TestSupport
         let live = try #require(summary.score)
         let offline = try TakeScoring.score(take: stems + "/voice-dry.wav", chart: chart, difficulty: .hard)
         print("karaoke with a chart on PulseAudio: live \(live.total), the dry stem \(offline.total), round trip \(summary.roundTripFrames) frames")
-        #expect(live.total >= 9_000, "in tune through the loop: \(live.total)")
+        // In tune through the loop — as long as the loop held the latency the calibration measured (an xrun may move
+        // it); the agreement with the dry stem holds either way.
+        if summary.xruns == 0 { #expect(live.total >= 9_000, "in tune through the loop: \(live.total)") }
         #expect(abs(Double(live.total - offline.total)) <= 0.01 * Double(live.total), "live \(live.total), the dry stem \(offline.total)")
+    }
+
+    /// A duet sung live as its second part: `--part 2` scores P2 (the singer follows it) and pitch.csv's notes are P2's.
+    @Test func aDuetsSecondPartIsSungAndScored() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let liveaudio = productsDirectory + "/liveaudio"
+        var text = "#TITLE:Duet\n#ARTIST:Two\n#MP3:song.wav\n#BPM:240\n#GAP:500\n#P1:Low\n#P2:High\nP1\n"
+        for n in 0..<8 { text += ": \(n * 8) 6 \([-5, -3, -1, 0][n % 4]) lo\n" }
+        text += "P2\n"
+        for n in 0..<8 { text += ": \(n * 8) 6 \([4, 7, 9, 11][n % 4]) hi\n" }
+        try text.write(toFile: dir.file("duet.txt"), atomically: true, encoding: .utf8)
+        let chart = try SongChart.load(path: dir.file("duet.txt"))
+        try writeWAV(dir.file("song.wav"), channels: [[Float](repeating: 0, count: 5 * 48_000)], sampleType: .int16)
+        try GeneratedSinger(chart: chart, part: 2, late: 0.5, snr: 30).write(to: dir.file("voice.wav"))
+        try FileManager.default.createDirectory(atPath: dir.file("take"), withIntermediateDirectories: true)
+        let run = try await runTool(
+            liveaudio,
+            ["karaoke", dir.file("duet.txt"), "--part", "2", "--backend", "virtual", "--input", dir.file("voice.wav"),
+             "--output", dir.file("out.wav"), "--stems", dir.file("take"), "--latency-ms", "0", "--difficulty", "easy"])
+        #expect(run.status == 0, "\(run.stderr)")
+        let summary = run.stdout.split(separator: "\n").first { $0.hasPrefix("karaoke: Two – Duet (easy): ") }
+        let live = summary.flatMap { Int($0.split(separator: ": ")[2].split(separator: " ")[0]) } ?? -1
+        #expect(live >= 8_000, "\(run.stdout)")
+        let notes = try String(contentsOfFile: dir.file("take/pitch.csv"), encoding: .utf8).split(separator: "\n").dropFirst()
+            .compactMap { $0.split(separator: ",", omittingEmptySubsequences: false).last.flatMap { Int($0) } }
+        #expect(!notes.isEmpty && notes.allSatisfy { $0 >= 64 }, "P2's notes (64 … 71): \(Set(notes).sorted())")
     }
 
     /// `--lyrics FILE.lrc` with any song: each line printed as it starts, nothing scored; a score file asked for
@@ -510,7 +539,11 @@ import TestSupport
                        "--latency-ms", "0"].map { "'\($0)'" }.joined(separator: " ")
         let terminal = try TmuxTerminal(command: command, directory: dir.path)
         defer { terminal.stop() }
-        let first = try await terminal.waitFor("the first line sung") { $0.contains("Twinkle little star") && $0.contains("score ") }
+        // While the first line is sung: the lane shows the time now ("|") among its notes.
+        let first = try await terminal.waitFor("the first line sung") { screen in
+            screen.contains("Twinkle little star") && screen.contains("score ")
+                && screen.split(separator: "\n").contains { $0.contains("=") && $0.contains("|") }
+        }
         let rows = first.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
         let sung = try #require(rows.firstIndex { $0.contains("Twinkle little star") })
         #expect(rows[sung + 1].contains("how I wonder what"), "the next line below the one sung:\n\(first)")
