@@ -44,6 +44,21 @@ struct SingAlongFollowerTests {
         }
     }
 
+    @Test("At another tempo the song's time runs at it: at 0.8 a singer following the slower song scores full; one at the chart's own pace misses")
+    func tempo() throws {
+        for (followsTempo, full) in [(true, true), (false, false)] {
+            let f = try Self.follower()
+            try f.start(graphFrame: 0, songFrame: 0, tempo: 0.8, roundTrip: 0)
+            // Song time t is heard at graph time t / 0.8.
+            let estimates = stride(from: 0.0, to: 11.5, by: 0.01).map { t in
+                Self.estimate(songTime: t, graphSeconds: followsTempo ? t / 0.8 : t)
+            }.sorted { $0.time < $1.time }
+            f.ingest(estimates)
+            let total = try #require(f.finish()).total
+            #expect(full ? total >= 9_500 : total < 5_000, "follows the tempo: \(followsTempo), \(total)")
+        }
+    }
+
     @Test("A pause holds the song: nothing is scored while paused, and after the resume the voice maps on from there")
     func pause() throws {
         let f = try Self.follower()
