@@ -45,26 +45,22 @@ if [ ${#need[@]} -gt 0 ]; then
   $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 
-# librosa (pYIN, a peer of the pitch tracker in `make bench`) comes from PyPI into a virtual environment of the
-# benchmarks' own.
-if [ "$profile" = bench ]; then
-  venv="$(cd "$(dirname "$0")/.." && pwd)/.build/bench-venv"
-  if ! "$venv/bin/python3" -c "import librosa, soundfile" >/dev/null 2>&1; then
-    echo "install-deps: installing librosa 0.11.0 into $venv"
-    rm -rf "$venv"
-    python3 -m venv "$venv"
-    "$venv/bin/pip" install --quiet --disable-pip-version-check "librosa==0.11.0" "soundfile"
+# A virtual environment of the project's own under .build/NAME with PyPI packages, made when IMPORTS fail to import.
+# Usage: venv NAME "IMPORTS" PACKAGE...
+venv() {
+  local dir imports=$2
+  dir="$(cd "$(dirname "$0")/.." && pwd)/.build/$1"
+  shift 2
+  if ! "$dir/bin/python3" -c "import $imports" >/dev/null 2>&1; then
+    echo "install-deps: installing $* into $dir"
+    rm -rf "$dir"
+    python3 -m venv "$dir"
+    "$dir/bin/pip" install --quiet --disable-pip-version-check "$@"
   fi
-fi
+}
 
-# pyrtmp, a third RTMP server for the interoperability tests, comes from PyPI into a virtual environment of the
-# tests' own (pinned: the tests know how this version speaks).
-if [ "$profile" = test ]; then
-  venv="$(cd "$(dirname "$0")/.." && pwd)/.build/test-venv"
-  if ! "$venv/bin/python3" -c "import pyrtmp" >/dev/null 2>&1; then
-    echo "install-deps: installing pyrtmp 0.3.1 into $venv"
-    rm -rf "$venv"
-    python3 -m venv "$venv"
-    "$venv/bin/pip" install --quiet --disable-pip-version-check "pyrtmp==0.3.1"
-  fi
-fi
+# librosa (pYIN, a peer of the pitch tracker in `make bench`), for the benchmarks.
+if [ "$profile" = bench ]; then venv bench-venv "librosa, soundfile" "librosa==0.11.0" soundfile; fi
+
+# pyrtmp, a third RTMP server for the interoperability tests (pinned: the tests know how this version speaks).
+if [ "$profile" = test ]; then venv test-venv pyrtmp "pyrtmp==0.3.1"; fi

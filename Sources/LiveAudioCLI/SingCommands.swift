@@ -68,7 +68,7 @@ struct Pitch: ParsableCommand {
             guess even where the voiced column says 0.
             """)
 
-    @Argument(help: "The file (any the decoder reads; channels are averaged).")
+    @Argument(help: "The file (any the decoder reads, mixed to mono).")
     var file: String
 
     @Option(name: .customLong("min"), help: "The lowest frequency looked for, Hz.")

@@ -29,7 +29,7 @@ struct PitchTrackerTests {
     static func reference(_ singer: GeneratedSinger, start: Double) throws -> [PitchEstimate] {
         let estimator = try PitchEstimator(sampleRate: rate)
         var out: [PitchEstimate] = []
-        let mean = singer.samples.map { ($0 * 0.8 + $0 * 0.4) / 2 }
+        let mean = singer.samples.map { ($0 * 0.8) * 0.5 + ($0 * 0.4) * 0.5 }
         mean.withUnsafeBufferPointer { p in
             estimator.process(p.baseAddress!, count: p.count) { e in
                 var e = e

@@ -193,19 +193,12 @@ public final class PitchTrackerUnit: RenderUnit {
             s.markBreak(resumingAt: t0)
         }
         s.expectedSampleTime.onRenderThread = t0 + Int64(n)
-        // Mono: channel 0, or the channels' mean.
+        // Mono: the channels' mean.
         let mono = s.mono.onRenderThread.view(frames: n)
         let m = mono[0].baseAddress!
-        let channels = input.channelCount
-        m.update(from: input[0].baseAddress!, count: n)
-        if channels > 1 {
-            for c in 1..<channels {
-                let x = input[c].baseAddress!
-                for i in 0..<n { m[i] += x[i] }
-            }
-            let scale = 1 / Float(channels)
-            for i in 0..<n { m[i] *= scale }
-        }
+        let gain = 1 / Float(input.channelCount)
+        m.update(repeating: 0, count: n)
+        for c in 0..<input.channelCount { _ = VectorOps.multiplyAdd(input[c].baseAddress!, gain: gain, into: m, count: n) }
         let put = s.ring.write(mono)
         if put < n {
             // The worker is a second behind: what did not fit is lost, and the voice resumes with the next cycle.
