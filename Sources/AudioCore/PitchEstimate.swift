@@ -7,7 +7,8 @@ import Glibc
 /// voice sounded at all.
 public struct PitchEstimate: Sendable, Equatable {
     public var time: Double
-    /// Hz; meaningless when not ``voiced``.
+    /// Hz. When not ``voiced``, the tracker's best guess (the pitch of the voice around it, if any): for display and
+    /// evaluation, never to be judged as sung.
     public var frequency: Double
     /// 0 … 1.
     public var confidence: Double

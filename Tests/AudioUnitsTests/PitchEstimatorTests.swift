@@ -46,6 +46,32 @@ struct PitchEstimatorTests {
         #expect(estimates.filter { $0.time > 0.55 && $0.time < 0.95 }.allSatisfy { $0.voiced && abs(1200 * log2($0.frequency / 329.63)) < 20 })
     }
 
+    @Test("An unvoiced estimate's best guess: across a breath the voice's pitch, before a start the starting pitch, nothing carried half a second on")
+    func bestGuess() throws {
+        // A3 (220 Hz) with a 60 ms breath in it, then silence, then E4 (329.6 Hz).
+        let singer = GeneratedSinger(rate: 48_000, segments: [(0.1, 0.6, 57), (0.66, 1.1, 57), (1.8, 2.3, 64)], length: 2.5,
+                                     vibrato: 0, snr: 40)
+        let estimates = try Self.estimates(singer)
+        func cents(_ e: PitchEstimate, _ f: Double) -> Double { abs(1200 * log2(e.frequency / f)) }
+        let breath = estimates.filter { $0.time > 0.615 && $0.time < 0.645 }
+        #expect(!breath.isEmpty && breath.allSatisfy { !$0.voiced && cents($0, 220) < 50 }, "\(breath)")
+        // The voice ended at 1.1 s: from 1.65 s (half a second and a frame on) nothing is carried.
+        let late = estimates.filter { $0.time > 1.65 && $0.time < 1.75 }
+        #expect(!late.isEmpty && late.allSatisfy { !$0.voiced } && late.filter { cents($0, 220) < 50 }.count <= late.count / 4, "\(late)")
+        // A voice starting: the estimate before its first voiced one carries its pitch when the analysis between
+        // them (half a hop on) finds the voice — for about half the times a voice may start at.
+        var carried = 0
+        for k in 0..<8 {
+            let onset = 0.5 + Double(k) * 0.00125
+            let starting = GeneratedSinger(rate: 48_000, segments: [(onset, 1.0, 64)], length: 1.2, vibrato: 0, snr: 40)
+            let e = try Self.estimates(starting)
+            let first = try #require(e.firstIndex { $0.voiced })
+            #expect(abs(e[first].time - onset) < 0.02)
+            if cents(e[first - 1], 329.63) < 50 { carried += 1 }
+        }
+        #expect(carried >= 3, "\(carried) of 8")
+    }
+
     @Test("Silence and noise are unvoiced; an estimate a hop; block sizes do not change the estimates")
     func voicingAndBlocks() throws {
         var quiet = GeneratedSinger(notes: [60], noteLength: 0.3, gap: 0.5, snr: 60)

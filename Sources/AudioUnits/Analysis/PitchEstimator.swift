@@ -14,11 +14,16 @@ import Glibc
 ///   fundamental and the harmonics that carry it are below that, and the work stays that of 24 kHz.
 /// - Range: 65 Hz (C2) … 1,100 Hz (C♯6) by default; the analysis frame holds the longest period plus a window as
 ///   long as it: 31 ms at the defaults. Each estimate is stamped at its frame's centre (the input's time, from its
-///   first sample), so it comes out half a frame and up to a hop after the voice it describes: at most 26 ms at the
-///   defaults (``emissionDelay``).
+///   first sample).
+/// - Frames are analysed every half hop, and each estimate is handed out when the frame after it has been analysed:
+///   half a hop of look-ahead, for the edges of the voice. An estimate comes out half a frame and half a hop after
+///   the moment it describes, and the voice at any moment is described by the estimate stamped nearest it: handed
+///   out at most 26 ms after it at the defaults (``emissionDelay``).
 /// - Voiced when the dip is under ``Configuration/voicingThreshold`` and the frame is louder than
 ///   ``Configuration/silenceLevel``; confidence is 1 minus the dip's depth. The frequency is the best guess either
-///   way: up to three estimates after a voiced one, an unvoiced estimate carries the last voiced pitch.
+///   way. An unvoiced estimate whose next frame is voiced carries that frame's pitch (the voice is starting: its
+///   frame holds too little of it to be found in); else, within half a second of a voiced one, the last voiced
+///   pitch (a consonant, a breath between syllables); else the deepest dip's.
 /// - An octave jump against the estimate before (a dip at twice or half the period almost as deep as the chosen one)
 ///   is not taken unless the other is clearly worse: singers rarely leap an octave within 10 ms, estimators often do.
 ///
@@ -52,13 +57,21 @@ public final class PitchEstimator {
     let window: Int
     /// Samples an analysis takes: window + longest lag + 1.
     let frameLength: Int
+    /// Samples between estimates, and between analyses (half of it: each estimate looks one analysis ahead).
     let hopSamples: Int
+    let analysisHop: Int
     /// Decimated samples kept: `history[0..<filled]`, newest last.
     private let history: UnsafeMutablePointer<Float>
     private let historyCapacity: Int
     private var filled = 0
     /// Decimated samples since the last analysis, and in all.
     private var sinceAnalysis = 0
+    /// Every `analysesPerHop`-th analysis is an estimate; it waits for the `lookAhead` analyses after it, kept in
+    /// `recent` (a ring of lookAhead + 1, made at init) with `analyses` counting them all.
+    static let analysesPerHop = 2
+    static let lookAhead = 1
+    private let recent: UnsafeMutablePointer<Analysis>
+    private var analyses = 0
     private var analysed: Int64 = 0
     private var inputCount: Int64 = 0
     private let difference: UnsafeMutablePointer<Double>
@@ -67,14 +80,15 @@ public final class PitchEstimator {
     private var lowPassState = [Double](repeating: 0, count: 8)
     private var phase = 0
     private var previousLag: Double? = nil
-    /// Estimates in a row kept at the octave before; after ``octaveHold`` the jump is taken.
+    /// Analyses in a row kept at the octave before; after `octaveHold` (80 ms) the jump is taken.
     private var heldOctaves = 0
-    static let octaveHold = 8
-    /// The last voiced frequency, and the estimates since it: reported as the best guess for up to `heldEstimates`
-    /// unvoiced ones.
+    let octaveHold: Int
+    /// The last voiced frequency, and the analyses since it: the best guess of unvoiced estimates for up to
+    /// `bridgedAnalyses` (half a second).
     private var lastVoicedFrequency: Double?
     private var sinceVoiced = 0
-    static let heldEstimates = 3
+    let bridgedAnalyses: Int
+    static let bridge = 0.5
 
     /// - Throws: ``AudioError`` `.unsupportedSampleRate` below 16 kHz or above 384 kHz; `.invalidParameter` for a
     ///   range that is empty or outside 40 Hz … 2 kHz, a hop outside 1 … 50 ms.
@@ -98,7 +112,12 @@ public final class PitchEstimator {
         maximumLag = Int((rate / c.minimumFrequency).rounded(.up)) + 1
         window = maximumLag
         frameLength = window + maximumLag + 1
-        hopSamples = max(1, Int((c.hop * rate).rounded()))
+        analysisHop = max(1, Int((c.hop * rate / Double(Self.analysesPerHop)).rounded()))
+        hopSamples = Self.analysesPerHop * analysisHop
+        recent = .allocate(capacity: Self.lookAhead + 1)
+        recent.initialize(repeating: Analysis(time: 0, frequency: 0, depth: 1, voiced: false), count: Self.lookAhead + 1)
+        bridgedAnalyses = Int((Self.bridge * rate / Double(analysisHop)).rounded())
+        octaveHold = max(1, Int((0.08 * rate / Double(analysisHop)).rounded()))
         historyCapacity = frameLength * 4
         history = .allocate(capacity: historyCapacity)
         history.initialize(repeating: 0, count: historyCapacity)
@@ -120,16 +139,19 @@ public final class PitchEstimator {
     deinit {
         history.deallocate()
         difference.deallocate()
+        recent.deallocate()
     }
 
-    /// Seconds from the voice an estimate describes to when ``process(_:count:emit:)`` hands it out, at most: half
-    /// the window and the longest period, and a hop.
+    /// Seconds from a moment of the voice to when ``process(_:count:emit:)`` hands out the estimate stamped nearest
+    /// it, at most: half the window and the longest period (the frame's newest half), half a hop (the look-ahead)
+    /// and half a hop (the nearest stamp).
     public var emissionDelay: Double { ((Double(window) + Double(maximumLag)) / 2 + Double(hopSamples)) / rate }
 
     /// Starts again from silence (the stream's time from 0).
     public func reset() {
         filled = 0
         sinceAnalysis = 0
+        analyses = 0
         analysed = 0
         inputCount = 0
         phase = 0
@@ -160,9 +182,12 @@ public final class PitchEstimator {
                 phase = 0
             }
             append(Float(x))
-            if filled >= frameLength, sinceAnalysis >= hopSamples {
+            if filled >= frameLength, sinceAnalysis >= analysisHop {
                 sinceAnalysis = 0
-                emit(analyse())
+                recent[analyses % (Self.lookAhead + 1)] = analyse()
+                analyses += 1
+                let due = analyses - 1 - Self.lookAhead
+                if due >= 0, due % Self.analysesPerHop == 0 { emit(finish(due)) }
             }
         }
         inputCount += Int64(count)
@@ -181,8 +206,31 @@ public final class PitchEstimator {
         analysed += 1
     }
 
+    /// One frame's reading: its pitch, and whether a voice was found in it.
+    private struct Analysis {
+        var time: Double
+        /// The frame's own dip (for a voiced frame), or the best guess from the voice before it.
+        var frequency: Double
+        var depth: Double
+        var voiced: Bool
+    }
+
+    /// An estimate from its frame's reading and the next frame's: an unvoiced frame before a voiced one is the
+    /// voice's start, and carries its pitch (rather than the voice before, or its own deepest dip).
+    private func finish(_ index: Int) -> PitchEstimate {
+        let a = recent[index % (Self.lookAhead + 1)]
+        var frequency = a.frequency
+        if !a.voiced {
+            for k in 1...Self.lookAhead where index + k < analyses {
+                let next = recent[(index + k) % (Self.lookAhead + 1)]
+                if next.voiced { frequency = next.frequency; break }
+            }
+        }
+        return PitchEstimate(time: a.time, frequency: frequency, confidence: max(0, min(1, 1 - a.depth)), voiced: a.voiced)
+    }
+
     /// YIN on the newest frame.
-    private func analyse() -> PitchEstimate {
+    private func analyse() -> Analysis {
         let x = history + (filled - frameLength)
         // Loudness of the frame.
         var energy = 0.0
@@ -194,13 +242,7 @@ public final class PitchEstimator {
         // The newest window against the signal `lag` earlier: the estimate describes the newest audio it can.
         let newest = x + (frameLength - window)
         for lag in 1...maximumLag {
-            var sum: Float = 0
-            let a = newest
-            let b = newest - lag
-            for j in 0..<window {
-                let d = a[j] - b[j]
-                sum += d * d
-            }
+            let sum = Self.squaredDifference(newest, newest - lag, count: window)
             running += Double(sum)
             difference[lag] = running > 0 ? Double(sum) * Double(lag) / running : 1
         }
@@ -220,9 +262,9 @@ public final class PitchEstimator {
             for t in minimumLag...maximumLag where difference[t] < difference[lag] { lag = t }
         }
         // Against an octave jump: the dip at twice or half the period of the estimate before, if nearly as deep —
-        // for at most `octaveHold` estimates in a row, so a real leap is followed after that.
+        // for at most `octaveHold` analyses in a row, so a real leap is followed after that.
         var held = false
-        if let previous = previousLag, heldOctaves < Self.octaveHold {
+        if let previous = previousLag, heldOctaves < octaveHold {
             let ratio = Double(lag) / previous
             for factor in [2.0, 0.5] where abs(ratio * factor - 1) < 0.06 {
                 let other = Int((Double(lag) * factor).rounded())
@@ -242,18 +284,38 @@ public final class PitchEstimator {
         let centre = (Double(analysed) - span / 2) * Double(decimation) / sampleRate
         let voiced = depth < configuration.voicingThreshold && level > configuration.silenceLevel
         previousLag = voiced ? refined : nil
-        // The frequency is the best guess whatever the voicing: for a frame without a voice found, up to
-        // `heldEstimates` after one with a voice, the voice's last pitch (a consonant, the edge of a note: the
-        // deepest dip of such a frame is mostly a harmonic's or noise's).
+        // The frequency is the best guess whatever the voicing: for a frame without a voice found, within
+        // `bridgedAnalyses` of one with a voice, the voice's last pitch (a consonant, a breath, the edge of a note:
+        // the deepest dip of such a frame is mostly a harmonic's or noise's).
         var frequency = rate / refined
         if voiced {
             lastVoicedFrequency = frequency
             sinceVoiced = 0
         } else {
             sinceVoiced += 1
-            if let held = lastVoicedFrequency, sinceVoiced <= Self.heldEstimates { frequency = held } else { lastVoicedFrequency = nil }
+            if let held = lastVoicedFrequency, sinceVoiced <= bridgedAnalyses { frequency = held } else { lastVoicedFrequency = nil }
         }
-        return PitchEstimate(time: centre, frequency: frequency, confidence: max(0, min(1, 1 - depth)), voiced: voiced)
+        return Analysis(time: centre, frequency: frequency, depth: depth, voiced: voiced)
+    }
+
+    /// Σ (a[j] − b[j])², eight lanes at a time.
+    @inline(__always)
+    private static func squaredDifference(_ a: UnsafePointer<Float>, _ b: UnsafePointer<Float>, count: Int) -> Float {
+        var lanes = SIMD8<Float>.zero
+        var j = 0
+        while j + 8 <= count {
+            let d = UnsafeRawPointer(a + j).loadUnaligned(as: SIMD8<Float>.self)
+                - UnsafeRawPointer(b + j).loadUnaligned(as: SIMD8<Float>.self)
+            lanes += d * d
+            j += 8
+        }
+        var sum = lanes.sum()
+        while j < count {
+            let d = a[j] - b[j]
+            sum += d * d
+            j += 1
+        }
+        return sum
     }
 
     /// The bottom of the dip around `lag` (within two samples).
