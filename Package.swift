@@ -1,4 +1,4 @@
-// swift-tools-version: 6.1
+// swift-tools-version: 6.2
 // LiveAudio: a real-time audio stack for Linux — capture, a graph of effects and mixers, monitoring,
 // AAC encoding and live streaming.
 import PackageDescription
@@ -25,6 +25,7 @@ let package = Package(
         .library(name: "AudioCodecs", targets: ["AudioCodecs"]),
         .library(name: "RTMP", targets: ["RTMP"]),
         .library(name: "SingAlong", targets: ["SingAlong"]),
+        .library(name: "LiveAudioStage", targets: ["LiveAudioStage"]),
         .executable(name: "liveaudio", targets: ["LiveAudioCLI"]),
         // Test support: preloaded by the allocation probe to count lock waits and frees on real-time threads.
         .library(name: "LiveAudioSyncProbe", type: .dynamic, targets: ["CSyncProbe"]),
@@ -35,6 +36,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio", from: "2.81.0"),
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.30.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.20.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird-websocket", from: "2.8.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.6.0"),
     ],
     targets: [
         // Formats, buffers, conversion, errors, parameters, ring buffers, WAV I/O.
@@ -100,12 +104,27 @@ let package = Package(
                 "SingAlong",
             ],
             swiftSettings: strict),
+        // The web stage: a page for the room (lyrics, pitch lane, meters, controls) served by Hummingbird over a
+        // WebSocket while a session runs; the page's files are resources (Sources/LiveAudioStage/Web). Kept out of
+        // the core: only the tool and whoever wants a stage link it.
+        .target(
+            name: "LiveAudioStage",
+            dependencies: [
+                "LiveAudio",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            resources: [.copy("Web")],
+            swiftSettings: strict),
         // The command-line tool: the product `liveaudio`, its sources in Sources/LiveAudioCLI (a folder that differs
         // from Sources/LiveAudio by more than case).
         .executableTarget(
             name: "LiveAudioCLI",
             dependencies: [
-                "LiveAudio", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                "LiveAudio", "LiveAudioStage", .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict

@@ -21,8 +21,9 @@ servers=(pulseaudio pulseaudio-utils alsa-utils libasound2-plugins jackd2)
 rtmp=(nginx libnginx-mod-rtmp libnginx-mod-stream openssl)
 # strace shows the tests the system calls a command makes (fsync before rename) as an outsider sees them; GNU
 # time its peak memory; python3 runs the misbehaving and quirky RTMP servers, and python3-venv holds pyrtmp.
-# espeak-ng speaks the voice-processing tests' near and far ends; tmux is the terminal the karaoke screen is tested on.
-tools=(strace time python3 python3-venv espeak-ng tmux)
+# espeak-ng speaks the voice-processing tests' near and far ends; tmux is the terminal the karaoke screen is tested on;
+# Chromium (headless, driven by Selenium through chromedriver) is the browser the web stage is tested in.
+tools=(strace time python3 python3-venv espeak-ng tmux chromium chromium-driver)
 case "$profile" in
   bench) pkgs+=(sox rubberband-cli strace time espeak-ng libspeexdsp-dev aubio-tools python3-venv "${servers[@]}" "${rtmp[@]}") ;;
   demo) pkgs+=(espeak-ng) ;;
@@ -62,5 +63,8 @@ venv() {
 # librosa (pYIN, a peer of the pitch tracker in `make bench`), for the benchmarks.
 if [ "$profile" = bench ]; then venv bench-venv "librosa, soundfile" "librosa==0.11.0" soundfile; fi
 
-# pyrtmp, a third RTMP server for the interoperability tests (pinned: the tests know how this version speaks).
-if [ "$profile" = test ]; then venv test-venv pyrtmp "pyrtmp==0.3.1"; fi
+# pyrtmp, a third RTMP server for the interoperability tests (pinned: the tests know how this version speaks);
+# Selenium, which drives Chromium through the web stage, and websockets, the stage tests' own WebSocket client.
+if [ "$profile" = test ]; then
+  venv test-venv "pyrtmp, selenium, websockets" "pyrtmp==0.3.1" "selenium==4.48.0" "websockets==17.4"
+fi

@@ -345,6 +345,24 @@ dictionary("chart", ["#VERSION:", "#TITLE:", "#ARTIST:", "#MP3:", "#AUDIO:", "#B
                      "\n* ", "\nF ", "\nR ", "\nG ", "\n- ", "\nP1\n", "\nP2\n", "\nE\n", "\nB ", "[00:00.00]", "<00:00.00>",
                      "[offset:", "[ti:", "]", b"\xef\xbb\xbf", "\r\n", "-2147483648", "99999999999"])
 
+# ---- The stage's controls: what a page sends over the WebSocket (StageMessages) ----
+for name, message in [
+    ("volume", {"type": "control", "id": "1", "action": "volume", "part": "accompaniment", "db": -6}),
+    ("volume-off", {"type": "control", "id": 2, "action": "volume", "part": "monitorVoice", "db": "-inf"}),
+    ("mute", {"type": "control", "action": "mute", "part": "voice", "on": True}),
+    ("key-step", {"type": "control", "action": "key", "step": -1}),
+    ("key-cents", {"type": "control", "action": "key", "cents": 250}),
+    ("seek", {"type": "control", "action": "seek", "seconds": 12.5}),
+    ("pause", {"type": "control", "action": "pause"}),
+    ("stop", {"type": "control", "action": "stop"}),
+    ("stream-volume", {"type": "control", "action": "volume", "db": 3}),
+]:
+    put("stageControl", name, json.dumps(message, separators=(",", ":")))
+dictionary("stageControl", ['"type"', '"control"', '"action"', '"id"', '"part"', '"db"', '"on"', '"step"', '"cents"',
+                            '"seconds"', '"volume"', '"mute"', '"key"', '"pause"', '"resume"', '"seek"', '"stop"',
+                            '"accompaniment"', '"voice"', '"monitorVoice"', '"-inf"', "null", "true", "false", "1e308",
+                            "-0", "\\u0000", "{", "}", "[", "]", ":", ","])
+
 # ---- The decoder: tiny files of every format FFmpeg writes here, from a generated tone ----
 with tempfile.TemporaryDirectory() as tmp:
     for name, args in [

@@ -146,6 +146,7 @@ final class SingAlongFollower: Sendable {
         }
         var song = e
         song.time = frame / rate
+        s.latest = song
         if let key = s.keys.last(where: { $0.graphFrame <= heardAt }) { s.score?.keyShiftCents = key.cents }
         s.score?.add(song)
         if let f = s.csv {
@@ -192,7 +193,8 @@ public struct SingAlongReadout: Sendable {
     public var syllableIndex: Int?
     /// The song's position, seconds of its audio.
     public var position: Double
-    /// The newest pitch estimate of the voice (nil without notes to score).
+    /// The newest pitch estimate of the voice (nil without notes to score), its time the song's it was sung to (the
+    /// round trip taken off) once the song plays, before that the tracker's.
     public var sung: PitchEstimate?
     /// The MIDI note the part sings now, if one.
     public var targetNote: Int?

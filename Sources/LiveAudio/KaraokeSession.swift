@@ -207,6 +207,8 @@ public final class KaraokeSession: Sendable {
     private let follower: SingAlongFollower?
     private let io: IOUnit
     private let volumes = Locked<Volumes>(Volumes())
+    /// Set by ``KaraokeControl/stop`` (a display asked the owner to stop the session).
+    let stopRequest = Atomic<Bool>(false)
     struct Volumes {
         var accompaniment = 0.0, voice = 0.0, monitorVoice = 0.0
         var accompanimentMuted = false, voiceMuted = false

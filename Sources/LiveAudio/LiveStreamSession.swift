@@ -192,6 +192,8 @@ public final class LiveStreamSession: Sendable {
         public let error: AudioError?
     }
 
+    /// Set by ``StreamControl/stop`` (a display asked the owner to stop the session).
+    let stopRequest = Atomic<Bool>(false)
     public let configuration: Configuration
     /// The graph's (or the configured) rate and the encoded channel count.
     public let sampleRate: Double

@@ -23,6 +23,7 @@ public enum TakeScoring {
             if n == 0 { break }
             estimator.process(buffer.view(frames: n)[0].baseAddress!, count: n) { estimates.append($0) }
         }
+        estimator.flush { estimates.append($0) }
         return estimates
     }
 

@@ -4,6 +4,7 @@ import FoundationEssentials
 import Glibc
 #endif
 import LiveAudio
+import LiveAudioStage
 import Synchronization
 
 struct Karaoke: AsyncParsableCommand {
@@ -96,6 +97,8 @@ struct Karaoke: AsyncParsableCommand {
     @Flag(help: "Time every cycle of the device thread; print render time, callback jitter, load and CPU time (p50/p99/max) at the end.")
     var timing = false
 
+    @OptionGroup var stage: StageOptions
+
     func run() async throws {
         do throws(AudioError) {
             try validateDuration(duration)
@@ -162,8 +165,9 @@ struct Karaoke: AsyncParsableCommand {
                 throw AudioError(.invalidParameter, "--start must be 0 or more, --end after it, --loop 0 or more")
             }
             let interactive = Terminal.isInteractive && !noScreen
-            // On the screen the key may change while singing: the time-pitch is always in.
-            c.keyAdjustable = interactive
+            let stageConfiguration = try stage.configuration()
+            // On the screen and the stage the key may change while singing: the time-pitch is always in.
+            c.keyAdjustable = interactive || stageConfiguration != nil
             // In seconds: the session converts them at its rate (the voice chain's, read once, by the session).
             c.regionInSeconds = KaraokeSession.RegionInSeconds(start: start, end: end, loopCount: loop)
             let session = try KaraokeSession(c)
@@ -187,6 +191,23 @@ struct Karaoke: AsyncParsableCommand {
             let deviceRate = session.deviceGrant?.sampleRate ?? session.sampleRate
             note("karaoke: \(session.deviceGrant.map { "\($0)" } ?? "") ; round trip \(String(cFormat: "%.2f", Double(session.roundTripFrames) * 1000 / session.sampleRate)) ms (\(session.roundTripSource)\(session.calibrations > 1 ? ", \(session.calibrations) calibrations: an xrun, a lost click or clicks apart in the first" : ""))")
             let bound = ClockBound(duration: duration, grace: 0)
+            let title = chart.map { [$0.artist, $0.title].filter { !$0.isEmpty }.joined(separator: " – ") } ?? FilePath.lastComponent(song)
+            // One reader of the session's state for every display: the screen, the status line, the stage.
+            let monitor = SnapshotMonitor { session.snapshot() }
+            defer { monitor.stop() }
+            var stageServer: StageServer<KaraokeStagePresenter>?
+            if let stageConfiguration {
+                do throws(AudioError) {
+                    let presenter = KaraokeStagePresenter(
+                        session: session, title: chart.map(\.title).flatMap { $0.isEmpty ? nil : $0 } ?? FilePath.lastComponent(song),
+                        artist: chart?.artist ?? "")
+                    stageServer = try await StageServer.start(stageConfiguration, presenter: presenter, monitor: monitor)
+                    note("karaoke: the stage is at \(stageServer!.url)")
+                } catch {
+                    _ = await session.stop()
+                    throw error
+                }
+            }
             if interactive {
                 let terminal = Terminal()
                 terminal.enterRawMode()
@@ -196,15 +217,15 @@ struct Karaoke: AsyncParsableCommand {
                     signal(SIGTSTP, SIG_DFL)
                     terminal.restore()
                 }
-                let screen = KaraokeScreen(
-                    session: session, title: chart.map { [$0.artist, $0.title].filter { !$0.isEmpty }.joined(separator: " – ") } ?? FilePath.lastComponent(song))
+                let screen = KaraokeScreen(session: session, title: title)
                 var message: String?
-                keys: while !stop.isSet, !bound.hasPassed, !session.songHasEnded, session.failure == nil {
+                keys: while !stop.isSet, !bound.hasPassed, !session.songHasEnded, !session.isStopRequested, session.failure == nil {
                     for key in terminal.readKeys() {
                         if key == UInt8(ascii: "q") || key == UInt8(ascii: "Q") { break keys }
                         message = screen.handle(key)
+                        if message == nil { monitor.refresh() }
                     }
-                    terminal.draw(screen.lines(event: lastEvent.text, note: message))
+                    terminal.draw(screen.lines(monitor.latest, event: lastEvent.text, note: message))
                     try? await Task.sleep(nanoseconds: 100_000_000)
                 }
             }
@@ -212,7 +233,7 @@ struct Karaoke: AsyncParsableCommand {
             // Off a terminal, with a chart: each lyric line as it starts, each line's score as it ends.
             var shownLine = -1
             var ratedLines = 0
-            while !interactive, !stop.isSet, !bound.hasPassed, !session.songHasEnded, session.failure == nil {
+            while !interactive, !stop.isSet, !bound.hasPassed, !session.songHasEnded, !session.isStopRequested, session.failure == nil {
                 try? await Task.sleep(nanoseconds: 50_000_000)
                 if let s = session.singAlong {
                     if let index = s.lineIndex, let line = s.line, index > shownLine, line.start <= s.position {
@@ -227,16 +248,19 @@ struct Karaoke: AsyncParsableCommand {
                 }
                 if monotonicNanoseconds() - lastLine >= 1_000_000_000 {
                     lastLine = monotonicNanoseconds()
-                    let m = session.meters
+                    let s = monitor.latest
                     let line = String(
                         cFormat: "%.1f / %.1f s  voice %.1f dB  accompaniment %.1f dB  output %.1f dB  round trip %.2f ms",
-                        session.songPosition, Double(session.player.fileFrames) / session.sampleRate,
-                        m.voice.peakDecibels, m.accompaniment.peakDecibels, m.output.peakDecibels,
-                        Double(session.roundTripFrames) * 1000 / session.sampleRate) + "  xruns \(session.xruns)"
-                    let outputs = session.outputStatistics.map { " | \($0)" }.joined()
+                        s.position, Double(session.player.fileFrames) / session.sampleRate,
+                        s.voice.peak ?? -.infinity, s.accompaniment.peak ?? -.infinity, s.output.peak ?? -.infinity,
+                        s.roundTripMilliseconds) + "  xruns \(s.xruns)"
+                    let outputs = s.outputs.map { " | \($0)" }.joined()
                     StandardStream.output(line + outputs + "\n")
                 }
             }
+            // The stage shows the end, then closes; the session stops after it (its files complete).
+            monitor.refresh()
+            await stageServer?.stop()
             let summary = await session.stop()
             withExtendedLifetime(signals) {}
             events.cancel()

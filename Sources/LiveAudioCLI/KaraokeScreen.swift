@@ -56,16 +56,34 @@ final class Terminal {
 }
 
 /// The karaoke run on a terminal: the song's position as a progress bar, level meters, the volumes, key and round
-/// trip, xruns and drops, the outputs, the last device event, and the keys that change them.
+/// trip, xruns and drops, the outputs, the last device event, and the keys that change them. It draws the session's
+/// snapshots (``KaraokeSnapshot``, from the run's one ``SnapshotMonitor``) and acts through ``KaraokeControl``s:
+/// one client of the session among others (the web stage).
 final class KaraokeScreen {
     let session: KaraokeSession
     let title: String
-    /// Paused by the space key (the player takes it on its next cycle).
-    private var paused = false
 
     init(session: KaraokeSession, title: String) {
         self.session = session
         self.title = title
+    }
+
+    /// What a key does; nil for a key that does nothing (`q` is the caller's).
+    static func control(for key: UInt8) -> KaraokeControl? {
+        switch key {
+        case UInt8(ascii: "a"): .stepVolume(.accompaniment, by: -1)
+        case UInt8(ascii: "A"): .stepVolume(.accompaniment, by: 1)
+        case UInt8(ascii: "v"): .stepVolume(.voice, by: -1)
+        case UInt8(ascii: "V"): .stepVolume(.voice, by: 1)
+        case UInt8(ascii: "m"): .stepVolume(.monitorVoice, by: -1)
+        case UInt8(ascii: "M"): .stepVolume(.monitorVoice, by: 1)
+        case UInt8(ascii: "1"): .toggleMuted(.accompaniment)
+        case UInt8(ascii: "2"): .toggleMuted(.voice)
+        case UInt8(ascii: "k"): .stepKey(semitones: -1)
+        case UInt8(ascii: "K"): .stepKey(semitones: 1)
+        case UInt8(ascii: " "): .togglePause
+        default: nil
+        }
     }
 
     static let help = [
@@ -75,47 +93,26 @@ final class KaraokeScreen {
 
     /// Applies one key (`q` is the caller's); returns a note for the screen when it could not.
     func handle(_ key: UInt8) -> String? {
-        func step(_ dB: Double, _ by: Double) -> Double {
-            dB == -.infinity ? (by > 0 ? -40 : -.infinity) : (dB + by < -60 ? -.infinity : min(12, dB + by))
-        }
-        switch key {
-        case UInt8(ascii: "a"): session.accompanimentVolume = step(session.accompanimentVolume, -1)
-        case UInt8(ascii: "A"): session.accompanimentVolume = step(session.accompanimentVolume, 1)
-        case UInt8(ascii: "v"): session.voiceVolume = step(session.voiceVolume, -1)
-        case UInt8(ascii: "V"): session.voiceVolume = step(session.voiceVolume, 1)
-        case UInt8(ascii: "m"): session.monitorVoiceVolume = step(session.monitorVoiceVolume, -1)
-        case UInt8(ascii: "M"): session.monitorVoiceVolume = step(session.monitorVoiceVolume, 1)
-        case UInt8(ascii: "1"): session.isAccompanimentMuted.toggle()
-        case UInt8(ascii: "2"): session.isVoiceMuted.toggle()
-        case UInt8(ascii: "k"), UInt8(ascii: "K"):
-            let cents = max(-2400, min(2400, session.keyCents + (key == UInt8(ascii: "k") ? -100 : 100)))
-            do throws(AudioError) { try session.setKey(cents: cents) } catch { return error.message }
-        case UInt8(ascii: " "):
-            paused.toggle()
-            if paused { session.pauseSong() } else { session.resumeSong() }
-        default: break
-        }
+        guard let control = Self.control(for: key) else { return nil }
+        do throws(AudioError) { try session.perform(control) } catch { return error.message }
         return nil
     }
 
     /// The screen's lines now (about 100 columns; an output's line is as long as its figures).
-    func lines(event: String, note: String?) -> [String] {
-        let rate = session.sampleRate
+    func lines(_ snapshot: KaraokeSnapshot, event: String, note: String?) -> [String] {
         // The bar runs over the region that plays (--start, --end; each pass of a --loop), not the whole file.
-        let region = session.region
-        let regionStart = Double(region.startFrame) / rate
-        let regionEnd = Double(region.frameCount.map { region.startFrame + $0 } ?? session.player.fileFrames) / rate
-        let position = session.songPosition
+        let regionStart = snapshot.regionStart
+        let regionEnd = snapshot.regionEnd
+        let position = snapshot.position
         let length = regionEnd
-        let state: String =
-            session.songHasEnded ? "ended" : paused ? "PAUSED" : "playing"
+        let state: String = snapshot.songState == .paused ? "PAUSED" : snapshot.songState.rawValue
         let fraction = regionEnd > regionStart ? min(1, max(0, (position - regionStart) / (regionEnd - regionStart))) : 0
         let width = 60
         let done = Int((fraction * Double(width)).rounded(.down))
         let bar = "[" + String(repeating: "#", count: done) + String(repeating: "-", count: width - done) + "]"
-        let m = session.meters
-        func meter(_ name: String, _ r: MeterReading, _ extra: String) -> String {
-            let dB = r.peak > 0 ? Double(r.peakDecibels) : -.infinity
+        let s = snapshot
+        func meter(_ name: String, _ r: LevelReading, _ extra: String) -> String {
+            let dB = r.peak ?? -.infinity
             let cells = 30
             let lit = dB == -.infinity ? 0 : Int(((max(-60, min(0, dB)) + 60) / 60 * Double(cells)).rounded())
             let level = dB == -.infinity ? "  -inf" : String(cFormat: "%6.1f", dB)
@@ -123,23 +120,20 @@ final class KaraokeScreen {
                 + String(repeating: " ", count: cells - lit) + "] " + level + " dB  " + extra
         }
         func volume(_ dB: Double) -> String { dB == -.infinity ? "-inf dB" : String(cFormat: "%+.1f dB", dB) }
-        let voiceExtra = "song " + volume(session.voiceVolume) + ", headphones " + volume(session.monitorVoiceVolume)
-            + (session.isVoiceMuted ? "  MUTED" : "")
-        let accompanimentExtra = "volume " + volume(session.accompanimentVolume) + (session.isAccompanimentMuted ? "  MUTED" : "")
+        let voiceExtra = "song " + volume(s.voiceVolume) + ", headphones " + volume(s.monitorVoiceVolume)
+            + (s.isVoiceMuted ? "  MUTED" : "")
+        let accompanimentExtra = "volume " + volume(s.accompanimentVolume) + (s.isAccompanimentMuted ? "  MUTED" : "")
         var lines = [
             "liveaudio karaoke - \(title)  [\(state)]",
             bar + " \(Self.clock(position)) / \(Self.clock(length))",
-            meter("voice", m.voice, voiceExtra),
-            meter("accompaniment", m.accompaniment, accompanimentExtra),
-            meter("output", m.output, ""),
-            String(
-                cFormat: "key %+.1f  tempo %.2f  round trip %.2f ms", session.keyCents / 100,
-                session.configuration.tempo, Double(session.roundTripFrames) * 1000 / rate)
-                + " (\(session.roundTripSource))  xruns \(session.xruns)  drops \(session.droppedFrames)"
-                + "  underruns \(session.player.underruns)",
+            meter("voice", s.voice, voiceExtra),
+            meter("accompaniment", s.accompaniment, accompanimentExtra),
+            meter("output", s.output, ""),
+            String(cFormat: "key %+.1f  tempo %.2f  round trip %.2f ms", s.keyCents / 100, s.tempo, s.roundTripMilliseconds)
+                + " (\(s.roundTripSource))  xruns \(s.xruns)  drops \(s.droppedFrames)  underruns \(s.underruns)",
         ]
-        if let singing = session.singAlong { lines += Self.singAlong(singing) }
-        for output in session.outputStatistics { lines.append("-> \(output)") }
+        if let singing = s.singAlong { lines += Self.singAlong(singing, keySemitones: Int((s.keyCents / 100).rounded())) }
+        for output in s.outputs { lines.append("-> \(output)") }
         lines.append(event.isEmpty ? "" : "device: \(event)")
         lines.append(note ?? "")
         lines += Self.help
@@ -149,7 +143,7 @@ final class KaraokeScreen {
     /// The lyrics (the line being sung, its syllable in reverse video, the next line below), with a chart's notes
     /// the pitch lane (the line's notes as bars, a row a semitone, the voice's pitch `o` at the time now `|`), and
     /// the score with the last line's rating.
-    static func singAlong(_ s: SingAlongReadout) -> [String] {
+    static func singAlong(_ s: SingAlongReadout, keySemitones: Int = 0) -> [String] {
         var lines = [""]
         if let line = s.line, line.start - s.position < 3 {
             var text = "  "
@@ -162,7 +156,7 @@ final class KaraokeScreen {
         }
         lines.append("  \u{1B}[2m" + (s.nextLine?.text ?? "") + "\u{1B}[22m")
         guard let score = s.score else { return lines }
-        lines += pitchLane(s)
+        lines += pitchLane(s, keySemitones: keySemitones)
         var scoreLine = "score \(score.total)  (notes \(Int(score.notes.rounded())), golden \(Int(score.golden.rounded())), "
             + "line bonus \(Int(score.lineBonus.rounded())))"
         if let last = score.lines.last {
@@ -173,8 +167,9 @@ final class KaraokeScreen {
     }
 
     /// The pitch lane of the line being sung: 60 columns over its time, a row a semitone over its notes' range (at
-    /// most 13 rows), `=` a note, `*` a golden one, `|` now, `o` the voice (folded by octaves into the lane).
-    static func pitchLane(_ s: SingAlongReadout) -> [String] {
+    /// most 13 rows), `=` a note, `*` a golden one, `|` now, `o` the voice (folded by octaves into the lane, less
+    /// the key change: the bars stand for the notes as the song now plays them).
+    static func pitchLane(_ s: SingAlongReadout, keySemitones: Int = 0) -> [String] {
         guard let line = s.line else { return [] }
         let notes = line.syllables.compactMap { syllable in syllable.note.map { (syllable, $0) } }.filter { $0.1.kind.hasPitch }
         guard let low = notes.map(\.1.midiNote).min(), let high = notes.map(\.1.midiNote).max() else { return [] }
@@ -197,7 +192,8 @@ final class KaraokeScreen {
         let now = column(s.position)
         for r in rows.indices where rows[r][now] == " " { rows[r][now] = "|" }
         if let sung = s.sung, sung.voiced, let midi = sung.midiNote {
-            var m = midi
+            // In the key the song plays: a singer following a key change up is on the (unmoved) bars.
+            var m = midi - Double(keySemitones)
             let centre = Double(low + top) / 2
             while m - centre > 6 { m -= 12 }
             while centre - m > 6 { m += 12 }

@@ -4,6 +4,7 @@ import FoundationEssentials
 import Glibc
 #endif
 import LiveAudio
+import LiveAudioStage
 import Logging
 
 struct Stream: AsyncParsableCommand {
@@ -64,6 +65,8 @@ struct Stream: AsyncParsableCommand {
     @Flag(help: "Print nothing but errors and the final summary.")
     var quiet = false
 
+    @OptionGroup var stage: StageOptions
+
     @Flag(help: "Also print the RTMP connections' debug notes on standard error: each way a server departs from the spec and how it was taken (stream keys stay hidden).")
     var verbose = false
 
@@ -77,6 +80,7 @@ struct Stream: AsyncParsableCommand {
         do throws(AudioError) {
             try validateDuration(duration)
             let configuration = try makeConfiguration()
+            let stageConfiguration = try stage.configuration()
             let session = try LiveStreamSession(configuration)
             let stop = StopFlag()
             // A signal stops the session at once, a start in progress too (a server that does not answer is not
@@ -95,6 +99,19 @@ struct Stream: AsyncParsableCommand {
                 return
             }
             if let grant = session.deviceGrant { note("device: \(grant)") }
+            let monitor = SnapshotMonitor { session.snapshot() }
+            defer { monitor.stop() }
+            var stageServer: StageServer<StreamStagePresenter>?
+            if let stageConfiguration {
+                do throws(AudioError) {
+                    let presenter = StreamStagePresenter(session: session, title: "\(configuration.input)")
+                    stageServer = try await StageServer.start(stageConfiguration, presenter: presenter, monitor: monitor)
+                    note("the stage is at \(stageServer!.url)")
+                } catch {
+                    _ = await session.stop()
+                    throw error
+                }
+            }
             note("streaming \(configuration.input) → \(configuration.outputs.map(\.description).joined(separator: ", "))")
             let limit = duration.map { Int64(($0 * session.sampleRate).rounded()) }
             // A bound on the clock too: a device that went away delivers no input seconds to count.
@@ -107,7 +124,7 @@ struct Stream: AsyncParsableCommand {
                 length = try? AudioFile.open(path: path).duration
             }
             let line = ProgressLine("streaming", total: length, enabled: !quiet && isatty(STDERR_FILENO) == 1)
-            while !stop.isSet, !session.hasEnded, !bound.hasPassed {
+            while !stop.isSet, !session.hasEnded, !bound.hasPassed, !session.isStopRequested {
                 let stats = session.statistics
                 if let limit, Int64(stats.seconds * session.sampleRate) >= limit { break }
                 if monotonicNanoseconds() - lastPrint >= 1_000_000_000 {
@@ -119,6 +136,8 @@ struct Stream: AsyncParsableCommand {
                 try? await Task.sleep(nanoseconds: 10_000_000)
             }
             line.clear()
+            monitor.refresh()
+            await stageServer?.stop()
             let summary = await session.stop()
             events?.cancel()
             withExtendedLifetime(signals) {}

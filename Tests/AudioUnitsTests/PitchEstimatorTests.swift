@@ -17,6 +17,7 @@ struct PitchEstimatorTests {
                 i += n
             }
         }
+        estimator.flush { out.append($0) }
         return out
     }
 
@@ -37,8 +38,29 @@ struct PitchEstimatorTests {
     @Test("Estimates are stamped at the voice they describe: a pitch step shows within 10 ms of its time, handed out ≤ 30 ms later")
     func timing() throws {
         let singer = GeneratedSinger(notes: [57, 64], noteLength: 0.5, gap: 0, vibrato: 0, snr: 40)
-        let estimator = try PitchEstimator(sampleRate: 48_000)
-        #expect(estimator.emissionDelay <= 0.030, "\(estimator.emissionDelay)")
+        // Handed out (fed a sample at a time) at most `emissionDelay` after its stamp: half the frame and the
+        // look-ahead; with the half hop to the stamp nearest a change, within 30 ms. Without the look-ahead, half a
+        // hop sooner.
+        func latestHandOut(_ configuration: PitchEstimator.Configuration) throws -> (Double, PitchEstimator) {
+            let estimator = try PitchEstimator(sampleRate: 48_000, configuration: configuration)
+            var fed = 0
+            var latest = 0.0
+            singer.samples.withUnsafeBufferPointer { all in
+                for i in all.indices {
+                    estimator.process(all.baseAddress! + i, count: 1) { e in latest = max(latest, Double(fed + 1) / 48_000 - e.time) }
+                    fed += 1
+                }
+            }
+            return (latest, estimator)
+        }
+        let (latest, estimator) = try latestHandOut(.init())
+        #expect(latest <= estimator.emissionDelay + 1 / 48_000, "\(latest) against \(estimator.emissionDelay)")
+        #expect(estimator.emissionDelay + 0.005 <= 0.030, "\(estimator.emissionDelay)")
+        var sooner = PitchEstimator.Configuration()
+        sooner.lookAhead = false
+        let (latestSooner, estimatorSooner) = try latestHandOut(sooner)
+        #expect(abs(estimatorSooner.emissionDelay - (estimator.emissionDelay - 0.005)) < 1e-9)
+        #expect(abs(latest - latestSooner - 0.005) < 0.0005, "the look-ahead's half hop: \(latest) against \(latestSooner)")
         let estimates = try Self.estimates(singer)
         // The step from A3 (220 Hz) to E4 (329.6 Hz) is at 0.5 s: the first estimate nearer the new note.
         let first = try #require(estimates.first { $0.voiced && $0.frequency > 275 })
@@ -70,6 +92,47 @@ struct PitchEstimatorTests {
             if cents(e[first - 1], 329.63) < 50 { carried += 1 }
         }
         #expect(carried >= 3, "\(carried) of 8")
+        // Without the look-ahead the same starts carry nothing of the new pitch (it is the look-ahead, not the
+        // estimate's own frame, that found it).
+        var sooner = PitchEstimator.Configuration()
+        sooner.lookAhead = false
+        var carriedSooner = 0
+        for k in 0..<8 {
+            let starting = GeneratedSinger(rate: 48_000, segments: [(0.5 + Double(k) * 0.00125, 1.0, 64)], length: 1.2, vibrato: 0, snr: 40)
+            let e = try Self.estimates(starting, configuration: sooner)
+            let first = try #require(e.firstIndex { $0.voiced })
+            if cents(e[first - 1], 329.63) < 50 { carriedSooner += 1 }
+        }
+        #expect(carriedSooner <= 1, "\(carriedSooner) of 8 without the look-ahead")
+    }
+
+    @Test("The estimate waiting for its look-ahead is handed out by flush, once; the stream goes on after it")
+    func flush() throws {
+        let singer = GeneratedSinger(notes: [57], noteLength: 0.5, gap: 0, vibrato: 0, snr: 40)
+        let estimator = try PitchEstimator(sampleRate: 48_000)
+        var out: [PitchEstimate] = []
+        // Up to the first estimate (handed out at the analysis after its own), then half a hop more: the next
+        // estimate's analysis is made and waits for its look-ahead.
+        var cut = 0
+        singer.samples.withUnsafeBufferPointer { all in
+            while out.isEmpty {
+                estimator.process(all.baseAddress! + cut, count: 1) { out.append($0) }
+                cut += 1
+            }
+            estimator.process(all.baseAddress! + cut, count: 240) { out.append($0) }
+            cut += 240
+        }
+        #expect(out.count == 1)
+        var flushed: [PitchEstimate] = []
+        estimator.flush { flushed.append($0) }
+        estimator.flush { flushed.append($0) }
+        #expect(flushed.count == 1, "\(flushed)")
+        if let last = out.last, let f = flushed.first { #expect(abs(f.time - last.time - 0.01) < 0.004 && f.voiced) }
+        singer.samples.withUnsafeBufferPointer { estimator.process($0.baseAddress! + cut, count: $0.count - cut) { out.append($0) } }
+        let all = out.count + flushed.count
+        #expect(abs(Double(all) - (0.5 - 0.031) / 0.01) <= 2, "\(all) estimates over 0.5 s")
+        let times = (out + flushed).map(\.time).sorted()
+        #expect(zip(times, times.dropFirst()).allSatisfy { $1 - $0 > 0.005 }, "no estimate twice")
     }
 
     @Test("Silence and noise are unvoiced; an estimate a hop; block sizes do not change the estimates")

@@ -15,17 +15,17 @@ import Glibc
 /// - Range: 65 Hz (C2) … 1,100 Hz (C♯6) by default; the analysis frame holds the longest period plus a window as
 ///   long as it: 31 ms at the defaults. Each estimate is stamped at its frame's centre (the input's time, from its
 ///   first sample).
-/// - Frames are analysed every half hop, and each estimate is handed out when the frame after it has been analysed:
-///   half a hop of look-ahead, for the edges of the voice. An estimate comes out half a frame and half a hop after
-///   the moment it describes, and the voice at any moment is described by the estimate stamped nearest it: handed
-///   out at most 26 ms after it at the defaults (``emissionDelay``).
+/// - Frames are analysed every half hop, and each estimate is handed out when the frame after it has been analysed
+///   (``Configuration/lookAhead``): half a hop of look-ahead, for the start of the voice. An estimate comes out at
+///   most half a frame and half a hop after the moment it describes: 21 ms at the defaults (``emissionDelay``); a
+///   change of the voice shows in the estimate stamped nearest it, so at most half a hop more (26 ms).
 /// - Voiced when the dip is under ``Configuration/voicingThreshold`` and the frame is louder than
 ///   ``Configuration/silenceLevel``; confidence is 1 minus the dip's depth. The frequency is the best guess either
 ///   way. An unvoiced estimate whose next frame is voiced carries that frame's pitch (the voice is starting: its
 ///   frame holds too little of it to be found in); else, within half a second of a voiced one, the last voiced
 ///   pitch (a consonant, a breath between syllables); else the deepest dip's.
 /// - An octave jump against the estimate before (a dip at twice or half the period almost as deep as the chosen one)
-///   is not taken unless the other is clearly worse: singers rarely leap an octave within 10 ms, estimators often do.
+///   is not taken unless the other is clearly worse: singers rarely leap an octave within 5 ms, estimators often do.
 ///
 /// Thread safety: one thread at a time. ``process(_:count:emit:)`` neither allocates nor locks (buffers are made at
 /// init), so it may run on a render thread; the ``PitchTrackerUnit`` runs it on a worker.
@@ -41,6 +41,10 @@ public final class PitchEstimator {
         public var voicingThreshold: Double = 0.35
         /// Frames quieter than this (dBFS, RMS) are unvoiced.
         public var silenceLevel: Double = -55
+        /// Each estimate waits for the analysis half a hop after it, and an unvoiced one whose next frame is voiced
+        /// (the voice starting) carries that frame's pitch. Off: estimates are handed out half a hop sooner, and the
+        /// start of a voice has no pitch until its frame holds enough of it.
+        public var lookAhead = true
 
         public init() {}
     }
@@ -66,12 +70,16 @@ public final class PitchEstimator {
     private var filled = 0
     /// Decimated samples since the last analysis, and in all.
     private var sinceAnalysis = 0
-    /// Every `analysesPerHop`-th analysis is an estimate; it waits for the `lookAhead` analyses after it, kept in
-    /// `recent` (a ring of lookAhead + 1, made at init) with `analyses` counting them all.
+    /// Every `analysesPerHop`-th analysis is an estimate; it waits for the `lookAhead` analyses after it (1, or 0
+    /// without ``Configuration/lookAhead``), kept in `recent` (a ring of `ringSize`, made at init) with `analyses`
+    /// counting them all.
     static let analysesPerHop = 2
-    static let lookAhead = 1
+    static let ringSize = 2
+    let lookAhead: Int
     private let recent: UnsafeMutablePointer<Analysis>
     private var analyses = 0
+    /// The newest analysis handed out as an estimate.
+    private var handedOut = -1
     private var analysed: Int64 = 0
     private var inputCount: Int64 = 0
     private let difference: UnsafeMutablePointer<Double>
@@ -114,8 +122,9 @@ public final class PitchEstimator {
         frameLength = window + maximumLag + 1
         analysisHop = max(1, Int((c.hop * rate / Double(Self.analysesPerHop)).rounded()))
         hopSamples = Self.analysesPerHop * analysisHop
-        recent = .allocate(capacity: Self.lookAhead + 1)
-        recent.initialize(repeating: Analysis(time: 0, frequency: 0, depth: 1, voiced: false), count: Self.lookAhead + 1)
+        lookAhead = c.lookAhead ? 1 : 0
+        recent = .allocate(capacity: Self.ringSize)
+        recent.initialize(repeating: Analysis(time: 0, frequency: 0, depth: 1, voiced: false), count: Self.ringSize)
         bridgedAnalyses = Int((Self.bridge * rate / Double(analysisHop)).rounded())
         octaveHold = max(1, Int((0.08 * rate / Double(analysisHop)).rounded()))
         historyCapacity = frameLength * 4
@@ -142,16 +151,19 @@ public final class PitchEstimator {
         recent.deallocate()
     }
 
-    /// Seconds from a moment of the voice to when ``process(_:count:emit:)`` hands out the estimate stamped nearest
-    /// it, at most: half the window and the longest period (the frame's newest half), half a hop (the look-ahead)
-    /// and half a hop (the nearest stamp).
-    public var emissionDelay: Double { ((Double(window) + Double(maximumLag)) / 2 + Double(hopSamples)) / rate }
+    /// Seconds from the moment an estimate describes (its stamp) to when ``process(_:count:emit:)`` hands it out, at
+    /// most: half the window and the longest period (the newest half of the frame), and the look-ahead (half a hop,
+    /// or none). The estimate stamped nearest a change of the voice is at most half a hop after it.
+    public var emissionDelay: Double {
+        ((Double(window) + Double(maximumLag)) / 2 + Double(lookAhead * analysisHop)) / rate
+    }
 
     /// Starts again from silence (the stream's time from 0).
     public func reset() {
         filled = 0
         sinceAnalysis = 0
         analyses = 0
+        handedOut = -1
         analysed = 0
         inputCount = 0
         phase = 0
@@ -184,13 +196,25 @@ public final class PitchEstimator {
             append(Float(x))
             if filled >= frameLength, sinceAnalysis >= analysisHop {
                 sinceAnalysis = 0
-                recent[analyses % (Self.lookAhead + 1)] = analyse()
+                recent[analyses % Self.ringSize] = analyse()
                 analyses += 1
-                let due = analyses - 1 - Self.lookAhead
-                if due >= 0, due % Self.analysesPerHop == 0 { emit(finish(due)) }
+                let due = analyses - 1 - lookAhead
+                if due > handedOut, due % Self.analysesPerHop == 0 {
+                    handedOut = due
+                    emit(finish(due))
+                }
             }
         }
         inputCount += Int64(count)
+    }
+
+    /// Hands out the estimate still waiting for its look-ahead, without it: at the end of a stream, or before
+    /// ``reset()`` at a break in it. Nothing when none waits. No allocation.
+    public func flush(emit: (PitchEstimate) -> Void) {
+        let last = analyses - 1
+        guard last > handedOut, last % Self.analysesPerHop == 0 else { return }
+        handedOut = last
+        emit(finish(last, lookingAhead: false))
     }
 
     private func append(_ x: Float) {
@@ -217,14 +241,12 @@ public final class PitchEstimator {
 
     /// An estimate from its frame's reading and the next frame's: an unvoiced frame before a voiced one is the
     /// voice's start, and carries its pitch (rather than the voice before, or its own deepest dip).
-    private func finish(_ index: Int) -> PitchEstimate {
-        let a = recent[index % (Self.lookAhead + 1)]
+    private func finish(_ index: Int, lookingAhead: Bool = true) -> PitchEstimate {
+        let a = recent[index % Self.ringSize]
         var frequency = a.frequency
-        if !a.voiced {
-            for k in 1...Self.lookAhead where index + k < analyses {
-                let next = recent[(index + k) % (Self.lookAhead + 1)]
-                if next.voiced { frequency = next.frequency; break }
-            }
+        if !a.voiced, lookingAhead, lookAhead > 0 {
+            let next = recent[(index + 1) % Self.ringSize]
+            if next.voiced { frequency = next.frequency }
         }
         return PitchEstimate(time: a.time, frequency: frequency, confidence: max(0, min(1, 1 - a.depth)), voiced: a.voiced)
     }
@@ -266,7 +288,10 @@ public final class PitchEstimator {
         var held = false
         if let previous = previousLag, heldOctaves < octaveHold {
             let ratio = Double(lag) / previous
-            for factor in [2.0, 0.5] where abs(ratio * factor - 1) < 0.06 {
+            for k in 0..<2 {
+                // Twice or half the period (no array: this runs on the tracker's real-time path).
+                let factor = k == 0 ? 2.0 : 0.5
+                guard abs(ratio * factor - 1) < 0.06 else { continue }
                 let other = Int((Double(lag) * factor).rounded())
                 guard other >= minimumLag, other < maximumLag else { continue }
                 let bottom = localMinimum(near: other)

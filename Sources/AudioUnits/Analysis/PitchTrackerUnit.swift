@@ -71,9 +71,15 @@ public final class PitchTrackerUnit: RenderUnit {
 
         /// Runs the estimator over `count` samples and hands out what it finds.
         func analyse(_ samples: UnsafePointer<Float>, count: Int, estimator: PitchEstimator) {
+            handOut(estimator) { estimator, emit in estimator.process(samples, count: count, emit: emit) }
+        }
+
+        /// What the estimator hands out — by `body`, given it and the hand-out — stamped in the graph's time,
+        /// queued for readers and kept as the latest.
+        func handOut(_ estimator: PitchEstimator, _ body: (PitchEstimator, (PitchEstimate) -> Void) -> Void) {
             let base = Double(max(0, firstSampleTime.load(ordering: .acquiring))) / rate
             var newest: PitchEstimate?
-            estimator.process(samples, count: count) { e in
+            body(estimator) { e in
                 var e = e
                 e.time += base
                 estimates.push(e)
@@ -100,6 +106,8 @@ public final class PitchTrackerUnit: RenderUnit {
                             analyse(a.scratch.view(frames: n)[0].baseAddress!, count: n, estimator: a.estimator)
                         }
                         ring.discard(lastBreak - ring.framesRead)
+                        // The estimate waiting for its look-ahead is the voice's last before the break.
+                        handOut(a.estimator) { estimator, emit in estimator.flush(emit: emit) }
                         a.estimator.reset()
                         firstSampleTime.store(resume, ordering: .releasing)
                         // A newer break meanwhile stays pending: the next round takes it.
@@ -170,6 +178,7 @@ public final class PitchTrackerUnit: RenderUnit {
     public func reset() {
         shared.analysis.withLock { a in
             shared.ring.reset()
+            shared.handOut(a.estimator) { estimator, emit in estimator.flush(emit: emit) }
             a.estimator.reset()
         }
         shared.breakLast.store(-1, ordering: .releasing)

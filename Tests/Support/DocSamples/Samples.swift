@@ -117,8 +117,24 @@ func sample8() async throws {
     let summary = await session.stop()                         // completes the files, unpublishes
 }
 
+// docs/stage.md
+func sample9() async throws {
+
+    func follow(_ session: KaraokeSession) async throws {
+        // One monitor takes the snapshots (the meters' readings cover what played since the previous one); every
+        // display reads the same ones.
+        let monitor = SnapshotMonitor { session.snapshot() }
+        defer { monitor.stop() }
+        for await snapshot in monitor.updates() {
+            print(snapshot.position, snapshot.singAlong?.line?.text ?? "", snapshot.accompaniment.peak ?? -.infinity)
+            if snapshot.position > 30 { try session.perform(.setVolume(.accompaniment, decibels: -6)) }
+            if snapshot.songState == .ended || snapshot.stopRequested { break }
+        }
+    }
+}
+
 // docs/streaming.md
-func sample9(encoder: AACEncoder, packets: [AACPacket], capturedAt: UInt64) async throws {
+func sample10(encoder: AACEncoder, packets: [AACPacket], capturedAt: UInt64) async throws {
     let publisher = try RTMPPublisher(
         url: RTMPURL("rtmp://127.0.0.1/live/key"),
         stream: AACStreamDescription(sampleRate: 48_000, channelCount: 2, bitRate: 128_000,
@@ -132,7 +148,7 @@ func sample9(encoder: AACEncoder, packets: [AACPacket], capturedAt: UInt64) asyn
 }
 
 // docs/streaming.md
-func sample10() async throws {
+func sample11() async throws {
     var configuration = LiveStreamSession.Configuration(input: .device(name: nil, backend: .alsa))
     configuration.graphPath = "examples/voice-chain.json"
     configuration.outputs = [.rtmp(try RTMPURL("rtmp://127.0.0.1/live/key")), .file("show.m4a"), .file("show.flv")]
@@ -147,7 +163,7 @@ func sample10() async throws {
 }
 
 // docs/voice-processing.md
-func sample11(graph: RenderGraph) async throws {
+func sample12(graph: RenderGraph) async throws {
     let io = try IOUnit(IOUnit.Configuration(
         backend: .alsa, inputFormat: .graph(sampleRate: 48_000, channelCount: 1),
         outputFormat: .graph(sampleRate: 48_000, channelCount: 2)))
@@ -158,21 +174,21 @@ func sample11(graph: RenderGraph) async throws {
 }
 
 // Sources/AudioCore/SampleRateConverter.swift
-func sample12(songBlock: BufferView, outputBlock: BufferView) async throws {
+func sample13(songBlock: BufferView, outputBlock: BufferView) async throws {
     let converter = try SampleRateConverter(inputRate: 44_100, outputRate: 48_000, channelCount: 2)
     let (consumed, produced) = converter.process(input: songBlock, output: outputBlock)
     let tail = converter.flush(into: outputBlock)   // after the last input
 }
 
 // Sources/AudioUnits/Playback/FilePlayerUnit.swift
-func sample13() async throws {
+func sample14() async throws {
     let player = try FilePlayerUnit(path: "song.m4a", sampleRate: 48_000)
     try player.schedule(.init(startFrame: 48_000 * 30, frameCount: 48_000 * 20, loopCount: 1), at: 96_000)
     player.onEnd = { print("done") }
 }
 
 // Sources/LiveAudio/KaraokeSession.swift
-func sample14() async throws {
+func sample15() async throws {
     var configuration = KaraokeSession.Configuration(song: "song.m4a")
     configuration.voiceChain = "examples/voice-chain.json"
     configuration.stemsDirectory = "take1"          // accompaniment.wav, voice-dry.wav, voice-wet.wav, song.wav
@@ -185,7 +201,7 @@ func sample14() async throws {
 }
 
 // Sources/LiveAudio/LiveStreamSession.swift
-func sample15() async throws {
+func sample16() async throws {
     var configuration = LiveStreamSession.Configuration(input: .device(name: nil, backend: .alsa))
     configuration.graphPath = "examples/voice-chain.json"
     configuration.outputs = [.rtmp(try RTMPURL("rtmp://127.0.0.1/live/key")), .file("show.m4a")]
@@ -197,7 +213,7 @@ func sample15() async throws {
 }
 
 // Sources/RTMP/RTMPPublisher.swift
-func sample16(description: AACStreamDescription, packet: AACPacket) async throws {
+func sample17(description: AACStreamDescription, packet: AACPacket) async throws {
     let publisher = try RTMPPublisher(url: RTMPURL("rtmp://127.0.0.1/live/key"), stream: description)
     try await publisher.start()            // connect → … → publish; throws if that fails
     publisher.send(aacFrame: packet.data, timestamp: packet.streamMilliseconds)   // any thread, never waits

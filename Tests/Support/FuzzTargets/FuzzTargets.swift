@@ -13,7 +13,7 @@ import Glibc
 /// `-sanitize=fuzzer,address`) and in `make test`, which replays the seed corpora and every regression input
 /// (`Fuzz/regressions/TARGET/`) through it.
 public enum FuzzTarget: String, CaseIterable, Sendable {
-    case wav, adts, audioSpecificConfig, flv, amf0, amf3, chunkStream, handshake, commands, rtmpURL, graphFile, decoder, chart
+    case wav, adts, audioSpecificConfig, flv, amf0, amf3, chunkStream, handshake, commands, rtmpURL, graphFile, decoder, chart, stageControl
 
     /// Runs one input. Errors are the expected answer to most inputs; a broken invariant is a fatal error.
     public func run(_ bytes: [UInt8]) {
@@ -31,6 +31,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         case .graphFile: Self.graphFile(bytes)
         case .decoder: Self.decoder(bytes)
         case .chart: Self.chart(bytes)
+        case .stageControl: Self.stageControl(bytes)
         }
     }
 
@@ -441,6 +442,47 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
                 check(a.code == .invalidChart, "a chart's error with code \(a.code)")
             default:
                 fatalError("fuzz invariant broken: a chart parses once and not twice")
+            }
+        }
+    }
+
+    /// Any bytes as a page's control message to the stage, for a karaoke session and a stream: parsed the same
+    /// twice; a control taken has its values in the ranges the session accepts and an id of at most 64 characters;
+    /// anything over 4096 bytes is refused; a refusal's reply is a JSON object saying `ok: false` with a short
+    /// reason.
+    static func stageControl(_ bytes: [UInt8]) {
+        let text = String(decoding: bytes, as: UTF8.self)
+        for kind in [StageMessages.Kind.karaoke, .stream] {
+            let first = Result { () throws(StageMessages.Refusal) in try StageMessages.control(text, kind: kind) }
+            let second = Result { () throws(StageMessages.Refusal) in try StageMessages.control(text, kind: kind) }
+            switch (first, second) {
+            case (.success(let a), .success(let b)):
+                check(a == b, "two parses of one control differ")
+                check(text.utf8.count <= StageMessages.maximumControlBytes, "a control of \(text.utf8.count) bytes taken")
+                check((a.id?.count ?? 0) <= 64, "an id of \(a.id?.count ?? 0) characters")
+                func volume(_ dB: Double) -> Bool { dB == -.infinity || (dB.isFinite && dB >= -96 && dB <= 12) }
+                switch a.control {
+                case .karaoke(let c):
+                    check(kind == .karaoke, "a karaoke control for a stream")
+                    switch c {
+                    case .setVolume(_, let dB): check(volume(dB), "volume \(dB)")
+                    case .setKey(let cents): check(cents.isFinite && abs(cents) <= 2400, "key \(cents)")
+                    case .stepKey(let s): check(s.isFinite && abs(s) <= 24, "key step \(s)")
+                    case .seek(let seconds): check(seconds.isFinite && seconds >= 0, "seek \(seconds)")
+                    default: break
+                    }
+                case .stream(let c):
+                    check(kind == .stream, "a stream control for karaoke")
+                    if case .setVolume(let dB) = c { check(volume(dB), "volume \(dB)") }
+                }
+            case (.failure(let a), .failure(let b)):
+                check(a == b, "two refusals of one message differ")
+                check(!a.message.isEmpty && a.message.count <= 200, "a refusal of \(a.message.count) characters")
+                let reply = StageMessages.reply(id: a.id, error: a.message)
+                let object = try? JSONSerialization.jsonObject(with: Data(reply.utf8)) as? [String: Any]
+                check(object?["ok"] as? Bool == false && object?["error"] as? String == a.message, "a reply that is not JSON: \(reply)")
+            default:
+                fatalError("fuzz invariant broken: a control parses once and not twice")
             }
         }
     }

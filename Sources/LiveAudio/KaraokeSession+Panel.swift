@@ -1,0 +1,186 @@
+import AudioCore
+import AudioUnits
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A level for a display: peak and RMS in dBFS, nil for silence (−∞).
+public struct LevelReading: Sendable, Hashable {
+    public var peak: Double?
+    public var rms: Double?
+
+    public init(peak: Double?, rms: Double?) {
+        self.peak = peak
+        self.rms = rms
+    }
+
+    init(_ r: MeterReading) {
+        peak = r.peak > 0 ? Double(r.peakDecibels) : nil
+        rms = r.rms > 0 ? Double(r.rmsDecibels) : nil
+    }
+}
+
+/// Everything a display shows of a karaoke session at one moment: the song's place, the levels, the volumes and
+/// mutes, the key and tempo, the round trip, xruns and drops, the outputs, and — with a chart or lyrics — the
+/// lyrics, the sung pitch and the score. The terminal screen and the web stage draw it; an app may too. Take it
+/// through one ``SnapshotMonitor`` (``KaraokeSession/snapshot()`` reads the meters, whose readings cover what was
+/// rendered since the previous one).
+public struct KaraokeSnapshot: Sendable {
+    public enum SongState: String, Sendable, Hashable {
+        case playing, paused, ended
+    }
+
+    /// Seconds on the monotonic clock when it was taken.
+    public var taken: Double
+    /// The song as heard: seconds of the file, and the region that plays (a loop's bounds, or the whole file).
+    public var position: Double
+    public var regionStart: Double
+    public var regionEnd: Double
+    public var songState: SongState
+    /// The wet voice as sung, the voice in the headphones, the accompaniment (after its volume), the headphones'
+    /// mix.
+    public var voice: LevelReading
+    public var monitorVoice: LevelReading
+    public var accompaniment: LevelReading
+    public var output: LevelReading
+    /// Volumes in dB (−∞ for none), and the mutes.
+    public var accompanimentVolume: Double
+    public var voiceVolume: Double
+    public var monitorVoiceVolume: Double
+    public var isAccompanimentMuted: Bool
+    public var isVoiceMuted: Bool
+    /// The key change in cents, whether it may change now, and the tempo.
+    public var keyCents: Double
+    public var keyAdjustable: Bool
+    public var tempo: Double
+    public var roundTripMilliseconds: Double
+    public var roundTripSource: String
+    public var xruns: Int
+    public var droppedFrames: Int64
+    public var underruns: Int
+    /// Each encoded output as a line (keys hidden).
+    public var outputs: [String]
+    /// Lyrics, pitch and score (nil without a chart or lyrics).
+    public var singAlong: SingAlongReadout?
+    /// A display asked the session to stop (``KaraokeControl/stop``): its owner should call ``KaraokeSession/stop()``.
+    public var stopRequested: Bool
+}
+
+/// What a display may do to a running karaoke session: the terminal's keys and the web stage's controls are these.
+public enum KaraokeControl: Sendable, Hashable {
+    public enum Volume: String, Sendable, Hashable, CaseIterable {
+        case accompaniment, voice, monitorVoice
+    }
+    public enum Mute: String, Sendable, Hashable, CaseIterable {
+        case accompaniment, voice
+    }
+
+    /// A volume in dB: −∞ (none) or −96 … +12.
+    case setVolume(Volume, decibels: Double)
+    /// A volume up or down by `by` dB, as a key steps it: down past −60 dB to none, up from none to −40 dB, at most +12.
+    case stepVolume(Volume, by: Double)
+    case setMuted(Mute, Bool)
+    case toggleMuted(Mute)
+    /// The key: −2400 … 2400 cents (with a time-pitch in the session).
+    case setKey(cents: Double)
+    /// The key moved by semitones, within −24 … 24.
+    case stepKey(semitones: Double)
+    case pause
+    case resume
+    case togglePause
+    /// The song to a place, seconds of the file within the region playing.
+    case seek(seconds: Double)
+    /// Asks the session's owner to stop it (``KaraokeSession/isStopRequested``).
+    case stop
+}
+
+extension KaraokeSession {
+    /// The session now, for a display; reads the meters (see ``KaraokeSnapshot``). Any thread but the render thread.
+    public func snapshot() -> KaraokeSnapshot {
+        let m = meters
+        let rate = sampleRate
+        let regionStart = Double(region.startFrame) / rate
+        let regionEnd = Double(region.frameCount.map { region.startFrame + $0 } ?? player.fileFrames) / rate
+        let songState: KaraokeSnapshot.SongState =
+            songHasEnded ? .ended : isSongPaused ? .paused : .playing
+        return KaraokeSnapshot(
+            taken: Double(monotonicNanoseconds()) / 1e9, position: songPosition, regionStart: regionStart,
+            regionEnd: regionEnd, songState: songState, voice: LevelReading(m.voice),
+            monitorVoice: LevelReading(m.monitorVoice), accompaniment: LevelReading(m.accompaniment),
+            output: LevelReading(m.output), accompanimentVolume: accompanimentVolume, voiceVolume: voiceVolume,
+            monitorVoiceVolume: monitorVoiceVolume, isAccompanimentMuted: isAccompanimentMuted,
+            isVoiceMuted: isVoiceMuted, keyCents: keyCents, keyAdjustable: timePitch != nil,
+            tempo: configuration.tempo, roundTripMilliseconds: Double(roundTripFrames) * 1000 / rate,
+            roundTripSource: roundTripSource, xruns: xruns, droppedFrames: droppedFrames,
+            underruns: player.underruns, outputs: outputStatistics.map(\.description), singAlong: singAlong,
+            stopRequested: isStopRequested)
+    }
+
+    /// True while the song is held by ``pauseSong()``.
+    public var isSongPaused: Bool { player.state == .paused }
+
+    /// True once a display asked for the stop (``KaraokeControl/stop``); the session runs on until its owner
+    /// calls ``stop()``.
+    public var isStopRequested: Bool { stopRequest.load(ordering: .acquiring) }
+
+    /// Does what a display asks. Any thread but the render thread.
+    /// - Throws: ``AudioError`` `.invalidParameter` for a value out of range (the session unchanged),
+    ///   `.invalidState` for a key change without a time-pitch or a seek before the start, as the calls it makes.
+    public func perform(_ control: KaraokeControl) throws(AudioError) {
+        switch control {
+        case .setVolume(let which, let dB):
+            guard dB == -.infinity || (dB.isFinite && dB >= -96 && dB <= 12) else {
+                throw AudioError(.invalidParameter, "a volume is -inf or -96 … 12 dB, got \(dB)")
+            }
+            setVolume(which, dB)
+        case .stepVolume(let which, let by):
+            guard by.isFinite, abs(by) <= 24 else { throw AudioError(.invalidParameter, "a volume step is at most 24 dB, got \(by)") }
+            let dB = volume(which)
+            setVolume(which, dB == -.infinity ? (by > 0 ? -40 : -.infinity) : (dB + by < -60 ? -.infinity : min(12, dB + by)))
+        case .setMuted(let which, let on):
+            switch which {
+            case .accompaniment: isAccompanimentMuted = on
+            case .voice: isVoiceMuted = on
+            }
+        case .toggleMuted(let which):
+            switch which {
+            case .accompaniment: isAccompanimentMuted.toggle()
+            case .voice: isVoiceMuted.toggle()
+            }
+        case .setKey(let cents):
+            guard cents.isFinite, abs(cents) <= 2400 else {
+                throw AudioError(.invalidParameter, "the key is -2400 … 2400 cents, got \(cents)")
+            }
+            try setKey(cents: cents)
+        case .stepKey(let semitones):
+            guard semitones.isFinite, abs(semitones) <= 48 else {
+                throw AudioError(.invalidParameter, "a key step is at most 48 semitones, got \(semitones)")
+            }
+            try setKey(cents: max(-2400, min(2400, keyCents + semitones * 100)))
+        case .pause: pauseSong()
+        case .resume: resumeSong()
+        case .togglePause: if isSongPaused { resumeSong() } else { pauseSong() }
+        case .seek(let seconds):
+            guard seconds.isFinite else { throw AudioError(.invalidParameter, "a seek needs a time in seconds") }
+            try seekSong(toSeconds: seconds)
+        case .stop: stopRequest.store(true, ordering: .releasing)
+        }
+    }
+
+    private func volume(_ which: KaraokeControl.Volume) -> Double {
+        switch which {
+        case .accompaniment: accompanimentVolume
+        case .voice: voiceVolume
+        case .monitorVoice: monitorVoiceVolume
+        }
+    }
+
+    private func setVolume(_ which: KaraokeControl.Volume, _ dB: Double) {
+        switch which {
+        case .accompaniment: accompanimentVolume = dB
+        case .voice: voiceVolume = dB
+        case .monitorVoice: monitorVoiceVolume = dB
+        }
+    }
+}

@@ -1,0 +1,93 @@
+import AudioCore
+import RTMP
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Everything a display shows of a live stream at one moment: the levels, the volume and mute, the encoder's and
+/// the device's figures, and each output's state and bit rate. Take it through one ``SnapshotMonitor``
+/// (``LiveStreamSession/snapshot()`` reads the meters).
+public struct StreamSnapshot: Sendable {
+    public struct Output: Sendable, Hashable {
+        /// The output as printed (an RTMP URL's key hidden, or a file's path).
+        public var name: String
+        /// An RTMP connection's state (`connecting`, `publishing`, `reconnecting`, `failed`, `stopped`…), or
+        /// `writing` for a file.
+        public var state: String
+        /// Audio bits per second over the last interval (RTMP), packets sent or written, dropped, reconnects.
+        public var bitRate: Double
+        public var packets: Int
+        public var droppedPackets: Int
+        public var reconnects: Int
+    }
+
+    public var taken: Double
+    /// Seconds of input taken in.
+    public var seconds: Double
+    /// What the input delivers, and what is encoded.
+    public var input: LevelReading
+    public var output: LevelReading
+    /// Linear gain 0 … 4 after the graph, and the mute.
+    public var volume: Double
+    public var isMuted: Bool
+    public var packetsEncoded: Int
+    /// Frames the encoder had no room for, device xruns and reconnects.
+    public var droppedFrames: Int64
+    public var xruns: Int
+    public var deviceReconnects: Int
+    public var outputs: [Output]
+    public var hasEnded: Bool
+    /// A display asked for the stop (``StreamControl/stop``).
+    public var stopRequested: Bool
+}
+
+/// What a display may do to a running live stream.
+public enum StreamControl: Sendable, Hashable {
+    /// The volume in dB (−∞ for none, at most +12: the session's linear gain is at most 4).
+    case setVolume(decibels: Double)
+    case setMuted(Bool)
+    case toggleMuted
+    /// Asks the session's owner to stop it (``LiveStreamSession/isStopRequested``).
+    case stop
+}
+
+extension LiveStreamSession {
+    /// The session now, for a display; reads the meters. Any thread but the render thread.
+    public func snapshot() -> StreamSnapshot {
+        let m = meters
+        let s = statistics
+        let outputs = s.outputs.map { o in
+            StreamSnapshot.Output(
+                name: o.output.description, state: o.rtmp.map { $0.state.rawValue } ?? "writing",
+                bitRate: o.rtmp?.bitRate ?? 0, packets: o.rtmp?.packetsSent ?? o.packetsWritten,
+                droppedPackets: o.rtmp?.droppedPackets ?? 0, reconnects: o.rtmp?.reconnects ?? 0)
+        }
+        return StreamSnapshot(
+            taken: Double(monotonicNanoseconds()) / 1e9, seconds: s.seconds, input: LevelReading(m.input),
+            output: LevelReading(m.output), volume: Double(s.volume), isMuted: s.isMuted,
+            packetsEncoded: s.packetsEncoded, droppedFrames: s.framesDropped, xruns: s.xruns,
+            deviceReconnects: s.deviceReconnects, outputs: outputs, hasEnded: hasEnded, stopRequested: isStopRequested)
+    }
+
+    /// True once a display asked for the stop; the session runs on until its owner calls ``stop()``.
+    public var isStopRequested: Bool { stopRequest.load(ordering: .acquiring) }
+
+    /// Does what a display asks. Any thread but the render thread.
+    /// - Throws: ``AudioError`` `.invalidParameter` for a volume out of range (the session unchanged).
+    public func perform(_ control: StreamControl) throws(AudioError) {
+        switch control {
+        case .setVolume(let dB):
+            guard dB == -.infinity || (dB.isFinite && dB >= -96 && dB <= 12) else {
+                throw AudioError(.invalidParameter, "a volume is -inf or -96 … 12 dB, got \(dB)")
+            }
+            volume = dB == -.infinity ? 0 : min(4, Float(pow10(dB / 20)))
+        case .setMuted(let on): isMuted = on
+        case .toggleMuted: isMuted.toggle()
+        case .stop: stopRequest.store(true, ordering: .releasing)
+        }
+    }
+
+    private func pow10(_ x: Double) -> Double { exp(x * 2.302_585_092_994_046) }
+}

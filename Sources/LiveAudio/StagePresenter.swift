@@ -1,0 +1,238 @@
+import AudioCore
+import AudioUnits
+import SingAlong
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Turns a session's snapshots into the stage's messages (``StageMessages``), and the page's controls into the
+/// session's: one for a karaoke session, one for a live stream. The server holds one and never looks inside.
+public protocol StagePresenter: Sendable {
+    associatedtype Snapshot: Sendable
+    var kind: StageMessages.Kind { get }
+    /// The first message to a page (`hello`), told whether it may control.
+    func hello(canControl: Bool) -> String
+    /// The `tick` for a snapshot (sent every time).
+    func tick(_ snapshot: Snapshot, wallMilliseconds: Double) -> String
+    /// The event messages for a snapshot, by type (`status`, `lyrics`, `score`): sent when one differs from the
+    /// last sent, and all to a page that joins.
+    func events(_ snapshot: Snapshot) -> [(type: String, json: String)]
+    /// Does a parsed control.
+    func perform(_ control: StageMessages.Control) throws(AudioError)
+}
+
+extension LevelReading {
+    var json: String { "[" + jsonNumber(peak) + "," + jsonNumber(rms) + "]" }
+}
+
+/// The stage of a karaoke session: lyrics, pitch lane, score, meters and the controls.
+public struct KaraokeStagePresenter: StagePresenter {
+    public let session: KaraokeSession
+    public let title: String
+    public let artist: String
+    public var kind: StageMessages.Kind { .karaoke }
+
+    public init(session: KaraokeSession, title: String, artist: String = "") {
+        self.session = session
+        self.title = title
+        self.artist = artist
+    }
+
+    public func hello(canControl: Bool) -> String {
+        var o = JSONObject()
+        o.add("type", "hello")
+        o.add("kind", "karaoke")
+        o.add("title", title)
+        o.add("artist", artist)
+        o.add("canControl", canControl)
+        o.add("keyAdjustable", session.timePitch != nil)
+        let chart = session.configuration.chart
+        let lines = chart?.voice(session.configuration.part)?.lines ?? chart?.voices.first?.lines ?? []
+        o.add("hasNotes", chart?.hasNotes ?? false)
+        o.add("lines", raw: "[" + lines.map(Self.line).joined(separator: ",") + "]")
+        return o.json
+    }
+
+    static func line(_ line: SongChart.Line) -> String {
+        var o = JSONObject()
+        o.add("start", line.start)
+        o.add("end", line.end)
+        o.add("text", line.text)
+        let syllables = line.syllables.map { s -> String in
+            var y = JSONObject()
+            y.add("text", s.text)
+            y.add("start", s.start)
+            y.add("end", s.end)
+            if let n = s.note {
+                y.add("midi", n.kind.hasPitch ? Double(n.midiNote) : nil)
+                y.add("kind", String(describing: n.kind))
+            }
+            return y.json
+        }
+        o.add("syllables", raw: "[" + syllables.joined(separator: ",") + "]")
+        return o.json
+    }
+
+    public func tick(_ s: KaraokeSnapshot, wallMilliseconds: Double) -> String {
+        var o = JSONObject()
+        o.add("type", "tick")
+        o.add("wallMs", wallMilliseconds)
+        o.add("position", s.position)
+        o.add("state", s.songState.rawValue)
+        var m = JSONObject()
+        m.add("voice", raw: s.voice.json)
+        m.add("monitorVoice", raw: s.monitorVoice.json)
+        m.add("accompaniment", raw: s.accompaniment.json)
+        m.add("output", raw: s.output.json)
+        o.add("meters", raw: m.json)
+        if let sung = s.singAlong?.sung {
+            var p = JSONObject()
+            p.add("time", sung.time)
+            p.add("frequency", sung.voiced ? sung.frequency : nil)
+            p.add("midi", sung.midiNote)
+            p.add("voiced", sung.voiced)
+            o.add("pitch", raw: p.json)
+        } else {
+            o.add("pitch", nil as String?)
+        }
+        o.add("target", s.singAlong?.targetNote.map(Double.init))
+        return o.json
+    }
+
+    public func events(_ s: KaraokeSnapshot) -> [(type: String, json: String)] {
+        var status = JSONObject()
+        status.add("type", "status")
+        status.add("regionStart", s.regionStart)
+        status.add("regionEnd", s.regionEnd)
+        status.add("state", s.songState.rawValue)
+        var v = JSONObject()
+        v.add("accompaniment", s.accompanimentVolume)
+        v.add("voice", s.voiceVolume)
+        v.add("monitorVoice", s.monitorVoiceVolume)
+        status.add("volumes", raw: v.json)
+        var mutes = JSONObject()
+        mutes.add("accompaniment", s.isAccompanimentMuted)
+        mutes.add("voice", s.isVoiceMuted)
+        status.add("mutes", raw: mutes.json)
+        status.add("keyCents", s.keyCents)
+        status.add("keyAdjustable", s.keyAdjustable)
+        status.add("tempo", s.tempo)
+        status.add("roundTripMs", s.roundTripMilliseconds)
+        status.add("roundTripSource", s.roundTripSource)
+        status.add("xruns", s.xruns)
+        status.add("drops", s.droppedFrames)
+        status.add("underruns", s.underruns)
+        status.add("outputs", raw: "[" + s.outputs.map(jsonQuoted).joined(separator: ",") + "]")
+        status.add("stopRequested", s.stopRequested)
+        var events = [(type: "status", json: status.json)]
+        if let a = s.singAlong {
+            var lyrics = JSONObject()
+            lyrics.add("type", "lyrics")
+            lyrics.add("line", a.lineIndex.map(Double.init))
+            lyrics.add("syllable", a.syllableIndex.map(Double.init))
+            lyrics.add("text", a.line?.text)
+            lyrics.add("next", a.nextLine?.text)
+            events.append((type: "lyrics", json: lyrics.json))
+            if let score = a.score {
+                var o = JSONObject()
+                o.add("type", "score")
+                o.add("total", score.total)
+                o.add("notes", score.notes)
+                o.add("golden", score.golden)
+                o.add("lineBonus", score.lineBonus)
+                let lines = score.lines.suffix(50).map { l -> String in
+                    var r = JSONObject()
+                    r.add("index", l.index)
+                    r.add("text", l.text)
+                    r.add("rating", l.rating)
+                    r.add("hitRatio", l.hitRatio)
+                    r.add("points", l.points)
+                    return r.json
+                }
+                o.add("lines", raw: "[" + lines.joined(separator: ",") + "]")
+                events.append((type: "score", json: o.json))
+            }
+        }
+        return events
+    }
+
+    public func perform(_ control: StageMessages.Control) throws(AudioError) {
+        guard case .karaoke(let c) = control else {
+            throw AudioError(.invalidParameter, "not a karaoke control")
+        }
+        try session.perform(c)
+    }
+}
+
+/// The stage of a live stream: meters, the outputs, bit rate, drops and reconnects; volume, mute and stop.
+public struct StreamStagePresenter: StagePresenter {
+    public let session: LiveStreamSession
+    public let title: String
+    public var kind: StageMessages.Kind { .stream }
+
+    public init(session: LiveStreamSession, title: String) {
+        self.session = session
+        self.title = title
+    }
+
+    public func hello(canControl: Bool) -> String {
+        var o = JSONObject()
+        o.add("type", "hello")
+        o.add("kind", "stream")
+        o.add("title", title)
+        o.add("artist", "")
+        o.add("canControl", canControl)
+        o.add("lines", raw: "[]")
+        return o.json
+    }
+
+    public func tick(_ s: StreamSnapshot, wallMilliseconds: Double) -> String {
+        var o = JSONObject()
+        o.add("type", "tick")
+        o.add("wallMs", wallMilliseconds)
+        o.add("position", s.seconds)
+        o.add("state", s.hasEnded ? "ended" : "streaming")
+        var m = JSONObject()
+        m.add("input", raw: s.input.json)
+        m.add("output", raw: s.output.json)
+        o.add("meters", raw: m.json)
+        return o.json
+    }
+
+    public func events(_ s: StreamSnapshot) -> [(type: String, json: String)] {
+        var o = JSONObject()
+        o.add("type", "status")
+        o.add("state", s.hasEnded ? "ended" : "streaming")
+        var v = JSONObject()
+        v.add("stream", s.volume > 0 ? 20 * log10(s.volume) : -Double.infinity)
+        o.add("volumes", raw: v.json)
+        var mutes = JSONObject()
+        mutes.add("stream", s.isMuted)
+        o.add("mutes", raw: mutes.json)
+        o.add("packets", s.packetsEncoded)
+        o.add("drops", s.droppedFrames)
+        o.add("xruns", s.xruns)
+        o.add("reconnects", s.deviceReconnects)
+        let outputs = s.outputs.map { out -> String in
+            var r = JSONObject()
+            r.add("name", out.name)
+            r.add("state", out.state)
+            r.add("bitRate", out.bitRate)
+            r.add("packets", out.packets)
+            r.add("dropped", out.droppedPackets)
+            r.add("reconnects", out.reconnects)
+            return r.json
+        }
+        o.add("outputs", raw: "[" + outputs.joined(separator: ",") + "]")
+        o.add("stopRequested", s.stopRequested)
+        return [(type: "status", json: o.json)]
+    }
+
+    public func perform(_ control: StageMessages.Control) throws(AudioError) {
+        guard case .stream(let c) = control else {
+            throw AudioError(.invalidParameter, "not a stream control")
+        }
+        try session.perform(c)
+    }
+}

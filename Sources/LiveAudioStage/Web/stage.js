@@ -1,0 +1,347 @@
+// The LiveAudio stage: one WebSocket to the session (hello, then ticks 30 times a second and events when they
+// change), the page drawn from what it says, and the controls sent back. No library, no build step.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+const token = new URLSearchParams(location.search).get("token");
+
+// What the page knows, also for tests and for anyone curious in the console.
+const stage = {
+  connected: false, hello: null, tick: null, status: null, lyrics: null, score: null,
+  ticks: 0, connects: 0, lineChanges: [], lane: { line: -1, notes: [], points: [] }, replies: [],
+};
+window.stage = stage;
+
+let socket = null;
+let backoff = 500;
+let nextId = 1;
+
+function connect() {
+  const url = `ws://${location.host}/ws` + (token ? `?token=${encodeURIComponent(token)}` : "");
+  socket = new WebSocket(url);
+  socket.onopen = () => {
+    stage.connected = true;
+    stage.connects += 1;
+    backoff = 500;
+    $("connection").textContent = "connected";
+  };
+  socket.onmessage = (event) => {
+    let m;
+    try { m = JSON.parse(event.data); } catch { return; }
+    switch (m.type) {
+      case "hello": onHello(m); break;
+      case "tick": onTick(m); break;
+      case "status": onStatus(m); break;
+      case "lyrics": onLyrics(m); break;
+      case "score": onScore(m); break;
+      case "reply": onReply(m); break;
+    }
+  };
+  socket.onclose = () => {
+    stage.connected = false;
+    $("connection").textContent = stage.status && stage.status.state === "ended"
+      ? "the session has ended" : "connection lost: reconnecting…";
+    setTimeout(connect, backoff);
+    backoff = Math.min(4000, backoff * 2);
+  };
+  socket.onerror = () => {};
+}
+
+function send(action, fields = {}) {
+  if (!socket || socket.readyState !== WebSocket.OPEN) return;
+  socket.send(JSON.stringify({ type: "control", id: String(nextId++), action, ...fields }));
+}
+
+function clock(s) {
+  s = Math.max(0, s || 0);
+  const m = Math.floor(s / 60);
+  return `${m}:${(s - m * 60).toFixed(1).padStart(4, "0")}`;
+}
+
+function decibels(db) {
+  return db === null || db === undefined ? "off" : `${db >= 0 ? "+" : ""}${db.toFixed(1)} dB`;
+}
+
+// hello: the kind of session, the title, the chart's lines, and whether this page may control.
+function onHello(m) {
+  stage.hello = m;
+  $("title").textContent = m.title || "LiveAudio";
+  $("artist").textContent = m.artist || "";
+  document.title = `${m.title || "LiveAudio"} – stage`;
+  for (const e of document.querySelectorAll(".karaoke-only")) e.classList.toggle("hidden", m.kind !== "karaoke" || (m.lines.length === 0 && e.id === "lyrics"));
+  for (const e of document.querySelectorAll(".notes-only")) e.classList.toggle("hidden", !m.hasNotes);
+  buildControls(m);
+  $("control-note").textContent = m.canControl ? "" : "Viewing only: the controls need the address with the token that the command printed.";
+}
+
+const meterNames = {
+  voice: "Voice", monitorVoice: "Voice in headphones", accompaniment: "Accompaniment", output: "Output",
+  input: "Input",
+};
+
+function onTick(m) {
+  stage.tick = m;
+  stage.ticks += 1;
+  $("position").textContent = clock(m.position);
+  $("state").textContent = m.state;
+  const st = stage.status;
+  if (st && st.regionEnd > st.regionStart) {
+    $("progress").value = Math.min(1, Math.max(0, (m.position - st.regionStart) / (st.regionEnd - st.regionStart)));
+  } else if (!st || st.regionEnd === undefined) {
+    $("progress").removeAttribute("value");
+  }
+  const meters = $("meters");
+  for (const [name, [peak, rms]] of Object.entries(m.meters)) {
+    let row = document.getElementById(`meter-${name}`);
+    if (!row) {
+      row = document.createElement("div");
+      row.className = "meter";
+      row.id = `meter-${name}`;
+      const label = document.createElement("label");
+      label.htmlFor = `meter-${name}-bar`;
+      label.textContent = meterNames[name] || name;
+      const bar = document.createElement("meter");
+      bar.id = `meter-${name}-bar`;
+      bar.min = -60; bar.max = 0; bar.low = -18; bar.high = -6; bar.optimum = -20;
+      const text = document.createElement("output");
+      text.id = `meter-${name}-text`;
+      row.append(label, bar, text);
+      meters.append(row);
+    }
+    const level = peak === null ? -60 : Math.max(-60, Math.min(0, peak));
+    document.getElementById(`meter-${name}-bar`).value = level;
+    document.getElementById(`meter-${name}-text`).textContent = peak === null ? "-inf dB" : `${peak.toFixed(1)} dB`;
+  }
+  if (stage.hello && stage.hello.kind === "karaoke") {
+    showLine(m.position);
+    if (m.pitch && m.pitch.voiced && m.pitch.midi !== null) {
+      $("pitch").textContent = `${m.pitch.frequency.toFixed(1)} Hz`;
+      addPitch(m.position, m.pitch.time, m.pitch.midi);
+    } else {
+      $("pitch").textContent = "–";
+    }
+    $("target").textContent = m.target === null ? "–" : noteName(m.target);
+    drawLane(m.position);
+  }
+}
+
+function noteName(midi) {
+  const names = ["C", "C♯", "D", "D♯", "E", "F", "F♯", "G", "G♯", "A", "A♯", "B"];
+  return names[((midi % 12) + 12) % 12] + (Math.floor(midi / 12) - 1);
+}
+
+function onStatus(m) {
+  stage.status = m;
+  $("length").textContent = clock(m.regionEnd);
+  $("state").textContent = m.state;
+  const parts = [];
+  if (m.keyCents !== undefined) {
+    $("key").textContent = `${m.keyCents >= 0 ? "+" : ""}${(m.keyCents / 100).toFixed(1)}`;
+    parts.push(`tempo ${m.tempo.toFixed(2)}`, `round trip ${m.roundTripMs.toFixed(1)} ms (${m.roundTripSource})`,
+      `underruns ${m.underruns}`);
+  } else {
+    parts.push(`${m.packets} packets`, `reconnects ${m.reconnects}`);
+  }
+  parts.push(`xruns ${m.xruns}`, `drops ${m.drops}`);
+  $("status-line").textContent = parts.join(" · ");
+  const outputs = $("outputs");
+  outputs.replaceChildren(...m.outputs.map((o) => {
+    const li = document.createElement("li");
+    li.textContent = typeof o === "string" ? o
+      : `${o.name}: ${o.state}, ${(o.bitRate / 1000).toFixed(0)} kbit/s, ${o.packets} packets, dropped ${o.dropped}, reconnects ${o.reconnects}`;
+    return li;
+  }));
+  for (const [name, db] of Object.entries(m.volumes)) {
+    const input = document.getElementById(`volume-${name}`);
+    if (!input) continue;
+    if (document.activeElement !== input) input.value = db === null ? input.min : db;
+    document.getElementById(`volume-${name}-text`).textContent = decibels(db);
+  }
+  for (const [name, on] of Object.entries(m.mutes)) {
+    const b = document.getElementById(`mute-${name}`);
+    if (b) b.setAttribute("aria-pressed", on ? "true" : "false");
+  }
+  if (m.regionEnd !== undefined) {
+    const seek = $("seek");
+    seek.min = m.regionStart; seek.max = m.regionEnd;
+  }
+  $("pause").textContent = m.state === "paused" ? "Resume" : "Pause";
+  $("pause").setAttribute("aria-pressed", m.state === "paused" ? "true" : "false");
+  const canKey = stage.hello && stage.hello.canControl && m.keyAdjustable;
+  $("key-up").disabled = !canKey;
+  $("key-down").disabled = !canKey;
+  if (m.state === "ended") $("connection").textContent = "the song has ended";
+}
+
+function onLyrics(m) {
+  stage.lyrics = m;
+  if (stage.tick) showLine(stage.tick.position);
+}
+
+// The line and its syllables from the chart (hello) and the line index the session says; the syllable sung now
+// from the position of the newest tick.
+function showLine(position) {
+  const lines = stage.hello ? stage.hello.lines : [];
+  const index = stage.lyrics ? stage.lyrics.line : null;
+  const line = index === null || index === undefined ? null : lines[index];
+  const el = $("line");
+  const key = line ? `${index}` : "";
+  if (el.dataset.key !== key) {
+    el.dataset.key = key;
+    el.replaceChildren();
+    if (line) {
+      for (const [i, s] of line.syllables.entries()) {
+        const span = document.createElement("span");
+        span.textContent = s.text;
+        span.dataset.index = i;
+        el.append(span);
+      }
+    }
+    stage.lineChanges.push({ wallMs: Date.now(), line: index, text: line ? line.text : "" });
+    $("next").textContent = stage.lyrics && stage.lyrics.next ? stage.lyrics.next : "";
+  }
+  if (!line) return;
+  for (const span of el.children) {
+    const s = line.syllables[Number(span.dataset.index)];
+    span.className = position >= s.end ? "sung" : position >= s.start ? "now" : "";
+  }
+}
+
+function onScore(m) {
+  stage.score = m;
+  $("score").textContent = String(m.total);
+  $("score-parts").textContent = `(notes ${Math.round(m.notes)}, golden ${Math.round(m.golden)}, line bonus ${Math.round(m.lineBonus)})`;
+  const last = m.lines[m.lines.length - 1];
+  $("rating").textContent = last ? `${last.rating} (${Math.round(last.hitRatio * 100)} %): ${last.text}` : "–";
+}
+
+function onReply(m) {
+  stage.replies.push(m);
+  if (stage.replies.length > 100) stage.replies.shift();
+  if (!m.ok) $("control-note").textContent = m.error;
+}
+
+// The pitch lane: the line's notes as bars, a row a semitone; the voice folded by octaves into the lane.
+function laneLine(position) {
+  const lines = stage.hello ? stage.hello.lines : [];
+  const index = stage.lyrics ? stage.lyrics.line : null;
+  return index === null || index === undefined ? null : { index, line: lines[index] };
+}
+
+function laneRange(notes) {
+  const midis = notes.map((n) => n.midi);
+  const low = Math.min(...midis), high = Math.max(...midis);
+  return { low: low - 2, high: Math.max(high, low + 10) + 2 };
+}
+
+function fold(midi, range) {
+  const centre = (range.low + range.high) / 2;
+  while (midi - centre > 6) midi -= 12;
+  while (centre - midi > 6) midi += 12;
+  return midi;
+}
+
+// A pitch at the song's time it was sung to (the newest estimate's own time), drawn once per estimate.
+function addPitch(position, time, midi) {
+  const current = laneLine(position);
+  if (!current || !current.line) return;
+  if (stage.lane.line !== current.index) resetLane(current);
+  if (time < current.line.start || time > current.line.end || stage.lane.notes.length === 0) return;
+  const points = stage.lane.points;
+  if (points.length && points[points.length - 1].time === time) return;
+  // Less the key change: the bars are the notes as the song now plays them (a singer who follows a key change
+  // up stays on them).
+  const key = stage.status && stage.status.keyCents ? stage.status.keyCents / 100 : 0;
+  points.push({ time, midi: fold(midi - key, stage.lane.range) });
+}
+
+function resetLane(current) {
+  const notes = current.line.syllables.filter((s) => s.midi !== undefined && s.midi !== null)
+    .map((s) => ({ start: s.start, end: s.end, midi: s.midi, golden: s.kind === "golden" }));
+  stage.lane = { line: current.index, start: current.line.start, end: current.line.end, notes, points: [],
+    range: notes.length ? laneRange(notes) : { low: 48, high: 72 } };
+}
+
+function drawLane(position) {
+  const canvas = $("lane");
+  const g = canvas.getContext("2d");
+  const current = laneLine(position);
+  g.clearRect(0, 0, canvas.width, canvas.height);
+  if (!current || !current.line) return;
+  if (stage.lane.line !== current.index) resetLane(current);
+  const { start, end, notes, points, range } = stage.lane;
+  const span = Math.max(0.001, end - start);
+  const x = (t) => ((t - start) / span) * canvas.width;
+  const rows = range.high - range.low;
+  const y = (m) => canvas.height - ((m - range.low) / rows) * canvas.height;
+  const h = canvas.height / rows;
+  for (const n of notes) {
+    g.fillStyle = n.golden ? "#ffb000" : "#4da3ff";
+    g.fillRect(x(n.start), y(n.midi) - h / 2, Math.max(2, x(n.end) - x(n.start)), h * 0.8);
+  }
+  if (position >= start && position <= end) {
+    g.fillStyle = "#ffffff55";
+    g.fillRect(x(position), 0, 2, canvas.height);
+  }
+  g.fillStyle = "#ffd34d";
+  for (const p of points) {
+    g.beginPath();
+    g.arc(x(p.time), y(p.midi), 4, 0, 2 * Math.PI);
+    g.fill();
+  }
+}
+
+// The controls: a range in dB for each volume (its lowest step is "off"), a toggle button for each mute.
+function buildControls(hello) {
+  const volumes = hello.kind === "karaoke"
+    ? [["accompaniment", "Accompaniment volume"], ["voice", "Voice volume (song)"], ["monitorVoice", "Voice in headphones"]]
+    : [["stream", "Stream volume"]];
+  const mutes = hello.kind === "karaoke"
+    ? [["accompaniment", "Mute accompaniment"], ["voice", "Mute voice"]] : [["stream", "Mute stream"]];
+  const box = $("volumes");
+  box.replaceChildren();
+  for (const [name, text] of volumes) {
+    const row = document.createElement("div");
+    row.className = "row";
+    const label = document.createElement("label");
+    label.htmlFor = `volume-${name}`;
+    label.textContent = `${text} (dB)`;
+    const input = document.createElement("input");
+    input.type = "range"; input.id = `volume-${name}`; input.min = "-61"; input.max = "12"; input.step = "1"; input.value = "0";
+    input.setAttribute("aria-valuetext", "0 dB");
+    const out = document.createElement("output");
+    out.id = `volume-${name}-text`;
+    out.htmlFor = input.id;
+    input.disabled = !hello.canControl;
+    input.addEventListener("change", () => {
+      const v = Number(input.value);
+      const db = v <= -61 ? "-inf" : v;
+      input.setAttribute("aria-valuetext", v <= -61 ? "off" : `${v} dB`);
+      send("volume", hello.kind === "karaoke" ? { part: name, db } : { db });
+    });
+    row.append(label, input, out);
+    box.append(row);
+  }
+  const mbox = $("mutes");
+  mbox.replaceChildren();
+  for (const [name, text] of mutes) {
+    const b = document.createElement("button");
+    b.type = "button"; b.id = `mute-${name}`; b.textContent = text;
+    b.setAttribute("aria-pressed", "false");
+    b.disabled = !hello.canControl;
+    b.addEventListener("click", () => {
+      const on = b.getAttribute("aria-pressed") !== "true";
+      send("mute", hello.kind === "karaoke" ? { part: name, on } : { on });
+    });
+    mbox.append(b);
+  }
+  for (const id of ["pause", "stop", "seek"]) $(id).disabled = !hello.canControl;
+}
+
+$("key-up").addEventListener("click", () => send("key", { step: 1 }));
+$("key-down").addEventListener("click", () => send("key", { step: -1 }));
+$("pause").addEventListener("click", () => send(stage.status && stage.status.state === "paused" ? "resume" : "pause"));
+$("stop").addEventListener("click", () => send("stop"));
+$("seek").addEventListener("change", () => send("seek", { seconds: Number($("seek").value) }));
+
+connect();

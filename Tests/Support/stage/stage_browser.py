@@ -1,0 +1,235 @@
+#!/usr/bin/env python3
+"""The web stage in a real browser: headless Chromium driven by Selenium through chromedriver, against a running
+`liveaudio karaoke … --web 127.0.0.1:0` that this script starts (and stops by its PID).
+
+What it does, in order, writing what it saw as JSON (the Swift test StageTests judges it, and measures the stems):
+  1. starts liveaudio with the arguments after `--`, reads the stage's address from its standard error;
+  2. opens the page in two tabs (A and B), with a MutationObserver put in before the page's scripts that notes when
+     the lyric line's text changes (the page's own code is not trusted to report it);
+  3. samples, every 50 ms for the whole run, what tab A shows: the line, the newest tick (the server's wall clock
+     and the song's position), the output meter's value, the pitch lane's points and notes;
+  4. at set song positions: the accompaniment slider to -6 dB (in tab A), key up (tab A), pause then resume (tab B),
+     a reload of tab A; each with the song position it was done at;
+  5. at the end: stop (tab B), and waits for liveaudio to exit.
+The browser's console log and every request the page made are kept for the test to judge.
+
+Usage: stage_browser.py --out RESULTS.json --cwd DIR [--slider-at S --lane-at S --key-at S --pause-at S --reload-at S --stop-at S] -- LIVEAUDIO ARGS…
+"""
+import argparse
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+
+OBSERVER = """
+window.__lineChanges = [];
+document.addEventListener('DOMContentLoaded', () => {
+  const line = document.getElementById('line');
+  let last = null;
+  const note = () => {
+    const text = line.textContent;
+    if (text !== last) { last = text; window.__lineChanges.push({wallMs: Date.now(), text}); }
+  };
+  new MutationObserver(note).observe(line, {childList: true, subtree: true, characterData: true});
+  note();
+});
+"""
+
+
+def driver():
+    o = webdriver.ChromeOptions()
+    for a in ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+              "--disable-background-timer-throttling", "--disable-renderer-backgrounding",
+              "--disable-backgrounding-occluded-windows", "--window-size=1200,1000"]:
+        o.add_argument(a)
+    o.binary_location = "/usr/bin/chromium"
+    o.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
+    return webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=o)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--cwd", required=True)
+    ap.add_argument("--slider-at", type=float, default=6)
+    ap.add_argument("--lane-at", type=float, default=8.9)
+    ap.add_argument("--key-at", type=float, default=9.2)
+    ap.add_argument("--pause-at", type=float, default=12)
+    ap.add_argument("--reload-at", type=float, default=15)
+    ap.add_argument("--stop-at", type=float, default=18)
+    ap.add_argument("command", nargs=argparse.REMAINDER)
+    args = ap.parse_args()
+    command = args.command[1:] if args.command and args.command[0] == "--" else args.command
+    results = {"actions": {}, "samples": [], "errors": []}
+    proc = subprocess.Popen(command, cwd=args.cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    results["pid"] = proc.pid
+    stderr_lines, stdout_lines = [], []
+    url_found = threading.Event()
+    url = {}
+
+    def read_err():
+        for line in proc.stderr:
+            stderr_lines.append(line.rstrip("\n"))
+            m = re.search(r"the stage is at (http://\S+)", line)
+            if m:
+                url["value"] = m.group(1)
+                url_found.set()
+
+    def read_out():
+        for line in proc.stdout:
+            stdout_lines.append(line.rstrip("\n"))
+
+    threading.Thread(target=read_err, daemon=True).start()
+    threading.Thread(target=read_out, daemon=True).start()
+    d = None
+    try:
+        if not url_found.wait(60):
+            raise RuntimeError("liveaudio printed no stage address: " + " | ".join(stderr_lines[-5:]))
+        results["url"] = url["value"]
+        d = driver()
+        d.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": OBSERVER})
+        d.get(url["value"])
+        tab_a = d.current_window_handle
+        d.switch_to.new_window("tab")
+        d.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": OBSERVER})
+        d.get(url["value"])
+        tab_b = d.current_window_handle
+        d.switch_to.window(tab_a)
+
+        def position():
+            return d.execute_script("return window.stage && window.stage.tick ? window.stage.tick.position : null")
+
+        def wait_position(target, limit=60):
+            end = time.time() + limit
+            while time.time() < end:
+                p = position()
+                if p is not None and p >= target:
+                    return p
+                sample()
+                time.sleep(0.05)
+            raise RuntimeError("the song did not reach %.1f s" % target)
+
+        def sample():
+            s = d.execute_script("""
+              const s = window.stage; if (!s) return null;
+              const bar = document.getElementById('meter-output-bar');
+              return {wallMs: Date.now(), connected: s.connected, tickWallMs: s.tick ? s.tick.wallMs : null,
+                      position: s.tick ? s.tick.position : null, state: s.tick ? s.tick.state : null,
+                      line: document.getElementById('line').textContent, next: document.getElementById('next').textContent,
+                      outputMeter: bar ? bar.value : null, ticks: s.ticks};""")
+            if s:
+                results["samples"].append(s)
+
+        def click(tab, element_id):
+            d.switch_to.window(tab)
+            d.find_element(By.ID, element_id).click()
+            p = position()
+            d.switch_to.window(tab_a)
+            return p
+
+        def status(tab):
+            d.switch_to.window(tab)
+            s = d.execute_script("return window.stage.status")
+            d.switch_to.window(tab_a)
+            return s
+
+        # The accompaniment slider to -6 dB, as a hand lets go of it.
+        wait_position(args.slider_at)
+        results["actions"]["slider"] = d.execute_script("""
+          const i = document.getElementById('volume-accompaniment'); i.value = -6;
+          i.dispatchEvent(new Event('change')); return window.stage.tick.position;""")
+        time.sleep(0.5)
+        results["afterSlider"] = {"a": status(tab_a), "b": status(tab_b)}
+        # The lane of the line being sung, before the key change and the pause (the generated singer follows the
+        # chart's time and key, not the session's).
+        wait_position(args.lane_at)
+        d.switch_to.window(tab_b)
+        results["laneB"] = d.execute_script("return window.stage.lane")
+        d.switch_to.window(tab_a)
+        wait_position(args.key_at)
+        results["actions"]["keyUp"] = click(tab_a, "key-up")
+        time.sleep(0.5)
+        results["afterKey"] = {"a": status(tab_a), "b": status(tab_b)}
+        # Pause from tab B: the position seen in A holds; then resume.
+        wait_position(args.pause_at)
+        results["actions"]["pause"] = click(tab_b, "pause")
+        held = []
+        for _ in range(15):
+            time.sleep(0.1)
+            held.append(position())
+        results["pausedPositions"] = held
+        results["actions"]["resume"] = click(tab_b, "pause")
+        # A reload picks up where the session is.
+        wait_position(args.reload_at)
+        results["actions"]["reload"] = position()
+        reload_started = time.time()
+        d.refresh()
+        while time.time() - reload_started < 5:
+            ready = d.execute_script("return !!(window.stage && window.stage.status && window.stage.tick && window.stage.hello)")
+            if ready:
+                break
+            time.sleep(0.05)
+        results["reloadSeconds"] = time.time() - reload_started
+        results["afterReload"] = d.execute_script("""return {status: window.stage.status, position: window.stage.tick.position,
+            line: document.getElementById('line').textContent, slider: document.getElementById('volume-accompaniment').value,
+            key: document.getElementById('key').textContent}""")
+        results["afterReloadB"] = status(tab_b)
+        wait_position(args.stop_at)
+        # Before the stop: the line changes tab B saw (tab A was reloaded).
+        d.switch_to.window(tab_b)
+        results["lineChangesB"] = d.execute_script("return window.__lineChanges")
+        d.switch_to.window(tab_a)
+        results["lineChangesA"] = d.execute_script("return window.__lineChanges")
+        results["hello"] = d.execute_script("return window.stage.hello")
+        results["stopWallMs"] = time.time() * 1000
+        results["actions"]["stop"] = click(tab_b, "stop")
+        stop_clicked = time.time()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            results["errors"].append("liveaudio did not exit within 30 s of the stop")
+        results["exitSeconds"] = time.time() - stop_clicked
+        time.sleep(0.5)
+        results["connectedAfterStop"] = d.execute_script("return window.stage.connected")
+        results["console"] = d.get_log("browser")
+        requests = []
+        for entry in d.get_log("performance"):
+            message = json.loads(entry["message"])["message"]
+            if message.get("method") == "Network.requestWillBeSent":
+                requests.append(message["params"]["request"]["url"])
+            elif message.get("method") == "Network.webSocketCreated":
+                requests.append(message["params"]["url"])
+        results["requests"] = requests
+    except Exception as e:  # noqa: BLE001 - every failure is reported to the test
+        results["errors"].append("%s: %s" % (type(e).__name__, e))
+    finally:
+        if d is not None:
+            try:
+                d.quit()
+            except Exception:  # noqa: BLE001
+                pass
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGINT)
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.kill(proc.pid, signal.SIGKILL)
+                proc.wait()
+        time.sleep(0.2)
+        results["exitStatus"] = proc.returncode
+        results["stdout"] = stdout_lines
+        results["stderr"] = stderr_lines
+        with open(args.out, "w") as f:
+            json.dump(results, f)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,231 @@
+#!/usr/bin/env python3
+"""The web stage's defences, from outside: a running `liveaudio … --web HOST:0` that this script starts (and stops by
+its PID), probed with plain HTTP, the `websockets` client and raw sockets. Writes what it saw as JSON; the Swift test
+StageTests judges it.
+
+  - Host header: another name (DNS rebinding) gets 421, the server's own address the page;
+  - without the token: the page and its state, but every control refused, the state unchanged;
+  - a WebSocket whose Origin is another site's is refused at the upgrade;
+  - with the token: malformed, oversized, unknown and out-of-range messages each get an error reply and change
+    nothing; a good one changes the volume;
+  - 100 clients that never read (receive buffers of 4 KiB, never drained) for --flood-seconds: the server's resident
+    memory before, during and after, and a reading client's tick rate meanwhile; then the stop, whose summary line
+    gives the xruns and drops.
+
+Usage: stage_security.py --out RESULTS.json --cwd DIR [--flood-seconds S] -- LIVEAUDIO ARGS…
+"""
+import argparse
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import threading
+import time
+import base64
+from urllib.parse import urlparse
+
+from websockets.sync.client import connect
+from websockets.exceptions import InvalidStatus
+
+
+def rss_kib(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return None
+
+
+def http_get(host, port, path, host_header):
+    s = socket.create_connection((host, port), timeout=5)
+    s.sendall(("GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n" % (path, host_header)).encode())
+    data = b""
+    while True:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    s.close()
+    status = int(data.split(b" ", 2)[1]) if data.startswith(b"HTTP/") else None
+    return status, data
+
+
+def control(ws, message):
+    """Sends `message` (a dict, or raw text/bytes) and returns the first reply that follows."""
+    ws.send(json.dumps(message) if isinstance(message, dict) else message)
+    end = time.time() + 5
+    while time.time() < end:
+        m = json.loads(ws.recv(timeout=5))
+        if m["type"] == "reply":
+            return m
+    return None
+
+
+def newest(ws, kind, seconds=1.0):
+    """The newest message of `kind` seen within `seconds`."""
+    found = None
+    end = time.time() + seconds
+    while time.time() < end:
+        try:
+            m = json.loads(ws.recv(timeout=max(0.01, end - time.time())))
+        except TimeoutError:
+            break
+        if m["type"] == kind:
+            found = m
+    return found
+
+
+def upgrade_status(host, port, host_header, token, origin):
+    """The HTTP status of a WebSocket upgrade request (101 when taken)."""
+    s = socket.create_connection((host, port), timeout=5)
+    key = base64.b64encode(os.urandom(16)).decode()
+    s.sendall(("GET /ws?token=%s HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+               "Sec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n%s\r\n"
+               % (token, host_header, key, "Origin: %s\r\n" % origin if origin else "")).encode())
+    data = s.recv(4096)
+    s.close()
+    return int(data.split(b" ", 2)[1]) if data.startswith(b"HTTP/") else None
+
+
+def current_status(authority, token):
+    """The session's status as a page that joins now gets it (events are sent to others only when they change)."""
+    with connect("ws://%s/ws?token=%s" % (authority, token), open_timeout=5) as ws:
+        return newest(ws, "status", 0.5)
+
+
+def silent_client(host, port, authority, token):
+    """A WebSocket client that upgrades and then never reads: a 4 KiB receive buffer, kept open."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.connect((host, port))
+    key = base64.b64encode(os.urandom(16)).decode()
+    s.sendall(("GET /ws?token=%s HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+               "Sec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n\r\n" % (token, authority, key)).encode())
+    return s
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--cwd", required=True)
+    ap.add_argument("--flood-seconds", type=float, default=15)
+    ap.add_argument("command", nargs=argparse.REMAINDER)
+    args = ap.parse_args()
+    command = args.command[1:] if args.command and args.command[0] == "--" else args.command
+    r = {"errors": []}
+    proc = subprocess.Popen(command, cwd=args.cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    stderr_lines, stdout_lines = [], []
+    found = threading.Event()
+    url = {}
+
+    def read_err():
+        for line in proc.stderr:
+            stderr_lines.append(line.rstrip("\n"))
+            m = re.search(r"the stage is at (http://\S+)", line)
+            if m:
+                url["value"] = m.group(1)
+                found.set()
+
+    def read_out():
+        for line in proc.stdout:
+            stdout_lines.append(line.rstrip("\n"))
+
+    threading.Thread(target=read_err, daemon=True).start()
+    threading.Thread(target=read_out, daemon=True).start()
+    silent = []
+    try:
+        if not found.wait(60):
+            raise RuntimeError("no stage address: " + " | ".join(stderr_lines[-5:]))
+        r["url"] = url["value"]
+        u = urlparse(url["value"])
+        host, port = u.hostname, u.port
+        authority = "%s:%d" % (host, port)
+        token = dict(p.split("=", 1) for p in u.query.split("&") if "=" in p).get("token")
+        r["tokenGiven"] = token is not None
+        # The Host header.
+        r["ownHost"], _ = http_get(host, port, "/", authority)
+        r["otherHost"], body = http_get(host, port, "/", "rebound.example:%d" % port)
+        r["otherHostBody"] = body.decode(errors="replace")[-200:]
+        r["otherHostWebSocket"] = upgrade_status(host, port, "rebound.example:%d" % port, token, None)
+        r["ownHostWebSocket"] = upgrade_status(host, port, authority, token, None)
+        # Without the token: state yes, controls no.
+        with connect("ws://%s/ws" % authority, open_timeout=5) as ws:
+            hello = json.loads(ws.recv(timeout=5))
+            r["helloWithoutToken"] = hello
+            before = newest(ws, "status")
+            r["withoutTokenReply"] = control(ws, {"type": "control", "id": "1", "action": "volume", "part": "accompaniment", "db": -20})
+            r["withoutTokenStop"] = control(ws, {"type": "control", "id": "2", "action": "stop"})
+            after = current_status(authority, token)
+            r["withoutTokenVolumes"] = [before and before["volumes"], after and after["volumes"]]
+        # Another site's page.
+        try:
+            with connect("ws://%s/ws?token=%s" % (authority, token), origin="http://evil.example", open_timeout=5):
+                r["foreignOrigin"] = "accepted"
+        except InvalidStatus as e:
+            r["foreignOrigin"] = e.response.status_code
+        # With the token: bad messages refused, nothing changed; a good one taken.
+        with connect("ws://%s/ws?token=%s" % (authority, token), origin="http://" + authority, open_timeout=5,
+                     max_size=2 ** 20) as ws:
+            r["helloWithToken"] = json.loads(ws.recv(timeout=5))
+            before = newest(ws, "status")
+            bad = {
+                "notJSON": "{\"type\": \"control\", ",
+                "array": "[1, 2, 3]",
+                "noAction": {"type": "control", "id": "a"},
+                "unknownAction": {"type": "control", "id": "b", "action": "launch"},
+                "volumeTooHigh": {"type": "control", "id": "c", "action": "volume", "part": "accompaniment", "db": 99},
+                "volumeNotANumber": {"type": "control", "id": "d", "action": "volume", "part": "accompaniment", "db": "loud"},
+                "unknownPart": {"type": "control", "id": "e", "action": "volume", "part": "drums", "db": -3},
+                "keyTooFar": {"type": "control", "id": "f", "action": "key", "cents": 9000},
+                "oversized": json.dumps({"type": "control", "id": "g", "action": "volume", "part": "accompaniment",
+                                         "db": -3, "padding": "x" * 6000}),
+                "binary": b"\x00\x01\x02",
+            }
+            r["badReplies"] = {name: control(ws, m) for name, m in bad.items()}
+            after = current_status(authority, token)
+            r["badVolumes"] = [before and before["volumes"], after and after["volumes"]]
+            r["goodReply"] = control(ws, {"type": "control", "id": "h", "action": "volume", "part": "voice", "db": -3})
+            r["goodStatus"] = newest(ws, "status")
+            # Clients that never read, beside one that does.
+            r["rssBefore"] = rss_kib(proc.pid)
+            for _ in range(100):
+                silent.append(silent_client(host, port, authority, token))
+            ticks = 0
+            start = time.time()
+            samples = []
+            while time.time() - start < args.flood_seconds:
+                try:
+                    m = json.loads(ws.recv(timeout=1))
+                    if m["type"] == "tick":
+                        ticks += 1
+                except TimeoutError:
+                    pass
+                if not samples or time.time() - samples[-1][0] >= 1:
+                    samples.append((time.time(), rss_kib(proc.pid)))
+            r["readerTicksPerSecond"] = ticks / (time.time() - start)
+            r["rssDuring"] = [s[1] for s in samples]
+        r["rssAfter"] = rss_kib(proc.pid)
+    except Exception as e:  # noqa: BLE001 - every failure goes to the test
+        r["errors"].append("%s: %s" % (type(e).__name__, e))
+    finally:
+        for s in silent:
+            s.close()
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGINT)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.kill(proc.pid, signal.SIGKILL)
+                proc.wait()
+        time.sleep(0.2)
+        r["exitStatus"] = proc.returncode
+        r["stdout"] = stdout_lines
+        r["stderr"] = stderr_lines
+        with open(args.out, "w") as f:
+            json.dump(r, f)
+
+
+if __name__ == "__main__":
+    main()
