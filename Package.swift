@@ -36,9 +36,6 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio", from: "2.81.0"),
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.30.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
-        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.20.0"),
-        .package(url: "https://github.com/hummingbird-project/hummingbird-websocket", from: "2.8.0"),
-        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.6.0"),
     ],
     targets: [
         // Formats, buffers, conversion, errors, parameters, ring buffers, WAV I/O.
@@ -104,20 +101,19 @@ let package = Package(
                 "SingAlong",
             ],
             swiftSettings: strict),
-        // The web stage: a page for the room (lyrics, pitch lane, meters, controls) served by Hummingbird over a
-        // WebSocket while a session runs; the page's files are resources (Sources/LiveAudioStage/Web). Kept out of
-        // the core: only the tool and whoever wants a stage link it.
+        // The web stage: a page for the room (lyrics, pitch lane, meters, controls) served over HTTP and a WebSocket
+        // while a session runs, on SwiftNIO's HTTP/1 and WebSocket handlers; the page's files (Web/) are compiled in
+        // (StageFiles.swift, by scripts/stage-files.py). Kept out of the core: the tool and whoever wants a stage.
         .target(
             name: "LiveAudioStage",
             dependencies: [
                 "LiveAudio",
-                .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
             ],
-            resources: [.copy("Web")],
+            exclude: ["Web"],
             swiftSettings: strict),
         // The command-line tool: the product `liveaudio`, its sources in Sources/LiveAudioCLI (a folder that differs
         // from Sources/LiveAudio by more than case).

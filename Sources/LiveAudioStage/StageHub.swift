@@ -1,7 +1,6 @@
-import FoundationEssentials
-import HummingbirdWebSocket
 import LiveAudio
 import NIOCore
+import NIOWebSocket
 import Synchronization
 
 #if canImport(Glibc)
@@ -64,7 +63,7 @@ final class StageHub<Presenter: StagePresenter>: Sendable {
             let limit = UInt64(slowClientTimeout * 1e9)
             for client in clients {
                 if client.isStuck(now: now, limit: limit) {
-                    client.channel.close(promise: nil)
+                    client.abort()
                     remove(client, slow: true)
                     continue
                 }
@@ -74,48 +73,25 @@ final class StageHub<Presenter: StagePresenter>: Sendable {
         }
     }
 
-    /// A page's connection, from its upgrade to its close: `hello` and what is known, then what the broadcast
-    /// posts; its controls answered with a `reply` each.
-    func serve(inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter, channel: any Channel, canControl: Bool) async {
-        let client = StageClient(channel: channel, canControl: canControl)
+    /// A page joins: `hello` and what is known now go to it first. False when the stage is full or closed.
+    func join(_ client: StageClient) -> Bool {
         let joined: Bool = state.withLock { s in
             guard !s.closed, s.clients.count < maximumClients else { return false }
             client.id = s.nextID
             s.nextID += 1
             s.clients[client.id] = client
-            client.post(type: "hello", presenter.hello(canControl: canControl))
+            client.post(type: "hello", presenter.hello(canControl: client.canControl))
             for e in s.events { client.post(type: e.type, e.json) }
             if let tick = s.tick { client.post(type: "tick", tick) }
             return true
         }
-        guard joined else {
-            try? await outbound.close(.unknown(1013), reason: "the stage is full: try again later")
-            return
-        }
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask { await client.send(through: outbound) }
-            group.addTask { await self.receive(inbound, client: client) }
-            await group.next()
-            group.cancelAll()
-            client.finish()
-        }
-        remove(client, slow: false)
+        return joined
     }
 
-    /// A page's messages: controls, each parsed, checked and done, and answered.
-    private func receive(_ inbound: WebSocketInboundStream, client: StageClient) async {
-        do {
-            for try await message in inbound.messages(maxSize: 65_536) {
-                let reply: String
-                switch message {
-                case .text(let text):
-                    reply = handle(text, client: client)
-                case .binary:
-                    reply = StageMessages.reply(id: nil, error: "text messages only")
-                }
-                client.post(type: "reply", reply)
-            }
-        } catch {}
+    /// A page's connection ended.
+    func leave(_ client: StageClient) {
+        client.finish()
+        remove(client, slow: false)
     }
 
     func handle(_ text: String, client: StageClient) -> String {
@@ -151,7 +127,7 @@ final class StageHub<Presenter: StagePresenter>: Sendable {
             s.closed = true
             return Array(s.clients.values)
         }
-        for c in clients { c.finish() }
+        for c in clients { c.close() }
     }
 
     static func wallMilliseconds() -> Int64 {
@@ -162,7 +138,7 @@ final class StageHub<Presenter: StagePresenter>: Sendable {
 }
 
 /// One page: its messages still to send — one of each type, a newer replacing an older (replies each kept, at most
-/// 32) — and when its current write started.
+/// 32) — written on its channel's event loop while the socket takes them, and since when it has not.
 final class StageClient: Sendable {
     let channel: any Channel
     let canControl: Bool
@@ -177,15 +153,12 @@ final class StageClient: Sendable {
         var finished = false
     }
     private let outbox = Locked(Outbox())
-    private let wake: AsyncStream<Void>.Continuation
-    private let wakes: AsyncStream<Void>
-    /// Monotonic ns when the write in progress began; 0 when none is.
-    private let writeStarted = Atomic<UInt64>(0)
+    /// Monotonic ns since when messages have waited for a socket that takes no more; 0 while it takes them.
+    private let blockedSince = Atomic<UInt64>(0)
 
     init(channel: any Channel, canControl: Bool) {
         self.channel = channel
         self.canControl = canControl
-        (wakes, wake) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
     }
 
     func post(type: String, _ json: String) {
@@ -202,39 +175,66 @@ final class StageClient: Sendable {
             }
             return true
         }
-        if posted { wake.yield(()) }
+        if posted { channel.eventLoop.execute { self.pump() } }
+    }
+
+    /// Writes what waits while the socket takes it (on the channel's event loop).
+    func pump() {
+        guard channel.eventLoop.inEventLoop else {
+            channel.eventLoop.execute { self.pump() }
+            return
+        }
+        guard channel.isActive else { return }
+        var wrote = false
+        while channel.isWritable {
+            let next = outbox.withLock { o -> (type: String, json: String)? in
+                guard !o.pending.isEmpty else { return nil }
+                let m = o.pending.removeFirst()
+                if m.type == "reply" { o.replies -= 1 }
+                return m
+            }
+            guard let next else { break }
+            let buffer = channel.allocator.buffer(string: next.json)
+            channel.write(WebSocketFrame(fin: true, opcode: .text, data: buffer), promise: nil)
+            wrote = true
+        }
+        if wrote { channel.flush() }
+        let waiting = outbox.withLock { !$0.pending.isEmpty }
+        if channel.isWritable || !waiting {
+            blockedSince.store(0, ordering: .relaxed)
+        } else if blockedSince.load(ordering: .relaxed) == 0 {
+            blockedSince.store(max(1, monotonicNanoseconds()), ordering: .relaxed)
+        }
     }
 
     func isStuck(now: UInt64, limit: UInt64) -> Bool {
-        let started = writeStarted.load(ordering: .relaxed)
-        return started != 0 && now > started && now - started > limit
+        let since = blockedSince.load(ordering: .relaxed)
+        return since != 0 && now > since && now - since > limit
     }
 
-    /// Writes what is posted until the page goes or ``finish()``.
-    func send(through outbound: WebSocketOutboundWriter) async {
-        for await _ in wakes {
-            let batch = outbox.withLock { o -> [(type: String, json: String)] in
-                defer {
-                    o.pending.removeAll(keepingCapacity: true)
-                    o.replies = 0
-                }
-                return o.pending
-            }
-            for message in batch {
-                writeStarted.store(max(1, monotonicNanoseconds()), ordering: .relaxed)
-                do {
-                    try await outbound.write(.text(message.json))
-                } catch {
-                    writeStarted.store(0, ordering: .relaxed)
-                    return
-                }
-                writeStarted.store(0, ordering: .relaxed)
+    /// No more messages: the page has gone.
+    func finish() {
+        outbox.withLock { $0.finished = true }
+    }
+
+    /// A close frame (the session is over), then the connection's end.
+    func close() {
+        finish()
+        let channel = channel
+        channel.eventLoop.execute {
+            // A page whose socket takes nothing more gets no close frame: it would wait behind the rest.
+            guard channel.isWritable else { return channel.close(promise: nil) }
+            var data = channel.allocator.buffer(capacity: 2)
+            data.write(webSocketErrorCode: .goingAway)
+            channel.writeAndFlush(WebSocketFrame(fin: true, opcode: .connectionClose, data: data)).whenComplete { _ in
+                channel.close(promise: nil)
             }
         }
     }
 
-    func finish() {
-        outbox.withLock { $0.finished = true }
-        wake.finish()
+    /// The connection ended at once (a page that does not read gets no close frame through a full socket).
+    func abort() {
+        finish()
+        channel.close(promise: nil)
     }
 }

@@ -1,27 +1,15 @@
-import FoundationEssentials
-import Hummingbird
-import HummingbirdWebSocket
 import LiveAudio
-import Logging
 import NIOCore
-import ServiceLifecycle
+import NIOHTTP1
+import NIOPosix
+import NIOWebSocket
 import Synchronization
 
 #if canImport(Glibc)
 import Glibc
 #endif
 
-/// The web stage: a page for the room — lyrics, the pitch lane, meters and the controls — served while a session
-/// runs, kept live over a WebSocket. Hummingbird on SwiftNIO's event loops; it reads the session only through a
-/// ``SnapshotMonitor`` (the snapshots the terminal screen reads) and controls it through the presenter: nothing it
-/// does touches the render thread.
-///
-/// Each page gets `hello`, then a `tick` for every snapshot (30 a second) and the `status`, `lyrics` and `score`
-/// events when they change (``StageMessages``). A page that does not read is never buffered for without bound: its
-/// messages waiting to go are one of each kind (a newer replaces an older), the socket's own buffer is NIO's (64 KiB
-/// before writes wait), and a page whose write has waited ``Configuration/slowClientTimeout`` is disconnected.
-///
-/// Thread safety: any thread; ``start(_:presenter:monitor:)`` and ``stop()`` from the session's owner.
+/// Where and how the stage listens (what `--web` and `--web-token` give).
 public struct StageConfiguration: Sendable, Equatable {
     /// Where to listen: 127.0.0.1 unless told (see ``StageAccess``); port 0 takes a free one.
     public var host = "127.0.0.1"
@@ -30,7 +18,7 @@ public struct StageConfiguration: Sendable, Equatable {
     public var token: String?
     /// Pages served at once; more are refused.
     public var maximumClients = 128
-    /// A page whose socket has not taken a message for this long is disconnected.
+    /// A page whose socket has not taken what was written to it for this long is disconnected.
     public var slowClientTimeout = 5.0
 
     public init() {}
@@ -62,6 +50,23 @@ public struct StageConfiguration: Sendable, Equatable {
     }
 }
 
+/// The web stage: a page for the room — lyrics, the pitch lane, meters and the controls — served while a session
+/// runs, kept live over a WebSocket. An HTTP/1.1 and WebSocket server on SwiftNIO (its own HTTP/1 codec, WebSocket
+/// upgrader, frame codec and aggregator) on one event-loop thread of its own. It reads the session only through a
+/// ``SnapshotMonitor`` (the snapshots the terminal screen reads) and acts only through the presenter: nothing it
+/// does touches the render thread.
+///
+/// Each page gets `hello`, then a `tick` for every snapshot (30 a second) and the `status`, `lyrics` and `score`
+/// events when they change (``StageMessages``). A page that does not read is never buffered for without bound: what
+/// waits for it is one message of each kind (a newer replaces an older) and at most 32 replies, its socket's buffer
+/// stops taking writes at 64 KiB, and a page whose socket has not drained for
+/// ``StageConfiguration/slowClientTimeout`` is disconnected.
+///
+/// Why not a web framework: Hummingbird (tried first) added 26 MB to the executable and 2.2 MB to the resident
+/// memory of every command, `render` included, whose goal is under 20 MB; SwiftNIO's own HTTP and WebSocket
+/// handlers, in the package the RTMP publisher already links, do the protocol work here.
+///
+/// Thread safety: any thread; ``start(_:presenter:monitor:)`` and ``stop()`` from the session's owner.
 public final class StageServer<Presenter: StagePresenter>: Sendable {
     public typealias Configuration = StageConfiguration
 
@@ -69,19 +74,19 @@ public final class StageServer<Presenter: StagePresenter>: Sendable {
     public let url: String
     public let access: StageAccess
     private let hub: StageHub<Presenter>
-    private let group: ServiceGroup
-    private let running: Task<Void, Never>
+    private let group: MultiThreadedEventLoopGroup
+    private let listener: any Channel
     private let broadcast: Task<Void, Never>
 
     private init(
-        url: String, access: StageAccess, hub: StageHub<Presenter>, group: ServiceGroup, running: Task<Void, Never>,
+        url: String, access: StageAccess, hub: StageHub<Presenter>, group: MultiThreadedEventLoopGroup, listener: any Channel,
         broadcast: Task<Void, Never>
     ) {
         self.url = url
         self.access = access
         self.hub = hub
         self.group = group
-        self.running = running
+        self.listener = listener
         self.broadcast = broadcast
     }
 
@@ -90,8 +95,8 @@ public final class StageServer<Presenter: StagePresenter>: Sendable {
     public var droppedSlowClients: Int { hub.droppedSlowClients }
 
     /// Starts serving; returns once listening.
-    /// - Throws: ``AudioError`` `.invalidParameter` for a bad port, `.connectionFailed` when the address cannot be
-    ///   bound (in use, not this computer's), `.fileIO` when the page's files are not beside the executable.
+    /// - Throws: ``AudioError`` `.invalidParameter` for a bad port or host, `.connectionFailed` when the address
+    ///   cannot be bound (in use, not this computer's).
     public static func start(
         _ configuration: Configuration, presenter: Presenter, monitor: SnapshotMonitor<Presenter.Snapshot>
     ) async throws(AudioError) -> StageServer {
@@ -102,92 +107,71 @@ public final class StageServer<Presenter: StagePresenter>: Sendable {
             ? String(configuration.host.dropFirst().dropLast()) : configuration.host
         guard !host.isEmpty else { throw AudioError(.invalidParameter, "--web: the host is empty") }
         let token = configuration.token ?? (StageAccess.isLoopback(host) ? nil : Self.newToken())
-        let assets = try StageAssets.load()
-        var logger = Logger(label: "liveaudio.stage")
-        logger.logLevel = .critical
+        let assets = StageAssets.embedded
         let hub = StageHub(presenter: presenter, monitor: monitor, maximumClients: configuration.maximumClients)
         let accessBox = SharedValue(StageAccess(host: host, port: configuration.port, token: token, localNames: Self.localNames()))
-        let access: @Sendable () -> StageAccess = { accessBox.value }
-
-        // Plain requests: the page and its files, for this server's own Host only.
-        let router = Router(context: StageContext.self)
-        router.add(middleware: StageHeaders(access: access))
-        for (path, asset) in assets.files {
-            let body = ByteBuffer(bytes: asset.bytes)
-            let type = asset.contentType
-            router.get(RouterPath(stringLiteral: path)) { _, _ in
-                Response(status: .ok, headers: [.contentType: type], body: .init(byteBuffer: body))
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let bootstrap = ServerBootstrap(group: group)
+            .serverChannelOption(.backlog, value: 64)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+            .childChannelOption(.writeBufferWaterMark, value: .init(low: 32 * 1024, high: 64 * 1024))
+            .childChannelInitializer { channel in
+                let access = accessBox.value
+                let upgrader = NIOWebSocketServerUpgrader(
+                    maxFrameSize: 65_536, automaticErrorHandling: true,
+                    shouldUpgrade: { channel, head in
+                        let authority = head.headers["Host"].first
+                        let allowed = StageHTTPHandler.path(of: head.uri) == "/ws" && access.allowsHost(authority)
+                            && access.allowsOrigin(head.headers["Origin"].first, authority: authority) && hub.hasRoom
+                        return channel.eventLoop.makeSucceededFuture(allowed ? HTTPHeaders() : nil)
+                    },
+                    upgradePipelineHandler: { channel, head in
+                        let client = StageClient(channel: channel, canControl: access.mayControl(token: StageHTTPHandler.query(head.uri, "token")))
+                        // On the channel's event loop, as NIO calls this.
+                        return channel.eventLoop.makeCompletedFuture {
+                            try channel.pipeline.syncOperations.addHandlers([
+                                NIOWebSocketFrameAggregator(minNonFinalFragmentSize: 1, maxAccumulatedFrameCount: 64, maxAccumulatedFrameSize: 65_536),
+                                StageSocketHandler(hub: hub, client: client),
+                            ])
+                        }
+                    })
+                return channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.configureHTTPServerPipeline(
+                        withServerUpgrade: (upgraders: [upgrader], completionHandler: { context in
+                            context.pipeline.removeHandler(name: StageHTTPHandler.name, promise: nil)
+                        }))
+                    try channel.pipeline.syncOperations.addHandler(StageHTTPHandler(assets: assets, access: access), name: StageHTTPHandler.name)
+                }
             }
+        let listener: any Channel
+        do {
+            listener = try await bootstrap.bind(host: host, port: configuration.port).get()
+        } catch {
+            try? await group.shutdownGracefully()
+            throw AudioError(.connectionFailed, "--web: cannot listen on \(host):\(configuration.port): \(error)")
         }
-        // The WebSocket: Host and Origin checked, the token read, a place among the clients taken.
-        let wsRouter = Router(context: StageContext.self)
-        wsRouter.ws("/ws") { request, _ in
-            let a = access()
-            guard a.allowsHost(request.head.authority),
-                a.allowsOrigin(request.headers[.origin], authority: request.head.authority),
-                hub.hasRoom
-            else { return .dontUpgrade }
-            return .upgrade([:])
-        } onUpgrade: { inbound, outbound, context in
-            let token = context.request.uri.queryParameters["token"].map(String.init)
-            await hub.serve(
-                inbound: inbound, outbound: outbound, channel: context.requestContext.channel,
-                canControl: access().mayControl(token: token))
-        }
-        let (ports, portsContinuation) = AsyncStream.makeStream(of: Int.self)
-        let app = Application(
-            router: router,
-            server: .http1WebSocketUpgrade(
-                webSocketRouter: wsRouter,
-                configuration: .init(
-                    http1: .init(idleTimeout: .seconds(60)),
-                    ws: .init(maxFrameSize: 65_536, autoPing: .enabled(timePeriod: .seconds(15)), closeTimeout: .seconds(2)))),
-            configuration: .init(address: .hostname(host, port: configuration.port), serverName: nil),
-            onServerRunning: { channel in
-                portsContinuation.yield(channel.localAddress?.port ?? -1)
-                portsContinuation.finish()
-            },
-            logger: logger)
-        var groupConfiguration = ServiceGroupConfiguration(services: [app], logger: logger)
-        groupConfiguration.maximumGracefulShutdownDuration = .seconds(3)
-        let group = ServiceGroup(configuration: groupConfiguration)
-        let failure = SharedValue<String?>(nil)
-        let running = Task {
-            do { try await group.run() } catch { failure.value = "\(error)" }
-            portsContinuation.finish()
-        }
-        var port = -1
-        for await p in ports {
-            port = p
-            break
-        }
-        guard port > 0 else {
-            running.cancel()
-            let why = failure.value ?? "the server did not start"
-            throw AudioError(.connectionFailed, "--web: cannot listen on \(host):\(configuration.port): \(why)")
-        }
+        let port = listener.localAddress?.port ?? configuration.port
         accessBox.value.port = port
         let broadcast = Task.detached { await hub.broadcast(slowClientTimeout: configuration.slowClientTimeout) }
         let shownHost = host.contains(":") ? "[\(host)]" : (host == "0.0.0.0" ? (Self.localNames().first ?? host) : host)
         let url = "http://\(shownHost):\(port)/" + (token.map { "?token=" + $0 } ?? "")
-        return StageServer(url: url, access: access(), hub: hub, group: group, running: running, broadcast: broadcast)
+        return StageServer(url: url, access: accessBox.value, hub: hub, group: group, listener: listener, broadcast: broadcast)
     }
 
-    /// Stops serving: pages get a close, the listener shuts (at most 3 s).
+    /// Stops serving: the listener closes, every page gets a close frame and its connection ends.
     public func stop() async {
         broadcast.cancel()
+        try? await listener.close()
         await hub.closeAll()
-        await group.triggerGracefulShutdown()
-        await running.value
+        try? await group.shutdownGracefully()
     }
 
     /// 128 random bits as 32 hex digits.
     static func newToken() -> String {
-        var bytes = [UInt8](repeating: 0, count: 16)
         var rng = SystemRandomNumberGenerator()
-        for i in bytes.indices { bytes[i] = UInt8.random(in: 0...255, using: &rng) }
-        return bytes.map { b in
-            let h = String(b, radix: 16)
+        return (0..<16).map { _ in
+            let h = String(UInt8.random(in: 0...255, using: &rng), radix: 16)
             return h.count == 1 ? "0" + h : h
         }.joined()
     }
@@ -201,39 +185,159 @@ public final class StageServer<Presenter: StagePresenter>: Sendable {
     }
 }
 
-/// The request context: a WebSocket upgrade's, and the channel, to close a page that does not read.
-struct StageContext: RequestContext, WebSocketRequestContext {
-    var coreContext: CoreRequestContextStorage
-    let webSocket: WebSocketHandlerReference<StageContext>
-    let channel: any Channel
+/// The page and its files over plain HTTP: only for this server's own Host (else 421), never cached, no other
+/// site's scripts, frames or referrers. A WebSocket request that was not upgraded (its Host, Origin or the page limit
+/// refused it) gets 403.
+final class StageHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundOut = HTTPServerResponsePart
+    static let name = "stage-http"
 
-    init(source: ApplicationRequestContextSource) {
-        coreContext = .init(source: source)
-        webSocket = .init()
-        channel = source.channel
+    let assets: StageAssets
+    let access: StageAccess
+    private var head: HTTPRequestHead?
+
+    init(assets: StageAssets, access: StageAccess) {
+        self.assets = assets
+        self.access = access
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head(let h): head = h
+        case .body: break  // requests here have no body worth reading
+        case .end:
+            if let head { respond(context, head) }
+            head = nil
+        }
+    }
+
+    private func respond(_ context: ChannelHandlerContext, _ head: HTTPRequestHead) {
+        let authority = head.headers["Host"].first
+        let path = Self.path(of: head.uri)
+        var status = HTTPResponseStatus.ok
+        var type = "text/plain; charset=utf-8"
+        var body: [UInt8]
+        if !access.allowsHost(authority) {
+            status = .misdirectedRequest
+            body = Array("This stage answers to its own address only.\n".utf8)
+        } else if head.method != .GET && head.method != .HEAD {
+            status = .methodNotAllowed
+            body = Array("GET only.\n".utf8)
+        } else if path == "/ws" {
+            status = .forbidden
+            body = Array("WebSocket refused: the stage takes its own page's origin, its own address, and a limited number of pages.\n".utf8)
+        } else if let file = assets.file(at: path) {
+            type = file.contentType
+            body = file.bytes
+        } else {
+            status = .notFound
+            body = Array("Not found.\n".utf8)
+        }
+        var headers = HTTPHeaders()
+        headers.add(name: "Content-Type", value: type)
+        headers.add(name: "Content-Length", value: String(body.count))
+        headers.add(name: "Cache-Control", value: "no-store")
+        headers.add(name: "X-Content-Type-Options", value: "nosniff")
+        headers.add(name: "Referrer-Policy", value: "no-referrer")
+        if let authority, access.allowsHost(authority) {
+            headers.add(
+                name: "Content-Security-Policy",
+                value: "default-src 'self'; connect-src 'self' ws://\(authority); img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'none'")
+        }
+        let keepAlive = head.isKeepAlive && status == .ok
+        if !keepAlive { headers.add(name: "Connection", value: "close") }
+        context.write(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: status, headers: headers))), promise: nil)
+        if head.method != .HEAD {
+            context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: body)))), promise: nil)
+        }
+        let done = context.writeAndFlush(wrapOutboundOut(.end(nil)))
+        if !keepAlive {
+            let channel = context.channel
+            done.whenComplete { _ in channel.close(promise: nil) }
+        }
+    }
+
+    /// The path of a request's target, without its query.
+    static func path(of uri: String) -> String {
+        String(uri.prefix { $0 != "?" && $0 != "#" })
+    }
+
+    /// A query parameter's value (percent-decoding not needed: tokens are letters, digits, - and _).
+    static func query(_ uri: String, _ name: String) -> String? {
+        guard let q = uri.firstIndex(of: "?") else { return nil }
+        for pair in uri[uri.index(after: q)...].split(separator: "&") {
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            if parts.count == 2, parts[0] == name { return String(parts[1]) }
+        }
+        return nil
     }
 }
 
-/// Every response: only for this server's own Host (else 421), never cached, no other site's scripts, frames or
-/// referrers.
-struct StageHeaders: RouterMiddleware {
-    typealias Context = StageContext
-    let access: @Sendable () -> StageAccess
+/// A page's WebSocket once upgraded: its text messages are controls (each answered by a `reply`), pings answered,
+/// a close echoed; the hub writes to it through its ``StageClient``.
+final class StageSocketHandler<Presenter: StagePresenter>: ChannelInboundHandler {
+    typealias InboundIn = WebSocketFrame
+    typealias OutboundOut = WebSocketFrame
 
-    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        guard access().allowsHost(request.head.authority) else {
-            return Response(
-                status: .misdirectedRequest, headers: [.contentType: "text/plain; charset=utf-8"],
-                body: .init(byteBuffer: ByteBuffer(string: "This stage answers to its own address only.\n")))
+    let hub: StageHub<Presenter>
+    let client: StageClient
+    private var closing = false
+
+    init(hub: StageHub<Presenter>, client: StageClient) {
+        self.hub = hub
+        self.client = client
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        if !hub.join(client) {
+            close(context, code: .unknown(1013), reason: "the stage is full: try again later")
         }
-        var response = try await next(request, context)
-        let authority = request.head.authority ?? ""
-        response.headers[.contentSecurityPolicy] =
-            "default-src 'self'; connect-src 'self' ws://\(authority); img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
-        response.headers[.cacheControl] = "no-store"
-        response.headers[.init("Referrer-Policy")!] = "no-referrer"
-        response.headers[.init("X-Content-Type-Options")!] = "nosniff"
-        return response
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let frame = unwrapInboundIn(data)
+        switch frame.opcode {
+        case .text:
+            var data = frame.unmaskedData
+            let text = data.readString(length: data.readableBytes) ?? ""
+            client.post(type: "reply", hub.handle(text, client: client))
+        case .binary:
+            client.post(type: "reply", StageMessages.reply(id: nil, error: "text messages only"))
+        case .ping:
+            let pong = WebSocketFrame(fin: true, opcode: .pong, data: frame.unmaskedData)
+            context.writeAndFlush(wrapOutboundOut(pong), promise: nil)
+        case .connectionClose:
+            close(context, code: .normalClosure, reason: nil)
+        default:
+            break
+        }
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        client.pump()
+        context.fireChannelWritabilityChanged()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        hub.leave(client)
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        context.close(promise: nil)
+    }
+
+    private func close(_ context: ChannelHandlerContext, code: WebSocketErrorCode, reason: String?) {
+        guard !closing else { return }
+        closing = true
+        var data = context.channel.allocator.buffer(capacity: 2 + (reason?.utf8.count ?? 0))
+        data.write(webSocketErrorCode: code)
+        if let reason { data.writeString(reason) }
+        let channel = context.channel
+        context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .connectionClose, data: data))).whenComplete { _ in
+            channel.close(promise: nil)
+        }
     }
 }
 

@@ -117,6 +117,16 @@ struct StageMessagesTests {
         }
     }
 
+    @Test("The page compiled in is the page in Sources/LiveAudioStage/Web (scripts/stage-files.py was run)")
+    func pageFiles() throws {
+        let web = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../Sources/LiveAudioStage/Web").standardized
+        for (path, name) in StageAssets.sources {
+            let onDisk = try Data(contentsOf: web.appendingPathComponent(name))
+            let compiled = try #require(StageAssets.embedded.file(at: path))
+            #expect(Array(onDisk) == compiled.bytes, "\(name) differs from StageFiles.swift: run scripts/stage-files.py")
+        }
+    }
+
     @Test("A monitor hands every follower the same snapshots; stop ends them; refresh takes one at once")
     func monitor() async throws {
         let counter = Locked(0)
