@@ -19,9 +19,13 @@ public final class SnapshotMonitor<Snapshot: Sendable>: Sendable {
         var followers: [Int: AsyncStream<Snapshot>.Continuation] = [:]
         var nextFollower = 0
         var stopped = false
+        /// The ticket of the snapshot in `latest`: snapshots are taken on several threads (the sampler, a
+        /// refresh), and an older one finishing later must not replace a newer.
+        var latestTicket = 0
     }
     private let state: Locked<State>
     private let sampler = Locked<Task<Void, Never>?>(nil)
+    private let tickets = Atomic<Int>(1)
 
     /// Takes a first snapshot now, then one every `interval` seconds (at least 5 ms).
     public init(interval: Double = 1.0 / 30, take: @escaping @Sendable () -> Snapshot) {
@@ -30,10 +34,14 @@ public final class SnapshotMonitor<Snapshot: Sendable>: Sendable {
         state = Locked(State(latest: take()))
         let nanoseconds = UInt64(self.interval * 1e9)
         let task = Task.detached { [weak self] in
+            // On a grid from the start (a late wake-up does not push the ones after it): exactly 1 / interval a second.
+            var next = monotonicNanoseconds() + nanoseconds
             while !Task.isCancelled {
-                try? await Task.sleep(nanoseconds: nanoseconds)
+                let now = monotonicNanoseconds()
+                if next > now { try? await Task.sleep(nanoseconds: next - now) }
+                next = max(next + nanoseconds, monotonicNanoseconds())
                 guard !Task.isCancelled, let self else { return }
-                self.publish(self.take())
+                self.takeAndPublish()
             }
         }
         sampler.withLock { $0 = task }
@@ -74,9 +82,7 @@ public final class SnapshotMonitor<Snapshot: Sendable>: Sendable {
     /// Takes a snapshot now, out of turn (after a control, so that displays show it at once), and hands it out.
     @discardableResult
     public func refresh() -> Snapshot {
-        let s = take()
-        publish(s)
-        return s
+        takeAndPublish()
     }
 
     /// Stops sampling and ends every follower's updates; ``latest`` stays.
@@ -90,11 +96,18 @@ public final class SnapshotMonitor<Snapshot: Sendable>: Sendable {
         for c in followers { c.finish() }
     }
 
-    private func publish(_ snapshot: Snapshot) {
-        let followers = state.withLock { s -> [AsyncStream<Snapshot>.Continuation] in
+    @discardableResult
+    private func takeAndPublish() -> Snapshot {
+        let ticket = tickets.add(1, ordering: .relaxed).newValue
+        let snapshot = take()
+        // Handed out under the lock, so that followers get snapshots in the order they were taken (a yield does not
+        // wait).
+        state.withLock { s in
+            guard ticket > s.latestTicket else { return }
             s.latest = snapshot
-            return s.stopped ? [] : Array(s.followers.values)
+            s.latestTicket = ticket
+            if !s.stopped { for c in s.followers.values { c.yield(snapshot) } }
         }
-        for c in followers { c.yield(snapshot) }
+        return snapshot
     }
 }

@@ -15,6 +15,9 @@ import FoundationEssentials
 ///
 /// Page to server: `{"type": "control", "action": …, "id": …}` with the action's fields; see ``control(_:kind:)``.
 public enum StageMessages {
+    /// The reason of the close frame a page gets when the session ends (code 1000): the page stops reconnecting.
+    public static let endedReason = "the session has ended"
+
     /// The largest control message taken (bytes): anything longer gets an error reply and changes nothing.
     public static let maximumControlBytes = 4096
 

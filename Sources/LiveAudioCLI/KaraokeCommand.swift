@@ -260,7 +260,10 @@ struct Karaoke: AsyncParsableCommand {
             }
             // The stage shows the end, then closes; the session stops after it (its files complete).
             monitor.refresh()
-            await stageServer?.stop()
+            if let stageServer {
+                await stageServer.stop()
+                note("karaoke: the stage served \(stageServer.pagesServed) pages; \(stageServer.droppedSlowClients) were disconnected for not reading")
+            }
             let summary = await session.stop()
             withExtendedLifetime(signals) {}
             events.cancel()

@@ -137,7 +137,10 @@ struct Stream: AsyncParsableCommand {
             }
             line.clear()
             monitor.refresh()
-            await stageServer?.stop()
+            if let stageServer {
+                await stageServer.stop()
+                note("the stage served \(stageServer.pagesServed) pages; \(stageServer.droppedSlowClients) were disconnected for not reading")
+            }
             let summary = await session.stop()
             events?.cancel()
             withExtendedLifetime(signals) {}

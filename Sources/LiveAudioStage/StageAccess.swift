@@ -46,11 +46,14 @@ public struct StageAccess: Sendable, Equatable {
         return false
     }
 
-    /// Whether a WebSocket upgrade's Origin (nil: none sent) may connect to a server reached as `authority`.
+    /// Whether a WebSocket upgrade's Origin (nil: none sent) may connect to a server reached as `authority`: the
+    /// same scheme, host and port (80 written or not).
     public func allowsOrigin(_ origin: String?, authority: String?) -> Bool {
         guard let origin else { return true }
-        guard let authority else { return false }
-        return origin.lowercased() == "http://" + authority.lowercased()
+        guard let authority, origin.lowercased().hasPrefix("http://"),
+            let o = Self.split(String(origin.dropFirst(7))), let a = Self.split(authority)
+        else { return false }
+        return o.0.lowercased() == a.0.lowercased() && o.1 == a.1
     }
 
     /// Whether a connection that gave `token` (nil: none) may use the controls.
@@ -66,18 +69,18 @@ public struct StageAccess: Sendable, Equatable {
         return diff == 0
     }
 
-    /// `name:port` or `[v6]:port`, split.
+    /// `name:port` or `[v6]:port`, split; without a port, 80 (what a browser leaves out).
     static func split(_ authority: String) -> (String, Int)? {
         if authority.hasPrefix("[") {
             guard let close = authority.firstIndex(of: "]") else { return nil }
             let name = String(authority[authority.index(after: authority.startIndex)..<close])
             let rest = authority[authority.index(after: close)...]
+            if rest.isEmpty { return (name, 80) }
             guard rest.hasPrefix(":"), let port = Int(rest.dropFirst()) else { return nil }
             return (name, port)
         }
-        guard let colon = authority.lastIndex(of: ":"), let port = Int(authority[authority.index(after: colon)...]) else {
-            return nil
-        }
+        guard let colon = authority.lastIndex(of: ":") else { return authority.isEmpty ? nil : (authority, 80) }
+        guard let port = Int(authority[authority.index(after: colon)...]) else { return nil }
         return (String(authority[..<colon]), port)
     }
 

@@ -82,7 +82,8 @@ const token = new URLSearchParams(location.search).get("token");
 // What the page knows, also for tests and for anyone curious in the console.
 const stage = {
   connected: false, hello: null, tick: null, status: null, lyrics: null, score: null,
-  ticks: 0, connects: 0, lineChanges: [], lane: { line: -1, notes: [], points: [] }, replies: [],
+  ticks: 0, connects: 0, closes: [], ended: false, lineChanges: [], lane: { line: -1, notes: [], points: [] }, replies: [],
+  socket: null,
 };
 window.stage = stage;
 
@@ -93,6 +94,7 @@ let nextId = 1;
 function connect() {
   const url = `ws://${location.host}/ws` + (token ? `?token=${encodeURIComponent(token)}` : "");
   socket = new WebSocket(url);
+  stage.socket = socket;
   socket.onopen = () => {
     stage.connected = true;
     stage.connects += 1;
@@ -111,10 +113,17 @@ function connect() {
       case "reply": onReply(m); break;
     }
   };
-  socket.onclose = () => {
+  socket.onclose = (event) => {
     stage.connected = false;
-    $("connection").textContent = stage.status && stage.status.state === "ended"
-      ? "the session has ended" : "connection lost: reconnecting…";
+    stage.closes.push({ code: event.code, reason: event.reason });
+    if (event.code === 1000 && event.reason === "the session has ended") {
+      stage.ended = true;
+      $("connection").textContent = "the session has ended";
+      for (const e of document.querySelectorAll("#controls button, #controls input")) e.disabled = true;
+      return;
+    }
+    // A dropped connection (or a full stage, 1013): again, waiting longer each time up to 4 s.
+    $("connection").textContent = event.code === 1013 ? "the stage is full: trying again…" : "connection lost: reconnecting…";
     setTimeout(connect, backoff);
     backoff = Math.min(4000, backoff * 2);
   };

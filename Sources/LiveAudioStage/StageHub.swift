@@ -21,6 +21,7 @@ final class StageHub<Presenter: StagePresenter>: Sendable {
         var events: [(type: String, json: String)] = []
         var tick: String?
         var droppedSlow = 0
+        var joined = 0
         var closed = false
     }
     private let state = Locked(State())
@@ -33,43 +34,50 @@ final class StageHub<Presenter: StagePresenter>: Sendable {
 
     var clientCount: Int { state.withLock { $0.clients.count } }
     var droppedSlowClients: Int { state.withLock { $0.droppedSlow } }
+    var pagesServed: Int { state.withLock { $0.joined } }
     var hasRoom: Bool { state.withLock { !$0.closed && $0.clients.count < maximumClients } }
 
     /// Until cancelled: every snapshot becomes a tick for every page and, where they changed, events; a page whose
     /// write has waited longer than `slowClientTimeout` is closed.
     func broadcast(slowClientTimeout: Double) async {
         for await snapshot in monitor.updates() {
-            if Task.isCancelled { return }
-            let wall = Double(Self.wallMilliseconds())
-            let tick = presenter.tick(snapshot, wallMilliseconds: wall)
-            let events = presenter.events(snapshot)
-            let (clients, changed) = state.withLock { s -> ([StageClient], [(type: String, json: String)]) in
-                var changed: [(type: String, json: String)] = []
-                for e in events {
-                    if let i = s.events.firstIndex(where: { $0.type == e.type }) {
-                        if s.events[i].json != e.json {
-                            s.events[i] = e
-                            changed.append(e)
-                        }
-                    } else {
-                        s.events.append(e)
+            send(snapshot, slowClientTimeout: slowClientTimeout)
+            if Task.isCancelled { break }
+        }
+        // The session's last state (the owner refreshed the monitor before stopping the stage).
+        send(monitor.latest, slowClientTimeout: slowClientTimeout)
+    }
+
+    private func send(_ snapshot: Presenter.Snapshot, slowClientTimeout: Double) {
+        let wall = Double(Self.wallMilliseconds())
+        let tick = presenter.tick(snapshot, wallMilliseconds: wall)
+        let events = presenter.events(snapshot)
+        let (clients, changed) = state.withLock { s -> ([StageClient], [(type: String, json: String)]) in
+            var changed: [(type: String, json: String)] = []
+            for e in events {
+                if let i = s.events.firstIndex(where: { $0.type == e.type }) {
+                    if s.events[i].json != e.json {
+                        s.events[i] = e
                         changed.append(e)
                     }
+                } else {
+                    s.events.append(e)
+                    changed.append(e)
                 }
-                s.tick = tick
-                return (Array(s.clients.values), changed)
             }
-            let now = monotonicNanoseconds()
-            let limit = UInt64(slowClientTimeout * 1e9)
-            for client in clients {
-                if client.isStuck(now: now, limit: limit) {
-                    client.abort()
-                    remove(client, slow: true)
-                    continue
-                }
-                for e in changed { client.post(type: e.type, e.json) }
-                client.post(type: "tick", tick)
+            s.tick = tick
+            return (Array(s.clients.values), changed)
+        }
+        let now = monotonicNanoseconds()
+        let limit = UInt64(slowClientTimeout * 1e9)
+        for client in clients {
+            if client.isStuck(now: now, limit: limit) {
+                client.abort()
+                remove(client, slow: true)
+                continue
             }
+            for e in changed { client.post(type: e.type, e.json) }
+            client.post(type: "tick", tick)
         }
     }
 
@@ -79,6 +87,7 @@ final class StageHub<Presenter: StagePresenter>: Sendable {
             guard !s.closed, s.clients.count < maximumClients else { return false }
             client.id = s.nextID
             s.nextID += 1
+            s.joined += 1
             s.clients[client.id] = client
             client.post(type: "hello", presenter.hello(canControl: client.canControl))
             for e in s.events { client.post(type: e.type, e.json) }
@@ -217,15 +226,17 @@ final class StageClient: Sendable {
         outbox.withLock { $0.finished = true }
     }
 
-    /// A close frame (the session is over), then the connection's end.
+    /// A close frame (1000, ``StageMessages/endedReason``: the session is over, a page stops reconnecting), then the
+    /// connection's end.
     func close() {
         finish()
         let channel = channel
         channel.eventLoop.execute {
             // A page whose socket takes nothing more gets no close frame: it would wait behind the rest.
             guard channel.isWritable else { return channel.close(promise: nil) }
-            var data = channel.allocator.buffer(capacity: 2)
-            data.write(webSocketErrorCode: .goingAway)
+            var data = channel.allocator.buffer(capacity: 32)
+            data.write(webSocketErrorCode: .normalClosure)
+            data.writeString(StageMessages.endedReason)
             channel.writeAndFlush(WebSocketFrame(fin: true, opcode: .connectionClose, data: data)).whenComplete { _ in
                 channel.close(promise: nil)
             }

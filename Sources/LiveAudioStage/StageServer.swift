@@ -90,8 +90,9 @@ public final class StageServer<Presenter: StagePresenter>: Sendable {
         self.broadcast = broadcast
     }
 
-    /// Pages connected now, and pages disconnected for not reading.
+    /// Pages connected now, pages connected in all, and pages disconnected for not reading.
     public var clientCount: Int { hub.clientCount }
+    public var pagesServed: Int { hub.pagesServed }
     public var droppedSlowClients: Int { hub.droppedSlowClients }
 
     /// Starts serving; returns once listening.
@@ -111,12 +112,24 @@ public final class StageServer<Presenter: StagePresenter>: Sendable {
         let hub = StageHub(presenter: presenter, monitor: monitor, maximumClients: configuration.maximumClients)
         let accessBox = SharedValue(StageAccess(host: host, port: configuration.port, token: token, localNames: Self.localNames()))
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        // Every connection counts, pages and plain requests alike: beyond the pages' limit and a margin for the page's
+        // own files, a new one is closed at once (a flood of connections cannot take the process's descriptors).
+        let connections = Atomic<Int>(0)
+        let connectionLimit = configuration.maximumClients + 32
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 64)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
-            .childChannelOption(.writeBufferWaterMark, value: .init(low: 32 * 1024, high: 64 * 1024))
+            .childChannelOption(.writeBufferWaterMark, value: .init(low: 8 * 1024, high: 16 * 1024))
+            // The kernel's send buffer per connection, fixed (Linux doubles it: 32 KiB): ample for a page's 10 KB a
+            // second, and a page that stops reading is found in seconds, not after megabytes of autotuned buffer.
+            .childChannelOption(.socketOption(.so_sndbuf), value: 16 * 1024)
             .childChannelInitializer { channel in
+                let open = connections.add(1, ordering: .relaxed).newValue
+                channel.closeFuture.whenComplete { _ in connections.subtract(1, ordering: .relaxed) }
+                guard open <= connectionLimit else {
+                    return channel.close()
+                }
                 let access = accessBox.value
                 let upgrader = NIOWebSocketServerUpgrader(
                     maxFrameSize: 65_536, automaticErrorHandling: true,
@@ -137,9 +150,13 @@ public final class StageServer<Presenter: StagePresenter>: Sendable {
                         }
                     })
                 return channel.eventLoop.makeCompletedFuture {
+                    // Until a WebSocket takes over, a connection that sends nothing for 10 s is closed (a request sent
+                    // byte by byte, a connection opened and left); a page's WebSocket may be quiet for ever.
+                    try channel.pipeline.syncOperations.addHandler(IdleStateHandler(readTimeout: .seconds(10)), name: "stage-idle")
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline(
                         withServerUpgrade: (upgraders: [upgrader], completionHandler: { context in
                             context.pipeline.removeHandler(name: StageHTTPHandler.name, promise: nil)
+                            context.pipeline.removeHandler(name: "stage-idle", promise: nil)
                         }))
                     try channel.pipeline.syncOperations.addHandler(StageHTTPHandler(assets: assets, access: access), name: StageHTTPHandler.name)
                 }
@@ -154,14 +171,20 @@ public final class StageServer<Presenter: StagePresenter>: Sendable {
         let port = listener.localAddress?.port ?? configuration.port
         accessBox.value.port = port
         let broadcast = Task.detached { await hub.broadcast(slowClientTimeout: configuration.slowClientTimeout) }
-        let shownHost = host.contains(":") ? "[\(host)]" : (host == "0.0.0.0" ? (Self.localNames().first ?? host) : host)
+        // Bound to every address: an address of this computer's network, which a phone can open (its name may not
+        // resolve there).
+        let wildcard = host == "0.0.0.0" || host == "::"
+        let reachable = wildcard ? (Self.networkAddresses().first ?? "127.0.0.1") : host
+        let shownHost = reachable.contains(":") ? "[\(reachable)]" : reachable
         let url = "http://\(shownHost):\(port)/" + (token.map { "?token=" + $0 } ?? "")
         return StageServer(url: url, access: accessBox.value, hub: hub, group: group, listener: listener, broadcast: broadcast)
     }
 
-    /// Stops serving: the listener closes, every page gets a close frame and its connection ends.
+    /// Stops serving: the listener closes, every page gets the session's last state and a close frame saying it has
+    /// ended (a page then stops reconnecting), and its connection ends.
     public func stop() async {
         broadcast.cancel()
+        await broadcast.value
         try? await listener.close()
         await hub.closeAll()
         try? await group.shutdownGracefully()
@@ -174,6 +197,28 @@ public final class StageServer<Presenter: StagePresenter>: Sendable {
             let h = String(UInt8.random(in: 0...255, using: &rng), radix: 16)
             return h.count == 1 ? "0" + h : h
         }.joined()
+    }
+
+    /// This computer's IPv4 addresses other than loopback, then its IPv6 ones (not link-local).
+    static func networkAddresses() -> [String] {
+        var list: UnsafeMutablePointer<ifaddrs>?
+        guard getifaddrs(&list) == 0, let first = list else { return [] }
+        defer { freeifaddrs(list) }
+        var v4: [String] = [], v6: [String] = []
+        var cursor: UnsafeMutablePointer<ifaddrs>? = first
+        while let entry = cursor {
+            defer { cursor = entry.pointee.ifa_next }
+            guard let address = entry.pointee.ifa_addr else { continue }
+            let family = Int32(address.pointee.sa_family)
+            guard family == AF_INET || family == AF_INET6 else { continue }
+            var text = [CChar](repeating: 0, count: Int(NI_MAXHOST))
+            let length = socklen_t(family == AF_INET ? MemoryLayout<sockaddr_in>.size : MemoryLayout<sockaddr_in6>.size)
+            guard getnameinfo(address, length, &text, socklen_t(text.count), nil, 0, NI_NUMERICHOST) == 0 else { continue }
+            let name = String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            if family == AF_INET, !name.hasPrefix("127.") { v4.append(name) }
+            if family == AF_INET6, name != "::1", !name.lowercased().hasPrefix("fe80") { v6.append(name) }
+        }
+        return v4 + v6
     }
 
     /// This computer's name (and name.local), for a page reached by it.
@@ -212,6 +257,14 @@ final class StageHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
         }
     }
 
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if event is IdleStateHandler.IdleStateEvent {
+            context.close(promise: nil)
+        } else {
+            context.fireUserInboundEventTriggered(event)
+        }
+    }
+
     private func respond(_ context: ChannelHandlerContext, _ head: HTTPRequestHead) {
         let authority = head.headers["Host"].first
         let path = Self.path(of: head.uri)
@@ -245,8 +298,10 @@ final class StageHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
                 name: "Content-Security-Policy",
                 value: "default-src 'self'; connect-src 'self' ws://\(authority); img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'none'")
         }
-        let keepAlive = head.isKeepAlive && status == .ok
-        if !keepAlive { headers.add(name: "Connection", value: "close") }
+        // One response a connection: a client that sends requests and reads no answers gets one answer, not a
+        // queue of them (the page's three files cost three connections, on a local network nothing).
+        let keepAlive = false
+        headers.add(name: "Connection", value: "close")
         context.write(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: status, headers: headers))), promise: nil)
         if head.method != .HEAD {
             context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: body)))), promise: nil)
@@ -305,6 +360,8 @@ final class StageSocketHandler<Presenter: StagePresenter>: ChannelInboundHandler
         case .binary:
             client.post(type: "reply", StageMessages.reply(id: nil, error: "text messages only"))
         case .ping:
+            // Not to a page that does not read: pings sent without reading would pile pongs up.
+            guard context.channel.isWritable else { return }
             let pong = WebSocketFrame(fin: true, opcode: .pong, data: frame.unmaskedData)
             context.writeAndFlush(wrapOutboundOut(pong), promise: nil)
         case .connectionClose:

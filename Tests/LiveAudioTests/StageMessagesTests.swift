@@ -102,6 +102,11 @@ struct StageMessagesTests {
         #expect(everywhere.allowsHost("[fe80::1]:9000"))
         #expect(!everywhere.allowsHost("rebound.example:9000") && !everywhere.allowsHost("10.0.0.7:9001"))
         #expect(StageAccess.isLoopback("127.0.0.1") && StageAccess.isLoopback("localhost") && !StageAccess.isLoopback("127.0.0.2"))
+        // Port 80 may go unwritten, in the Host and in the Origin alike.
+        let web = StageAccess(host: "127.0.0.1", port: 80, token: nil)
+        #expect(web.allowsHost("127.0.0.1") && web.allowsHost("localhost:80") && !web.allowsHost("127.0.0.1:8080"))
+        #expect(web.allowsOrigin("http://127.0.0.1", authority: "127.0.0.1:80") && !web.allowsOrigin("http://127.0.0.1:81", authority: "127.0.0.1"))
+        #expect(!local.allowsOrigin("https://127.0.0.1:8080", authority: "127.0.0.1:8080") && !local.allowsOrigin("http://127.0.0.1:8080.evil.example", authority: "127.0.0.1:8080"))
     }
 
     @Test("--web takes PORT, HOST:PORT or [IPv6]:PORT")

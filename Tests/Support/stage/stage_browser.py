@@ -182,6 +182,14 @@ def main():
             line: document.getElementById('line').textContent, slider: document.getElementById('volume-accompaniment').value,
             key: document.getElementById('key').textContent}""")
         results["afterReloadB"] = status(tab_b)
+        # A connection that drops: the page reconnects by itself.
+        connects = d.execute_script("return window.stage.connects")
+        d.execute_script("window.stage.socket.close(4000, 'test')")
+        end = time.time() + 5
+        while time.time() < end and not d.execute_script("return window.stage.connected && window.stage.connects > %d" % connects):
+            time.sleep(0.05)
+        results["reconnected"] = d.execute_script("return {connected: window.stage.connected, connects: window.stage.connects}")
+        results["reconnectedAfter"] = d.execute_script("return %d" % connects)
         wait_position(args.stop_at)
         # Before the stop: the line changes tab B saw (tab A was reloaded).
         d.switch_to.window(tab_b)
@@ -189,6 +197,20 @@ def main():
         d.switch_to.window(tab_a)
         results["lineChangesA"] = d.execute_script("return window.__lineChanges")
         results["hello"] = d.execute_script("return window.stage.hello")
+        # Every control is a labelled standard element (a name a screen reader reads), every reading text.
+        results["unlabelled"] = d.execute_script("""
+          const bad = [];
+          for (const e of document.querySelectorAll('input, select, textarea')) {
+            if (!(e.labels && e.labels.length) && !e.getAttribute('aria-label')) bad.push(e.id || e.outerHTML.slice(0, 60));
+          }
+          for (const b of document.querySelectorAll('button')) {
+            if (!(b.getAttribute('aria-label') || b.textContent.trim())) bad.push(b.id || b.outerHTML.slice(0, 60));
+          }
+          return bad;""")
+        results["ranges"] = d.execute_script("""return Array.from(document.querySelectorAll('input[type=range]'))
+          .map(e => ({id: e.id, label: e.labels.length ? e.labels[0].textContent : null}))""")
+        results["texts"] = d.execute_script("""return {score: document.getElementById('score').textContent,
+          position: document.getElementById('position').textContent, status: document.getElementById('status-line').textContent}""")
         results["stopWallMs"] = time.time() * 1000
         results["actions"]["stop"] = click(tab_b, "stop")
         stop_clicked = time.time()
@@ -199,6 +221,9 @@ def main():
         results["exitSeconds"] = time.time() - stop_clicked
         time.sleep(0.5)
         results["connectedAfterStop"] = d.execute_script("return window.stage.connected")
+        d.switch_to.window(tab_b)
+        results["endB"] = d.execute_script("return {ended: window.stage.ended, closes: window.stage.closes, connection: document.getElementById('connection').textContent}")
+        d.switch_to.window(tab_a)
         results["console"] = d.get_log("browser")
         requests = []
         for entry in d.get_log("performance"):

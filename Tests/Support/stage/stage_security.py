@@ -96,9 +96,9 @@ def current_status(authority, token):
 
 
 def silent_client(host, port, authority, token):
-    """A WebSocket client that upgrades and then never reads: a 4 KiB receive buffer, kept open."""
+    """A WebSocket client that upgrades and then never reads: the smallest receive buffer, kept open."""
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1)  # the kernel's least
     s.connect((host, port))
     key = base64.b64encode(os.urandom(16)).decode()
     s.sendall(("GET /ws?token=%s HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
@@ -149,6 +149,30 @@ def main():
         r["otherHost"], body = http_get(host, port, "/", "rebound.example:%d" % port)
         r["otherHostBody"] = body.decode(errors="replace")[-200:]
         r["otherHostWebSocket"] = upgrade_status(host, port, "rebound.example:%d" % port, token, None)
+        r["foreignOriginStatus"] = upgrade_status(host, port, authority, token, "http://evil.example")
+        # Requests sent one after another without reading the answers: one answer, then the connection closes.
+        s = socket.create_connection((host, port), timeout=10)
+        s.sendall(("GET /stage.js HTTP/1.1\r\nHost: %s\r\n\r\n" % authority).encode() * 50)
+        data = b""
+        while True:
+            try:
+                chunk = s.recv(65536)
+            except ConnectionResetError:
+                break  # closed with the other requests unread: the kernel resets, as it should
+            if not chunk:
+                break
+            data += chunk
+        s.close()
+        r["pipelinedAnswers"] = data.count(b"HTTP/1.1 ")
+        # A connection that sends nothing is closed.
+        s = socket.create_connection((host, port), timeout=30)
+        opened = time.time()
+        try:
+            r["idleRead"] = len(s.recv(1))
+        except OSError as e:
+            r["idleRead"] = str(e)
+        r["idleClosedAfter"] = time.time() - opened
+        s.close()
         r["ownHostWebSocket"] = upgrade_status(host, port, authority, token, None)
         # Without the token: state yes, controls no.
         with connect("ws://%s/ws" % authority, open_timeout=5) as ws:
@@ -187,7 +211,7 @@ def main():
             after = current_status(authority, token)
             r["badVolumes"] = [before and before["volumes"], after and after["volumes"]]
             r["goodReply"] = control(ws, {"type": "control", "id": "h", "action": "volume", "part": "voice", "db": -3})
-            r["goodStatus"] = newest(ws, "status")
+            r["goodStatus"] = current_status(authority, token)
             # Clients that never read, beside one that does.
             r["rssBefore"] = rss_kib(proc.pid)
             for _ in range(100):
