@@ -192,6 +192,16 @@ struct StageTests {
             #expect(shown.trimmingCharacters(in: .whitespaces) == lines[k].text, "after the reload at \(p) s: '\(shown)'")
         }
 
+        // The keyboard alone moves a volume (each arrow key a 1 dB step); seek moves the song.
+        let keyboard = (r["afterKeyboard"] as? [String: Any])?["volumes"] as? [String: Any]
+        #expect((keyboard?["monitorVoice"] as? Double) == -3, "\(String(describing: keyboard))")
+        let seek = r["seek"] as? [String: Double] ?? [:]
+        if let from = seek["from"], let to = seek["to"], let now = seek["now"] {
+            #expect(now >= to && now < to + 0.6 && now < from, "seek: \(seek)")
+        } else {
+            Issue.record("no seek: \(seek)")
+        }
+
         // Pause holds the position (from the other tab).
         let held = (r["pausedPositions"] as? [Double] ?? [])
         #expect(held.count >= 10 && (held.max()! - held.min()!) < 0.05, "positions while paused: \(held)")

@@ -28,6 +28,7 @@ import time
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
 
 OBSERVER = """
 window.__lineChanges = [];
@@ -167,6 +168,16 @@ def main():
             held.append(position())
         results["pausedPositions"] = held
         results["actions"]["resume"] = click(tab_b, "pause")
+        # By keyboard alone: the headphone voice's slider focused, three steps down with the arrow key.
+        d.find_element(By.ID, "volume-monitorVoice").send_keys(Keys.ARROW_LEFT, Keys.ARROW_LEFT, Keys.ARROW_LEFT)
+        time.sleep(0.5)
+        results["afterKeyboard"] = status(tab_a)
+        # Seek: a second back within the line being sung (no line boundary crossed), from the seek slider.
+        before_seek = position()
+        target = before_seek - 1.0
+        d.execute_script("const i = document.getElementById('seek'); i.value = arguments[0]; i.dispatchEvent(new Event('change'))", target)
+        time.sleep(0.4)
+        results["seek"] = {"from": before_seek, "to": target, "now": position()}
         # A reload picks up where the session is.
         wait_position(args.reload_at)
         results["actions"]["reload"] = position()
