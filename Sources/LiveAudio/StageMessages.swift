@@ -121,7 +121,7 @@ public enum StageMessages {
                 guard seconds >= 0 else { throw refuse("seek: seconds must be 0 or more") }
                 control = .seek(seconds: seconds)
             case "stop": control = .stop
-            default: throw refuse("unknown action \(jsonQuoted(String(action.prefix(32))))")
+            default: throw refuse("unknown action \(Self.shown(action))")
             }
             return Request(id: id, control: .karaoke(control))
         case .stream:
@@ -130,10 +130,15 @@ public enum StageMessages {
             case "volume": control = .setVolume(decibels: try decibels())
             case "mute": control = .setMuted(try flag("on"))
             case "stop": control = .stop
-            default: throw refuse("unknown action \(jsonQuoted(String(action.prefix(32))))")
+            default: throw refuse("unknown action \(Self.shown(action))")
             }
             return Request(id: id, control: .stream(control))
         }
+    }
+
+    /// A page's text in a reason: letters, digits, - and _ only, at most 32 (never a long or escaped echo).
+    static func shown(_ text: String) -> String {
+        "\"" + String(text.filter { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") }.prefix(32)) + "\""
     }
 
     /// The reply to a control: `{"type":"reply","id":…,"ok":true}` or with `"ok":false,"error":…`.

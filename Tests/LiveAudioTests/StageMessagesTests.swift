@@ -68,6 +68,9 @@ struct StageMessagesTests {
         // An unknown action is not echoed at length.
         let echo = refusal(#"{"type":"control","action":""# + String(repeating: "a", count: 500) + #""}"#)
         #expect((echo?.message.count ?? 999) < 80)
+        // Nor escaped at length (control characters would each take six in a JSON reply).
+        let escaped = refusal(#"{"type":"control","action":""# + String(repeating: #"\u0001"#, count: 40) + #""}"#)
+        #expect((escaped?.message.count ?? 999) < 80, "\(String(describing: escaped))")
     }
 
     @Test("Replies are JSON objects a page can read")
