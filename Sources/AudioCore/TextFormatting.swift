@@ -97,3 +97,29 @@ extension String {
         count >= width ? String(prefix(width)) : self + String(repeating: " ", count: width - count)
     }
 }
+
+extension String {
+    /// The text as a JSON string literal: quotes, backslashes and control characters escaped, and `<`, U+2028 and
+    /// U+2029 as well (so that the JSON can sit inside a page's script as it is).
+    package var jsonLiteral: String {
+        var out = "\""
+        for scalar in unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            case "<": out += "\\u003c"
+            default:
+                if scalar.value < 0x20 || scalar.value == 0x2028 || scalar.value == 0x2029 {
+                    let hex = String(scalar.value, radix: 16)
+                    out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+                } else {
+                    out.unicodeScalars.append(scalar)
+                }
+            }
+        }
+        return out + "\""
+    }
+}

@@ -1,3 +1,4 @@
+import AudioCore
 import FoundationEssentials
 
 /// The stage's messages, both ways, as JSON text: what the server sends a page (``StageMessages``' encoders) and
@@ -160,12 +161,12 @@ struct JSONObject {
     private mutating func key(_ k: String) {
         text += empty ? "" : ","
         empty = false
-        text += jsonQuoted(k) + ":"
+        text += k.jsonLiteral + ":"
     }
 
     mutating func add(_ k: String, _ v: String?) {
         key(k)
-        text += v.map(jsonQuoted) ?? "null"
+        text += v?.jsonLiteral ?? "null"
     }
 
     mutating func add(_ k: String, _ v: Double?) {
@@ -204,27 +205,4 @@ func jsonNumber(_ v: Double?) -> String {
     let r = (v * 10_000).rounded() / 10_000
     if r == r.rounded(), abs(r) < 1e15 { return String(Int64(r)) }
     return String(r)
-}
-
-/// `text` as a JSON string literal.
-func jsonQuoted(_ text: String) -> String {
-    var out = "\""
-    for scalar in text.unicodeScalars {
-        switch scalar {
-        case "\"": out += "\\\""
-        case "\\": out += "\\\\"
-        case "\n": out += "\\n"
-        case "\r": out += "\\r"
-        case "\t": out += "\\t"
-        case "<": out += "\\u003c"  // never "</script>" in a page
-        default:
-            if scalar.value < 0x20 || scalar.value == 0x2028 || scalar.value == 0x2029 {
-                let hex = String(scalar.value, radix: 16)
-                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-            } else {
-                out.unicodeScalars.append(scalar)
-            }
-        }
-    }
-    return out + "\""
 }

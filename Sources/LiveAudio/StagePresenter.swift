@@ -123,7 +123,7 @@ public struct KaraokeStagePresenter: StagePresenter {
         status.add("xruns", s.xruns)
         status.add("drops", s.droppedFrames)
         status.add("underruns", s.underruns)
-        status.add("outputs", raw: "[" + s.outputs.map(jsonQuoted).joined(separator: ",") + "]")
+        status.add("outputs", raw: "[" + s.outputs.map(\.jsonLiteral).joined(separator: ",") + "]")
         status.add("stopRequested", s.stopRequested)
         var events = [(type: "status", json: status.json)]
         if let a = s.singAlong {

@@ -241,38 +241,16 @@ extension SingingScore.Result {
         out += "  \"total\": \(total),\n"
         out += "  \"notes\": \(number(notes)),\n  \"golden\": \(number(golden)),\n  \"lineBonus\": \(number(lineBonus)),\n"
         out += "  \"beatsJudged\": \(beatsJudged),\n  \"beatsHit\": \(beatsHit),\n"
-        out += "  \"difficulty\": \(jsonString(difficulty.rawValue)),\n"
+        out += "  \"difficulty\": \(difficulty.rawValue.jsonLiteral),\n"
         out += "  \"roundTripMilliseconds\": \(number(roundTripSeconds * 1000)),\n"
         out += "  \"lines\": ["
         for (k, line) in lines.enumerated() {
             out += k == 0 ? "\n" : ",\n"
-            out += "    {\"index\": \(line.index), \"text\": \(jsonString(line.text)), \"start\": \(number(line.start)), "
+            out += "    {\"index\": \(line.index), \"text\": \(line.text.jsonLiteral), \"start\": \(number(line.start)), "
             out += "\"end\": \(number(line.end)), \"hitRatio\": \(number(line.hitRatio)), \"points\": \(number(line.points)), "
-            out += "\"rating\": \(jsonString(line.rating))}"
+            out += "\"rating\": \(line.rating.jsonLiteral)}"
         }
         out += lines.isEmpty ? "]\n}\n" : "\n  ]\n}\n"
         return out
     }
-}
-
-/// `text` as a JSON string literal.
-func jsonString(_ text: String) -> String {
-    var out = "\""
-    for scalar in text.unicodeScalars {
-        switch scalar {
-        case "\"": out += "\\\""
-        case "\\": out += "\\\\"
-        case "\n": out += "\\n"
-        case "\r": out += "\\r"
-        case "\t": out += "\\t"
-        default:
-            if scalar.value < 0x20 {
-                let hex = String(scalar.value, radix: 16)
-                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-            } else {
-                out.unicodeScalars.append(scalar)
-            }
-        }
-    }
-    return out + "\""
 }

@@ -17,18 +17,13 @@ Usage: stage_browser.py --out RESULTS.json --cwd DIR [--slider-at S --lane-at S 
 """
 import argparse
 import json
-import os
-import re
-import signal
 import subprocess
-import sys
-import threading
 import time
 
-from selenium import webdriver
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
+
+from stage_run import Liveaudio, chromium, command
 
 OBSERVER = """
 window.__lineChanges = [];
@@ -45,17 +40,6 @@ document.addEventListener('DOMContentLoaded', () => {
 """
 
 
-def driver():
-    o = webdriver.ChromeOptions()
-    for a in ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-              "--disable-background-timer-throttling", "--disable-renderer-backgrounding",
-              "--disable-backgrounding-occluded-windows", "--window-size=1200,1000"]:
-        o.add_argument(a)
-    o.binary_location = "/usr/bin/chromium"
-    o.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
-    return webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=o)
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
@@ -68,40 +52,20 @@ def main():
     ap.add_argument("--stop-at", type=float, default=18)
     ap.add_argument("command", nargs=argparse.REMAINDER)
     args = ap.parse_args()
-    command = args.command[1:] if args.command and args.command[0] == "--" else args.command
     results = {"actions": {}, "samples": [], "errors": []}
-    proc = subprocess.Popen(command, cwd=args.cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    results["pid"] = proc.pid
-    stderr_lines, stdout_lines = [], []
-    url_found = threading.Event()
-    url = {}
-
-    def read_err():
-        for line in proc.stderr:
-            stderr_lines.append(line.rstrip("\n"))
-            m = re.search(r"the stage is at (http://\S+)", line)
-            if m:
-                url["value"] = m.group(1)
-                url_found.set()
-
-    def read_out():
-        for line in proc.stdout:
-            stdout_lines.append(line.rstrip("\n"))
-
-    threading.Thread(target=read_err, daemon=True).start()
-    threading.Thread(target=read_out, daemon=True).start()
+    proc = Liveaudio(command(args), args.cwd)
     d = None
     try:
-        if not url_found.wait(60):
-            raise RuntimeError("liveaudio printed no stage address: " + " | ".join(stderr_lines[-5:]))
-        results["url"] = url["value"]
-        d = driver()
+        url = proc.url()
+        results["url"] = url
+        d = chromium(["--disable-background-timer-throttling", "--disable-renderer-backgrounding",
+                      "--disable-backgrounding-occluded-windows", "--window-size=1200,1000"], logs=("browser", "performance"))
         d.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": OBSERVER})
-        d.get(url["value"])
+        d.get(url)
         tab_a = d.current_window_handle
         d.switch_to.new_window("tab")
         d.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": OBSERVER})
-        d.get(url["value"])
+        d.get(url)
         tab_b = d.current_window_handle
         d.switch_to.window(tab_a)
 
@@ -226,7 +190,7 @@ def main():
         results["actions"]["stop"] = click(tab_b, "stop")
         stop_clicked = time.time()
         try:
-            proc.wait(timeout=30)
+            proc.proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             results["errors"].append("liveaudio did not exit within 30 s of the stop")
         results["exitSeconds"] = time.time() - stop_clicked
@@ -252,17 +216,8 @@ def main():
                 d.quit()
             except Exception:  # noqa: BLE001
                 pass
-        if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGINT)
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.kill(proc.pid, signal.SIGKILL)
-                proc.wait()
-        time.sleep(0.2)
-        results["exitStatus"] = proc.returncode
-        results["stdout"] = stdout_lines
-        results["stderr"] = stderr_lines
+        proc.stop()
+        proc.report(results)
         with open(args.out, "w") as f:
             json.dump(results, f)
 

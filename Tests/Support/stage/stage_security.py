@@ -15,19 +15,17 @@ StageTests judges it.
 Usage: stage_security.py --out RESULTS.json --cwd DIR [--flood-seconds S] -- LIVEAUDIO ARGS…
 """
 import argparse
+import base64
 import json
 import os
-import re
-import signal
 import socket
-import subprocess
-import threading
 import time
-import base64
 from urllib.parse import urlparse
 
 from websockets.sync.client import connect
 from websockets.exceptions import InvalidStatus
+
+from stage_run import Liveaudio, command
 
 
 def rss_kib(pid):
@@ -113,33 +111,12 @@ def main():
     ap.add_argument("--flood-seconds", type=float, default=15)
     ap.add_argument("command", nargs=argparse.REMAINDER)
     args = ap.parse_args()
-    command = args.command[1:] if args.command and args.command[0] == "--" else args.command
     r = {"errors": []}
-    proc = subprocess.Popen(command, cwd=args.cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    stderr_lines, stdout_lines = [], []
-    found = threading.Event()
-    url = {}
-
-    def read_err():
-        for line in proc.stderr:
-            stderr_lines.append(line.rstrip("\n"))
-            m = re.search(r"the stage is at (http://\S+)", line)
-            if m:
-                url["value"] = m.group(1)
-                found.set()
-
-    def read_out():
-        for line in proc.stdout:
-            stdout_lines.append(line.rstrip("\n"))
-
-    threading.Thread(target=read_err, daemon=True).start()
-    threading.Thread(target=read_out, daemon=True).start()
+    proc = Liveaudio(command(args), args.cwd)
     silent = []
     try:
-        if not found.wait(60):
-            raise RuntimeError("no stage address: " + " | ".join(stderr_lines[-5:]))
-        r["url"] = url["value"]
-        u = urlparse(url["value"])
+        r["url"] = proc.url()
+        u = urlparse(r["url"])
         host, port = u.hostname, u.port
         authority = "%s:%d" % (host, port)
         token = dict(p.split("=", 1) for p in u.query.split("&") if "=" in p).get("token")
@@ -213,7 +190,7 @@ def main():
             r["goodReply"] = control(ws, {"type": "control", "id": "h", "action": "volume", "part": "voice", "db": -3})
             r["goodStatus"] = current_status(authority, token)
             # Clients that never read, beside one that does.
-            r["rssBefore"] = rss_kib(proc.pid)
+            r["rssBefore"] = rss_kib(proc.proc.pid)
             for _ in range(100):
                 silent.append(silent_client(host, port, authority, token))
             ticks = 0
@@ -227,26 +204,17 @@ def main():
                 except TimeoutError:
                     pass
                 if not samples or time.time() - samples[-1][0] >= 1:
-                    samples.append((time.time(), rss_kib(proc.pid)))
+                    samples.append((time.time(), rss_kib(proc.proc.pid)))
             r["readerTicksPerSecond"] = ticks / (time.time() - start)
             r["rssDuring"] = [s[1] for s in samples]
-        r["rssAfter"] = rss_kib(proc.pid)
+        r["rssAfter"] = rss_kib(proc.proc.pid)
     except Exception as e:  # noqa: BLE001 - every failure goes to the test
         r["errors"].append("%s: %s" % (type(e).__name__, e))
     finally:
         for s in silent:
             s.close()
-        if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGINT)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.kill(proc.pid, signal.SIGKILL)
-                proc.wait()
-        time.sleep(0.2)
-        r["exitStatus"] = proc.returncode
-        r["stdout"] = stdout_lines
-        r["stderr"] = stderr_lines
+        proc.stop()
+        proc.report(r)
         with open(args.out, "w") as f:
             json.dump(r, f)
 

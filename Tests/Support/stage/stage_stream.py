@@ -8,16 +8,12 @@ Usage: stage_stream.py --out RESULTS.json --cwd DIR [--mute-at S --unmute-at S -
 """
 import argparse
 import json
-import os
-import re
-import signal
 import subprocess
-import threading
 import time
 
-from selenium import webdriver
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
+
+from stage_run import Liveaudio, chromium, command
 
 
 def main():
@@ -30,39 +26,13 @@ def main():
     ap.add_argument("--stop-at", type=float, default=9)
     ap.add_argument("command", nargs=argparse.REMAINDER)
     args = ap.parse_args()
-    command = args.command[1:] if args.command and args.command[0] == "--" else args.command
     r = {"actions": {}, "samples": [], "errors": []}
-    proc = subprocess.Popen(command, cwd=args.cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    out, err = [], []
-    found = threading.Event()
-    url = {}
-
-    def read_err():
-        for line in proc.stderr:
-            err.append(line.rstrip("\n"))
-            m = re.search(r"the stage is at (http://\S+)", line)
-            if m:
-                url["value"] = m.group(1)
-                found.set()
-
-    def read_out():
-        for line in proc.stdout:
-            out.append(line.rstrip("\n"))
-
-    threading.Thread(target=read_err, daemon=True).start()
-    threading.Thread(target=read_out, daemon=True).start()
+    proc = Liveaudio(command(args), args.cwd)
     d = None
     try:
-        if not found.wait(60):
-            raise RuntimeError("no stage address: " + " | ".join(err[-5:]))
-        r["url"] = url["value"]
-        o = webdriver.ChromeOptions()
-        for a in ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"]:
-            o.add_argument(a)
-        o.binary_location = "/usr/bin/chromium"
-        o.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-        d = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=o)
-        d.get(url["value"])
+        r["url"] = proc.url()
+        d = chromium()
+        d.get(r["url"])
 
         def seconds():
             return d.execute_script("return window.stage && window.stage.tick ? window.stage.tick.position : null")
@@ -101,7 +71,7 @@ def main():
         d.find_element(By.ID, "stop").click()
         r["actions"]["stop"] = seconds()
         try:
-            proc.wait(timeout=30)
+            proc.proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             r["errors"].append("liveaudio did not exit within 30 s of the stop")
         r["console"] = d.get_log("browser")
@@ -113,17 +83,8 @@ def main():
                 d.quit()
             except Exception:  # noqa: BLE001
                 pass
-        if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGINT)
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.kill(proc.pid, signal.SIGKILL)
-                proc.wait()
-        time.sleep(0.2)
-        r["exitStatus"] = proc.returncode
-        r["stdout"] = out
-        r["stderr"] = err
+        proc.stop()
+        proc.report(r)
         with open(args.out, "w") as f:
             json.dump(r, f)
 
