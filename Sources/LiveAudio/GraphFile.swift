@@ -411,7 +411,10 @@ public struct UnitRegistry: Sendable {
         r.register("dynamics") { (f: inout NodeFields) throws(AudioError) in try DynamicsUnit(format: f.format) }
         r.register("reverb") { (f: inout NodeFields) throws(AudioError) in try ReverbUnit(format: f.format) }
         r.register("delay") { (f: inout NodeFields) throws(AudioError) in try DelayUnit(format: f.format) }
-        r.register("limiter") { (f: inout NodeFields) throws(AudioError) in try LimiterUnit(format: f.format) }
+        r.register("limiter") { (f: inout NodeFields) throws(AudioError) in
+            // "truePeak": true holds the oversampled peaks under the ceiling (a loudness normaliser's dBTP).
+            try LimiterUnit(format: f.format, truePeak: try f.bool("truePeak", default: false))
+        }
         r.register("sampleDelay") { (f: inout NodeFields) throws(AudioError) in
             let maximum = try f.integer("maximumDelayFrames", default: Int((2 * f.format.sampleRate).rounded()), in: 0...(1 << 26))
             let frames = try f.integer("delayFrames", default: 0, in: 0...maximum)

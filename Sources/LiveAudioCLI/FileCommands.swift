@@ -37,6 +37,15 @@ struct Encode: ParsableCommand {
     @Option(name: .customLong("sample-format"), help: "WAV samples: s16, s24, s32 or f32.")
     var sampleFormat: String = "s16"
 
+    @Option(
+        help: ArgumentHelp(
+            "Normalize to this integrated loudness (default -14 LUFS): measure, then a gain; a true-peak limiter holds the peaks if the gain would push them over --true-peak.",
+            valueName: "=LUFS"))
+    var normalize: String?
+
+    @Option(name: .customLong("true-peak"), help: "The true-peak ceiling for --normalize, dBTP.")
+    var truePeak: Double = -1
+
     func run() throws {
         let stop = StopFlag()
         let signals = StopSignals { stop.set() }
@@ -44,7 +53,8 @@ struct Encode: ParsableCommand {
         do throws(AudioError) {
             let summary = try FileEncoding(
                 input: input, output: output, bitrate: bitrate, channels: channels, sampleRate: sampleRate,
-                profile: profile, sampleFormat: sampleFormat
+                profile: profile, sampleFormat: sampleFormat,
+                normalize: try NormalizeOption.target(normalize, default: -14, ceiling: truePeak), truePeakCeiling: truePeak
             ).run(stop: stop)
             print(summary)
         } catch {
@@ -68,6 +78,9 @@ struct FileEncoding {
     let sampleRate: Int?
     let profile: String
     let sampleFormat: String
+    /// The loudness target of `--normalize`, LUFS.
+    var normalize: Double? = nil
+    var truePeakCeiling = -1.0
 
     static func parseBitRate(_ text: String) throws(AudioError) -> Int {
         let t = text.lowercased()
@@ -81,9 +94,10 @@ struct FileEncoding {
     /// Reads `reader` to the end (or until `stop` is set) in 4096-frame chunks, giving each to `write`; returns the
     /// frames read and whether it was stopped early.
     /// On a terminal, how far it is on a progress line (standard error).
-    func pump(_ reader: any AudioFileReader, stop: StopFlag, _ write: (BufferView) throws(AudioError) -> Void)
-        throws(AudioError) -> (Int64, Bool)
-    {
+    func pump(
+        _ reader: any AudioFileReader, stop: StopFlag, _ normalizer: LoudnessNormalizer? = nil,
+        _ write: (BufferView) throws(AudioError) -> Void
+    ) throws(AudioError) -> (Int64, Bool) {
         let chunk = PCMBuffer(channelCount: reader.channelCount, capacity: 4096)
         var frames: Int64 = 0
         let line = ProgressLine("encoding", total: reader.frameCount > 0 ? reader.duration : nil)
@@ -91,9 +105,18 @@ struct FileEncoding {
         while !stop.isSet {
             let got = try reader.read(into: chunk.view(frames: chunk.capacity))
             if got == 0 { break }
-            try write(chunk.view(frames: got))
+            if let normalizer {
+                let out = try normalizer.process(chunk.view(frames: got))
+                if out.frameCount > 0 { try write(out) }
+            } else {
+                try write(chunk.view(frames: got))
+            }
             frames += Int64(got)
             line.update(done: Double(frames) / reader.sampleRate)
+        }
+        if let normalizer {
+            let tail = try normalizer.finish()
+            if tail.frameCount > 0 { try write(tail) }
         }
         line.update(done: Double(frames) / reader.sampleRate, force: true)
         return (frames, stop.isSet)
@@ -114,7 +137,22 @@ struct FileEncoding {
         guard input != output else { throw AudioError(.invalidParameter, "the output would overwrite the input") }
         try Preflight.checkFolder(forWriting: output)
         let started = Date()
-        let reader = try AudioFile.open(path: input, sampleRate: sampleRate.map(Double.init), channelCount: channels)
+        var reader = try AudioFile.open(path: input, sampleRate: sampleRate.map(Double.init), channelCount: channels)
+        let reopen = { () throws(AudioError) -> any AudioFileReader & Sendable in
+            try AudioFile.open(path: input, sampleRate: sampleRate.map(Double.init), channelCount: channels)
+        }
+        var plan: LoudnessNormalization?
+        if let normalize {
+            // Measured as it will be written (rate, channels), then read again from the start.
+            let measured = try measure(reader, stop: stop)
+            plan = try LoudnessNormalization(target: normalize, ceiling: truePeakCeiling, measured: measured)
+                .compensatingLimiter(open: reopen, stopped: { stop.isSet })
+            reader = try reopen()
+        }
+        func normalizer(_ plan: LoudnessNormalization?) throws(AudioError) -> LoudnessNormalizer? {
+            guard let plan, !plan.isSilent else { return nil }
+            return try LoudnessNormalizer(plan, sampleRate: reader.sampleRate, channelCount: reader.channelCount, maximumFrames: 4096)
+        }
         var frames: Int64 = 0
         var interrupted = false
         switch kind {
@@ -133,25 +171,42 @@ struct FileEncoding {
             let settings = AACEncoderSettings(
                 sampleRate: reader.sampleRate, channelCount: reader.channelCount,
                 bitRate: try bitrate.map(Self.parseBitRate), profile: profileValue)
-            let encoder = try AACEncoder(settings: settings)
-            let writer = try AACFileWriter(path: output, container: container, encoder: encoder)
-            do throws(AudioError) {
-                (frames, interrupted) = try pump(reader, stop: stop) { view throws(AudioError) in
-                    try writer.write(try encoder.encode(view))
+            var encoder = try AACEncoder(settings: settings)
+            var writer = try AACFileWriter(path: output, container: container, encoder: encoder)
+            // AAC's own reconstruction can overshoot the limiter's ceiling: the file is decoded and measured, and
+            // while its true peak is over the ceiling (by more than 0.1 dB), encoded again with the limiter aimed
+            // lower by the overshoot (three times at most).
+            var attempt = 0
+            while true {
+                do throws(AudioError) {
+                    (frames, interrupted) = try pump(reader, stop: stop, try normalizer(plan)) { view throws(AudioError) in
+                        try writer.write(try encoder.encode(view))
+                    }
+                    try writer.write(try encoder.flush())
+                    try writer.finish(inputFrames: encoder.inputFrames)
+                } catch {
+                    writer.discard()
+                    throw error
                 }
-                try writer.write(try encoder.flush())
-                try writer.finish(inputFrames: encoder.inputFrames)
-            } catch {
-                writer.discard()
-                throw error
+                guard let current = plan, !current.isSilent, !interrupted, attempt < 3 else { break }
+                let reached = try FileLoudness.measure(path: output, stopped: { stop.isSet }).reading.truePeak
+                let over = reached - current.ceiling
+                guard over > 0.1 else { break }
+                attempt += 1
+                plan = try current.lowerLimiter(by: over + 0.1).compensatingLimiter(open: reopen, stopped: { stop.isSet })
+                reader = try reopen()
+                unlink(output)
+                encoder = try AACEncoder(settings: settings)
+                writer = try AACFileWriter(path: output, container: container, encoder: encoder)
             }
+            let normalized = plan.map(NormalizeOption.describe) ?? ""
             let elapsed = Date().timeIntervalSince(started)
             let seconds = Double(frames) / settings.sampleRate
             return (interrupted ? "stopped early; " : "")
                 + "wrote \(output): AAC-LC \(formatHz(settings.sampleRate)), \(settings.channelCount) ch, "
                 + "\(settings.bitRate / 1000)k, \(writer.packetsWritten) packets, "
                 + String(cFormat: "%.3f s", seconds) + " (priming \(encoder.priming), padding \(encoder.padding ?? 0)), "
-                + String(cFormat: "%.0fx real time", elapsed > 0 ? seconds / elapsed : 0)
+                + String(cFormat: "%.0fx real time", elapsed > 0 ? seconds / elapsed : 0) + normalized
         case .wav:
             let type: SampleType
             switch sampleFormat.lowercased() {
@@ -167,7 +222,7 @@ struct FileEncoding {
             let writer = try WAVFileWriter(path: output, format: format)
             do throws(AudioError) {
                 var sinceCommit = 0
-                (frames, interrupted) = try pump(reader, stop: stop) { view throws(AudioError) in
+                (frames, interrupted) = try pump(reader, stop: stop, try normalizer(plan)) { view throws(AudioError) in
                     try writer.write(view)
                     sinceCommit += view.frameCount
                     if Double(sinceCommit) >= reader.sampleRate {
@@ -184,16 +239,38 @@ struct FileEncoding {
             }
             let elapsed = Date().timeIntervalSince(started)
             let seconds = Double(frames) / reader.sampleRate
+            let normalized = plan.map(NormalizeOption.describe) ?? ""
             return (interrupted ? "stopped early; " : "")
                 + "wrote \(output): WAV \(format), \(frames) frames, " + String(cFormat: "%.3f s", seconds) + ", "
-                + String(cFormat: "%.0fx real time", elapsed > 0 ? seconds / elapsed : 0)
+                + String(cFormat: "%.0fx real time", elapsed > 0 ? seconds / elapsed : 0) + normalized
         }
+    }
+
+    /// Reads `reader` to its end through a loudness meter (a progress line on a terminal).
+    func measure(_ reader: any AudioFileReader, stop: StopFlag) throws(AudioError) -> LoudnessReading {
+        guard (1...8).contains(reader.channelCount) else {
+            throw AudioError(.invalidFormat, "--normalize measures 1 … 8 channels, '\(input)' has \(reader.channelCount)")
+        }
+        var kernel = LoudnessKernel(sampleRate: reader.sampleRate, channelCount: reader.channelCount)
+        let chunk = PCMBuffer(channelCount: reader.channelCount, capacity: 4096)
+        var frames: Int64 = 0
+        let line = ProgressLine("measuring", total: reader.frameCount > 0 ? reader.duration : nil)
+        defer { line.clear() }
+        while true {
+            if stop.isSet { throw AudioError(.invalidState, "stopped while measuring the loudness; nothing was written") }
+            let got = try reader.read(into: chunk.view(frames: chunk.capacity))
+            if got == 0 { break }
+            kernel.process(chunk.view(frames: got))
+            frames += Int64(got)
+            line.update(done: Double(frames) / reader.sampleRate)
+        }
+        return kernel.reading
     }
 }
 
 struct Probe: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Print what an audio file holds: codec, rate, channels, packets, timestamps, duration, priming.",
+        abstract: "Print what an audio file holds: codec, rate, channels, packets, timestamps, duration, priming, loudness.",
         discussion: """
             Works on anything FFmpeg reads; FLV and ADTS files are also checked tag by tag and frame by frame. \
             Timestamps are the first and last packets' presentation times; a negative first time, or a priming \
@@ -215,6 +292,11 @@ struct Probe: ParsableCommand {
             print(String(cFormat: "first timestamp: %.6f s, last timestamp: %.6f s", p.firstTimestamp, p.lastTimestamp))
             print(String(cFormat: "duration: %.6f s", p.duration))
             print("priming: " + (p.priming.map { "\($0) samples" } ?? "not signalled by the container"))
+            // The whole file decoded once more, through the loudness meter.
+            let m = try FileLoudness.measure(path: file)
+            print(
+                "loudness: \(lufs(m.reading.integrated)) integrated" + (m.isSilent ? " (silent)" : "")
+                    + ", true peak \(decibels(m.reading.truePeak, "dBTP"))")
         } catch {
             throw fail(error)
         }

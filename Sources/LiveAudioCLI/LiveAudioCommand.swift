@@ -11,7 +11,7 @@ struct LiveAudioCommand: AsyncParsableCommand {
         commandName: "liveaudio",
         abstract: "Real-time audio for Linux: devices, monitoring, graphs of units, offline rendering, AAC encoding, file inspection.",
         subcommands: [
-            Devices.self, Record.self, Play.self, Monitor.self, Karaoke.self, Latency.self, Render.self, Encode.self, Probe.self, Stream.self, Info.self,
+            Devices.self, Record.self, Play.self, Monitor.self, Karaoke.self, Latency.self, Render.self, Encode.self, Probe.self, Loudness.self, Stream.self, Info.self,
             Score.self, Pitch.self,
         ]
     )
@@ -21,7 +21,7 @@ struct LiveAudioCommand: AsyncParsableCommand {
         // leaving its files unfinished; ignored, the write fails with EFBIG and the command ends with a clear error.
         signal(SIGXFSZ, SIG_IGN)
         do {
-            var command = try parseAsRoot()
+            var command = try parseAsRoot(NormalizeOption.rewrite(Array(CommandLine.arguments.dropFirst())))
             if var asyncCommand = command as? AsyncParsableCommand {
                 try await asyncCommand.run()
             } else {
@@ -64,6 +64,15 @@ struct Render: ParsableCommand {
     @Option(name: .customLong("sample-format"), help: "Output samples: f32 (32-bit float) or s16 (16-bit integer).")
     var sampleFormat: String = "f32"
 
+    @Option(
+        help: ArgumentHelp(
+            "Normalize the rendered audio to this integrated loudness (default -14 LUFS); a true-peak limiter holds the peaks under --true-peak if the gain would push them over.",
+            valueName: "=LUFS"))
+    var normalize: String?
+
+    @Option(name: .customLong("true-peak"), help: "The true-peak ceiling for --normalize, dBTP.")
+    var truePeak: Double = -1
+
     func run() throws {
         do throws(AudioError) {
             guard let format = FileRenderer.OutputSampleFormat(rawValue: sampleFormat) else {
@@ -75,8 +84,13 @@ struct Render: ParsableCommand {
             if let duration, !(duration.isFinite && duration >= 0 && duration <= 86_400) {
                 throw AudioError(.invalidFormat, "--duration must be between 0 and 86400 seconds, got \(duration)")
             }
+            let target = try NormalizeOption.target(normalize, default: -14, ceiling: truePeak)
             let loaded = try GraphFile.load(path: graph, maximumFrames: max(blockFrames, 1))
-            let renderer = FileRenderer(loaded: loaded, blockFrames: blockFrames, sampleFormat: format)
+            // With --normalize: rendered in 32-bit float to a hidden file beside the output, then normalised into a
+            // second one that is renamed over the output (an earlier file there stays until then).
+            let renderTo = target == nil ? output : FilePath.join(FilePath.folder(of: output), ".liveaudio-render-\(getpid()).wav")
+            defer { if target != nil { unlink(renderTo) } }
+            let renderer = FileRenderer(loaded: loaded, blockFrames: blockFrames, sampleFormat: target == nil ? format : .f32)
             let frames = duration.map { Int64(($0 * loaded.graph.format.sampleRate).rounded()) }
             let stop = StopFlag()
             let signals = StopSignals { stop.set() }
@@ -85,15 +99,31 @@ struct Render: ParsableCommand {
             var line: ProgressLine?
             defer { line?.clear() }
             let rate = loaded.graph.format.sampleRate
-            let result = try renderer.render(to: output, frames: frames, stopped: { stop.isSet }) { done, total in
+            let result = try renderer.render(to: renderTo, frames: frames, stopped: { stop.isSet }) { done, total in
                 if line == nil { line = ProgressLine("rendering", total: Double(total) / rate) }
                 line?.update(done: Double(done) / rate, force: done == total)
             }
             line?.clear()
             let speed = result.elapsed > 0 ? String(cFormat: "%.0fx real time", result.duration / result.elapsed) : ""
             let peak = result.peak > 0 ? String(cFormat: "%.1f dBFS", 20 * log10(Double(result.peak))) : "silent"
+            if let target {
+                let temporary = FilePath.join(FilePath.folder(of: output), ".liveaudio-normalized-\(getpid()).wav")
+                defer { unlink(temporary) }
+                let summary = try FileEncoding(
+                    input: renderTo, output: temporary, bitrate: nil, channels: nil, sampleRate: nil, profile: "aac-lc",
+                    sampleFormat: sampleFormat, normalize: target, truePeakCeiling: truePeak
+                ).run(stop: stop)
+                guard rename(temporary, output) == 0 else {
+                    throw AudioError(.fileIO, "cannot rename the normalized file to '\(output)': \(String(cString: strerror(errno)))")
+                }
+                // The normalised file's own summary (its format, the gain), under the output's name.
+                print(
+                    summary.replacing(temporary, with: output) + "; rendered in " + String(cFormat: "%.3f s", result.elapsed)
+                        + (speed.isEmpty ? "" : " (\(speed))"))
+                return
+            }
             print(
-                "wrote \(result.path): \(result.format), \(result.frames) frames "
+                "wrote \(output): \(result.format), \(result.frames) frames "
                     + String(cFormat: "(%.3f s)", result.duration) + ", peak \(peak), rendered in "
                     + String(cFormat: "%.3f s", result.elapsed) + (speed.isEmpty ? "" : " (\(speed))"))
         } catch {

@@ -76,6 +76,8 @@ public struct LoudnessChannelWeights: Hashable, Sendable {
     public var description: String {
         let names: [String]
         switch weights.count {
+        case 1: names = ["mono"]
+        case 2: names = ["L", "R"]
         case 3: names = ["L", "R", "C"]
         case 4: names = ["L", "R", "Ls", "Rs"]
         case 5: names = ["L", "R", "C", "Ls", "Rs"]

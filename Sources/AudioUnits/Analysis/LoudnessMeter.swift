@@ -78,7 +78,8 @@ public final class LoudnessMeter: Sendable {
 }
 
 /// Measures its input's loudness and passes nothing on: a graph sink (``RenderGraph/addSink(_:)``) whose
-/// ``LoudnessReading`` any thread reads (``LoudnessMeter``). In a graph file: `"type": "loudnessMeter"`.
+/// ``LoudnessReading`` any thread reads (``LoudnessMeter``): the sessions meter
+/// their programme with one.
 public final class LoudnessMeterUnit: RenderUnit {
     public let core: UnitCore
     public let meter: LoudnessMeter

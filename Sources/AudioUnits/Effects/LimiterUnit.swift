@@ -19,6 +19,11 @@ import Darwin
 /// catch rounding; ``safetyClips`` counts how often it acted (0 in normal operation; an `attackTime` change while
 /// running crossfades the delay taps over 5 ms and may use it).
 ///
+/// With `truePeak`, the peaks it holds under the ceiling are true peaks (ITU-R BS.1770-4, ``TruePeakFilter``): each
+/// frame's peak is the largest of the samples and the points between them oversampled 4× (2× at 96 kHz and above),
+/// so the signal a converter or a decoder reconstructs stays under the ceiling too, not only its samples (a
+/// loudness normaliser's `-1 dBTP`). The filter's delay (12 frames) adds to the latency.
+///
 /// Parameters: `attackTime` 0.001 … 0.03 s (0.005), `decayTime` 0.001 … 1 s (0.05), `preGain` −40 … 40 dB (0),
 /// `ceiling` −40 … 0 dB (−1).
 public final class LimiterUnit: RenderUnit {
@@ -41,17 +46,24 @@ public final class LimiterUnit: RenderUnit {
     private let lookaheadFrames = Atomic<Int>(0)
     private let clipCount = Atomic<Int>(0)
 
-    public init(format: StreamFormat) throws(AudioError) {
+    /// Whether the peaks held under the ceiling are true (oversampled) peaks.
+    public let truePeak: Bool
+
+    /// - Parameters:
+    ///   - format: the signal's format (a graph format).
+    ///   - truePeak: hold the true peak, not only the samples, under the ceiling.
+    public init(format: StreamFormat, truePeak: Bool = false) throws(AudioError) {
         let f = try StreamFormat.graph(sampleRate: format.sampleRate, channelCount: format.channelCount)
         p = Self.specs.map { Parameter($0, owner: "limiter") }
-        kernel = RenderThreadBound(LimiterKernel(channels: f.channelCount, parameters: p))
+        self.truePeak = truePeak
+        kernel = RenderThreadBound(LimiterKernel(channels: f.channelCount, parameters: p, truePeak: truePeak ? TruePeakMeter(sampleRate: f.sampleRate, channelCount: f.channelCount) : nil))
         core = UnitCore(kind: "limiter", inputs: [f], outputs: [f], parameters: p)
     }
 
     /// The lookahead in seconds: how far the output lags the input.
     public var latency: Double {
-        Double(spec == nil ? Int((Double(p[0].value) * (inputFormats[0].sampleRate)).rounded()) : lookaheadFrames.load(ordering: .relaxed))
-            / inputFormats[0].sampleRate
+        let lookahead = spec == nil ? Int((Double(p[0].value) * (inputFormats[0].sampleRate)).rounded()) : lookaheadFrames.load(ordering: .relaxed)
+        return Double(lookahead + (truePeak ? TruePeakFilter.delay : 0)) / inputFormats[0].sampleRate
     }
 
     /// Samples the final clamp changed since the unit was prepared. Any thread.
@@ -110,10 +122,16 @@ private struct LimiterKernel: ~Copyable {
     var crossfadeRemaining = 0
     var crossfadeFrames = 1
     var peaks: UnsafeMutablePointer<Float>?
+    /// With true-peak detection: the oversampling filter, and the frames its output lags the input (the audio is
+    /// delayed by as much more, so peaks and samples line up).
+    var truePeak: TruePeakMeter?
+    let detectionDelay: Int
 
-    init(channels: Int, parameters: [Parameter]) {
+    init(channels: Int, parameters: [Parameter], truePeak: consuming TruePeakMeter?) {
         self.channels = channels
         p = parameters
+        detectionDelay = truePeak == nil ? 0 : TruePeakFilter.delay
+        self.truePeak = truePeak
     }
 
     deinit { release() }
@@ -130,7 +148,7 @@ private struct LimiterKernel: ~Copyable {
     mutating func allocate(_ spec: RenderSpec, rampFrames: (preGain: Int, ceiling: Int), crossfadeFrames: Int) {
         release()
         sampleRate = spec.sampleRate
-        let longest = Int((0.03 * spec.sampleRate).rounded()) + 2
+        let longest = Int((0.03 * spec.sampleRate).rounded()) + 2 + detectionDelay
         // A whole render call enters the delay line before any of it is read back `lookahead` frames later.
         ringSize = 1
         while ringSize < longest + spec.maximumFrames + 1 { ringSize <<= 1 }
@@ -155,6 +173,7 @@ private struct LimiterKernel: ~Copyable {
     private mutating func clearState() {
         guard let delay, let history else { return }
         delay.update(repeating: 0, count: ringSize * channels)
+        truePeak?.reset()
         history.update(repeating: 1, count: ringSize)
         dequeHead = 0
         dequeTail = 0
@@ -211,7 +230,15 @@ private struct LimiterKernel: ~Copyable {
                 }
             }
         }
+        if truePeak != nil {
+            // Each frame's true peak, from the input; it stands for the frame `detectionDelay` back, where the audio
+            // is read from. A gain ramping in this block scales it by its larger end.
+            truePeak!.framePeaks(input.prefix(frames), into: peaks)
+            let scale = max(preGain.value, gainRamp.value)
+            for i in 0..<frames { peaks[i] *= scale }
+        }
         preGain = gainRamp
+        let tap = lookahead + detectionDelay
 
         // Fast path, the common case: nothing to limit in this block and nothing still recovering, so every gain
         // is exactly 1 and the output is the delayed signal. The state is left as the general path would leave it.
@@ -232,7 +259,7 @@ private struct LimiterKernel: ~Copyable {
                     let line = delay + c * ringSize
                     var i = 0
                     while i < frames {  // at most two contiguous runs around the ring's end
-                        let from = (startFrame + i - lookahead) & mask
+                        let from = (startFrame + i - tap) & mask
                         let run = min(frames - i, ringSize - from)
                         (out + i).update(from: line + from, count: run)
                         i += run
@@ -281,7 +308,7 @@ private struct LimiterKernel: ~Copyable {
             if fading == 0 {
                 // No tap crossfade: contiguous runs of the delayed signal, in vectors.
                 while i < frames {
-                    let start = (startFrame + i - lookahead) & mask
+                    let start = (startFrame + i - tap) & mask
                     let run = min(frames - i, ringSize - start)
                     let from = line + start, to = out + i, gain = peaks + i
                     var over = 0
@@ -296,10 +323,10 @@ private struct LimiterKernel: ~Copyable {
             }
             while i < frames {
                 let n = startFrame + i
-                var v = line[(n - lookahead) & mask]
+                var v = line[(n - tap) & mask]
                 if fading > i {
                     let a = Float(fading - i) / Float(crossfadeFrames)
-                    v += (line[(n - previousLookahead) & mask] - v) * a
+                    v += (line[(n - previousLookahead - detectionDelay) & mask] - v) * a
                 }
                 v *= peaks[i]
                 if abs(v) > top {

@@ -1,0 +1,123 @@
+import ArgumentParser
+import FoundationEssentials
+import LiveAudio
+
+struct Loudness: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Measure files' loudness (EBU R128): integrated loudness, loudness range, true peak, sample peak.",
+        discussion: """
+            FILE is anything FFmpeg decodes. Loudness is ITU-R BS.1770-4's, all channels together: integrated \
+            (gated, LUFS), loudness range (EBU Tech 3342, LU), true peak (oversampled 4x below 96 kHz, dBTP) and \
+            sample peak (dBFS). A file with nothing above −70 LUFS has no integrated loudness: it prints -inf. More \
+            than two channels are weighted as BS.1770 asks for the standard layout of their count (the surround \
+            channels +1.5 dB, the LFE not counted), and the output says so. A file that cannot be read is reported \
+            and the others are still measured; the exit status is 1 if any failed.
+            """)
+
+    @Argument(help: "The files to measure.")
+    var files: [String]
+
+    @Flag(help: "Print a JSON array, an object a file (silent files: \"integrated\": null).")
+    var json = false
+
+    func run() throws {
+        var failed = false
+        var objects: [String] = []
+        for file in files {
+            do throws(AudioError) {
+                let m = try FileLoudness.measure(path: file)
+                if json {
+                    objects.append(Self.jsonObject(m))
+                } else {
+                    print(Self.text(m))
+                }
+            } catch {
+                failed = true
+                if json {
+                    objects.append("{\"file\": \(file.jsonLiteral), \"error\": \(error.message.jsonLiteral), \"code\": \"\(String(describing: error.code).filter { $0 != "'" })\"}")
+                } else {
+                    StandardStream.error("liveaudio: error: \(error.message) [\(error.code)]\n")
+                }
+            }
+        }
+        if json { print("[\n  " + objects.joined(separator: ",\n  ") + "\n]") }
+        if failed { throw ExitCode(1) }
+    }
+
+    static func text(_ m: FileLoudness) -> String {
+        let r = m.reading
+        var lines = [
+            "\(m.path): " + (m.isSilent
+                ? "integrated -inf LUFS (silent: no 400 ms block reaches -70 LUFS)"
+                : "integrated \(lufs(r.integrated)), range " + String(cFormat: "%.1f LU", r.loudnessRange)),
+            "  true peak \(decibels(r.truePeak, "dBTP")), sample peak \(decibels(r.samplePeak, "dBFS")), "
+                + String(cFormat: "%.3f s", r.duration) + ", \(formatHz(m.sampleRate)), \(m.channelWeights.layout)",
+        ]
+        if m.channelCount > 2 { lines.append("  channels: " + m.channelWeights.description) }
+        return lines.joined(separator: "\n")
+    }
+
+    static func jsonObject(_ m: FileLoudness) -> String {
+        let r = m.reading
+        func number(_ v: Double) -> String { v.isFinite ? String(cFormat: "%.2f", v) : "null" }
+        return "{\"file\": \(m.path.jsonLiteral), \"integrated\": \(number(r.integrated)), \"loudnessRange\": \(number(r.loudnessRange)), "
+            + "\"truePeak\": \(number(r.truePeak)), \"samplePeak\": \(number(r.samplePeak)), "
+            + "\"duration\": \(String(cFormat: "%.3f", r.duration)), \"sampleRate\": \(Int(m.sampleRate)), "
+            + "\"channels\": \(m.channelCount), \"weighting\": \(m.channelWeights.description.jsonLiteral)}"
+    }
+}
+
+/// "-14.2 LUFS", or "-inf LUFS" for no loudness at all.
+func lufs(_ v: Double) -> String { decibels(v, "LUFS") }
+
+/// "-1.3 dBTP", "-inf dBTP".
+func decibels(_ v: Double, _ unit: String) -> String {
+    v.isFinite ? String(cFormat: "%.1f ", v) + unit : "-inf " + unit
+}
+
+
+/// `--normalize[=LUFS]`: an option whose value may be left out. ArgumentParser wants a value for an option, so a
+/// bare `--normalize` is rewritten to `--normalize=default` before parsing, and each command reads "default" as its
+/// own target (−14 LUFS for files, −18 LUFS for a karaoke accompaniment).
+enum NormalizeOption {
+    static func rewrite(_ arguments: [String]) -> [String] {
+        var out: [String] = []
+        for (i, a) in arguments.enumerated() {
+            // After "--", everything is an argument.
+            if a == "--" { return out + arguments[i...] }
+            out.append(a == "--normalize" ? "--normalize=default" : a)
+        }
+        return out
+    }
+
+    /// The target in LUFS, or nil without the option.
+    /// - Throws: ``AudioError`` `.invalidParameter` for a value that is not a number of LUFS, or out of range.
+    static func target(_ value: String?, default fallback: Double, ceiling: Double) throws(AudioError) -> Double? {
+        guard let value else { return nil }
+        let text = value.lowercased().hasSuffix("lufs") ? String(value.dropLast(4).filter { $0 != " " }) : value
+        guard let target = text == "default" ? fallback : Double(text) else {
+            throw AudioError(.invalidParameter, "--normalize takes a loudness in LUFS like --normalize=-16, got '\(value)'")
+        }
+        try LoudnessNormalization.check(target: target, ceiling: ceiling)
+        return target
+    }
+
+    /// What a normalisation did, for the command's summary line.
+    static func describe(_ plan: LoudnessNormalization) -> String {
+        if plan.isSilent {
+            return "; --normalize changed nothing: the input is silent (no integrated loudness: nothing reaches -70 LUFS)"
+        }
+        var s = "; normalized to \(lufs(plan.target)): measured \(lufs(plan.measured.integrated)), gain "
+            + String(cFormat: "%+.1f dB", plan.gain)
+        if plan.needsLimiter {
+            s += ", a true-peak limiter held the peaks at \(decibels(plan.limiterCeiling, "dBTP")) (the gain alone: "
+                + "\(decibels(plan.truePeakAfterGain - plan.limiterLoss, "dBTP"))"
+                + (plan.limiterLoss > 0 ? String(cFormat: "; the gain makes up the %.1f LU it took", plan.limiterLoss) : "")
+                + (plan.limiterCeiling < plan.ceiling ? "; aimed under \(decibels(plan.ceiling, "dBTP")) by AAC's own overshoot" : "")
+                + ")"
+        } else {
+            s += ", true peak \(decibels(plan.truePeakAfterGain, "dBTP"))"
+        }
+        return s
+    }
+}
