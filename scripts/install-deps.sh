@@ -65,6 +65,8 @@ if [ "$profile" = bench ]; then venv bench-venv "librosa, soundfile" "librosa==0
 
 # pyrtmp, a third RTMP server for the interoperability tests (pinned: the tests know how this version speaks);
 # Selenium, which drives Chromium through the web stage, and websockets, the stage tests' own WebSocket client.
+# pyloudnorm (with soundfile to read WAV), a loudness meter written apart from LiveAudio's, for the loudness tests.
 if [ "$profile" = test ]; then
-  venv test-venv "pyrtmp, selenium, websockets" "pyrtmp==0.3.1" "selenium==4.48.0" "websockets==17.4"
+  venv test-venv "pyrtmp, selenium, websockets, pyloudnorm, soundfile" "pyrtmp==0.3.1" "selenium==4.48.0" "websockets==17.4" \
+    "pyloudnorm==0.2.0" "soundfile==0.14.0"
 fi

@@ -153,6 +153,9 @@ public struct LoudnessNormalization: Hashable, Sendable {
     public internal(set) var limiterCeiling: Double
     /// The loudness the limiter took off, LU, given back by the gain (``compensatingLimiter(open:stopped:)``).
     public internal(set) var limiterLoss = 0.0
+    /// The loudness a lossy encoder took off, LU (its band limit takes the highest frequencies, which K-weighting
+    /// counts +4 dB): the gain aims this much over the target before the encoder (``compensatingCodec(loss:)``).
+    public internal(set) var codecLoss = 0.0
     /// The measurement it was worked out from.
     public let measured: LoudnessReading
 
@@ -178,6 +181,14 @@ public struct LoudnessNormalization: Hashable, Sendable {
         return p
     }
 
+    /// The same plan aiming `loss` LU higher before a lossy encoder, which took that much off the last time.
+    public func compensatingCodec(loss: Double) -> LoudnessNormalization {
+        var p = self
+        p.codecLoss += loss
+        p.gain += loss
+        return p
+    }
+
     /// A limiter lowers the loudness by what it takes off the peaks. Measures the normalised signal (`open` gives
     /// the input from its start, each call) and raises the gain by what is missing, twice at most, until within
     /// 0.05 LU of the target. Without a limiter: unchanged.
@@ -188,9 +199,10 @@ public struct LoudnessNormalization: Hashable, Sendable {
         var plan = self
         for _ in 0..<2 where plan.needsLimiter {
             let reached = try plan.measureResult(open(), stopped: stopped).integrated
-            guard reached.isFinite, abs(target - reached) > 0.05 else { break }
-            plan.gain += target - reached
-            plan.limiterLoss += target - reached
+            let aim = target + codecLoss
+            guard reached.isFinite, abs(aim - reached) > 0.05 else { break }
+            plan.gain += aim - reached
+            plan.limiterLoss += aim - reached
         }
         return plan
     }

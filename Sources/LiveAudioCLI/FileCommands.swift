@@ -43,7 +43,7 @@ struct Encode: ParsableCommand {
             valueName: "=LUFS"))
     var normalize: String?
 
-    @Option(name: .customLong("true-peak"), help: "The true-peak ceiling for --normalize, dBTP.")
+    @Option(name: .customLong("true-peak"), parsing: .unconditional, help: "The true-peak ceiling for --normalize, dBTP.")
     var truePeak: Double = -1
 
     func run() throws {
@@ -173,9 +173,10 @@ struct FileEncoding {
                 bitRate: try bitrate.map(Self.parseBitRate), profile: profileValue)
             var encoder = try AACEncoder(settings: settings)
             var writer = try AACFileWriter(path: output, container: container, encoder: encoder)
-            // AAC's own reconstruction can overshoot the limiter's ceiling: the file is decoded and measured, and
-            // while its true peak is over the ceiling (by more than 0.1 dB), encoded again with the limiter aimed
-            // lower by the overshoot (three times at most).
+            // AAC changes what it encodes: its band limit takes off some loudness, its reconstruction can overshoot
+            // the limiter's ceiling. The file is decoded and measured, and while it misses the target by more than
+            // 0.1 LU or its true peak is over the ceiling by more than 0.1 dB, encoded again with the gain and the
+            // limiter corrected by as much (three times at most).
             var attempt = 0
             while true {
                 do throws(AudioError) {
@@ -189,11 +190,14 @@ struct FileEncoding {
                     throw error
                 }
                 guard let current = plan, !current.isSilent, !interrupted, attempt < 3 else { break }
-                let reached = try FileLoudness.measure(path: output, stopped: { stop.isSet }).reading.truePeak
-                let over = reached - current.ceiling
-                guard over > 0.1 else { break }
+                let reached = try FileLoudness.measure(path: output, stopped: { stop.isSet }).reading
+                let over = reached.truePeak - current.ceiling
+                let short = current.target - reached.integrated
+                guard over > 0.1 || (reached.integrated.isFinite && abs(short) > 0.1) else { break }
                 attempt += 1
-                plan = try current.lowerLimiter(by: over + 0.1).compensatingLimiter(open: reopen, stopped: { stop.isSet })
+                var next = abs(short) > 0.1 && reached.integrated.isFinite ? current.compensatingCodec(loss: short) : current
+                if over > 0.1 { next = next.lowerLimiter(by: over + 0.1) }
+                plan = try next.compensatingLimiter(open: reopen, stopped: { stop.isSet })
                 reader = try reopen()
                 unlink(output)
                 encoder = try AACEncoder(settings: settings)

@@ -70,7 +70,7 @@ struct Render: ParsableCommand {
             valueName: "=LUFS"))
     var normalize: String?
 
-    @Option(name: .customLong("true-peak"), help: "The true-peak ceiling for --normalize, dBTP.")
+    @Option(name: .customLong("true-peak"), parsing: .unconditional, help: "The true-peak ceiling for --normalize, dBTP.")
     var truePeak: Double = -1
 
     func run() throws {

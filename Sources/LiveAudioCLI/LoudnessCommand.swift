@@ -80,12 +80,28 @@ func decibels(_ v: Double, _ unit: String) -> String {
 /// bare `--normalize` is rewritten to `--normalize=default` before parsing, and each command reads "default" as its
 /// own target (−14 LUFS for files, −18 LUFS for a karaoke accompaniment).
 enum NormalizeOption {
+    /// A loudness given apart (`--normalize -16`) is taken as the option's value: a negative number would otherwise
+    /// read as an option.
     static func rewrite(_ arguments: [String]) -> [String] {
         var out: [String] = []
-        for (i, a) in arguments.enumerated() {
+        var i = 0
+        while i < arguments.count {
+            let a = arguments[i]
             // After "--", everything is an argument.
             if a == "--" { return out + arguments[i...] }
-            out.append(a == "--normalize" ? "--normalize=default" : a)
+            if a == "--normalize" {
+                let next = i + 1 < arguments.count ? arguments[i + 1] : ""
+                let number = next.lowercased().hasSuffix("lufs") ? String(next.dropLast(4)) : next
+                if Double(number) != nil {
+                    out.append("--normalize=" + next)
+                    i += 2
+                    continue
+                }
+                out.append("--normalize=default")
+            } else {
+                out.append(a)
+            }
+            i += 1
         }
         return out
     }
@@ -109,6 +125,7 @@ enum NormalizeOption {
         }
         var s = "; normalized to \(lufs(plan.target)): measured \(lufs(plan.measured.integrated)), gain "
             + String(cFormat: "%+.1f dB", plan.gain)
+            + (abs(plan.codecLoss) >= 0.05 ? String(cFormat: " (%+.1f LU for what AAC takes)", plan.codecLoss) : "")
         if plan.needsLimiter {
             s += ", a true-peak limiter held the peaks at \(decibels(plan.limiterCeiling, "dBTP")) (the gain alone: "
                 + "\(decibels(plan.truePeakAfterGain - plan.limiterLoss, "dBTP"))"

@@ -157,4 +157,25 @@ import TestSupport
         unit.meter.reset()
         #expect(unit.read().integrated != -.infinity, "a reset waits for the next block")
     }
+
+    /// The limiter with true-peak detection holds the oversampled peak at the ceiling: a full-scale 12 kHz sine whose
+    /// samples sit 3 dB under its peaks. Sample-peak detection lets the true peak through 3 dB over the ceiling.
+    @Test func truePeakLimiterHoldsTheCeiling() throws {
+        let x = (0..<48_000).map { Float(sin(2 * Double.pi * 12_000 * Double($0) / 48_000 + Double.pi / 4)) * 1.4 }
+        for truePeak in [true, false] {
+            let unit = try LimiterUnit(format: stereo, truePeak: truePeak)
+            try unit.setParameter("ceiling", -1)
+            #expect(abs(unit.latency - (0.005 + (truePeak ? 12.0 / 48_000 : 0))) < 1e-9)
+            let out = try renderEffect(unit, format: stereo, input: [x, x], frames: 48_000, blockSizes: [256, 17, 1024])
+            var kernel = LoudnessKernel(sampleRate: 48_000, channelCount: 2)
+            let buffer = PCMBuffer(channels: [Array(out[0][4800...]), Array(out[1][4800...])])
+            kernel.process(buffer.view(frames: buffer.frameLength))
+            let tp = kernel.reading.truePeak
+            if truePeak {
+                #expect(tp <= -1 + 0.2 && tp >= -1.5, "true peak \(tp) dBTP with true-peak detection")
+            } else {
+                #expect(tp > 1, "sample-peak detection leaves the true peak at \(tp) dBTP")
+            }
+        }
+    }
 }

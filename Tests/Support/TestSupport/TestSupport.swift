@@ -86,6 +86,30 @@ public enum FFmpeg {
         guard r.status == 0 else { throw FFmpegError(message: "ffmpeg \(arguments.joined(separator: " ")): \(r.stderr)") }
     }
 
+    /// FFmpeg's own loudness meter (the `ebur128` filter) on a file: the integrated loudness (LUFS, to 0.001, from
+    /// the filter's metadata after the last frame), the loudness range (LU) and the true peak (dBTP, its summary's,
+    /// to 0.1).
+    public static func ebur128(_ path: String) throws -> (integrated: Double, range: Double, truePeak: Double) {
+        let meta = path + ".r128.txt"
+        defer { try? FileManager.default.removeItem(atPath: meta) }
+        let r = try runProcess(
+            "ffmpeg", ["-hide_banner", "-nostats", "-i", path, "-af", "ebur128=metadata=1:peak=true,ametadata=print:file=\(meta)", "-f", "null", "-"])
+        guard r.status == 0 else { throw FFmpegError(message: "ffmpeg ebur128 \(path): \(r.stderr)") }
+        let text = try String(contentsOfFile: meta, encoding: .utf8)
+        func last(_ key: String) -> Double? {
+            text.split(separator: "\n").last { $0.hasPrefix(key + "=") }.flatMap { Double($0.dropFirst(key.count + 1)) }
+        }
+        // The summary on standard error: "True peak:\n    Peak:       -1.0 dBFS".
+        let summary = r.stderr.components(separatedBy: "True peak:").last ?? ""
+        let peakLine = summary.split(separator: "\n").first { $0.contains("Peak:") } ?? ""
+        let peak = peakLine.split(separator: " ").compactMap { Double($0) }.first
+            ?? (peakLine.contains("-inf") ? -Double.infinity : Double.nan)
+        guard let i = last("lavfi.r128.I"), let lra = last("lavfi.r128.LRA") else {
+            throw FFmpegError(message: "ffmpeg ebur128 printed no loudness for \(path)")
+        }
+        return (i, lra, peak)
+    }
+
     /// ffprobe's view of a file's first audio stream: codec_name, sample_rate, channels, duration_ts, …
     public static func probe(_ path: String) throws -> [String: String] {
         let r = try runProcess(
