@@ -44,6 +44,8 @@ public struct KaraokeSnapshot: Sendable {
     public var monitorVoice: LevelReading
     public var accompaniment: LevelReading
     public var output: LevelReading
+    /// The song's loudness (EBU R128; the mix that is encoded).
+    public var loudness: LoudnessReading
     /// Volumes in dB (−∞ for none), and the mutes.
     public var accompanimentVolume: Double
     public var voiceVolume: Double
@@ -108,7 +110,7 @@ extension KaraokeSession {
             taken: Double(monotonicNanoseconds()) / 1e9, position: songPosition, regionStart: regionStart,
             regionEnd: regionEnd, songState: songState, voice: LevelReading(m.voice),
             monitorVoice: LevelReading(m.monitorVoice), accompaniment: LevelReading(m.accompaniment),
-            output: LevelReading(m.output), accompanimentVolume: accompanimentVolume, voiceVolume: voiceVolume,
+            output: LevelReading(m.output), loudness: m.loudness, accompanimentVolume: accompanimentVolume, voiceVolume: voiceVolume,
             monitorVoiceVolume: monitorVoiceVolume, isAccompanimentMuted: isAccompanimentMuted,
             isVoiceMuted: isVoiceMuted, keyCents: keyCents, keyAdjustable: timePitch != nil,
             tempo: configuration.tempo, roundTripMilliseconds: Double(roundTripFrames) * 1000 / rate,

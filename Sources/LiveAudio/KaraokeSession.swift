@@ -160,6 +160,9 @@ public final class KaraokeSession: Sendable {
         public let error: AudioError?
         /// The score of the take, with a chart that has notes.
         public let score: SingingScore.Result?
+        /// The song's loudness (the accompaniment and the voice as encoded and recorded in `song.wav`): integrated,
+        /// range and true peak over the session.
+        public let loudness: LoudnessReading
     }
 
     public let configuration: Configuration
@@ -179,6 +182,8 @@ public final class KaraokeSession: Sendable {
     private let monitor: MixerUnit
     /// The wet voice's level, before any volume (a sink).
     private let voiceMeter: MeterUnit
+    /// The song's loudness: the mix that is encoded (a sink).
+    private let songLoudness: LoudnessMeterUnit
     private let songMix: MixerUnit
     private let songDelay: SampleDelayUnit
     /// The voice chain's last node (the microphone's without a chain).
@@ -266,6 +271,7 @@ public final class KaraokeSession: Sendable {
         songMix = try MixerUnit(format: format, inputs: 2)
         monitor = try MixerUnit(format: format, inputs: 2)
         voiceMeter = try MeterUnit(format: try chain.graph.unit(chain.wet).outputFormats[0])
+        songLoudness = try LoudnessMeterUnit(format: format)
         encoderTap = encoded == nil ? nil : EncoderTap(format: format)
         timeline = TimelineTap(format: format)
         calibration = try configuration.roundTrip == .calibrate
@@ -294,6 +300,7 @@ public final class KaraokeSession: Sendable {
         for r in recorders { try g.add("record-\(r.name)", r.unit, from: [r.source(accompaniment)], sink: true) }
         if let encoderTap { try g.add("song-encoder", encoderTap, from: ["song-mix"], sink: true) }
         try g.add("voice-meter", voiceMeter, from: ["wet"], sink: true)
+        try g.add("song-loudness", songLoudness, from: ["song-mix"], sink: true)
         // The dry voice's pitch, for the score (after any voice processing, before the chain's effects).
         if let tracker = follower?.tracker { try g.add("pitch", tracker, from: ["mic"], sink: true) }
         if let echoReference { try g.add("echo-reference", echoReference, from: [accompaniment]) }
@@ -543,7 +550,7 @@ public final class KaraokeSession: Sendable {
             seconds: Double(max(0, timeline.sampleTime - s.startTime)) / sampleRate, roundTripFrames: s.roundTrip,
             roundTripSource: s.source, xruns: io.xrunCount, accompanimentUnderruns: player.underruns + song.underruns,
             recordedFrames: recorded, droppedFrames: dropped, outputs: encodedOutputs?.statistics ?? [],
-            error: failure ?? io.failure ?? song.failure, score: score)
+            error: failure ?? io.failure ?? song.failure, score: score, loudness: songLoudness.read())
         if first {
             finalSummary.withLock { $0 = summary }
             lifecycle.stopEnded()
@@ -731,13 +738,16 @@ public final class KaraokeSession: Sendable {
         public let accompaniment: MeterReading
         /// The headphones' mix, as they get it (silence while the route is lost).
         public let output: MeterReading
+        /// The song's loudness (what is encoded and recorded as `song.wav`: the accompaniment and the voice): the
+        /// meter's latest, not a reading since the previous one.
+        public let loudness: LoudnessReading
     }
 
     /// Levels for a VU display; each reading covers what passed since the previous one.
     public var meters: Meters {
         Meters(
             voice: voiceMeter.read(), monitorVoice: monitor.meter(bus: 1), accompaniment: monitor.meter(bus: 0),
-            output: routeGate.meter.read())
+            output: routeGate.meter.read(), loudness: songLoudness.read())
     }
 
     /// The device's cycles so far, as ``Configuration/cycleTimingCapacity`` asked: when each started, how long it

@@ -29,6 +29,8 @@ public struct StreamSnapshot: Sendable {
     /// What the input delivers, and what is encoded.
     public var input: LevelReading
     public var output: LevelReading
+    /// The programme's loudness (EBU R128; what is encoded).
+    public var loudness: LoudnessReading
     /// Linear gain 0 … 4 after the graph, and the mute.
     public var volume: Double
     public var isMuted: Bool
@@ -66,7 +68,7 @@ extension LiveStreamSession {
         }
         return StreamSnapshot(
             taken: Double(monotonicNanoseconds()) / 1e9, seconds: s.seconds, input: LevelReading(m.input),
-            output: LevelReading(m.output), volume: Double(s.volume), isMuted: s.isMuted,
+            output: LevelReading(m.output), loudness: m.loudness, volume: Double(s.volume), isMuted: s.isMuted,
             packetsEncoded: s.packetsEncoded, droppedFrames: s.framesDropped, xruns: s.xruns,
             deviceReconnects: s.deviceReconnects, outputs: outputs, hasEnded: hasEnded, stopRequested: isStopRequested)
     }

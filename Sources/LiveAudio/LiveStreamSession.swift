@@ -171,11 +171,14 @@ public final class LiveStreamSession: Sendable {
         public var isMuted: Bool
         public var volume: Float
         public var outputs: [OutputStatistics]
+        /// The loudness of what is encoded (EBU R128): integrated, range and true peak since the start, momentary
+        /// and short-term now.
+        public var loudness: LoudnessReading
 
         public var description: String {
             var parts = [
                 String(cFormat: "%7.1f s", seconds), "aac \(packetsEncoded) packets",
-                "encoder drops \(framesDropped) frames", "xruns \(xruns)",
+                "encoder drops \(framesDropped) frames", "xruns \(xruns)", loudness.statusText,
             ]
             if renderFailures > 0 { parts.append("render failures \(renderFailures)") }
             if isMuted { parts.append("muted") } else if volume != 1 { parts.append(String(cFormat: "volume %.2f", volume)) }
@@ -412,7 +415,7 @@ public final class LiveStreamSession: Sendable {
         Statistics(
             seconds: Double(processor.framesProcessed) / sampleRate, packetsEncoded: worker.packetsEncoded,
             framesDropped: worker.droppedFrames, renderFailures: processor.renderFailures, xruns: io?.xrunCount ?? 0, deviceReconnects: io?.reconnectCount ?? 0,
-            isMuted: isMuted, volume: volume, outputs: encoded.statistics)
+            isMuted: isMuted, volume: volume, outputs: encoded.statistics, loudness: processor.loudness.read())
     }
 
     /// The publishers of the RTMP outputs, for their statistics streams.
@@ -424,11 +427,16 @@ public final class LiveStreamSession: Sendable {
         public let input: MeterReading
         /// What is encoded: after the graph, the volume and the mute.
         public let output: MeterReading
+        /// The loudness of what is encoded (the programme): not a reading since the previous one, but the meter's
+        /// latest (momentary, short-term; integrated, range and true peak since the start).
+        public let loudness: LoudnessReading
     }
 
     /// Levels for a VU display: each reading covers what passed since the previous one (poll it, e.g. 10 times a
     /// second). Lock-free on the audio thread.
-    public var meters: Meters { Meters(input: processor.inputMeter.read(), output: processor.outputMeter.read()) }
+    public var meters: Meters {
+        Meters(input: processor.inputMeter.read(), output: processor.outputMeter.read(), loudness: processor.loudness.read())
+    }
 
     /// A unit of the graph by its id in the graph file, for live control while streaming (`"room"` → its reverb:
     /// `try session.unit(named: "room")?.parameter("wetDryMix").set(35)`); nil without a graph or for an unknown id.
@@ -502,6 +510,8 @@ final class StreamProcessor: Sendable {
     let volumeBits = Atomic<UInt32>(Float(1).bitPattern)
     let inputMeter = LevelMeter()
     let outputMeter = LevelMeter()
+    /// The programme's loudness, after the volume.
+    let loudness: LoudnessMeter
     private let processed = Atomic<Int64>(0)
     private let failures = Atomic<Int>(0)
     private let inputFailure = Locked<AudioError?>(nil)
@@ -513,6 +523,7 @@ final class StreamProcessor: Sendable {
         self.channelCount = channelCount
         self.sampleRate = sampleRate
         output = PCMBuffer(channelCount: channelCount, capacity: maximumFrames)
+        loudness = LoudnessMeter(sampleRate: sampleRate, channelCount: channelCount)
     }
 
     /// Frames taken in (sample time of the end of the last block).
@@ -551,6 +562,7 @@ final class StreamProcessor: Sendable {
         bound.onRenderThread.gain.setTarget(target)
         out.copy(from: source, gain: &bound.onRenderThread.gain)
         outputMeter.accumulate(out)
+        loudness.accumulate(out)
         outputs.push(out, sampleTime: sampleTime, hostTime: hostTime)
         processed.store(sampleTime + Int64(frames), ordering: .relaxed)
     }

@@ -86,6 +86,7 @@ public struct KaraokeStagePresenter: StagePresenter {
         m.add("accompaniment", raw: s.accompaniment.json)
         m.add("output", raw: s.output.json)
         o.add("meters", raw: m.json)
+        o.add("loudness", raw: s.loudness.json)
         if let sung = s.singAlong?.sung {
             var p = JSONObject()
             p.add("time", sung.time)
@@ -197,6 +198,7 @@ public struct StreamStagePresenter: StagePresenter {
         m.add("input", raw: s.input.json)
         m.add("output", raw: s.output.json)
         o.add("meters", raw: m.json)
+        o.add("loudness", raw: s.loudness.json)
         return o.json
     }
 
@@ -234,5 +236,20 @@ public struct StreamStagePresenter: StagePresenter {
             throw AudioError(.invalidParameter, "not a stream control")
         }
         try session.perform(c)
+    }
+}
+
+extension LoudnessReading {
+    /// `{"momentary": …, "shortTerm": …, "integrated": …, "range": …, "truePeak": …}`: LUFS, LU and dBTP, null where
+    /// there is no loudness yet.
+    var json: String {
+        var o = JSONObject()
+        func finite(_ v: Double) -> Double? { v.isFinite ? (v * 100).rounded() / 100 : nil }
+        o.add("momentary", finite(momentary))
+        o.add("shortTerm", finite(shortTerm))
+        o.add("integrated", finite(integrated))
+        o.add("range", finite(loudnessRange))
+        o.add("truePeak", finite(truePeak))
+        return o.json
     }
 }

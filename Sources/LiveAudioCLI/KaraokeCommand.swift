@@ -253,7 +253,7 @@ struct Karaoke: AsyncParsableCommand {
                         cFormat: "%.1f / %.1f s  voice %.1f dB  accompaniment %.1f dB  output %.1f dB  round trip %.2f ms",
                         s.position, Double(session.player.fileFrames) / session.sampleRate,
                         s.voice.peak ?? -.infinity, s.accompaniment.peak ?? -.infinity, s.output.peak ?? -.infinity,
-                        s.roundTripMilliseconds) + "  xruns \(s.xruns)"
+                        s.roundTripMilliseconds) + "  xruns \(s.xruns)  \(s.loudness.statusText)"
                     let outputs = s.outputs.map { " | \($0)" }.joined()
                     StandardStream.output(line + outputs + "\n")
                 }
@@ -271,6 +271,7 @@ struct Karaoke: AsyncParsableCommand {
                 "karaoke: \(String(cFormat: "%.2f", summary.seconds)) s; round trip \(summary.roundTripFrames) frames "
                     + "(\(summary.roundTripSource)); xruns \(summary.xruns), accompaniment underruns "
                     + "\(summary.accompanimentUnderruns), recorded \(summary.recordedFrames) frames, dropped \(summary.droppedFrames)")
+            print("karaoke: the song's loudness: \(summary.loudness.summaryText)")
             for output in summary.outputs { print("  \(output)") }
             if let score = summary.score, let chart {
                 // The lines that ended after the last look (off a terminal).

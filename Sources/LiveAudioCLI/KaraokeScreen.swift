@@ -129,6 +129,8 @@ final class KaraokeScreen {
             meter("voice", s.voice, voiceExtra),
             meter("accompaniment", s.accompaniment, accompanimentExtra),
             meter("output", s.output, ""),
+            "loudness      " + s.loudness.statusText + "  (the song)"
+                + (s.loudness.integrated.isFinite ? String(cFormat: "  range %.1f LU  true peak %.1f dBTP", s.loudness.loudnessRange, s.loudness.truePeak) : ""),
             String(cFormat: "key %+.1f  tempo %.2f  round trip %.2f ms", s.keyCents / 100, s.tempo, s.roundTripMilliseconds)
                 + " (\(s.roundTripSource))  xruns \(s.xruns)  drops \(s.droppedFrames)  underruns \(s.underruns)",
         ]

@@ -145,6 +145,7 @@ struct Stream: AsyncParsableCommand {
             events?.cancel()
             withExtendedLifetime(signals) {}
             print("streamed \(summary.statistics)")
+            print("loudness: \(summary.statistics.loudness.summaryText)")
             if let error = summary.error { throw error }
             if let limit, bound.hasPassed, !stop.isSet, Int64(summary.statistics.seconds * session.sampleRate) < limit {
                 throw AudioError(

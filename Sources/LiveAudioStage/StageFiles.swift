@@ -41,6 +41,11 @@ enum StageFiles {
   </section>
 
   <section aria-label="Meters" id="meters"></section>
+  <section aria-label="Loudness">
+    <p><span id="loudness-of">Loudness</span> (EBU R128): M <output id="lufs-m">–</output> · S <output id="lufs-s">–</output>
+      · I <output id="lufs-i">–</output> LUFS · range <output id="lufs-lra">–</output> LU · true peak
+      <output id="lufs-tp">–</output> dBTP</p>
+  </section>
 
   <section aria-label="Status">
     <p id="status-line"></p>
@@ -194,6 +199,13 @@ function onTick(m) {
     const level = peak === null ? -60 : Math.max(-60, Math.min(0, peak));
     document.getElementById(`meter-${name}-bar`).value = level;
     document.getElementById(`meter-${name}-text`).textContent = peak === null ? "-inf dB" : `${peak.toFixed(1)} dB`;
+  }
+  if (m.loudness) {
+    const l = m.loudness;
+    const show = (id, v) => { $(id).textContent = v === null ? "–" : v.toFixed(1); };
+    show("lufs-m", l.momentary); show("lufs-s", l.shortTerm); show("lufs-i", l.integrated);
+    show("lufs-lra", l.range); show("lufs-tp", l.truePeak);
+    $("loudness-of").textContent = stage.hello && stage.hello.kind === "karaoke" ? "The song's loudness" : "The stream's loudness";
   }
   if (stage.hello && stage.hello.kind === "karaoke") {
     showLine(m.position);

@@ -262,6 +262,12 @@ struct StageTests {
         let samples = r["samples"] as? [[String: Any]] ?? []
         let meter = samples.compactMap { $0["output"] as? Double }
         #expect(Set(meter.map { ($0 * 10).rounded() }).count >= 3, "output meter: \(meter.prefix(20))")
+        // The loudness the page shows: a stereo 1 kHz sine at amplitude 0.25 (−12.04 dBFS) is −12.04 LUFS (BS.1770:
+        // the two channels' mean squares, 3.01 dB under the peak each, add; K-weighting's +0.69 dB at 1 kHz is
+        // what the formula's −0.691 takes back), momentary and integrated alike, before the mute at 3 s.
+        let steady = samples.filter { ($0["position"] as? Double ?? 0) > 1.2 && ($0["position"] as? Double ?? 9) < 2.8 }
+        let lufs = steady.compactMap { s in (s["lufsM"] as? String).flatMap(Double.init).flatMap { m in (s["lufsI"] as? String).flatMap(Double.init).map { (m, $0) } } }
+        #expect(!lufs.isEmpty && lufs.allSatisfy { abs($0.0 + 12.04) <= 0.15 && abs($0.1 + 12.04) <= 0.15 }, "the page's M and I: \(lufs.prefix(10))")
         let outputs = samples.last?["outputs"] as? [[String: Any]] ?? []
         #expect(outputs.count == 1 && (outputs.first?["name"] as? String ?? "").hasSuffix("out.flv") && (outputs.first?["state"] as? String) == "writing",
                 "\(outputs)")

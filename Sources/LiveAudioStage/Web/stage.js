@@ -121,6 +121,13 @@ function onTick(m) {
     document.getElementById(`meter-${name}-bar`).value = level;
     document.getElementById(`meter-${name}-text`).textContent = peak === null ? "-inf dB" : `${peak.toFixed(1)} dB`;
   }
+  if (m.loudness) {
+    const l = m.loudness;
+    const show = (id, v) => { $(id).textContent = v === null ? "–" : v.toFixed(1); };
+    show("lufs-m", l.momentary); show("lufs-s", l.shortTerm); show("lufs-i", l.integrated);
+    show("lufs-lra", l.range); show("lufs-tp", l.truePeak);
+    $("loudness-of").textContent = stage.hello && stage.hello.kind === "karaoke" ? "The song's loudness" : "The stream's loudness";
+  }
   if (stage.hello && stage.hello.kind === "karaoke") {
     showLine(m.position);
     if (m.pitch && m.pitch.voiced && m.pitch.midi !== null) {

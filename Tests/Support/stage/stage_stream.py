@@ -41,7 +41,9 @@ def main():
             s = d.execute_script("""const s = window.stage; const bar = document.getElementById('meter-output-bar');
               return s && s.tick ? {position: s.tick.position, state: s.tick.state, output: bar ? bar.value : null,
                 outputs: s.status ? s.status.outputs : null, muted: s.status ? s.status.mutes.stream : null,
-                volume: s.status ? s.status.volumes.stream : null} : null""")
+                volume: s.status ? s.status.volumes.stream : null,
+                lufsM: document.getElementById('lufs-m').textContent,
+                lufsI: document.getElementById('lufs-i').textContent} : null""")
             if s:
                 r["samples"].append(s)
 
