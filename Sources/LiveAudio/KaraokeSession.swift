@@ -141,8 +141,33 @@ public final class KaraokeSession: Sendable {
         /// The duet part sung (`P1` is 1).
         public var part = 1
         public var difficulty = SingingDifficulty.medium
+        /// Plays the accompaniment at this integrated loudness, LUFS (EBU R128; −18 is `--normalize`'s default):
+        /// the song is measured on a worker before the start (``FileLoudness``) and its gain set so that every song
+        /// plays equally loud; the accompaniment volume moves around it. The gain stops where the song's true peak
+        /// would pass ``accompanimentTruePeak``. nil: the song as it is.
+        public var accompanimentLoudness: Double?
+        /// The ceiling for the accompaniment's true peak under ``accompanimentLoudness``, dBTP.
+        public var accompanimentTruePeak = -1.0
+        /// Where songs' measurements are kept between runs, keyed by path, size and modification time (the user's
+        /// cache folder by default; nil: measured every time).
+        public var loudnessCache: LoudnessCache? = LoudnessCache()
 
         public init(song: String) { self.song = song }
+    }
+
+    /// How the accompaniment was brought to ``Configuration/accompanimentLoudness``.
+    public struct AccompanimentNormalization: Sendable, Hashable {
+        /// The song file's integrated loudness (LUFS, −inf for silence) and true peak (dBTP).
+        public let measured: Double
+        public let truePeak: Double
+        /// Taken from the cache rather than measured now.
+        public let cached: Bool
+        /// The gain applied to the accompaniment, dB (0 for silence).
+        public let gain: Double
+        /// The target, LUFS.
+        public let target: Double
+        /// True when the gain stopped short of the target at the true-peak ceiling.
+        public let limitedByTruePeak: Bool
     }
 
     /// What the session did.
@@ -217,7 +242,10 @@ public final class KaraokeSession: Sendable {
     struct Volumes {
         var accompaniment = 0.0, voice = 0.0, monitorVoice = 0.0
         var accompanimentMuted = false, voiceMuted = false
+        /// The accompaniment's loudness normalisation, linear (``Configuration/accompanimentLoudness``).
+        var normalization: Float = 1
     }
+    private let normalized = Locked<AccompanimentNormalization?>(nil)
     private let state = Locked<SessionState>(SessionState())
     private let lifecycle = LockedLifecycle(name: "the karaoke session")
     /// What the stop that did the work returned: what later (and concurrent) stops return too.
@@ -338,6 +366,15 @@ public final class KaraokeSession: Sendable {
         try lifecycle.startRequested()
         var opened: EncodedOutputs?
         do throws(AudioError) {
+            if let target = configuration.accompanimentLoudness, normalized.withLock({ $0 }) == nil {
+                let n = try await normalizeAccompaniment(to: target)
+                normalized.withLock { $0 = n }
+                try lifecycle.checkStarting()
+                volumes.withLock {
+                    $0.normalization = Self.linear(n.gain)
+                    apply($0)
+                }
+            }
             if let tap = encoderTap {
                 let outputs = try encoded.withLock { e throws(AudioError) -> EncodedOutputs in
                     if let e { return e }
@@ -361,6 +398,50 @@ public final class KaraokeSession: Sendable {
             throw interrupted ? AudioError(.invalidState, "the karaoke session was stopped while it started") : error
         }
         lifecycle.startEnded(succeeded: true)
+    }
+
+    /// How the accompaniment was normalised (after a ``start()`` with ``Configuration/accompanimentLoudness``).
+    public var accompanimentNormalization: AccompanimentNormalization? { normalized.withLock { $0 } }
+
+    /// The song's loudness from the cache, or measured on a thread of its own (decoding a song takes a second or
+    /// two); the gain for `target`, stopped at the true-peak ceiling.
+    private func normalizeAccompaniment(to target: Double) async throws(AudioError) -> AccompanimentNormalization {
+        try LoudnessNormalization.check(target: target, ceiling: configuration.accompanimentTruePeak)
+        let path = configuration.song
+        let cache = configuration.loudnessCache
+        var measured: (integrated: Double, truePeak: Double)
+        var cached = false
+        if let hit = cache?.lookUp(path) {
+            measured = hit
+            cached = true
+        } else {
+            let lifecycle = self.lifecycle
+            let result: Result<FileLoudness, AudioError> = await withCheckedContinuation { continuation in
+                do throws(AudioError) {
+                    _ = try WorkerThread(name: "la-loudness") {
+                        continuation.resume(returning: Result { () throws(AudioError) in
+                            try FileLoudness.measure(path: path, stopped: { lifecycle.state == .starting(stopRequested: true) })
+                        })
+                    }
+                } catch {
+                    continuation.resume(returning: .failure(error))
+                }
+            }
+            let m = try result.get()
+            measured = (m.reading.integrated, m.reading.truePeak)
+            cache?.store(path, integrated: measured.integrated, truePeak: measured.truePeak)
+        }
+        guard measured.integrated.isFinite else {
+            return AccompanimentNormalization(
+                measured: measured.integrated, truePeak: measured.truePeak, cached: cached, gain: 0, target: target,
+                limitedByTruePeak: false)
+        }
+        var gain = target - measured.integrated
+        let limited = measured.truePeak + gain > configuration.accompanimentTruePeak
+        if limited { gain = configuration.accompanimentTruePeak - measured.truePeak }
+        return AccompanimentNormalization(
+            measured: measured.integrated, truePeak: measured.truePeak, cached: cached, gain: gain, target: target,
+            limitedByTruePeak: limited)
     }
 
     /// Calibrations played at most before the session goes on with what it has (and warns).
@@ -775,7 +856,7 @@ public final class KaraokeSession: Sendable {
 
     /// Under the volumes' lock, so the mixers end with the last values set.
     private func apply(_ v: Volumes) {
-        let accompaniment = v.accompanimentMuted ? 0 : Self.linear(v.accompaniment)
+        let accompaniment = v.accompanimentMuted ? 0 : Self.linear(v.accompaniment) * v.normalization
         try? monitor.setVolume(accompaniment, bus: 0)
         echoReference?.gain = accompaniment
         try? monitor.setVolume(v.voiceMuted ? 0 : Self.linear(v.monitorVoice), bus: 1)

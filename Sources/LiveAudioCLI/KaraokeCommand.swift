@@ -74,6 +74,12 @@ struct Karaoke: AsyncParsableCommand {
     @Option(name: .customLong("monitor-voice-volume"), parsing: .unconditional, help: "dB in the headphones (-inf for none, at most 12).")
     var monitorVoiceVolume: String = "0"
 
+    @Option(
+        help: ArgumentHelp(
+            "Play the accompaniment at this integrated loudness (default -18 LUFS): the song is measured before it starts (once: kept in the user's cache folder) and its gain set; the volume keys move around it.",
+            valueName: "=LUFS"))
+    var normalize: String?
+
     @Flag(name: .customLong("voice-processing"), help: "Echo cancellation, noise suppression and gain control on the microphone.")
     var voiceProcessing = false
 
@@ -140,6 +146,7 @@ struct Karaoke: AsyncParsableCommand {
             c.keyCents = key * 100
             c.tempo = tempo
             c.accompanimentVolume = try Self.decibels(accompanimentVolume, "--accompaniment-volume")
+            c.accompanimentLoudness = try NormalizeOption.target(normalize, default: -18, ceiling: c.accompanimentTruePeak)
             c.voiceVolume = try Self.decibels(voiceVolume, "--voice-volume")
             c.monitorVoiceVolume = try Self.decibels(monitorVoiceVolume, "--monitor-voice-volume")
             c.voiceProcessing = voiceProcessing
@@ -189,6 +196,9 @@ struct Karaoke: AsyncParsableCommand {
                 return
             }
             let deviceRate = session.deviceGrant?.sampleRate ?? session.sampleRate
+            if let n = session.accompanimentNormalization {
+                note("karaoke: " + NormalizeOption.describe(n))
+            }
             note("karaoke: \(session.deviceGrant.map { "\($0)" } ?? "") ; round trip \(String(cFormat: "%.2f", Double(session.roundTripFrames) * 1000 / session.sampleRate)) ms (\(session.roundTripSource)\(session.calibrations > 1 ? ", \(session.calibrations) calibrations: an xrun, a lost click or clicks apart in the first" : ""))")
             let bound = ClockBound(duration: duration, grace: 0)
             let title = chart.map { [$0.artist, $0.title].filter { !$0.isEmpty }.joined(separator: " – ") } ?? FilePath.lastComponent(song)

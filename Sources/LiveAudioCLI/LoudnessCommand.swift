@@ -118,6 +118,16 @@ enum NormalizeOption {
         return target
     }
 
+    /// How a karaoke accompaniment was normalised, for a note.
+    static func describe(_ n: KaraokeSession.AccompanimentNormalization) -> String {
+        guard n.measured.isFinite else {
+            return "--normalize changed nothing: the song is silent (no integrated loudness: nothing reaches -70 LUFS)"
+        }
+        return "the accompaniment measures \(lufs(n.measured))" + (n.cached ? " (from the cache)" : "")
+            + ", played at \(lufs(n.measured + n.gain)): gain " + String(cFormat: "%+.1f dB", n.gain)
+            + (n.limitedByTruePeak ? " (held short of \(lufs(n.target)) by its true peak, \(decibels(n.truePeak, "dBTP")))" : "")
+    }
+
     /// What a normalisation did, for the command's summary line.
     static func describe(_ plan: LoudnessNormalization) -> String {
         if plan.isSilent {

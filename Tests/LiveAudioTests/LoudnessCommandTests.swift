@@ -175,3 +175,46 @@ import TestSupport
         #expect(leftovers.isEmpty, "\(leftovers)")
     }
 }
+
+/// `liveaudio karaoke SONG --normalize`: songs at one loudness. On the virtual device (real time: phase 2).
+@Suite struct KaraokeNormalizeTests {
+    var liveaudio: String { productsDirectory + "/liveaudio" }
+
+    /// Two songs 10 dB apart, each sung with `--normalize` (the voice left out of the recorded song, so the song
+    /// stem is the accompaniment as the session played it): the two stems within 0.5 LU of each other and of −18
+    /// LUFS by FFmpeg's meter. The second time a song is sung its loudness comes from the cache; a song changed
+    /// since (a new modification time) is measured again.
+    @Test func songsPlayAtOneLoudness() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        try LoudnessCommandTests.music(dir.file("loud.wav"), rate: 48_000, seconds: 8, variant: 1)
+        try FFmpeg.run(["-i", dir.file("loud.wav"), "-af", "volume=-10dB", "-c:a", "pcm_s16le", dir.file("quiet.wav")])
+        try FFmpeg.run(["-f", "lavfi", "-i", "anullsrc=r=48000:cl=mono", "-t", "10", "-c:a", "pcm_s16le", dir.file("mic.wav")])
+        let environment = ["XDG_CACHE_HOME": dir.file("cache")]
+        func sing(_ song: String, _ stems: String, _ extra: [String] = []) throws -> String {
+            try FileManager.default.createDirectory(atPath: dir.file(stems), withIntermediateDirectories: true)
+            let r = try runProcess(
+                liveaudio,
+                ["karaoke", dir.file(song), "--backend", "virtual", "--input", dir.file("mic.wav"), "--output", dir.file("out.wav"),
+                 "--stems", dir.file(stems), "--latency-ms", "0", "--voice-volume", "-inf", "--normalize"] + extra,
+                environment: environment)
+            #expect(r.status == 0, "\(r.stderr)")
+            return r.stderr
+        }
+        let first = try sing("loud.wav", "a")
+        let second = try sing("quiet.wav", "b")
+        #expect(first.contains("played at -18.0 LUFS") && !first.contains("from the cache"), "\(first)")
+        #expect(second.contains("played at -18.0 LUFS"), "\(second)")
+        let a = try FFmpeg.ebur128(dir.file("a/song.wav")).integrated
+        let b = try FFmpeg.ebur128(dir.file("b/song.wav")).integrated
+        #expect(abs(a - b) <= 0.5 && abs(a + 18) <= 0.5 && abs(b + 18) <= 0.5, "song stems: \(a) and \(b) LUFS")
+        // Again (a second of it): from the cache. Then the file changes (its time moves): measured again.
+        let again = try sing("quiet.wav", "c", ["--end", "1"])
+        #expect(again.contains("(from the cache)"), "\(again)")
+        _ = try runProcess("/usr/bin/touch", ["-d", "2020-01-01", dir.file("quiet.wav")])
+        let changed = try sing("quiet.wav", "d", ["--end", "1"])
+        #expect(!changed.contains("(from the cache)") && changed.contains("played at -18.0 LUFS"), "\(changed)")
+        let cache = try String(contentsOfFile: dir.file("cache/liveaudio/loudness.tsv"), encoding: .utf8)
+        #expect(cache.split(separator: "\n").count == 3, "a header and one line a song: \(cache)")
+    }
+}
