@@ -39,6 +39,18 @@ func probe(_ arguments: [String], environment: [String: String] = [:]) async thr
         #expect(report["renderThreadLockWaits"] == 0, "the sync probe counts lock waits (-1: not loaded)")
     }
 
+    /// A stream's loudness meter over ten minutes of programme, read by another thread all the while: not one
+    /// allocation, free or lock wait on the metering thread, and the heap in use the same after the tenth minute as
+    /// after the first (the history is two fixed histograms and a 3 s ring, whatever the length of the run).
+    @Test func loudnessMeterHistoryIsBounded() async throws {
+        let report = try await probe(["loudness-history", "-"])
+        #expect(report["seconds"] == 600 && report["reads"]! > 100, "\(report)")
+        #expect(report["allocations"] == 0 && report["frees"] == 0 && report["lockWaits"] == 0, "\(report)")
+        #expect(report["heapAfter1Minute"] == report["heapAfter10Minutes"], "\(report)")
+        #expect(report["canary"]! >= 1, "the count sees the metering thread")
+        #expect(report["integratedTimes100"]! < 0 && report["integratedTimes100"]! > -4000, "a loudness was measured: \(report)")
+    }
+
     /// A voiceProcessing unit over 10,000 offline cycles of 1 … 4096 frames with its modes switching and levels
     /// moving from a control thread: nothing allocated or freed, and no lock taken, on the render thread. WebRTC's
     /// module locks a mutex of its own in every call, its setters included: it runs on the unit's worker thread,

@@ -3,6 +3,7 @@
 //   LD_PRELOAD=... AllocationProbe render-file DIR SECONDS
 //   LD_PRELOAD=... AllocationProbe device-cycles DIR GRAPH.json jack SERVER | virtual
 //   LD_PRELOAD=... AllocationProbe encoder-pushes DIR
+//   LD_PRELOAD=... AllocationProbe loudness-history -
 // Prints one JSON object; the tests in LiveAudioTests run it and judge the numbers.
 import CAllocationProbe
 import Foundation
@@ -89,7 +90,7 @@ func renderCycles(directory: String) throws {
         try LowPassUnit(format: format, cutoff: 12_000), try HighPassUnit(format: format, cutoff: 40),
         try BandPassUnit(format: format, frequency: 1000, bandwidth: 4),
         try DynamicsUnit(format: format), try ReverbUnit(format: format), try DelayUnit(format: format),
-        try LimiterUnit(format: format),
+        try LimiterUnit(format: format), try LimiterUnit(format: format, truePeak: true),
     ]
     // The units whose parameters move: the effects and the time-pitch.
     let moving = effects + [timePitchUnit]
@@ -100,6 +101,11 @@ func renderCycles(directory: String) throws {
         previous = node
     }
     try graph.connect(previous, to: graph.output)
+    // The programme's loudness: a sink on the last effect, read and reset by the control thread.
+    let loudness = try LoudnessMeterUnit(format: format)
+    let loudnessNode = try graph.addNode(loudness, name: "loudness")
+    try graph.connect(previous, to: loudnessNode)
+    try graph.addSink(loudnessNode)
     try graph.initialize()
     try graph.start()
     let renderer = OfflineRenderer(graph: graph)
@@ -137,6 +143,8 @@ func renderCycles(directory: String) throws {
                     try graph.connect(extra, to: m, inputBus: 6)
                     try graph.removeNode(extra)
                 default:
+                    _ = loudness.read()
+                    if k % 40 == 3 { loudness.meter.reset() }
                     try gainUnit.setParameter("gain", Float(k % 12) - 12)
                     try mixer.setPan(Float(k % 3) - 1, bus: 0)
                     // Every effect parameter somewhere new in its range; every so often a bypass flips.
@@ -191,6 +199,74 @@ func renderCycles(directory: String) throws {
         "cycles": cycles, "renderThreadAllocations": allocation_probe_count(),
         "renderThreadBytes": allocation_probe_bytes(), "schedulesPublished": swapped, "changes": changes.load(),
         "renderThreadLockWaits": lockWaits, "renderThreadFrees": frees,
+    ])
+}
+
+/// A stream's loudness meter fed ten minutes of stereo 48 kHz programme (music-like: tones that swell and decay, a
+/// level that changes every few seconds) in 480-frame blocks as fast as it goes, on a watched thread: its
+/// allocations and frees, and the heap in use (mallinfo2) after the first minute and after the tenth. Another thread
+/// reads it all the while.
+func loudnessHistory() throws {
+    let rate = 48_000.0
+    let meter = LoudnessMeter(sampleRate: rate, channelCount: 2)
+    let block = PCMBuffer(channelCount: 2, capacity: 480)
+    var n = 0
+    func fill() {
+        let level = Float(0.05 + 0.4 * Double((n / 240_000) % 5) / 4)
+        for i in 0..<480 {
+            let t = Double(n + i) / rate
+            let v = level * Float(sin(2 * Double.pi * 220 * t) * exp(-3 * t.truncatingRemainder(dividingBy: 0.5)) + 0.3 * sin(2 * Double.pi * 1320 * t))
+            block.storage[i] = v
+            block.storage[block.channelStride + i] = v * 0.8
+        }
+        n += 480
+    }
+    let stop = Locked(false)
+    let reads = Locked(0)
+    let reader = Thread {
+        while !stop.load() {
+            _ = meter.read()
+            reads.add(1)
+            usleep(1000)
+        }
+    }
+    reader.start()
+    // The first second, unwatched: one-time runtime work of a debug build.
+    for _ in 0..<100 { fill(); meter.accumulate(block.view(frames: 480)) }
+    MallocInterposerSwift.setAllocationHook(allocation_probe_hook)
+    allocation_probe_reset()
+    MallocInterposerSwift.hook()
+    var heap: [Int] = []
+    heap.reserveCapacity(2)
+    let blocksPerMinute = 6000
+    for minute in 1...10 {
+        // Watched while it meters; the blocks are made unwatched (the signal is not the meter's).
+        for _ in 0..<(minute == 1 ? blocksPerMinute - 100 : blocksPerMinute) {
+            fill()
+            allocation_probe_watch_this_thread(1)
+            meter.accumulate(block.view(frames: 480))
+            allocation_probe_watch_this_thread(0)
+        }
+        if minute == 1 || minute == 10 { heap.append(Int(allocation_probe_heap_in_use())) }
+    }
+    let lockWaits = allocation_probe_lock_waits()
+    let frees = allocation_probe_frees()
+    let allocations = allocation_probe_count()
+    // The count sees this thread: one deliberate allocation.
+    allocation_probe_watch_this_thread(1)
+    let canary = UnsafeMutablePointer<Int>.allocate(capacity: 64)
+    allocation_probe_watch_this_thread(0)
+    canary.deallocate()
+    let canaries = allocation_probe_count() - allocations
+    MallocInterposerSwift.unhook()
+    MallocInterposerSwift.setAllocationHook(nil)
+    stop.store(true)
+    while !reader.isFinished { usleep(1000) }
+    let r = meter.read()
+    emit([
+        "seconds": Int(r.duration.rounded()), "allocations": Int(allocations), "frees": frees, "canary": Int(canaries),
+        "lockWaits": lockWaits, "heapAfter1Minute": heap[0], "heapAfter10Minutes": heap[1], "reads": reads.load(),
+        "integratedTimes100": Int((r.integrated * 100).rounded()),
     ])
 }
 
@@ -823,6 +899,7 @@ let args = CommandLine.arguments
 do {
     switch args.count > 2 ? args[1] : "" {
     case "render-cycles": try renderCycles(directory: args[2])
+    case "loudness-history": try loudnessHistory()
     case "voice-cycles": try voiceCycles()  // DIR unused
     case "encoder-pushes": try encoderPushes()
     case "stream-session": try streamSession(directory: args[2])
@@ -837,7 +914,7 @@ do {
     case "device-cycles" where args.count > 4 && args[4] == "virtual":
         try deviceCycles(directory: args[2], graphPath: args[3], backend: .virtual, jackServer: nil)
     default:
-        FileHandle.standardError.write(Data("usage: AllocationProbe render-cycles DIR | voice-cycles DIR | render-file DIR SECONDS | device-cycles DIR GRAPH (jack SERVER [voice] | alsa INPUT OUTPUT | virtual) | encoder-pushes DIR | stream-session DIR | karaoke-session DIR JACK-SERVER\n".utf8))
+        FileHandle.standardError.write(Data("usage: AllocationProbe render-cycles DIR | voice-cycles DIR | render-file DIR SECONDS | device-cycles DIR GRAPH (jack SERVER [voice] | alsa INPUT OUTPUT | virtual) | encoder-pushes DIR | stream-session DIR | karaoke-session DIR JACK-SERVER | loudness-history -\n".utf8))
         exit(2)
     }
 } catch {

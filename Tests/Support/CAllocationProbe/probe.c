@@ -77,3 +77,6 @@ int64_t allocation_probe_device_controls(void) { return sync_device_controls ? s
 int64_t allocation_probe_watched_device_controls(void) {
     return sync_watched_device_controls ? sync_watched_device_controls() : -1;
 }
+
+#include <malloc.h>
+int64_t allocation_probe_heap_in_use(void) { return (int64_t)mallinfo2().uordblks; }

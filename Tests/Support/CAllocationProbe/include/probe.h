@@ -18,6 +18,8 @@ int allocation_probe_sees_locks(void);
 /// Lock waits and frees on watched threads; -1 without the sync probe.
 int64_t allocation_probe_lock_waits(void);
 int64_t allocation_probe_frees(void);
+// Bytes of heap in use now (glibc's mallinfo2().uordblks).
+int64_t allocation_probe_heap_in_use(void);
 /// Blocking system calls made in the I/O unit's handler of a device cycle on watched threads, and how many such
 /// handlers ran there (the scope the I/O unit marks); -1 without the sync probe.
 int64_t allocation_probe_blocking_calls(void);
