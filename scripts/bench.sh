@@ -3,14 +3,14 @@
 # same input, and the monitor voice chain on the JACK dummy driver beside JACK's own clients, in the same run.
 # Results go to stdout; docs/benchmarks.md records them with this command. BENCH_DEVICE_SECONDS and
 # BENCH_DEVICE_PERIODS shorten the device part; BENCH_PARTS picks parts (default: engine render chain encode
-# rates voice devices karaoke rtmp). BENCH_RTMP_SECONDS, BENCH_RTMP_STREAMS and BENCH_RTMP_SESSIONS size the RTMP part.
+# rates pitch loudness voice devices karaoke rtmp). BENCH_RTMP_SECONDS, BENCH_RTMP_STREAMS and BENCH_RTMP_SESSIONS size the RTMP part.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH=/opt/swift/usr/bin:$PATH
 work=${BENCH_DIR:-$(mktemp -d)}
 mkdir -p "$work"
 
-parts=" ${BENCH_PARTS:-engine render chain encode rates pitch voice devices karaoke rtmp} "
+parts=" ${BENCH_PARTS:-engine render chain encode rates pitch loudness voice devices karaoke rtmp} "
 want() { [[ "$parts" == *" $1 "* ]]; }
 
 # The tool as `make demo` builds it: release, Swift runtime linked statically.
@@ -165,6 +165,24 @@ scripts/interleaved_timing.py 5 \
   "rubberband -2 -p 2=rubberband -q -2 -p 2 $work/rates-48000.wav $work/pitch-rb-2.wav" \
   "rubberband -2 -R -p 2=rubberband -q -2 -R -p 2 $work/rates-48000.wav $work/pitch-rb-2r.wav" \
   "rubberband -2 (unit's options)=rubberband -q -2 --centre-focus --pitchmap $work/flat.pitchmap -p 2 $work/rates-48000.wav $work/pitch-rb-2u.wav"
+fi
+
+if want loudness; then
+echo "== loudness (EBU R128) of 10 minutes of 48 kHz stereo: liveaudio loudness against FFmpeg's ebur128 filter"
+# Music-like: decaying notes, a swelling chord, noise hits on the beat, a level that moves every 20 s. 16-bit WAV,
+# so decoding costs next to nothing; FFmpeg's decode-only run shows how little. Both meters measure the true peak.
+ffmpeg -hide_banner -loglevel error -y \
+  -f lavfi -i "aevalsrc=exprs='0.25*sin(2*PI*220*t)*exp(-4*mod(t,0.5))+0.15*sin(2*PI*330*t)*(0.6+0.4*sin(2*PI*0.25*t))|0.25*sin(2*PI*220*t+0.5)*exp(-4*mod(t,0.5))+0.12*sin(2*PI*495*t)':s=48000:d=600" \
+  -f lavfi -i "anoisesrc=color=pink:amplitude=0.4:r=48000:d=600:seed=3" \
+  -filter_complex "[1]aformat=channel_layouts=stereo,volume='0.05+0.6*lt(mod(t,0.25),0.04)':eval=frame[n];[0][n]amix=inputs=2:normalize=0,volume='0.3+0.7*mod(floor(t/20),2)':eval=frame" \
+  -c:a pcm_s16le "$work/programme.wav"
+scripts/interleaved_timing.py 10 \
+  "liveaudio loudness=.build/release/liveaudio loudness $work/programme.wav" \
+  "ffmpeg ebur128=ffmpeg -hide_banner -nostats -loglevel error -threads 1 -filter_threads 1 -i $work/programme.wav -af ebur128=peak=true -f null -" \
+  "ffmpeg ebur128, no true peak=ffmpeg -hide_banner -nostats -loglevel error -threads 1 -filter_threads 1 -i $work/programme.wav -af ebur128 -f null -" \
+  "ffmpeg decode only=ffmpeg -hide_banner -nostats -loglevel error -threads 1 -i $work/programme.wav -f null -"
+.build/release/liveaudio loudness "$work/programme.wav"
+ffmpeg -hide_banner -nostats -i "$work/programme.wav" -af ebur128=peak=true:framelog=verbose -f null - 2>&1 | grep -A12 Summary | grep -E "I:|LRA:|Peak:"
 fi
 
 if want pitch; then

@@ -117,8 +117,30 @@ func sample8() async throws {
     let summary = await session.stop()                         // completes the files, unpublishes
 }
 
+// docs/loudness.md
+func sample9(songMix: RenderGraph, song: NodeID) async throws {
+    // A meter on any signal of a graph: a sink, read from any thread.
+    let meter = try LoudnessMeterUnit(format: songMix.format)
+    let node = try songMix.addNode(meter)
+    try songMix.connect(song, to: node)
+    try songMix.addSink(node)
+    // …
+    let now = meter.read()                  // LoudnessReading: momentary, shortTerm, integrated, loudnessRange, truePeak
+    print(now.statusText)                   // "M -18.2 S -19.0 I -19.3 LUFS"
+
+    // A file, offline.
+    let file = try FileLoudness.measure(path: "song.mp3")
+    print(file.reading.summaryText, file.channelWeights.description)
+
+    // On a thread of your own: the kernel itself, any block sizes, no allocation.
+    var kernel = LoudnessKernel(sampleRate: 48_000, channelCount: 2)
+    let block = PCMBuffer(channelCount: 2, capacity: 512)
+    kernel.process(block.view(frames: 512))
+    print(kernel.integrated, kernel.loudnessRange)
+}
+
 // docs/stage.md
-func sample9() async throws {
+func sample10() async throws {
 
     func follow(_ session: KaraokeSession) async throws {
         // One monitor takes the snapshots (the meters' readings cover what played since the previous one); every
@@ -134,7 +156,7 @@ func sample9() async throws {
 }
 
 // docs/streaming.md
-func sample10(encoder: AACEncoder, packets: [AACPacket], capturedAt: UInt64) async throws {
+func sample11(encoder: AACEncoder, packets: [AACPacket], capturedAt: UInt64) async throws {
     let publisher = try RTMPPublisher(
         url: RTMPURL("rtmp://127.0.0.1/live/key"),
         stream: AACStreamDescription(sampleRate: 48_000, channelCount: 2, bitRate: 128_000,
@@ -148,7 +170,7 @@ func sample10(encoder: AACEncoder, packets: [AACPacket], capturedAt: UInt64) asy
 }
 
 // docs/streaming.md
-func sample11() async throws {
+func sample12() async throws {
     var configuration = LiveStreamSession.Configuration(input: .device(name: nil, backend: .alsa))
     configuration.graphPath = "examples/voice-chain.json"
     configuration.outputs = [.rtmp(try RTMPURL("rtmp://127.0.0.1/live/key")), .file("show.m4a"), .file("show.flv")]
@@ -163,7 +185,7 @@ func sample11() async throws {
 }
 
 // docs/voice-processing.md
-func sample12(graph: RenderGraph) async throws {
+func sample13(graph: RenderGraph) async throws {
     let io = try IOUnit(IOUnit.Configuration(
         backend: .alsa, inputFormat: .graph(sampleRate: 48_000, channelCount: 1),
         outputFormat: .graph(sampleRate: 48_000, channelCount: 2)))
@@ -174,21 +196,21 @@ func sample12(graph: RenderGraph) async throws {
 }
 
 // Sources/AudioCore/SampleRateConverter.swift
-func sample13(songBlock: BufferView, outputBlock: BufferView) async throws {
+func sample14(songBlock: BufferView, outputBlock: BufferView) async throws {
     let converter = try SampleRateConverter(inputRate: 44_100, outputRate: 48_000, channelCount: 2)
     let (consumed, produced) = converter.process(input: songBlock, output: outputBlock)
     let tail = converter.flush(into: outputBlock)   // after the last input
 }
 
 // Sources/AudioUnits/Playback/FilePlayerUnit.swift
-func sample14() async throws {
+func sample15() async throws {
     let player = try FilePlayerUnit(path: "song.m4a", sampleRate: 48_000)
     try player.schedule(.init(startFrame: 48_000 * 30, frameCount: 48_000 * 20, loopCount: 1), at: 96_000)
     player.onEnd = { print("done") }
 }
 
 // Sources/LiveAudio/KaraokeSession.swift
-func sample15() async throws {
+func sample16() async throws {
     var configuration = KaraokeSession.Configuration(song: "song.m4a")
     configuration.voiceChain = "examples/voice-chain.json"
     configuration.stemsDirectory = "take1"          // accompaniment.wav, voice-dry.wav, voice-wet.wav, song.wav
@@ -201,7 +223,7 @@ func sample15() async throws {
 }
 
 // Sources/LiveAudio/LiveStreamSession.swift
-func sample16() async throws {
+func sample17() async throws {
     var configuration = LiveStreamSession.Configuration(input: .device(name: nil, backend: .alsa))
     configuration.graphPath = "examples/voice-chain.json"
     configuration.outputs = [.rtmp(try RTMPURL("rtmp://127.0.0.1/live/key")), .file("show.m4a")]
@@ -213,7 +235,7 @@ func sample16() async throws {
 }
 
 // Sources/RTMP/RTMPPublisher.swift
-func sample17(description: AACStreamDescription, packet: AACPacket) async throws {
+func sample18(description: AACStreamDescription, packet: AACPacket) async throws {
     let publisher = try RTMPPublisher(url: RTMPURL("rtmp://127.0.0.1/live/key"), stream: description)
     try await publisher.start()            // connect → … → publish; throws if that fails
     publisher.send(aacFrame: packet.data, timestamp: packet.streamMilliseconds)   // any thread, never waits
