@@ -27,7 +27,7 @@ public struct FileLoudness: Hashable, Sendable {
     ///   - stopped: asked between chunks; true ends the measurement early with `.cancelled`.
     ///   - progress: seconds measured so far, after each chunk.
     /// - Throws: ``AudioError``: the decoder's (`.fileIO`, `.unsupportedFile`, `.corruptFile`), `.invalidFormat` for
-    ///   more than 8 channels or a rate outside 8 … 384 kHz, `.invalidState` when stopped.
+    ///   more than 8 channels, `.unsupportedSampleRate` for a rate outside 8 … 384 kHz, `.invalidState` when stopped.
     public static func measure(
         path: String, stopped: () -> Bool = { false }, progress: (Double) -> Void = { _ in }
     ) throws(AudioError) -> FileLoudness {
@@ -95,7 +95,7 @@ public struct LoudnessCache: Sendable {
     /// The stored measurement of `file`, if its size and modification time are those it was measured at.
     public func lookUp(_ file: String) -> (integrated: Double, truePeak: Double)? {
         guard let key = try? Self.key(file) else { return nil }
-        return entries()[key]
+        return entries().last { $0.key == key }?.value
     }
 
     /// Keeps a measurement. Errors writing the cache are returned, not thrown: a cache that cannot be written costs
@@ -104,12 +104,10 @@ public struct LoudnessCache: Sendable {
     public func store(_ file: String, integrated: Double, truePeak: Double) -> AudioError? {
         let key: Key
         do throws(AudioError) { key = try Self.key(file) } catch { return error }
-        var all = entries()
-        all[key] = (integrated, truePeak)
-        // Other versions of the same path are stale.
-        all = all.filter { $0.key.path != key.path || $0.key == key }
+        // The file's order is the order written: other versions of the same path are stale, and past the capacity
+        // the oldest go.
         var lines = [Self.header]
-        for (k, v) in all.prefix(Self.capacity - 1) where k != key {
+        for (k, v) in entries().filter({ $0.key.path != key.path }).suffix(Self.capacity - 1) {
             lines.append("\(k.size)\t\(k.modified)\t\(v.integrated)\t\(v.truePeak)\t\(k.path)")
         }
         lines.append("\(key.size)\t\(key.modified)\t\(integrated)\t\(truePeak)\t\(key.path)")
@@ -123,17 +121,18 @@ public struct LoudnessCache: Sendable {
         return nil
     }
 
-    private func entries() -> [Key: (integrated: Double, truePeak: Double)] {
-        guard let data = FileManager.default.contents(atPath: path) else { return [:] }
-        var out: [Key: (Double, Double)] = [:]
+    /// The entries in the order written.
+    private func entries() -> [(key: Key, value: (integrated: Double, truePeak: Double))] {
+        guard let data = FileManager.default.contents(atPath: path) else { return [] }
+        var out: [(key: Key, value: (integrated: Double, truePeak: Double))] = []
         let lines = String(decoding: data, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: true)
-        guard lines.first == Substring(Self.header) else { return [:] }
+        guard lines.first == Substring(Self.header) else { return [] }
         for line in lines.dropFirst() {
             let f = line.split(separator: "\t", maxSplits: 4, omittingEmptySubsequences: false)
             guard f.count == 5, let size = Int64(f[0]), let modified = Int64(f[1]), let i = Double(f[2]),
                 let tp = Double(f[3]), i.isFinite || i == -.infinity
             else { continue }
-            out[Key(path: String(f[4]), size: size, modified: modified)] = (i, tp)
+            out.append((Key(path: String(f[4]), size: size, modified: modified), (i, tp)))
         }
         return out
     }

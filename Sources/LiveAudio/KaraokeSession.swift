@@ -436,9 +436,12 @@ public final class KaraokeSession: Sendable {
                 measured: measured.integrated, truePeak: measured.truePeak, cached: cached, gain: 0, target: target,
                 limitedByTruePeak: false)
         }
-        var gain = target - measured.integrated
-        let limited = measured.truePeak + gain > configuration.accompanimentTruePeak
-        if limited { gain = configuration.accompanimentTruePeak - measured.truePeak }
+        // Up to the target, or as far up as the true peak allows: a song already over the ceiling is left as loud as
+        // it is (not turned down below the target for a peak of its own); one too loud goes down to the target.
+        let wanted = target - measured.integrated
+        let room = configuration.accompanimentTruePeak - measured.truePeak
+        let limited = wanted > room
+        let gain = limited ? max(room, min(wanted, 0)) : wanted
         return AccompanimentNormalization(
             measured: measured.integrated, truePeak: measured.truePeak, cached: cached, gain: gain, target: target,
             limitedByTruePeak: limited)
@@ -856,7 +859,8 @@ public final class KaraokeSession: Sendable {
 
     /// Under the volumes' lock, so the mixers end with the last values set.
     private func apply(_ v: Volumes) {
-        let accompaniment = v.accompanimentMuted ? 0 : Self.linear(v.accompaniment) * v.normalization
+        // A mixer's volume is at most 4 (+12 dB): a loud volume on a normalisation gain stops there.
+        let accompaniment = v.accompanimentMuted ? 0 : min(4, Self.linear(v.accompaniment) * v.normalization)
         try? monitor.setVolume(accompaniment, bus: 0)
         echoReference?.gain = accompaniment
         try? monitor.setVolume(v.voiceMuted ? 0 : Self.linear(v.monitorVoice), bus: 1)

@@ -136,8 +136,29 @@ struct FileEncoding {
         }
         guard input != output else { throw AudioError(.invalidParameter, "the output would overwrite the input") }
         try Preflight.checkFolder(forWriting: output)
+        // What can be checked without the input, before it is measured (a long decode) or anything is written.
+        switch kind {
+        case .wav:
+            guard ["s16", "s24", "s32", "f32"].contains(sampleFormat.lowercased()) else {
+                throw AudioError(.invalidFormat, "--sample-format must be s16, s24, s32 or f32, got '\(sampleFormat)'")
+            }
+            if bitrate != nil { throw AudioError(.invalidParameter, "--bitrate is for AAC; WAV is uncompressed") }
+        case .aac:
+            guard AACProfile(rawValue: profile.lowercased()) != nil else {
+                throw AudioError(
+                    .invalidParameter,
+                    "unknown --profile '\(profile)'; profiles: " + AACProfile.allCases.map(\.rawValue).joined(separator: ", "))
+            }
+            _ = try bitrate.map(Self.parseBitRate)
+        }
         let started = Date()
         var reader = try AudioFile.open(path: input, sampleRate: sampleRate.map(Double.init), channelCount: channels)
+        if case .aac = kind, !AACEncoderSettings.sampleRates.contains(reader.sampleRate), sampleRate == nil {
+            throw AudioError(
+                .unsupportedSampleRate,
+                "'\(input)' is at \(formatHz(reader.sampleRate)), which AAC cannot carry; add --sample-rate with one of "
+                    + AACEncoderSettings.sampleRates.map { "\(Int($0))" }.joined(separator: ", "))
+        }
         let reopen = { () throws(AudioError) -> any AudioFileReader & Sendable in
             try AudioFile.open(path: input, sampleRate: sampleRate.map(Double.init), channelCount: channels)
         }
@@ -162,12 +183,6 @@ struct FileEncoding {
                     .invalidParameter,
                     "unknown --profile '\(profile)'; profiles: " + AACProfile.allCases.map(\.rawValue).joined(separator: ", "))
             }
-            if !AACEncoderSettings.sampleRates.contains(reader.sampleRate), sampleRate == nil {
-                throw AudioError(
-                    .unsupportedSampleRate,
-                    "'\(input)' is at \(formatHz(reader.sampleRate)), which AAC cannot carry; add --sample-rate with one of "
-                        + AACEncoderSettings.sampleRates.map { "\(Int($0))" }.joined(separator: ", "))
-            }
             let settings = AACEncoderSettings(
                 sampleRate: reader.sampleRate, channelCount: reader.channelCount,
                 bitRate: try bitrate.map(Self.parseBitRate), profile: profileValue)
@@ -190,18 +205,29 @@ struct FileEncoding {
                     throw error
                 }
                 guard let current = plan, !current.isSilent, !interrupted, attempt < 3 else { break }
-                let reached = try FileLoudness.measure(path: output, stopped: { stop.isSet }).reading
-                let over = reached.truePeak - current.ceiling
-                let short = current.target - reached.integrated
-                guard over > 0.1 || (reached.integrated.isFinite && abs(short) > 0.1) else { break }
-                attempt += 1
-                var next = abs(short) > 0.1 && reached.integrated.isFinite ? current.compensatingCodec(loss: short) : current
-                if over > 0.1 { next = next.lowerLimiter(by: over + 0.1) }
-                plan = try next.compensatingLimiter(open: reopen, stopped: { stop.isSet })
-                reader = try reopen()
-                unlink(output)
-                encoder = try AACEncoder(settings: settings)
-                writer = try AACFileWriter(path: output, container: container, encoder: encoder)
+                // Stopped while the file is checked: the complete file written so far stays, said to be stopped
+                // early. Any other failure from here deletes the output, as a failure half-way does.
+                do throws(AudioError) {
+                    let reached = try FileLoudness.measure(path: output, stopped: { stop.isSet }).reading
+                    let over = reached.truePeak - current.ceiling
+                    let short = current.target - reached.integrated
+                    guard over > 0.1 || (reached.integrated.isFinite && abs(short) > 0.1) else { break }
+                    attempt += 1
+                    var next = abs(short) > 0.1 && reached.integrated.isFinite ? current.compensatingCodec(loss: short) : current
+                    if over > 0.1 { next = next.lowerLimiter(by: over + 0.1) }
+                    let corrected = try next.compensatingLimiter(open: reopen, stopped: { stop.isSet })
+                    reader = try reopen()
+                    unlink(output)
+                    plan = corrected
+                    encoder = try AACEncoder(settings: settings)
+                    writer = try AACFileWriter(path: output, container: container, encoder: encoder)
+                } catch where stop.isSet {
+                    interrupted = true
+                    break
+                } catch {
+                    unlink(output)
+                    throw error
+                }
             }
             let normalized = plan.map(NormalizeOption.describe) ?? ""
             let elapsed = Date().timeIntervalSince(started)
@@ -284,6 +310,9 @@ struct Probe: ParsableCommand {
     @Argument(help: "The file to inspect.")
     var file: String
 
+    @Flag(name: .customLong("no-loudness"), help: "Leave out the loudness line (it decodes the whole file).")
+    var noLoudness = false
+
     func run() throws {
         do throws(AudioError) {
             let p = try AudioFileProbe.probe(path: file)
@@ -296,11 +325,17 @@ struct Probe: ParsableCommand {
             print(String(cFormat: "first timestamp: %.6f s, last timestamp: %.6f s", p.firstTimestamp, p.lastTimestamp))
             print(String(cFormat: "duration: %.6f s", p.duration))
             print("priming: " + (p.priming.map { "\($0) samples" } ?? "not signalled by the container"))
-            // The whole file decoded once more, through the loudness meter.
-            let m = try FileLoudness.measure(path: file)
-            print(
-                "loudness: \(lufs(m.reading.integrated)) integrated" + (m.isSilent ? " (silent)" : "")
-                    + ", true peak \(decibels(m.reading.truePeak, "dBTP"))")
+            // The whole file decoded once more, through the loudness meter; a file it cannot measure says why.
+            if !noLoudness {
+                do throws(AudioError) {
+                    let m = try FileLoudness.measure(path: file)
+                    print(
+                        "loudness: \(lufs(m.reading.integrated)) integrated" + (m.isSilent ? " (silent)" : "")
+                            + ", true peak \(decibels(m.reading.truePeak, "dBTP"))")
+                } catch {
+                    print("loudness: not measured (\(error.message))")
+                }
+            }
         } catch {
             throw fail(error)
         }

@@ -113,6 +113,9 @@ struct Render: ParsableCommand {
                     input: renderTo, output: temporary, bitrate: nil, channels: nil, sampleRate: nil, profile: "aac-lc",
                     sampleFormat: sampleFormat, normalize: target, truePeakCeiling: truePeak
                 ).run(stop: stop)
+                if stop.isSet {
+                    throw AudioError(.invalidState, "stopped before the end: nothing was written to '\(output)'")
+                }
                 guard rename(temporary, output) == 0 else {
                     throw AudioError(.fileIO, "cannot rename the normalized file to '\(output)': \(String(cString: strerror(errno)))")
                 }

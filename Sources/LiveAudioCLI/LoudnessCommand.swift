@@ -90,9 +90,11 @@ enum NormalizeOption {
             // After "--", everything is an argument.
             if a == "--" { return out + arguments[i...] }
             if a == "--normalize" {
+                // Only a loudness: a negative number or 0, "LUFS" after it or not ("-16", "-16LUFS", "-16 LUFS").
                 let next = i + 1 < arguments.count ? arguments[i + 1] : ""
-                let number = next.lowercased().hasSuffix("lufs") ? String(next.dropLast(4)) : next
-                if Double(number) != nil {
+                let bare = next.lowercased().filter { $0 != " " }
+                let number = bare.hasSuffix("lufs") ? String(bare.dropLast(4)) : bare
+                if let value = Double(number), value.isFinite, value <= 0, number.hasPrefix("-") || number.hasPrefix("0") {
                     out.append("--normalize=" + next)
                     i += 2
                     continue
@@ -110,7 +112,8 @@ enum NormalizeOption {
     /// - Throws: ``AudioError`` `.invalidParameter` for a value that is not a number of LUFS, or out of range.
     static func target(_ value: String?, default fallback: Double, ceiling: Double) throws(AudioError) -> Double? {
         guard let value else { return nil }
-        let text = value.lowercased().hasSuffix("lufs") ? String(value.dropLast(4).filter { $0 != " " }) : value
+        let bare = value.lowercased().filter { $0 != " " }
+        let text = bare.hasSuffix("lufs") ? String(bare.dropLast(4)) : bare
         guard let target = text == "default" ? fallback : Double(text) else {
             throw AudioError(.invalidParameter, "--normalize takes a loudness in LUFS like --normalize=-16, got '\(value)'")
         }

@@ -129,6 +129,9 @@ import TestSupport
         let r = try runProcess(liveaudio, ["encode", dir.file("silent.wav"), "-o", dir.file("out.wav"), "--normalize"])
         #expect(r.status == 0 && r.stdout.contains("--normalize changed nothing: the input is silent"), "\(r.stdout) \(r.stderr)")
         #expect(try FFmpeg.decode(dir.file("out.wav"), channels: 2)[0].allSatisfy { $0 == 0 })
+        // The value apart, with its unit.
+        let apart = try runProcess(liveaudio, ["encode", dir.file("surround.wav"), "-o", dir.file("y.wav"), "--normalize", "-20 LUFS"])
+        #expect(apart.status == 0 && apart.stdout.contains("normalized to -20.0 LUFS"), "\(apart.stdout) \(apart.stderr)")
         // A target out of range, a value that is not a loudness.
         for bad in ["--normalize=5", "--normalize=loud"] {
             let e = try runProcess(liveaudio, ["encode", dir.file("surround.wav"), "-o", dir.file("x.wav"), bad])
