@@ -168,6 +168,18 @@ public final class KaraokeSession: Sendable {
         public let target: Double
         /// True when the gain stopped short of the target at the true-peak ceiling.
         public let limitedByTruePeak: Bool
+        /// True when the gain stopped short of the target at +12 dB, a mixer's most.
+        public let limitedByMixer: Bool
+
+        /// The gain for a song `wanted` dB from the target with `room` dB under its true-peak ceiling: up to the
+        /// target, or as far up as the ceiling allows — a song over the ceiling already is left as loud as it is, not
+        /// turned down below the target for a peak of its own; one too loud goes down to the target — and at most
+        /// +12 dB.
+        static func gain(wanted: Double, room: Double) -> (gain: Double, byTruePeak: Bool, byMixer: Bool) {
+            let peaked = wanted > room ? max(room, min(wanted, 0)) : wanted
+            let gain = min(peaked, 12)
+            return (gain, peaked < wanted, gain < peaked)
+        }
     }
 
     /// What the session did.
@@ -434,17 +446,13 @@ public final class KaraokeSession: Sendable {
         guard measured.integrated.isFinite else {
             return AccompanimentNormalization(
                 measured: measured.integrated, truePeak: measured.truePeak, cached: cached, gain: 0, target: target,
-                limitedByTruePeak: false)
+                limitedByTruePeak: false, limitedByMixer: false)
         }
-        // Up to the target, or as far up as the true peak allows: a song already over the ceiling is left as loud as
-        // it is (not turned down below the target for a peak of its own); one too loud goes down to the target.
-        let wanted = target - measured.integrated
-        let room = configuration.accompanimentTruePeak - measured.truePeak
-        let limited = wanted > room
-        let gain = limited ? max(room, min(wanted, 0)) : wanted
+        let g = AccompanimentNormalization.gain(
+            wanted: target - measured.integrated, room: configuration.accompanimentTruePeak - measured.truePeak)
         return AccompanimentNormalization(
-            measured: measured.integrated, truePeak: measured.truePeak, cached: cached, gain: gain, target: target,
-            limitedByTruePeak: limited)
+            measured: measured.integrated, truePeak: measured.truePeak, cached: cached, gain: g.gain, target: target,
+            limitedByTruePeak: g.byTruePeak, limitedByMixer: g.byMixer)
     }
 
     /// Calibrations played at most before the session goes on with what it has (and warns).

@@ -153,11 +153,18 @@ struct FileEncoding {
         }
         let started = Date()
         var reader = try AudioFile.open(path: input, sampleRate: sampleRate.map(Double.init), channelCount: channels)
-        if case .aac = kind, !AACEncoderSettings.sampleRates.contains(reader.sampleRate), sampleRate == nil {
-            throw AudioError(
-                .unsupportedSampleRate,
-                "'\(input)' is at \(formatHz(reader.sampleRate)), which AAC cannot carry; add --sample-rate with one of "
-                    + AACEncoderSettings.sampleRates.map { "\(Int($0))" }.joined(separator: ", "))
+        if case .aac = kind {
+            if !AACEncoderSettings.sampleRates.contains(reader.sampleRate), sampleRate == nil {
+                throw AudioError(
+                    .unsupportedSampleRate,
+                    "'\(input)' is at \(formatHz(reader.sampleRate)), which AAC cannot carry; add --sample-rate with one of "
+                        + AACEncoderSettings.sampleRates.map { "\(Int($0))" }.joined(separator: ", "))
+            }
+            // The encoder's own checks (profile, bit rate for the rate and channels, rate), before any measuring.
+            try AACEncoderSettings(
+                sampleRate: reader.sampleRate, channelCount: reader.channelCount, bitRate: try bitrate.map(Self.parseBitRate),
+                profile: AACProfile(rawValue: profile.lowercased()) ?? .lc
+            ).validate()
         }
         let reopen = { () throws(AudioError) -> any AudioFileReader & Sendable in
             try AudioFile.open(path: input, sampleRate: sampleRate.map(Double.init), channelCount: channels)
@@ -217,6 +224,10 @@ struct FileEncoding {
                     if over > 0.1 { next = next.lowerLimiter(by: over + 0.1) }
                     let corrected = try next.compensatingLimiter(open: reopen, stopped: { stop.isSet })
                     reader = try reopen()
+                    if stop.isSet {
+                        interrupted = true
+                        break
+                    }
                     unlink(output)
                     plan = corrected
                     encoder = try AACEncoder(settings: settings)

@@ -128,7 +128,8 @@ enum NormalizeOption {
         }
         return "the accompaniment measures \(lufs(n.measured))" + (n.cached ? " (from the cache)" : "")
             + ", played at \(lufs(n.measured + n.gain)): gain " + String(cFormat: "%+.1f dB", n.gain)
-            + (n.limitedByTruePeak ? " (held short of \(lufs(n.target)) by its true peak, \(decibels(n.truePeak, "dBTP")))" : "")
+            + (n.limitedByMixer ? " (held short of \(lufs(n.target)): +12 dB is the most a volume gives)"
+                : n.limitedByTruePeak ? " (held short of \(lufs(n.target)) by its true peak, \(decibels(n.truePeak, "dBTP")))" : "")
     }
 
     /// What a normalisation did, for the command's summary line.

@@ -144,8 +144,9 @@ struct Stream: AsyncParsableCommand {
             let summary = await session.stop()
             events?.cancel()
             withExtendedLifetime(signals) {}
-            print("streamed \(summary.statistics)")
+            // The loudness first: "streamed …" stays the last line, which scripts read.
             print("loudness: \(summary.statistics.loudness.summaryText)")
+            print("streamed \(summary.statistics)")
             if let error = summary.error { throw error }
             if let limit, bound.hasPassed, !stop.isSet, Int64(summary.statistics.seconds * session.sampleRate) < limit {
                 throw AudioError(
