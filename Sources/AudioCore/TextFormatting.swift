@@ -123,3 +123,8 @@ extension String {
         return out + "\""
     }
 }
+
+/// A level to one decimal, or "-inf" for none: "-14.2", "-14.2 LUFS", "-inf dBTP".
+package func formatLevel(_ value: Double, _ unit: String = "") -> String {
+    (value.isFinite ? String(cFormat: "%.1f", value) : "-inf") + (unit.isEmpty ? "" : " " + unit)
+}

@@ -31,7 +31,14 @@ public struct FileLoudness: Hashable, Sendable {
     public static func measure(
         path: String, stopped: () -> Bool = { false }, progress: (Double) -> Void = { _ in }
     ) throws(AudioError) -> FileLoudness {
-        let reader = try AudioFile.open(path: path)
+        try measure(AudioFile.open(path: path), path: path, stopped: stopped, progress: progress)
+    }
+
+    /// Measures what `reader` delivers from where it is to its end (`path` names it in the result and errors).
+    /// - Throws: as ``measure(path:stopped:progress:)``, the reader's errors.
+    public static func measure(
+        _ reader: any AudioFileReader, path: String, stopped: () -> Bool = { false }, progress: (Double) -> Void = { _ in }
+    ) throws(AudioError) -> FileLoudness {
         guard (1...8).contains(reader.channelCount) else {
             throw AudioError(
                 .invalidFormat, "'\(path)' has \(reader.channelCount) channels; loudness is measured on 1 … 8 channels")
@@ -242,7 +249,7 @@ public struct LoudnessNormalization: Hashable, Sendable {
 public final class LoudnessNormalizer {
     public let normalization: LoudnessNormalization
     private let linearGain: Float
-    private let limiter: (graph: RenderGraph, renderer: OfflineRenderer, feed: BlockFeed, latency: Int)?
+    private let limiter: (graph: RenderGraph, renderer: OfflineRenderer, pending: PendingBlock, latency: Int)?
     private var toSkip: Int
     private let zeros: PCMBuffer
     private let maximumFrames: Int
@@ -261,16 +268,19 @@ public final class LoudnessNormalizer {
         if normalization.needsLimiter {
             let format = try StreamFormat.graph(sampleRate: sampleRate, channelCount: channelCount)
             let graph = try RenderGraph(format: format, maximumFrames: maximumFrames)
-            let feed = BlockFeed(format: format)
             let unit = try LimiterUnit(format: format, truePeak: true)
             try unit.setParameter("ceiling", Float(normalization.limiterCeiling))
-            let source = try graph.addNode(feed)
             let node = try graph.addNode(unit)
-            try graph.connect(source, to: node)
+            // The limiter's input is the block handed to process(_:), through the graph's render callback.
+            let pending = PendingBlock()
+            try graph.setInputCallback(node) { out, _ in
+                guard let block = pending.block, block.frameCount >= out.frameCount else { return out.clear() }
+                out.copy(from: block.prefix(out.frameCount))
+            }
             try graph.connect(node, to: graph.output)
             try graph.initialize()
             let latency = Int((unit.latency * sampleRate).rounded())
-            limiter = (graph, OfflineRenderer(graph: graph), feed, latency)
+            limiter = (graph, OfflineRenderer(graph: graph), pending, latency)
             toSkip = latency
         } else {
             limiter = nil
@@ -286,7 +296,7 @@ public final class LoudnessNormalizer {
     public func process(_ block: BufferView) throws(AudioError) -> BufferView {
         for c in 0..<block.channelCount { _ = VectorOps.scale(block[c].baseAddress!, by: linearGain, count: block.frameCount) }
         guard let limiter else { return block }
-        limiter.feed.block = block
+        limiter.pending.block = block
         let out = try limiter.renderer.render(frames: block.frameCount)
         let skip = min(toSkip, out.frameCount)
         toSkip -= skip
@@ -300,22 +310,8 @@ public final class LoudnessNormalizer {
     }
 }
 
-/// A graph source that plays the block it was handed for the next cycle (offline, on the thread that renders).
-private final class BlockFeed: RenderUnit, @unchecked Sendable {
-    // Unchecked Sendable: `block` is set and read on the one thread that renders offline
-    let core: UnitCore
+/// The block a ``LoudnessNormalizer`` hands its limiter for the next cycle.
+private final class PendingBlock: @unchecked Sendable {
+    // Unchecked Sendable: set and read on the one thread that renders offline
     var block: BufferView?
-
-    init(format: StreamFormat) {
-        core = UnitCore(kind: "blockFeed", inputs: [], outputs: [format])
-    }
-
-    func render(_ context: RenderContext) {
-        let out = context.output(0)
-        guard let block, block.frameCount >= out.frameCount else {
-            for c in 0..<out.channelCount { out[c].update(repeating: 0) }
-            return
-        }
-        out.copy(from: block.prefix(out.frameCount))
-    }
 }

@@ -1,4 +1,5 @@
 import ArgumentParser
+import AudioCore
 import FoundationEssentials
 #if canImport(Glibc)
 import Glibc
@@ -341,8 +342,8 @@ struct Probe: ParsableCommand {
                 do throws(AudioError) {
                     let m = try FileLoudness.measure(path: file)
                     print(
-                        "loudness: \(lufs(m.reading.integrated)) integrated" + (m.isSilent ? " (silent)" : "")
-                            + ", true peak \(decibels(m.reading.truePeak, "dBTP"))")
+                        "loudness: \(formatLevel(m.reading.integrated, "LUFS")) integrated" + (m.isSilent ? " (silent)" : "")
+                            + ", true peak \(formatLevel(m.reading.truePeak, "dBTP"))")
                 } catch {
                     print("loudness: not measured (\(error.message))")
                 }

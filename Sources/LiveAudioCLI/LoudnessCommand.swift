@@ -49,8 +49,8 @@ struct Loudness: ParsableCommand {
         var lines = [
             "\(m.path): " + (m.isSilent
                 ? "integrated -inf LUFS (silent: no 400 ms block reaches -70 LUFS)"
-                : "integrated \(lufs(r.integrated)), range " + String(cFormat: "%.1f LU", r.loudnessRange)),
-            "  true peak \(decibels(r.truePeak, "dBTP")), sample peak \(decibels(r.samplePeak, "dBFS")), "
+                : "integrated \(formatLevel(r.integrated, "LUFS")), range " + String(cFormat: "%.1f LU", r.loudnessRange)),
+            "  true peak \(formatLevel(r.truePeak, "dBTP")), sample peak \(formatLevel(r.samplePeak, "dBFS")), "
                 + String(cFormat: "%.3f s", r.duration) + ", \(formatHz(m.sampleRate)), \(m.channelWeights.layout)",
         ]
         if m.channelCount > 2 { lines.append("  channels: " + m.channelWeights.description) }
@@ -66,15 +66,6 @@ struct Loudness: ParsableCommand {
             + "\"channels\": \(m.channelCount), \"weighting\": \(m.channelWeights.description.jsonLiteral)}"
     }
 }
-
-/// "-14.2 LUFS", or "-inf LUFS" for no loudness at all.
-func lufs(_ v: Double) -> String { decibels(v, "LUFS") }
-
-/// "-1.3 dBTP", "-inf dBTP".
-func decibels(_ v: Double, _ unit: String) -> String {
-    v.isFinite ? String(cFormat: "%.1f ", v) + unit : "-inf " + unit
-}
-
 
 /// `--normalize[=LUFS]`: an option whose value may be left out. ArgumentParser wants a value for an option, so a
 /// bare `--normalize` is rewritten to `--normalize=default` before parsing, and each command reads "default" as its
@@ -126,10 +117,10 @@ enum NormalizeOption {
         guard n.measured.isFinite else {
             return "--normalize changed nothing: the song is silent (no integrated loudness: nothing reaches -70 LUFS)"
         }
-        return "the accompaniment measures \(lufs(n.measured))" + (n.cached ? " (from the cache)" : "")
-            + ", played at \(lufs(n.measured + n.gain)): gain " + String(cFormat: "%+.1f dB", n.gain)
-            + (n.limitedByMixer ? " (held short of \(lufs(n.target)): +12 dB is the most a volume gives)"
-                : n.limitedByTruePeak ? " (held short of \(lufs(n.target)) by its true peak, \(decibels(n.truePeak, "dBTP")))" : "")
+        return "the accompaniment measures \(formatLevel(n.measured, "LUFS"))" + (n.cached ? " (from the cache)" : "")
+            + ", played at \(formatLevel(n.measured + n.gain, "LUFS")): gain " + String(cFormat: "%+.1f dB", n.gain)
+            + (n.limitedByMixer ? " (held short of \(formatLevel(n.target, "LUFS")): +12 dB is the most a volume gives)"
+                : n.limitedByTruePeak ? " (held short of \(formatLevel(n.target, "LUFS")) by its true peak, \(formatLevel(n.truePeak, "dBTP")))" : "")
     }
 
     /// What a normalisation did, for the command's summary line.
@@ -137,17 +128,17 @@ enum NormalizeOption {
         if plan.isSilent {
             return "; --normalize changed nothing: the input is silent (no integrated loudness: nothing reaches -70 LUFS)"
         }
-        var s = "; normalized to \(lufs(plan.target)): measured \(lufs(plan.measured.integrated)), gain "
+        var s = "; normalized to \(formatLevel(plan.target, "LUFS")): measured \(formatLevel(plan.measured.integrated, "LUFS")), gain "
             + String(cFormat: "%+.1f dB", plan.gain)
             + (abs(plan.codecLoss) >= 0.05 ? String(cFormat: " (%+.1f LU for what AAC takes)", plan.codecLoss) : "")
         if plan.needsLimiter {
-            s += ", a true-peak limiter held the peaks at \(decibels(plan.limiterCeiling, "dBTP")) (the gain alone: "
-                + "\(decibels(plan.truePeakAfterGain - plan.limiterLoss, "dBTP"))"
+            s += ", a true-peak limiter held the peaks at \(formatLevel(plan.limiterCeiling, "dBTP")) (the gain alone: "
+                + "\(formatLevel(plan.truePeakAfterGain - plan.limiterLoss, "dBTP"))"
                 + (plan.limiterLoss > 0 ? String(cFormat: "; the gain makes up the %.1f LU it took", plan.limiterLoss) : "")
-                + (plan.limiterCeiling < plan.ceiling ? "; aimed under \(decibels(plan.ceiling, "dBTP")) by AAC's own overshoot" : "")
+                + (plan.limiterCeiling < plan.ceiling ? "; aimed under \(formatLevel(plan.ceiling, "dBTP")) by AAC's own overshoot" : "")
                 + ")"
         } else {
-            s += ", true peak \(decibels(plan.truePeakAfterGain, "dBTP"))"
+            s += ", true peak \(formatLevel(plan.truePeakAfterGain, "dBTP"))"
         }
         return s
     }

@@ -44,14 +44,13 @@ public struct LoudnessReading: Hashable, Sendable {
 
     /// "M -18.2 S -19.0 I -19.3 LUFS", for a status line (-inf where there is no loudness yet).
     public var statusText: String {
-        func v(_ x: Double) -> String { x.isFinite ? String(cFormat: "%.1f", x) : "-inf" }
-        return "M \(v(momentary)) S \(v(shortTerm)) I \(v(integrated)) LUFS"
+        "M \(formatLevel(momentary)) S \(formatLevel(shortTerm)) I \(formatLevel(integrated, "LUFS"))"
     }
 
     /// "integrated -19.3 LUFS, range 4.2 LU, true peak -1.1 dBTP", for a summary.
     public var summaryText: String {
-        func v(_ x: Double, _ unit: String) -> String { (x.isFinite ? String(cFormat: "%.1f", x) : "-inf") + " " + unit }
-        return "integrated \(v(integrated, "LUFS")), range \(v(loudnessRange, "LU")), true peak \(v(truePeak, "dBTP"))"
+        "integrated \(formatLevel(integrated, "LUFS")), range \(formatLevel(loudnessRange, "LU")), "
+            + "true peak \(formatLevel(truePeak, "dBTP"))"
     }
 
     /// Nothing measured yet.
