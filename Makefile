@@ -6,15 +6,15 @@ OUT ?= out
 # Release builds link the Swift runtime and Foundation statically: the tool starts in 6 ms instead of 13.
 RELEASE := -c release --static-swift-stdlib
 
-.PHONY: demo test bench soak fuzz fuzz-corpus fuzz-smoke sanitize build release deps-demo deps-test deps-bench deps-soak clean
+.PHONY: demo test bench soak fuzz fuzz-corpus fuzz-smoke sanitize docs examples api-check build release deps-demo deps-test deps-bench deps-soak clean
 
 demo: deps-demo
 	$(SWIFT) build $(RELEASE) --product liveaudio
 	@mkdir -p $(OUT)
-	@test -f examples/voice.wav || scripts/make-demo-voice.sh examples/voice.wav
-	.build/release/liveaudio render examples/mix.json -o $(OUT)/mix.wav
+	@test -f Examples/graphs/voice.wav || scripts/make-demo-voice.sh Examples/graphs/voice.wav
+	.build/release/liveaudio render Examples/graphs/mix.json -o $(OUT)/mix.wav
 	.build/release/liveaudio info $(OUT)/mix.wav
-	.build/release/liveaudio render examples/voice-file-chain.json -o $(OUT)/voice-chain.wav
+	.build/release/liveaudio render Examples/graphs/voice-file-chain.json -o $(OUT)/voice-chain.wav
 	scripts/demo-stream.sh $(OUT)
 	scripts/demo-karaoke.sh $(OUT)
 
@@ -54,6 +54,20 @@ fuzz-smoke: deps-test
 	$(SWIFT) build $(RELEASE) --product liveaudio
 	python3 scripts/fuzz-smoke.py --binary .build/release/liveaudio --inputs $${FUZZ_INPUTS:-10000} --seed $${FUZZ_SEED:-1}
 
+# The API documentation (DocC, through swift-docc-plugin) of every library module into .build/docs, for static
+# hosting, with warnings as errors and every public symbol documented (docs/api.md). `make test` runs it.
+docs: deps-test
+	SWIFT=$(SWIFT) scripts/docs.sh
+
+# Builds the Examples/ package and runs its offline example (Examples/README.md). `make test` runs it.
+examples: deps-test
+	SWIFT=$(SWIFT) scripts/examples.sh
+
+# The public API against a base: BASE=<tag or commit>, by default the last release tag, else the commit of the last
+# release in CHANGELOG.md. Fails on a breaking change (README: versions).
+api-check: deps-test
+	SWIFT=$(SWIFT) scripts/api-check.sh $(BASE)
+
 build:
 	$(SWIFT) build
 
@@ -67,4 +81,4 @@ deps-soak:
 	@scripts/install-deps.sh soak
 
 clean:
-	rm -rf .build $(OUT) Benchmarks/.build
+	rm -rf .build $(OUT) Benchmarks/.build Examples/.build

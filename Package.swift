@@ -36,6 +36,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio", from: "2.81.0"),
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.30.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        // `make docs`: the DocC catalogues (docs/api.md).
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
     ],
     targets: [
         // Formats, buffers, conversion, errors, parameters, ring buffers, WAV I/O.
@@ -84,7 +86,7 @@ let package = Package(
         .target(
             name: "RTMP",
             dependencies: [
-                "MediaContainers",
+                "AudioCore", "MediaContainers",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
@@ -107,7 +109,7 @@ let package = Package(
         .target(
             name: "LiveAudioStage",
             dependencies: [
-                "LiveAudio",
+                "AudioCore", "LiveAudio",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

@@ -72,14 +72,14 @@ rm -f "$work"/long-*
 fi
 
 if want chain; then
-echo "== voice chains (examples/voice-file-chain.json, examples/vocal-file-chain.json) vs ffmpeg and sox chains: 60 s, 48 kHz stereo float"
+echo "== voice chains (Examples/graphs/voice-file-chain.json, Examples/graphs/vocal-file-chain.json) vs ffmpeg and sox chains: 60 s, 48 kHz stereo float"
 # Music-like input: pink noise with a slow tremolo plus two tones.
 ffmpeg -hide_banner -loglevel error -y -f lavfi -i "anoisesrc=color=pink:sample_rate=48000:duration=60:amplitude=0.3:seed=7" \
   -f lavfi -i "sine=frequency=220:sample_rate=48000:duration=60" \
   -filter_complex "[0]tremolo=f=1.3:d=0.5[n];[1]volume=0.2[t];[n][t]amix=inputs=2:normalize=0" \
   -ac 2 -c:a pcm_f32le "$work/chain-in.wav"
 mkdir -p "$work/chain"
-cp examples/voice-file-chain.json examples/vocal-file-chain.json "$work/chain/"
+cp Examples/graphs/voice-file-chain.json Examples/graphs/vocal-file-chain.json "$work/chain/"
 ln -sf "$work/chain-in.wav" "$work/chain/voice.wav"
 ffmpeg1="-threads 1 -filter_threads 1"
 # The voice chain: 3 eq bands, dynamics, reverb, delay, limiter. ffmpeg has no algorithmic reverb (its echo stands
@@ -214,7 +214,7 @@ ffmpeg -hide_banner -loglevel error -y -i "$v/accompaniment.wav" -i "$v/room.wav
   -filter_complex "[0]adelay=60,apad=pad_dur=0.5[d];[d][1]afir=gtype=none:irgain=0.025[e];[e]volume=-6dB,asoftclip=type=tanh[c];[c][2]amix=inputs=2:normalize=0:duration=first,atrim=duration=30" \
   -ac 1 -c:a pcm_s16le "$v/take.wav"
 for f in take accompaniment; do ffmpeg -hide_banner -loglevel error -y -i "$v/$f.wav" -f s16le "$v/$f.raw"; done
-# LiveAudio: examples/clean-take.json's graph with every feature on, and with the echo canceller alone.
+# LiveAudio: Examples/graphs/clean-take.json's graph with every feature on, and with the echo canceller alone.
 graph() {
   cat <<JSON
 {"sampleRate": 48000, "channels": 1,
@@ -250,7 +250,7 @@ done
 fi
 
 if want devices; then
-echo "== devices: the monitor voice chain on the JACK dummy driver, 48 kHz (examples/voice-chain.json)"
+echo "== devices: the monitor voice chain on the JACK dummy driver, 48 kHz (Examples/graphs/voice-chain.json)"
 # One jackd per period (dummy driver, realtime where permitted), stopped by PID. A `liveaudio play` client feeds
 # music-like audio (pink noise with a tremolo, plus a tone) into the monitor's input, so the chain works on signal,
 # not on the dummy driver's silence; `liveaudio monitor --timing` runs the chain in JACK's process callback for
@@ -295,7 +295,7 @@ printf '|---|---|---|---|---|---|\n' >>"$work/devices.md"
 for p in $periods; do
   start_jack "$p"
   out=$(.build/release/liveaudio monitor --backend jack --jack-server "$jack_name" --input liveaudio \
-    --graph examples/voice-chain.json --duration "$seconds" --timing 2>"$work/monitor-$p.err") || true
+    --graph Examples/graphs/voice-chain.json --duration "$seconds" --timing 2>"$work/monitor-$p.err") || true
   stop_jack
   echo "$out"
   logged=$(grep -c 'XRun' "$work/jackd-$p.log" || true)
@@ -341,7 +341,7 @@ fi
 if want karaoke; then
 echo "== karaoke: the device thread with the song two semitones up, 128 frames on the JACK dummy driver"
 # `liveaudio karaoke --key 2 --timing` for BENCH_KARAOKE_SECONDS (default 60) on a fresh jackd at 128 frames, our
-# outputs looped to our inputs, the default voice chain (examples/voice-chain.json), a given round trip: the cycle
+# outputs looped to our inputs, the default voice chain (Examples/graphs/voice-chain.json), a given round trip: the cycle
 # timing line at the end has the device thread's CPU time per cycle (p50, p99, max). BENCH_KARAOKE_BINARIES runs
 # other builds of the tool too, in the same run (a before and an after).
 export JACK_NO_START_SERVER=1

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""The Swift samples in the docs, compiled: every ```swift block of README.md and docs/*.md, and every ```swift
-block of a doc comment in Sources, becomes the body of a function in Tests/Support/DocSamples/Samples.swift, which
-`swift build --build-tests` compiles (the DocSamples target). A sample may use names it does not declare: an HTML
-comment right before its block gives them as the function's parameters, `<!-- sample: encoder: AACEncoder -->` (in
-a doc comment: `/// sample: encoder: AACEncoder`). A line `…` stands for what is left out.
+"""The Swift samples in the docs, compiled: every ```swift block of README.md, docs/*.md and the DocC articles
+(Sources/*/*.docc/*.md), and every ```swift block of a doc comment in Sources, becomes the body of a function in
+Tests/Support/DocSamples/Samples.swift, which `swift build --build-tests` compiles (the DocSamples target). A sample
+may use names it does not declare: an HTML comment right before its block gives them as the function's parameters,
+`<!-- sample: encoder: AACEncoder -->` (in a doc comment the same, after `///`, which DocC leaves out of the page). A line `…` stands for what is left out.
 
   scripts/doc-samples.py          writes Samples.swift
   scripts/doc-samples.py --check  fails when Samples.swift is not what the docs say (a test runs this)
@@ -38,7 +38,7 @@ def source_samples(path):
     out, i, given = [], 0, ""
     while i < len(lines):
         s = lines[i].strip()
-        m = re.match(r"/// sample: (.*)$", s)
+        m = re.match(r"/// <!-- sample: (.*) -->$", s)
         if m:
             given = m.group(1)
         elif s == "/// ```swift":
@@ -56,7 +56,8 @@ def source_samples(path):
 
 def generate():
     samples = []
-    for path in [os.path.join(root, "README.md")] + sorted(glob.glob(os.path.join(root, "docs/*.md"))):
+    articles = sorted(glob.glob(os.path.join(root, "Sources/*/*.docc/*.md")))
+    for path in [os.path.join(root, "README.md")] + sorted(glob.glob(os.path.join(root, "docs/*.md"))) + articles:
         samples += markdown_samples(path)
     for path in sorted(glob.glob(os.path.join(root, "Sources/**/*.swift"), recursive=True)):
         samples += source_samples(path)

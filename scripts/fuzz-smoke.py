@@ -28,7 +28,7 @@ EXTREMES16 = [0, 1, 0xFFFF, 0x8000, 0x7FFF]
 
 
 def make_seeds(work, repo):
-    """Small valid files of every kind, made with ffmpeg; graph files from examples/ and a few of our own."""
+    """Small valid files of every kind, made with ffmpeg; graph files from Examples/graphs/ and a few of our own."""
     def ff(args, name):
         path = os.path.join(work, name)
         subprocess.run(["ffmpeg", "-v", "error", "-y"] + args + [path], check=True)
@@ -73,9 +73,9 @@ def make_seeds(work, repo):
         with open(path, "w") as f:
             json.dump(graph, f)
         seeds.append(path)
-    for name in sorted(os.listdir(os.path.join(repo, "examples"))):
+    for name in sorted(os.listdir(os.path.join(repo, "Examples", "graphs"))):
         if name.endswith(".json"):
-            with open(os.path.join(repo, "examples", name)) as f:
+            with open(os.path.join(repo, "Examples", "graphs", name)) as f:
                 text = f.read().replace("voice.wav", wav)  # the file nodes point at a seed
             path = os.path.join(work, "example-" + name)
             with open(path, "w") as f:

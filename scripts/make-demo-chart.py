@@ -5,7 +5,7 @@ singing it (karaoke-singer.wav): a harmonic tone with a vowel's formants, a 5.5 
 half a second late — the virtual microphone starts with the device, the song half a second after it. Standard
 library only. 48 kHz 16-bit mono.
 
-Usage: scripts/make-demo-chart.py [DIR]   (default examples/)
+Usage: scripts/make-demo-chart.py [DIR]   (default Examples/graphs/)
 """
 import math
 import os
@@ -14,7 +14,7 @@ import struct
 import sys
 import wave
 
-d = sys.argv[1] if len(sys.argv) > 1 else "examples"
+d = sys.argv[1] if len(sys.argv) > 1 else "Examples/graphs"
 rate = 48000
 bpm = 240                      # a beat is 60 / (240 × 4) s = 62.5 ms; a note 8 beats (half a second)
 chords = [(0, 4, 7, 4), (-3, 0, 4, 0), (-7, -3, 0, -3), (-5, -1, 2, -1)]   # C, Am, F, G arpeggios from C4

@@ -2,9 +2,9 @@
 # Makes the karaoke demo's material: an accompaniment (16 s, C – Am – F – G, a pad pulsing on the beat and a bass)
 # from ffmpeg's expression source, and a voice take (espeak-ng, after 1 s of count-in, padded to 19 s so the
 # microphone outlasts the song and its tail). Both 48 kHz 16-bit WAV.
-# Usage: scripts/make-demo-karaoke.sh [DIR]   (default examples/)
+# Usage: scripts/make-demo-karaoke.sh [DIR]   (default Examples/graphs/)
 set -euo pipefail
-dir=${1:-examples}
+dir=${1:-Examples/graphs}
 k='mod(floor(t/2),4)'
 root="(130.81*eq($k,0)+110*eq($k,1)+87.31*eq($k,2)+98*eq($k,3))"
 third="(1.2599+(1.1892-1.2599)*eq($k,1))"  # major third, minor on A

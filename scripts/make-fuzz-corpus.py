@@ -305,7 +305,7 @@ for i, u in enumerate([
 dictionary("rtmpURL", ["rtmp://", "rtmps://", "[", "]", ":", "/", "?", "@", "%", "::1", "1935", "443", "65536"])
 
 # ---- Graph files (docs/graph-files.md): the examples and one small graph per unit type ----
-ex = os.path.join(ROOT, "examples")
+ex = os.path.join(ROOT, "Examples", "graphs")
 for name in sorted(os.listdir(ex)):
     if name.endswith(".json"):
         with open(os.path.join(ex, name)) as f:

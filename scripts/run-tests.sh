@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test in four phases (`make test` calls this after building):
 #   1. the computing tests, in parallel: DSP, codecs, graphs, parsers, the allocation probes — CPU-bound, and
-#      indifferent to timing;
+#      indifferent to timing; the fuzzers; the API documentation (`make docs`) and the examples (`make examples`);
 #   2. the tests that run against real servers in real time — PulseAudio, JACK, nginx-rtmp, live sessions — in
 #      parallel among themselves, but never beside phase 1: on a two-core machine the probes and encoders would
 #      take the CPU the sound servers and pacing threads need, and the tests would measure the load, not the code;
@@ -28,6 +28,14 @@ python3 scripts/fuzz-smoke.py --binary .build/debug/liveaudio --inputs 400 --see
 # invariant or a leak fails the run, and its input is printed for Fuzz/regressions/ (which phase 1 replays).
 echo "== phase 1: fuzz targets =="
 SWIFT=$SWIFT FUZZ_SECONDS=20 FUZZ_JOBS=2 scripts/fuzz.sh 2>&1 | tee .build/test-libfuzzer.log || status=1
+# The API documentation (DocC, every warning an error, every public symbol documented) and the Examples/ package (its
+# own build of LiveAudio; the offline example's WAV read by ffprobe).
+echo "== phase 1: API documentation =="
+SWIFT=$SWIFT scripts/docs.sh 2>&1 | tee .build/test-docs.log
+[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+echo "== phase 1: examples =="
+SWIFT=$SWIFT scripts/examples.sh 2>&1 | tee .build/test-examples.log
+[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 echo "== phase 2: real servers, real time =="
 $SWIFT test --skip-build --filter "$REALTIME" 2>&1 | tee .build/test-realtime.log || status=1
 if ! grep -qE "Test run with [1-9][0-9]* tests" .build/test-realtime.log; then
@@ -56,7 +64,8 @@ python3 scripts/soak.py --binary .build/debug/liveaudio --seconds "${TEST_SOAK_S
 if [ "$status" -ne 0 ]; then
     echo
     echo "== what failed =="
-    grep -hE "✘|error:|Fatal error|crashed|^fuzz-smoke:|^crash:|^hang:|^fuzz: .*FAILED|fuzz invariant|^SUMMARY|^soak: FAILED|^soak: .* exited" .build/test-compute.log .build/test-fuzz.log .build/test-libfuzzer.log \
+    grep -hE "✘|error:|Fatal error|crashed|^fuzz-smoke:|^crash:|^hang:|^fuzz: .*FAILED|fuzz invariant|^SUMMARY|^soak: FAILED|^soak: .* exited|^examples: FAILED|^docs-check" .build/test-compute.log .build/test-fuzz.log \
+        .build/test-libfuzzer.log .build/test-docs.log .build/test-examples.log \
         .build/test-realtime.log .build/test-karaoke.log .build/test-soak.log | head -80
 fi
 exit "$status"

@@ -320,7 +320,7 @@ def main():
     ap.add_argument("--binary", default=".build/release/liveaudio")
     ap.add_argument("--seconds", type=float, default=float(os.environ.get("SOAK_SECONDS", "3600")))
     ap.add_argument("--out", default=None, help="folder for the CSV and the logs (default: a new temporary folder)")
-    ap.add_argument("--graph", default="examples/voice-chain.json")
+    ap.add_argument("--graph", default="Examples/graphs/voice-chain.json")
     ap.add_argument("--plot", default=None, help="draw the CSV into this PNG (needs matplotlib)")
     ap.add_argument("--xrun-allowance", type=int, default=0,
                     help="xruns our server's clients may have beyond the peer's, as judged (default 0)")

@@ -5,11 +5,17 @@ import MediaContainers
 /// The AAC profiles there are. LiveAudio encodes AAC-LC only: FFmpeg's native encoder accepts the HE and low-delay
 /// profiles without complaint and writes broken streams, so asking for one is an error.
 public enum AACProfile: String, Sendable, CaseIterable {
+    /// AAC Low Complexity, `"aac-lc"`: the one profile LiveAudio encodes, and the default.
     case lc = "aac-lc"
+    /// AAC Main, `"aac-main"`; refused by ``AACEncoderSettings/validate()``.
     case main = "aac-main"
+    /// High-Efficiency AAC (SBR), `"he-aac"`; refused by ``AACEncoderSettings/validate()``.
     case heAAC = "he-aac"
+    /// HE-AAC v2 (SBR and parametric stereo), `"he-aac-v2"`; refused by ``AACEncoderSettings/validate()``.
     case heAACv2 = "he-aac-v2"
+    /// AAC Low Delay, `"aac-ld"`; refused by ``AACEncoderSettings/validate()``.
     case ld = "aac-ld"
+    /// AAC Enhanced Low Delay, `"aac-eld"`; refused by ``AACEncoderSettings/validate()``.
     case eld = "aac-eld"
 }
 
@@ -17,15 +23,24 @@ public enum AACProfile: String, Sendable, CaseIterable {
 public struct AACEncoderSettings: Hashable, Sendable {
     /// The sampling rates AAC can signal (the encoder refuses others).
     public static var sampleRates: [Double] { AACSamplingFrequency.rates }
+    /// The bit rates the encoder accepts, in bits per second for all channels: 32 000 … 320 000.
     public static let bitRateRange = 32_000...320_000
 
+    /// Sample rate in Hz, of input and output alike; one of ``sampleRates``.
     public var sampleRate: Double
+    /// Channels, 1 … 8.
     public var channelCount: Int
     /// Bits per second for all channels together.
     public var bitRate: Int
+    /// The AAC profile; only ``AACProfile/lc`` is accepted.
     public var profile: AACProfile
 
-    /// - Parameter bitRate: nil for 64 kbit/s per channel (128k stereo), within 32k…320k and what the rate carries.
+    /// Creates settings; nothing is checked here (``validate()`` does, and the encoder calls it).
+    /// - Parameters:
+    ///   - sampleRate: the sample rate in Hz; 48 000 by default.
+    ///   - channelCount: the channel count; 2 by default.
+    ///   - bitRate: nil for 64 kbit/s per channel (128k stereo), within 32k…320k and what the rate carries.
+    ///   - profile: the AAC profile; ``AACProfile/lc`` by default, the only one accepted.
     public init(sampleRate: Double = 48_000, channelCount: Int = 2, bitRate: Int? = nil, profile: AACProfile = .lc) {
         self.sampleRate = sampleRate
         self.channelCount = channelCount
@@ -79,8 +94,16 @@ public struct AACPacket: Hashable, Sendable {
     /// Samples the packet stands for after trimming (1024; the last packet's padding excluded). The priming
     /// packet still counts 1024: trimming the priming is the player's business (see ``AACEncoder/priming``).
     public var frames: Int
+    /// The stream's sample rate in Hz, for the conversions to milliseconds.
     public var sampleRate: Double
 
+    /// Creates a packet from its fields (the encoder makes them; a demuxer or a test may too).
+    /// - Parameters:
+    ///   - data: the raw AAC access unit, without an ADTS header.
+    ///   - index: the packet's position in the stream, from 0.
+    ///   - sampleTime: the sample time of the packet's first sample.
+    ///   - frames: the samples per channel the packet stands for after trimming.
+    ///   - sampleRate: the stream's sample rate in Hz.
     public init(data: [UInt8], index: Int, sampleTime: Int64, frames: Int, sampleRate: Double) {
         self.data = data
         self.index = index
@@ -104,8 +127,9 @@ public struct AACPacket: Hashable, Sendable {
 /// allocates and calls the codec. Capture and render sides hand PCM to an ``AACEncodingWorker`` instead.
 public final class AACEncoder: @unchecked Sendable {
     // Unchecked Sendable: FFmpeg context and staging: one thread at a time (the encoding worker's from `start`; `flush` after its join)
+    /// What the encoder makes: the settings it was created with, validated.
     public let settings: AACEncoderSettings
-    /// The client format ``encode(_:sampleTime:)`` takes.
+    /// The client format ``encode(_:sampleTime:)-(RawBufferView,_)`` takes.
     public let inputFormat: StreamFormat
     /// Samples of priming (encoder delay) at the start of the stream: 1024.
     public let priming: Int
@@ -136,12 +160,13 @@ public final class AACEncoder: @unchecked Sendable {
     private var packetsOut = 0
     private var flushed = false
 
+    /// Creates an encoder and opens FFmpeg's native AAC encoder with `settings`.
     /// - Parameters:
     ///   - settings: what to make; validated here.
-    ///   - inputFormat: the PCM that ``encode(_:sampleTime:)`` takes; its rate and channel count must match the
-    ///     settings (nil: Float32 non-interleaved at the settings' rate and channel count).
-    /// - Throws: ``AudioError`` naming what is wrong: the profile, rate, channel count, bit rate, or a format that
-    ///   does not match.
+    ///   - inputFormat: the PCM that ``encode(_:sampleTime:)-(RawBufferView,_)`` takes; its rate and channel count
+    ///     must match the settings (nil: Float32 non-interleaved at the settings' rate and channel count).
+    /// - Throws: ``/AudioCore/AudioError`` naming what is wrong: the profile, rate, channel count, bit rate, or a
+    ///   format that does not match; `.resourceUnavailable` when FFmpeg or its AAC encoder is missing.
     public init(settings: AACEncoderSettings, inputFormat: StreamFormat? = nil) throws(AudioError) {
         try settings.validate()
         let format: StreamFormat
@@ -205,9 +230,15 @@ public final class AACEncoder: @unchecked Sendable {
     }
 
     /// Takes `chunk` (any number of frames, in ``inputFormat``) and returns the packets that are complete.
-    /// - Parameter sampleTime: the sample time of the chunk's first frame; nil continues where the last chunk
-    ///   ended. The first chunk's time is the stream's start. A later time leaves a gap that is filled with silence
-    ///   (counted in ``gapFrames``), so packets stay on the input's clock; an earlier one is an error.
+    /// - Parameters:
+    ///   - chunk: the PCM to encode, in ``inputFormat``.
+    ///   - sampleTime: the sample time of the chunk's first frame; nil continues where the last chunk
+    ///     ended. The first chunk's time is the stream's start. A later time leaves a gap that is filled with
+    ///     silence (counted in ``gapFrames``), so packets stay on the input's clock; an earlier one is an error.
+    /// - Returns: the packets completed by this chunk, in order; often none.
+    /// - Throws: ``/AudioCore/AudioError`` `.invalidState` after ``flush()``, `.formatMismatch` for a chunk in
+    ///   another format, `.invalidParameter` for a time before the end of the last chunk, `.resourceUnavailable`
+    ///   when the codec fails.
     public func encode(_ chunk: RawBufferView, sampleTime: Int64? = nil) throws(AudioError) -> [AACPacket] {
         guard !flushed else { throw AudioError(.invalidState, "the encoder has been flushed; make a new one") }
         guard chunk.format == inputFormat else {

@@ -12,16 +12,19 @@ import Synchronization
 /// sees a gap in the sample times, and the encoder fills it with silence so later packets stay on the input's
 /// clock.
 ///
-/// The worker — a job on a ``WorkerPool`` (the shared `la-work` threads by default) — encodes each slot and gives the
-/// packets to `handler` on the job's thread. ``finish()`` drains what
-/// is queued, flushes the encoder and hands over the tail.
+/// The worker — a job on a ``/AudioCore/WorkerPool`` (the shared `la-work` threads by default) — encodes each slot
+/// and gives the packets to `handler` on the job's thread. ``finish()`` drains what is queued, flushes the encoder
+/// and hands over the tail.
 ///
 /// Thread safety: ``push(_:sampleTime:)-(RawBufferView,_)`` from one producer thread at a time (the real-time
 /// thread); ``start()`` and ``finish()`` from a control thread; the counters from any thread.
 public final class AACEncodingWorker: @unchecked Sendable {
     // Unchecked Sendable: open slot (`open*`) the producer's, `job`/`finished` control's (start, finish); ring SPSC; rest atomic
+    /// Takes each batch of packets, in order, on the job's pool thread; an error it throws stops the encoding.
     public typealias Handler = @Sendable ([AACPacket]) throws -> Void
 
+    /// The encoder the worker runs: used only by the worker from ``start()`` on (its constants — settings, formats,
+    /// priming — may be read from any thread).
     public let encoder: AACEncoder
     /// Frames each slot holds. Pushes that follow one another in time share slots; longer ones take several.
     public let slotFrames: Int
@@ -47,13 +50,15 @@ public final class AACEncodingWorker: @unchecked Sendable {
     private var openStart: Int64 = 0
     private var openFrames = 0
 
+    /// Creates a worker and its ring (allocated here); nothing runs until ``start()``. Control thread.
     /// - Parameters:
     ///   - encoder: used only by the worker from ``start()`` on.
     ///   - bufferedSeconds: how much audio the ring holds before pushes are dropped (default 2 s).
     ///   - slotFrames: frames per slot; a device cycle of up to this size takes one slot.
-    ///   - pool: where the encoding runs (``WorkerPool/shared`` by default).
+    ///   - pool: where the encoding runs (``/AudioCore/WorkerPool/shared`` by default).
     ///   - handler: gets each batch of packets, in order, on the job's pool thread. An error it throws stops the
-    ///     encoding; ``finish()`` rethrows it (an error that is not an ``AudioError`` is wrapped in one).
+    ///     encoding; ``finish()`` rethrows it (an error that is not an ``/AudioCore/AudioError`` is wrapped in
+    ///     one).
     public init(
         encoder: AACEncoder, bufferedSeconds: Double = 2, slotFrames: Int = 1024, pool: WorkerPool = .shared,
         handler: @escaping Handler

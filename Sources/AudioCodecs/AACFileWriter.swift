@@ -28,14 +28,16 @@ public enum AACContainer: String, Sendable, CaseIterable {
 /// Writes an encoder's packets into an ADTS, FLV or MP4 file: the one place that knows what each container needs
 /// (headers, the AudioSpecificConfig, millisecond timestamps, the encoder delay).
 ///
-/// ADTS and FLV go to disk packet by packet and stay playable if the process dies; an MP4 needs ``finish(inputFrames:)``
-/// (see ``MP4FileWriter``).
+/// ADTS and FLV go to disk packet by packet and stay playable if the process dies; an MP4 needs
+/// ``finish(inputFrames:)`` (see ``MP4FileWriter``).
 ///
 /// Thread safety: one thread at a time (it may move between threads, e.g. into an ``AACEncodingWorker`` handler);
 /// does file I/O. ``packetsWritten`` may be read from any thread.
 public final class AACFileWriter: @unchecked Sendable {
     // Unchecked Sendable: container writers: the encoding worker's handler, then `finish`/`discard` after its join; `written` atomic
+    /// The file being written.
     public let path: String
+    /// The container written: the one asked for, or the one the file name's extension names.
     public let container: AACContainer
     /// Packets written so far; any thread may read it while another writes (a live session's statistics do; a
     /// plain counter was a data race, found by ThreadSanitizer).
@@ -51,9 +53,13 @@ public final class AACFileWriter: @unchecked Sendable {
     private var closed = false
 
     /// Creates (or truncates) `path` for `encoder`'s stream.
-    /// - Parameter container: nil to go by the file name's extension.
-    /// - Throws: ``AudioError`` `.unsupportedFile` for an extension that names no AAC container, `.fileIO`,
-    ///   or the container's own errors.
+    /// - Parameters:
+    ///   - path: the file to write.
+    ///   - container: nil to go by the file name's extension.
+    ///   - encoder: the encoder whose packets will be written; its settings, AudioSpecificConfig and priming go
+    ///     into the file's headers.
+    /// - Throws: ``/AudioCore/AudioError`` `.unsupportedFile` for an extension that names no AAC container,
+    ///   `.fileIO`, or the container's own errors.
     public init(path: String, container: AACContainer? = nil, encoder: AACEncoder) throws(AudioError) {
         guard let kind = container ?? AACContainer(path: path) else {
             throw AudioError(

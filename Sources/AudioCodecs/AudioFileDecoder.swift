@@ -16,10 +16,11 @@ import MediaContainers
 /// FFmpeg's decoders carry on over damaged data; this reader does not: a packet the decoder rejects is an error
 /// that says where it was, so a damaged file never passes for a good one.
 ///
-/// Thread safety: one thread at a time. Decoding allocates: use it from a reader thread (``FileSourceUnit``'s
-/// read-ahead) or offline, never on a real-time thread.
+/// Thread safety: one thread at a time. Decoding allocates: use it from a reader thread (the read-ahead of
+/// AudioUnits' `FileSourceUnit`) or offline, never on a real-time thread.
 public final class AudioFileDecoder: AudioFileReader, @unchecked Sendable {
     // Unchecked Sendable: one thread at a time (read-ahead worker or offline caller): `session`, `position`, `reopenFailure`
+    /// The file being read; a seek opens it again by this path.
     public let path: String
     /// The rate ``read(into:)`` delivers.
     public let sampleRate: Double
@@ -38,12 +39,13 @@ public final class AudioFileDecoder: AudioFileReader, @unchecked Sendable {
 
     /// Opens `path`.
     /// - Parameters:
+    ///   - path: the file to read.
     ///   - sampleRate: the rate to deliver (nil: the file's).
     ///   - channelCount: the channel count to deliver (nil: the file's). Mono goes to every channel; other
     ///     counts are remixed with FFmpeg's standard downmix/upmix coefficients.
-    /// - Throws: ``AudioError`` `.fileIO` (missing or unreadable), `.unsupportedFile` (not audio FFmpeg knows),
-    ///   `.corruptFile` (a damaged header), `.invalidFormat` / `.unsupportedSampleRate` for an output format that
-    ///   cannot be.
+    /// - Throws: ``/AudioCore/AudioError`` `.fileIO` (missing or unreadable), `.unsupportedFile` (not audio FFmpeg
+    ///   knows), `.corruptFile` (a damaged header), `.invalidFormat` / `.unsupportedSampleRate` for an output format
+    ///   that cannot be.
     public init(path: String, sampleRate: Double? = nil, channelCount: Int? = nil) throws(AudioError) {
         self.path = path
         try AudioFile.validate(path: path)
@@ -57,7 +59,8 @@ public final class AudioFileDecoder: AudioFileReader, @unchecked Sendable {
     }
 
     /// Reads up to `destination.frameCount` frames; fewer only at the end.
-    /// - Throws: ``AudioError`` `.corruptFile` when the decoder rejects a packet (damaged data), `.fileIO`.
+    /// - Throws: ``/AudioCore/AudioError`` `.corruptFile` when the decoder rejects a packet (damaged data),
+    ///   `.fileIO`.
     public func read(into destination: BufferView) throws(AudioError) -> Int {
         precondition(destination.channelCount == channelCount, "the destination must have \(channelCount) channels")
         if let reopenFailure { throw reopenFailure }
@@ -104,7 +107,9 @@ public struct AudioFileDescription: Hashable, Sendable {
     public var codec: String
     /// For AAC: "LC", "HE-AAC", … as FFmpeg names the profile; nil otherwise.
     public var profile: String?
+    /// The file's sample rate in Hz, before any resampling.
     public var sampleRate: Double
+    /// The file's channel count, before any remixing.
     public var channelCount: Int
     /// Bits per second as the file states or FFmpeg estimates; 0 when unknown.
     public var bitRate: Int
@@ -402,9 +407,11 @@ public enum AudioFile {
     /// A reader for `path`: WAV files LiveAudio reads itself (when no resampling is asked for), anything else
     /// through FFmpeg (``AudioFileDecoder``).
     /// - Parameters:
+    ///   - path: the file to read.
     ///   - sampleRate: the rate to deliver (nil: the file's).
     ///   - channelCount: the channel count to deliver (nil: the file's).
-    /// - Throws: ``AudioError``: `.fileIO`, `.unsupportedFile`, `.corruptFile` (damaged WAV headers are
+    /// - Returns: a reader positioned at the file's first frame.
+    /// - Throws: ``/AudioCore/AudioError``: `.fileIO`, `.unsupportedFile`, `.corruptFile` (damaged WAV headers are
     ///   reported as such, not passed on to FFmpeg).
     public static func open(path: String, sampleRate: Double? = nil, channelCount: Int? = nil) throws(AudioError)
         -> any AudioFileReader & Sendable

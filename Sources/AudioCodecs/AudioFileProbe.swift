@@ -4,7 +4,9 @@ import MediaContainers
 
 /// What `liveaudio probe` reports about a file: its codec and format, and its packets counted one by one.
 public struct AudioFileProbe: Hashable, Sendable {
+    /// The file's container, codec, profile, sample rate, channel count, bit rate and duration.
     public var description: AudioFileDescription
+    /// Packets of the audio stream, counted one by one as the demuxer reads them.
     public var packetCount: Int
     /// The first packet's presentation time, in seconds (negative when the container signals priming that way).
     public var firstTimestamp: Double
@@ -18,7 +20,8 @@ public struct AudioFileProbe: Hashable, Sendable {
 
     /// Counts the packets of `path`'s audio stream. FLV and ADTS files are also checked tag by tag and frame by
     /// frame by LiveAudio's own parsers, which are stricter than FFmpeg's.
-    /// - Throws: ``AudioError`` `.fileIO`, `.unsupportedFile`, `.corruptFile` with what is wrong and where.
+    /// - Throws: ``/AudioCore/AudioError`` `.fileIO`, `.unsupportedFile`, `.corruptFile` with what is wrong and
+    ///   where.
     public static func probe(path: String) throws(AudioError) -> AudioFileProbe {
         try AudioFile.validate(path: path)
         try FFmpegLibraries.load()
@@ -113,7 +116,8 @@ public struct AudioFileProbe: Hashable, Sendable {
 extension AudioFile {
     /// Checks the containers LiveAudio parses itself — WAV, FLV, ADTS — with its own strict parsers, so a damaged
     /// file is reported as damaged instead of being decoded in part. Other files pass through to FFmpeg.
-    /// - Throws: ``AudioError`` `.fileIO` (missing, unreadable, a directory), `.corruptFile` (empty or damaged).
+    /// - Throws: ``/AudioCore/AudioError`` `.fileIO` (missing, unreadable, a directory), `.corruptFile` (empty or
+    ///   damaged).
     public static func validate(path: String) throws(AudioError) {
         let head = try AudioFileHead.read(path: path)
         if head.starts(with: Array("RIFF".utf8)) || head.starts(with: Array("RF64".utf8)) {

@@ -13,10 +13,15 @@ import MediaContainers
 ///
 /// Thread safety: one thread at a time; does file I/O.
 public final class MP4FileWriter {
+    /// The file being written.
     public let path: String
+    /// The stream's sample rate in Hz; packet times and lengths are in samples at this rate.
     public let sampleRate: Double
+    /// The stream's channel count.
     public let channelCount: Int
+    /// The encoder delay in samples: the first packet starts this many samples before zero.
     public let priming: Int
+    /// Packets written so far.
     public private(set) var packetsWritten = 0
     private var context: UnsafeMutablePointer<AVFormatContext>?
     private var packet: UnsafeMutablePointer<AVPacket>?
@@ -26,10 +31,14 @@ public final class MP4FileWriter {
 
     /// Creates (or truncates) `path` and writes the MP4 header.
     /// - Parameters:
+    ///   - path: the file to write; a `.m4a` name gets the muxer's M4A (`ipod`) flavour, anything else MP4.
+    ///   - sampleRate: the stream's sample rate in Hz (also the movie time scale).
+    ///   - channelCount: the stream's channel count.
+    ///   - bitRate: the stream's bit rate in bits per second, as the header states it.
     ///   - audioSpecificConfig: the encoder's (it goes into the `esds` box).
     ///   - priming: the encoder delay in samples (1024 for FFmpeg's AAC encoder).
-    /// - Throws: ``AudioError`` `.fileIO` when the file cannot be created, `.invalidFormat` when the muxer refuses
-    ///   the stream.
+    /// - Throws: ``/AudioCore/AudioError`` `.fileIO` when the file cannot be created, `.invalidFormat` when the muxer
+    ///   refuses the stream, `.resourceUnavailable` when FFmpeg or its muxer cannot be set up.
     public init(
         path: String, sampleRate: Double, channelCount: Int, bitRate: Int, audioSpecificConfig: [UInt8], priming: Int
     ) throws(AudioError) {
@@ -88,8 +97,8 @@ public final class MP4FileWriter {
 
     /// Appends one AAC packet: raw access unit `data` whose first sample is at `start` (samples on the encoder's
     /// clock, so the first packet is at `-priming`) and which stands for `frames` samples.
-    /// - Throws: ``AudioError`` `.fileIO` when the muxer fails (disk full), `.invalidParameter` for a packet that
-    ///   does not follow the last one.
+    /// - Throws: ``/AudioCore/AudioError`` `.fileIO` when the muxer fails (disk full), `.invalidParameter` for a
+    ///   packet that does not follow the last one.
     public func write(_ data: [UInt8], start: Int64, frames: Int) throws(AudioError) {
         precondition(!finished, "write after finish")
         guard let context, let packet else { return }

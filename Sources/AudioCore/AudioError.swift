@@ -52,9 +52,15 @@ public struct AudioError: Error, Hashable, Sendable, CustomStringConvertible {
         public static let invalidChart = Code(fourCC: "crt?")
     }
 
+    /// What went wrong, as a stable code to match on (``AudioError/Code/invalidFormat``, …).
     public let code: Code
+    /// What went wrong in words, naming the value or field at fault: for logs and for the user.
     public let message: String
 
+    /// Creates an error from a code and a message.
+    /// - Parameters:
+    ///   - code: the stable code, e.g. ``AudioError/Code/invalidFormat``.
+    ///   - message: a sentence a user can act on, naming the offending value or field.
     public init(_ code: Code, _ message: String) {
         self.code = code
         self.message = message

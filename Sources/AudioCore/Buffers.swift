@@ -5,11 +5,22 @@
 /// without a copy. Views are plain values: creating, slicing and passing them never allocates, so they are what
 /// the render thread passes around. The storage they point at must outlive them.
 public struct BufferView {
+    /// The first sample of channel 0.
     public let base: UnsafeMutablePointer<Float>
+    /// Distance in samples between the starts of two channels; 0 when every channel aliases the first.
     public let channelStride: Int
+    /// Number of channels the view presents.
     public let channelCount: Int
+    /// Frames in each channel.
     public let frameCount: Int
 
+    /// Creates a view of storage the caller keeps alive for as long as the view is used. Never allocates.
+    /// - Parameters:
+    ///   - base: the first sample of channel 0.
+    ///   - channelStride: samples from the start of one channel to the start of the next; 0 makes every channel
+    ///     alias the first.
+    ///   - channelCount: the number of channels.
+    ///   - frameCount: the number of frames in each channel.
     @inlinable
     public init(base: UnsafeMutablePointer<Float>, channelStride: Int, channelCount: Int, frameCount: Int) {
         self.base = base
@@ -103,6 +114,7 @@ public struct BufferView {
 /// Thread safety: a buffer has no internal synchronization; give it to one thread at a time.
 public final class PCMBuffer: @unchecked Sendable {
     // Unchecked Sendable: raw storage, no lock: given to one thread at a time (a node's render, a ring's side); `frameLength` the holder's
+    /// Number of channels, at least 1.
     public let channelCount: Int
     /// The most frames the buffer can hold.
     public let capacity: Int
@@ -110,8 +122,16 @@ public final class PCMBuffer: @unchecked Sendable {
     public var frameLength: Int
     /// Distance in samples between the starts of two channels.
     public let channelStride: Int
+    /// The first sample of channel 0: ``capacity`` frames per channel, channels ``channelStride`` samples apart,
+    /// 64-byte aligned, zeroed when allocated and freed with the buffer.
     public let storage: UnsafeMutablePointer<Float>
 
+    /// Allocates zeroed storage for `channelCount` channels of `capacity` frames; ``frameLength`` starts at 0.
+    ///
+    /// This allocates: make buffers off the render thread, before rendering starts.
+    /// - Parameters:
+    ///   - channelCount: the number of channels, at least 1.
+    ///   - capacity: the most frames the buffer can hold, 0 or more.
     public init(channelCount: Int, capacity: Int) {
         precondition(channelCount > 0 && capacity >= 0)
         self.channelCount = channelCount
@@ -154,11 +174,21 @@ public final class PCMBuffer: @unchecked Sendable {
 /// A non-owning view of audio in any ``StreamFormat``: one byte plane when interleaved, one per channel otherwise,
 /// planes `planeStride` bytes apart.
 public struct RawBufferView {
+    /// The layout of the bytes: sample rate, channel count, sample type and interleaving.
     public let format: StreamFormat
+    /// The first byte of plane 0.
     public let base: UnsafeMutableRawPointer
+    /// Distance in bytes between the starts of two planes (an interleaved view has just one plane).
     public let planeStride: Int
+    /// Frames in each plane.
     public let frameCount: Int
 
+    /// Creates a view of bytes the caller keeps alive for as long as the view is used. Never allocates.
+    /// - Parameters:
+    ///   - format: the layout of the bytes.
+    ///   - base: the first byte of plane 0.
+    ///   - planeStride: bytes from the start of one plane to the start of the next.
+    ///   - frameCount: the number of frames in each plane.
     public init(format: StreamFormat, base: UnsafeMutableRawPointer, planeStride: Int, frameCount: Int) {
         self.format = format
         self.base = base
@@ -177,11 +207,24 @@ public struct RawBufferView {
 /// An owning buffer in any ``StreamFormat`` (Int16 interleaved from a device, 24-bit from a file, …).
 public final class RawPCMBuffer: @unchecked Sendable {
     // Unchecked Sendable: immutable header over raw storage; the bytes are given to one thread at a time
+    /// The layout of the buffer's bytes.
     public let format: StreamFormat
+    /// The most frames the buffer can hold.
     public let capacity: Int
+    /// Distance in bytes between the starts of two planes: ``capacity`` frames' bytes, rounded up to a multiple
+    /// of 64.
     public let planeStride: Int
+    /// The first byte of plane 0: ``StreamFormat/bufferCount`` planes ``planeStride`` bytes apart, 64-byte
+    /// aligned, zeroed when allocated and freed with the buffer.
     public let storage: UnsafeMutableRawPointer
 
+    /// Allocates zeroed storage for `capacity` frames in `format`: one plane when interleaved, one per channel
+    /// otherwise.
+    ///
+    /// This allocates: make buffers off the render thread, before rendering starts.
+    /// - Parameters:
+    ///   - format: the layout of the buffer's bytes.
+    ///   - capacity: the most frames the buffer can hold.
     public init(format: StreamFormat, capacity: Int) {
         self.format = format
         self.capacity = capacity
@@ -192,6 +235,7 @@ public final class RawPCMBuffer: @unchecked Sendable {
 
     deinit { storage.deallocate() }
 
+    /// A view of the first `frames` frames (at most ``capacity``). Never allocates.
     @inlinable
     public func view(frames: Int) -> RawBufferView {
         precondition(frames <= capacity, "view of \(frames) frames exceeds capacity \(capacity)")

@@ -7,9 +7,12 @@
 ///
 /// Conversion never allocates; create the converter off the render thread, then call it from anywhere.
 public struct FormatConverter: Sendable {
+    /// The client side's format: any sample type, interleaved or not.
     public let client: StreamFormat
+    /// The graph side's format: Float32 non-interleaved (or mono Float32), at ``client``'s rate and channel count.
     public let graph: StreamFormat
 
+    /// Creates a converter between a client format and the graph's layout.
     /// - Throws: ``AudioError`` `.formatMismatch` when the rates or channel counts differ, or `graph` is not
     ///   Float32 non-interleaved.
     public init(client: StreamFormat, graph: StreamFormat) throws(AudioError) {
@@ -53,6 +56,14 @@ public enum PCMConversion {
         return f.isInterleaved ? (view.base + c * bps, bps * f.channelCount) : (view.plane(c), bps)
     }
 
+    /// Converts client bytes to graph floats: `min(source.frameCount, destination.frameCount)` frames of the
+    /// channels both views have. Destination channels beyond the source's are left as they are (a mono source is
+    /// not repeated into them).
+    ///
+    /// Integer samples are divided by full scale (2¹⁵, 2²³, 2³¹). Never allocates; call it from any thread.
+    /// - Parameters:
+    ///   - source: the client-format audio to read.
+    ///   - destination: the Float32 non-interleaved audio to write.
     public static func decode(_ source: RawBufferView, into destination: BufferView) {
         let frames = min(source.frameCount, destination.frameCount)
         let channels = min(source.format.channelCount, destination.channelCount)
@@ -90,6 +101,14 @@ public enum PCMConversion {
         }
     }
 
+    /// Converts graph floats to client bytes: `min(source.frameCount, destination.frameCount)` frames of the
+    /// channels both views have. Destination channels beyond the source's are left as they are.
+    ///
+    /// Integer samples are rounded to nearest and clipped to the type's range; NaN becomes 0. Never allocates;
+    /// call it from any thread.
+    /// - Parameters:
+    ///   - source: the Float32 non-interleaved audio to read.
+    ///   - destination: the client-format audio to write.
     public static func encode(_ source: BufferView, into destination: RawBufferView) {
         let frames = min(source.frameCount, destination.frameCount)
         let channels = min(source.channelCount, destination.format.channelCount)

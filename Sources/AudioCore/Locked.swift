@@ -12,6 +12,7 @@ public struct Locked<Value: ~Copyable>: ~Copyable, Sendable {
     @usableFromInline let mutex: Mutex<Value>
     @usableFromInline let order = Atomic<Int>(0)
 
+    /// Creates a lock protecting `initialValue`.
     public init(_ initialValue: consuming sending Value) {
         mutex = Mutex(initialValue)
     }
@@ -35,8 +36,11 @@ public final class WeakReference<Object: AnyObject & Sendable>: Sendable {
     private struct Box { weak var value: Object? }
     private let box = Locked(Box())
 
+    /// Creates a reference to nothing: ``value`` is nil until set.
     public init() {}
 
+    /// The target, or nil when none was set or it has been deallocated. Reading and setting take a lock: any
+    /// thread but a render thread.
     public var value: Object? {
         get { box.withLock { $0.value } }
         set { box.withLock { $0.value = newValue } }

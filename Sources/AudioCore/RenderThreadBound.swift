@@ -10,6 +10,7 @@ public final class RenderThreadBound<Value: ~Copyable>: @unchecked Sendable {
     // Unchecked Sendable: the type states a hand-over its owner orders (a thread's start and join, a render gate)
     @usableFromInline @exclusivity(unchecked) var value: Value
 
+    /// Wraps `value`. Make it on the control side, before anything renders with it.
     @inlinable public init(_ value: consuming Value) { self.value = value }
 
     /// The value, on the render thread, inside a cycle.

@@ -8,13 +8,20 @@ import Synchronization
 /// Thread safety: ``write(_:)`` from the producer thread only, ``read(into:)`` from the consumer thread only;
 /// ``availableToRead``, ``availableToWrite`` and ``reset()`` as documented on each.
 public final class FrameRingBuffer: Sendable {
+    /// Channels per frame. ``write(_:)`` takes this many channels or mono (copied into every channel);
+    /// ``read(into:)`` fills any number, repeating the last channel into extra ones.
     public let channelCount: Int
+    /// The most frames the ring holds.
     public let capacity: Int
     private let storage: PCMBuffer
     // Monotonic frame counters; index = counter % capacity.
     private let written = Atomic<Int>(0)
     private let consumed = Atomic<Int>(0)
 
+    /// Creates an empty ring, allocating its storage: make it on a control thread, before either side runs.
+    /// - Parameters:
+    ///   - channelCount: channels per frame, at least 1.
+    ///   - capacity: the most frames the ring holds, at least 1.
     public init(channelCount: Int, capacity: Int) {
         precondition(capacity > 0)
         self.channelCount = channelCount
@@ -107,12 +114,18 @@ public final class SlotRingBuffer: @unchecked Sendable {
     // Unchecked Sendable: SPSC: a slot's bytes, length and stamp written before `written` (releasing), read after it (acquiring)
     /// One committed slot, seen by the consumer; valid until ``SlotRingBuffer/release()``.
     public struct Slot {
+        /// The slot's committed bytes: the `byteCount` given to
+        /// ``SlotRingBuffer/commitWrite(byteCount:frames:timeStamp:)``.
         public let bytes: UnsafeRawBufferPointer
+        /// The frame count given when the slot was committed.
         public let frames: Int
+        /// The time stamp given when the slot was committed.
         public let timeStamp: RenderTimeStamp
     }
 
+    /// Number of slots: the most buffers committed and not yet released.
     public let slotCount: Int
+    /// Bytes each slot can hold.
     public let slotBytes: Int
     private let storage: UnsafeMutableRawPointer
     private let lengths: UnsafeMutablePointer<Int>
@@ -121,6 +134,11 @@ public final class SlotRingBuffer: @unchecked Sendable {
     private let written = Atomic<Int>(0)
     private let consumed = Atomic<Int>(0)
 
+    /// Creates a ring of free slots, allocating their zeroed, 16-byte aligned storage: make it on a control thread,
+    /// before either side runs.
+    /// - Parameters:
+    ///   - slotCount: number of slots, at least 1.
+    ///   - slotBytes: bytes each slot can hold, at least 1.
     public init(slotCount: Int, slotBytes: Int) {
         precondition(slotCount > 0 && slotBytes > 0)
         self.slotCount = slotCount

@@ -3,7 +3,7 @@ import CSoxr
 /// Sample-rate conversion of Float32 non-interleaved audio, in a streaming way, through libsoxr: what an
 /// AUConverter does between units (and devices) that run at different rates.
 ///
-/// sample: songBlock: BufferView, outputBlock: BufferView
+/// <!-- sample: songBlock: BufferView, outputBlock: BufferView -->
 /// ```swift
 /// let converter = try SampleRateConverter(inputRate: 44_100, outputRate: 48_000, channelCount: 2)
 /// let (consumed, produced) = converter.process(input: songBlock, output: outputBlock)
@@ -51,15 +51,23 @@ public final class SampleRateConverter: @unchecked Sendable {
     /// The rates a converter accepts.
     public static let rateRange: ClosedRange<Double> = 8_000...192_000
 
+    /// The input sample rate in Hz (for a variable-rate converter, the nominal one).
     public let inputRate: Double
+    /// The output sample rate in Hz.
     public let outputRate: Double
+    /// Channels per frame, 1 … 64: the views given to ``process(input:output:)`` and ``flush(into:)`` must have
+    /// this many.
     public let channelCount: Int
+    /// The libsoxr quality the converter was made with.
     public let quality: Quality
+    /// Whether ``setRatio(_:slewFrames:)`` can change the ratio while running.
     public let variableRate: Bool
     private let handle: soxr_t
     private let inputChannels: UnsafeMutablePointer<UnsafeRawPointer?>
     private let outputChannels: UnsafeMutablePointer<UnsafeMutableRawPointer?>
 
+    /// Creates a converter from `inputRate` to `outputRate` Hz for `channelCount` channels, at `quality` (default
+    /// ``Quality/high``). It allocates: make it on a control thread.
     /// - Throws: ``AudioError`` `.unsupportedSampleRate` for a rate outside ``rateRange``, `.invalidParameter`
     ///   for a channel count outside 1 … 64, `.resourceUnavailable` when libsoxr cannot make the converter.
     public init(

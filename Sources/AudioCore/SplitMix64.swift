@@ -3,6 +3,7 @@
 public struct SplitMix64: RandomNumberGenerator, Sendable {
     private var state: UInt64
 
+    /// Creates a generator whose sequence is fixed by `seed`: the same seed gives the same numbers.
     public init(seed: UInt64) { state = seed }
 
     public mutating func next() -> UInt64 {

@@ -18,7 +18,9 @@ public enum SampleType: String, Hashable, Sendable, CaseIterable, CustomStringCo
         }
     }
 
+    /// Bits one sample of this type occupies: 16, 24 or 32.
     public var bitsPerSample: Int { bytesPerSample * 8 }
+    /// Whether this is a floating-point type (only ``float32`` is).
     public var isFloat: Bool { self == .float32 }
 
     public var description: String {
@@ -39,9 +41,13 @@ public enum SampleType: String, Hashable, Sendable, CaseIterable, CustomStringCo
 /// Interleaved formats hold all channels in one buffer (`L R L R …`); non-interleaved formats hold one buffer per
 /// channel, so ``bytesPerFrame`` counts one channel, as in Core Audio.
 public struct StreamFormat: Hashable, Sendable, CustomStringConvertible {
+    /// Frames per second, in Hz, within ``supportedSampleRates``.
     public let sampleRate: Double
+    /// Channels per frame, within ``supportedChannelCounts``.
     public let channelCount: Int
+    /// The representation of one sample.
     public let sampleType: SampleType
+    /// Whether all channels share one buffer (`L R L R …`) rather than having one buffer each.
     public let isInterleaved: Bool
 
     /// Sample rates LiveAudio accepts.

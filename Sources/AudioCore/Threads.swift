@@ -9,6 +9,7 @@ import Synchronization
 /// A thread of our own (POSIX), named, joined when its work is done. For readers, writers and workers that may
 /// block — the render thread is the host's or the device's, never one of these.
 public final class WorkerThread: Sendable {
+    /// The name the thread was given (the system shows at most 15 bytes of it).
     public let name: String
     private let thread: pthread_t
     private let joined = Atomic<Bool>(false)
@@ -108,6 +109,7 @@ public final class BlockingCondition: @unchecked Sendable {
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>
     private let condition: UnsafeMutablePointer<pthread_cond_t>
 
+    /// Creates an unlocked mutex and its condition variable.
     public init() {
         mutex = .allocate(capacity: 1)
         mutex.initialize(to: pthread_mutex_t())
@@ -124,7 +126,9 @@ public final class BlockingCondition: @unchecked Sendable {
         mutex.deallocate()
     }
 
+    /// Takes the lock, waiting while another thread holds it.
     public func lock() { pthread_mutex_lock(mutex) }
+    /// Releases the lock; call it on the thread that took it.
     public func unlock() { pthread_mutex_unlock(mutex) }
     /// With the lock held: releases it, sleeps until a broadcast (or spuriously), and takes it again.
     public func wait() { pthread_cond_wait(condition, mutex) }
@@ -162,6 +166,7 @@ public final class WakeSignal: @unchecked Sendable {
     // Unchecked Sendable: wraps a sem_t pointer; sem_post/sem_timedwait are thread-safe
     private let semaphore: UnsafeMutablePointer<sem_t>
 
+    /// Creates a signal with no wake-up pending. Make it off the render thread (it allocates).
     public init() {
         semaphore = .allocate(capacity: 1)
         semaphore.initialize(to: sem_t())

@@ -2,6 +2,7 @@
 /// They never allocate. Results of element-wise operations are identical to the scalar loops; peaks and sums are
 /// accumulated in another order (fine for metering).
 public enum VectorOps {
+    /// The vector the loops work in: eight Float32 lanes.
     public typealias Lanes = SIMD8<Float>
 
     /// Lane-wise `max(accumulator, |v|)`, written with selects that compile to vector blends.

@@ -35,7 +35,9 @@ public final class WorkerPool: Sendable {
 
     /// One job: its closure, and how it is woken and finished.
     public final class Job: Sendable {
+        /// The pool that runs the job.
         public let pool: WorkerPool
+        /// What the job is, as given to ``WorkerPool/add(_:_:)``: for errors and debugging.
         public let name: String
         /// Which of the pool's threads runs the job: for ``WorkerPool/wake(thread:)``.
         public let threadIndex: Int
@@ -90,9 +92,11 @@ public final class WorkerPool: Sendable {
     /// The pool most of the library's jobs share: its threads are `la-work`, one per processor at most.
     public static let shared = WorkerPool(name: "la-work")
 
+    /// The name of the pool's threads (the system shows at most 15 bytes of it).
     public let name: String
     private let lanes: [Lane]
 
+    /// Creates a pool; it starts no thread until a job is added.
     /// - Parameters:
     ///   - name: the threads' name (at most 15 bytes are shown).
     ///   - threads: the most threads the pool runs; nil: one per processor online.

@@ -6,10 +6,18 @@ import Synchronization
 /// frame reached the device, and when the first output frame will leave it. A host time the backend cannot tell
 /// is the cycle's start.
 public struct DeviceCycleTime: Hashable, Sendable {
+    /// The sample time of the cycle's first frame: frames since the driver's stream started, on the device clock.
     public var sampleTime: Int64
+    /// CLOCK_MONOTONIC nanoseconds when the cycle's first captured frame reached the device.
     public var inputHostTime: UInt64
+    /// CLOCK_MONOTONIC nanoseconds when the cycle's first output frame will leave the device.
     public var outputHostTime: UInt64
 
+    /// A cycle's time from its three parts.
+    /// - Parameters:
+    ///   - sampleTime: the sample time of the cycle's first frame, in frames.
+    ///   - inputHostTime: CLOCK_MONOTONIC nanoseconds when the first captured frame reached the device.
+    ///   - outputHostTime: CLOCK_MONOTONIC nanoseconds when the first output frame will leave the device.
     public init(sampleTime: Int64, inputHostTime: UInt64, outputHostTime: UInt64) {
         self.sampleTime = sampleTime
         self.inputHostTime = inputHostTime
@@ -69,8 +77,9 @@ final class DriverCounters: Sendable {
 
 /// The devices of a backend, and opening one.
 public enum AudioDevices {
-    /// The devices `backend` offers now. For JACK, `server` names the server (nil: the default one).
-    /// - Throws: ``AudioError`` `.deviceUnavailable` when the backend cannot be reached (no JACK server running).
+    /// The devices `backend` offers now. For JACK, `jackServer` names the server (nil: the default one).
+    /// - Throws: ``/AudioCore/AudioError`` `.deviceUnavailable` when the backend cannot be reached (no JACK server
+    ///   running).
     public static func list(_ backend: DeviceBackend, jackServer: String? = nil) throws(AudioError) -> [AudioDeviceInfo] {
         switch backend {
         case .alsa: return ALSADriver.listDevices()

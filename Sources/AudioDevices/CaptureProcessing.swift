@@ -237,7 +237,14 @@ public final class CaptureReferenceTap: RenderUnit {
     private let ramp = RenderThreadBound(SmoothedValue(1, rampFrames: 0))
     private let scratch: PCMBuffer
 
-    /// - Throws: ``AudioError`` `.invalidState` when `io` has no capture processor referenced to a graph tap.
+    /// A tap that feeds `io`'s capture processor its reference, in `format` (the rate and channel count of the graph
+    /// it sits in), from the graph's audio passing through it.
+    /// - Parameters:
+    ///   - format: the rate and channel count of the audio passing through the tap.
+    ///   - io: the I/O unit whose capture processor the tap feeds.
+    ///   - maximumFrames: the most frames a render call asks for (default ``DeviceRequest/maximumPeriodFrames``).
+    /// - Throws: ``/AudioCore/AudioError`` `.invalidState` when `io` has no capture processor referenced to a graph
+    ///   tap.
     public init(format: StreamFormat, io: IOUnit, maximumFrames: Int = DeviceRequest.maximumPeriodFrames) throws(AudioError) {
         guard let processing = io.captureProcessing, processing.reference == .graphTap else {
             throw AudioError(

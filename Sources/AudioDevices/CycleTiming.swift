@@ -10,6 +10,7 @@ public struct CycleTiming: Hashable, Sendable {
     public var duration: UInt64
     /// The cycle's sample time (continues across reconnects, jumping by the gap).
     public var sampleTime: Int64
+    /// Frames the cycle moved.
     public var frames: Int
     /// Nanoseconds of CPU the real-time thread itself used in the cycle, user and system (its
     /// `CLOCK_THREAD_CPUTIME_ID`), at most `duration` (give or take the 0.05 % NTP may slew the wall clock by): less
@@ -30,6 +31,17 @@ public struct CycleTiming: Hashable, Sendable {
     /// Whether the four above were measured (false where the system cannot say: then they are 0).
     public var usageMeasured: Bool
 
+    /// A cycle's timing from its parts; the thread usage defaults to not measured (all 0).
+    /// - Parameters:
+    ///   - start: CLOCK_MONOTONIC nanoseconds when the device called the cycle.
+    ///   - duration: nanoseconds the cycle took.
+    ///   - sampleTime: the cycle's sample time.
+    ///   - frames: frames the cycle moved.
+    ///   - cpuTime: nanoseconds of CPU the real-time thread used in the cycle.
+    ///   - voluntarySwitches: times the thread gave up its CPU in the cycle waiting for something.
+    ///   - involuntarySwitches: times the thread was taken off its CPU in the cycle for another thread.
+    ///   - pageFaults: page faults the thread took in the cycle.
+    ///   - usageMeasured: whether the four above were measured.
     public init(start: UInt64, duration: UInt64, sampleTime: Int64, frames: Int, cpuTime: UInt64 = 0,
                 voluntarySwitches: Int = 0, involuntarySwitches: Int = 0, pageFaults: Int = 0, usageMeasured: Bool = false) {
         self.start = start
@@ -66,10 +78,15 @@ struct ThreadUsage {
 
 /// Nearest-rank percentiles of a set of measurements.
 public struct Percentiles: Hashable, Sendable {
+    /// How many measurements there were.
     public var count: Int
+    /// The median (50th percentile); 0 when there were none.
     public var p50: Double
+    /// The 99th percentile; 0 when there were none.
     public var p99: Double
+    /// The 99.99th percentile; 0 when there were none.
     public var p9999: Double
+    /// The largest measurement; 0 when there were none.
     public var max: Double
 
     /// The percentiles of `values` (all zero when empty).
@@ -98,7 +115,9 @@ public struct Percentiles: Hashable, Sendable {
 /// keep up. Cycles *blocked* gave up their CPU waiting for something, which a real-time thread must not do;
 /// cycles *preempted* were taken off it for another thread.
 public struct CycleTimingSummary: Hashable, Sendable, CustomStringConvertible {
+    /// How many cycles were recorded.
     public var cycles: Int
+    /// The sample rate the cycles ran at, in Hz (what their frames are measured in).
     public var sampleRate: Double
     /// Render time per cycle, microseconds.
     public var renderMicroseconds: Percentiles
@@ -108,12 +127,14 @@ public struct CycleTimingSummary: Hashable, Sendable, CustomStringConvertible {
     public var load: Percentiles
     /// CPU time per cycle, microseconds (of the cycles it was measured in).
     public var cpuMicroseconds: Percentiles
-    /// Cycles with a voluntary context switch, and with an involuntary one.
+    /// Cycles with a voluntary context switch (blocked).
     public var blockedCycles: Int
+    /// Cycles with an involuntary context switch (preempted).
     public var preemptedCycles: Int
     /// The most common cycle size, frames (the largest of equally common ones).
     public var typicalFrames: Int
 
+    /// Summarizes `timings` (as ``IOUnit/cycleTimings`` gives them, in order) of cycles that ran at `sampleRate` Hz.
     public init(_ timings: [CycleTiming], sampleRate: Double) {
         cycles = timings.count
         self.sampleRate = sampleRate

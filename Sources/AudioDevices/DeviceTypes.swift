@@ -22,6 +22,7 @@ public struct DeviceDirections: OptionSet, Hashable, Sendable, CustomStringConve
     public static let input = DeviceDirections(rawValue: 1)
     /// Playback (the I/O unit's bus 0).
     public static let output = DeviceDirections(rawValue: 2)
+    /// Capture and playback both.
     public static let duplex: DeviceDirections = [.input, .output]
 
     public var description: String {
@@ -36,15 +37,24 @@ public struct DeviceDirections: OptionSet, Hashable, Sendable, CustomStringConve
 
 /// A device a backend offers.
 public struct AudioDeviceInfo: Hashable, Sendable {
+    /// The backend that offers it.
     public let backend: DeviceBackend
     /// The name to open it by (`--device`).
     public let name: String
     /// A readable description, when the backend has one.
     public let description: String
+    /// Whether it captures, plays, or both.
     public let directions: DeviceDirections
     /// True for the device opened when none is named, in the directions it supports.
     public let isDefault: Bool
 
+    /// A device entry from its parts.
+    /// - Parameters:
+    ///   - backend: the backend that offers it.
+    ///   - name: the name to open it by.
+    ///   - description: a readable description (empty when the backend has none).
+    ///   - directions: whether it captures, plays, or both.
+    ///   - isDefault: whether it is the device opened when none is named.
     public init(backend: DeviceBackend, name: String, description: String, directions: DeviceDirections, isDefault: Bool) {
         self.backend = backend
         self.name = name
@@ -103,6 +113,17 @@ public struct DeviceRequest: Hashable, Sendable {
     /// Whether capture and playback run on one clock or two (default: decided from the devices).
     public var clocks: DeviceClocks = .automatic
 
+    /// A request for the backend's default playback device in stereo at 48 kHz, 1024 frames × 3 periods, with
+    /// capture off, unless told otherwise. ``acceptsOtherRates`` starts off and ``clocks`` automatic; set them after.
+    /// Nothing is checked here: ``validate()`` does that.
+    /// - Parameters:
+    ///   - inputDevice: the capture device (nil: the backend's default).
+    ///   - outputDevice: the playback device (nil: the backend's default).
+    ///   - inputChannels: capture channels; 0 (the default) disables capture.
+    ///   - outputChannels: playback channels (default 2); 0 disables playback.
+    ///   - sampleRate: the sample rate in Hz (default 48 kHz).
+    ///   - periodFrames: frames per period (default 1024), 16…16384 (``maximumPeriodFrames``).
+    ///   - periodCount: periods in the device buffer (default 3), 2…32.
     public init(
         inputDevice: String? = nil, outputDevice: String? = nil, inputChannels: Int = 0, outputChannels: Int = 2,
         sampleRate: Double = 48_000, periodFrames: Int = 1024, periodCount: Int = 3
@@ -120,7 +141,7 @@ public struct DeviceRequest: Hashable, Sendable {
     public static let maximumPeriodFrames = 16_384
 
     /// Checks the request's own consistency (before any device is asked).
-    /// - Throws: ``AudioError`` `.invalidFormat` or `.unsupportedSampleRate` naming the bad field.
+    /// - Throws: ``/AudioCore/AudioError`` `.invalidFormat` or `.unsupportedSampleRate` naming the bad field.
     public func validate() throws(AudioError) {
         guard inputChannels > 0 || outputChannels > 0 else {
             throw AudioError(.invalidFormat, "nothing to open: both capture and playback have 0 channels")
@@ -148,13 +169,17 @@ public struct DeviceRequest: Hashable, Sendable {
 
 /// What a device granted when it was opened.
 public struct DeviceGrant: Hashable, Sendable, CustomStringConvertible {
+    /// The backend the device was opened through.
     public let backend: DeviceBackend
     /// The capture device's name as opened, nil when capture is off.
     public let inputDevice: String?
     /// The playback device's name as opened, nil when playback is off.
     public let outputDevice: String?
+    /// Capture channels granted; 0 when capture is off.
     public let inputChannels: Int
+    /// Playback channels granted; 0 when playback is off.
     public let outputChannels: Int
+    /// The device's sample rate in Hz: the one asked for, or another when the request accepted other rates.
     public let sampleRate: Double
     /// Frames per cycle. Virtual devices with varying callback sizes report their largest.
     public let periodFrames: Int
@@ -167,6 +192,20 @@ public struct DeviceGrant: Hashable, Sendable, CustomStringConvertible {
     /// Frames between a cycle's output being handed over and its being heard, as the backend reports it.
     public let outputLatencyFrames: Int
 
+    /// A grant from its parts, as a driver makes it when it has opened a device.
+    /// - Parameters:
+    ///   - backend: the backend the device was opened through.
+    ///   - inputDevice: the capture device's name as opened; nil when capture is off.
+    ///   - outputDevice: the playback device's name as opened; nil when playback is off.
+    ///   - inputChannels: capture channels granted.
+    ///   - outputChannels: playback channels granted.
+    ///   - sampleRate: the device's sample rate in Hz.
+    ///   - periodFrames: frames per cycle (the largest, for varying cycle sizes).
+    ///   - periodCount: periods in the device buffer.
+    ///   - deviceSampleType: the device's own sample type.
+    ///   - inputLatencyFrames: frames from a sound reaching the device to its capture being delivered.
+    ///   - outputLatencyFrames: frames from a cycle's output being handed over to its being heard.
+    ///   - independentClocks: whether capture and playback run on two clocks (default false).
     public init(
         backend: DeviceBackend, inputDevice: String?, outputDevice: String?, inputChannels: Int, outputChannels: Int,
         sampleRate: Double, periodFrames: Int, periodCount: Int, deviceSampleType: SampleType,
@@ -256,6 +295,7 @@ public enum DeviceEvent: Sendable, CustomStringConvertible {
     }
 }
 
+/// The error codes of devices.
 extension AudioError.Code {
     /// A device could not be found, opened or configured as asked, or it went away.
     public static let deviceUnavailable = AudioError.Code(fourCC: "dev!")
@@ -268,6 +308,7 @@ extension AudioError.Code {
 public final class OutputRoute: Sendable {
     private let routed = Atomic<Bool>(true)
 
+    /// True while the playback reaches somewhere. Any thread, the render thread included.
     public var isRouted: Bool { routed.load(ordering: .acquiring) }
 
     func set(_ value: Bool) { routed.store(value, ordering: .releasing) }

@@ -55,7 +55,7 @@ extension IOUnit {
     }
 
     /// Feeds an input unit made elsewhere (a graph file's `input` node) from this unit's capture.
-    /// - Throws: ``AudioError`` `.formatMismatch` when its rate or channel count differ from bus 1's.
+    /// - Throws: ``/AudioCore/AudioError`` `.formatMismatch` when its rate or channel count differ from bus 1's.
     public func setInputUnit(_ unit: InputUnit) throws(AudioError) {
         try requireStopped("set the input unit")
         guard let format = configuration.inputFormat else {
@@ -80,7 +80,7 @@ extension IOUnit {
     /// path. nil takes it off.
     ///
     /// `LiveAudio`'s `enableVoiceProcessing()` puts a `voiceProcessing` unit there.
-    /// - Throws: ``AudioError`` `.invalidBus` when capture is disabled or the unit's buses do not fit,
+    /// - Throws: ``/AudioCore/AudioError`` `.invalidBus` when capture is disabled or the unit's buses do not fit,
     ///   `.formatMismatch` for another rate or channel count, `.invalidState` while running.
     public func setCaptureProcessor(_ unit: RenderUnit?, reference: CaptureReference = .outputBus) throws(AudioError) {
         try requireStopped("set the capture processor")
@@ -99,7 +99,7 @@ extension IOUnit {
     }
 
     /// Tells `graph` — one the capture handler renders — what the device's cycles are before each start, as the
-    /// output graph is told (``RenderGraph/willRender(_:)``): units that work on threads of their own
+    /// output graph is told (``/AudioGraph/RenderGraph/willRender(_:)``): units that work on threads of their own
     /// (voiceProcessing) then never wait on the device's thread.
     public func announceCycles(to graph: RenderGraph) throws(AudioError) {
         try requireStopped("add a graph to tell the cycles")
@@ -121,7 +121,8 @@ extension IOUnit {
     /// recording. The storage (72 bytes a cycle) is allocated and written here, so the real-time thread only writes
     /// into pages it has; it reads its own CPU time and context switches with four system calls a cycle until the
     /// storage is full, none of which waits.
-    /// - Throws: ``AudioError`` `.invalidParameter` for a negative or huge capacity, `.invalidState` while running.
+    /// - Throws: ``/AudioCore/AudioError`` `.invalidParameter` for a negative or huge capacity, `.invalidState` while
+    ///   running.
     public func recordCycleTimings(capacity: Int) throws(AudioError) {
         try requireStopped("change cycle timing")
         guard capacity >= 0, capacity <= 50_000_000 else {

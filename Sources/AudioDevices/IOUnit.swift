@@ -10,10 +10,10 @@ public typealias CaptureHandler = @Sendable (_ buffer: RawBufferView, _ timeStam
 /// LiveAudio's RemoteIO: an I/O unit over a device, with input bus 1 (capture, the microphone) and output bus 0
 /// (playback, the speaker), each enabled by giving it a client format.
 ///
-/// Captured buffers go to a ``CaptureHandler`` and to the graph through ``inputUnit``; playback is pulled
-/// through a ``RenderGraph`` (or a client render callback) each cycle. Both directions run in the same cycle on
-/// the device's real-time thread — one clock, one sample time — so ear monitoring (input → graph → output) adds
-/// nothing to the device's own buffering.
+/// Captured buffers go to a ``CaptureHandler`` and to the graph through ``inputUnit()``; playback is pulled
+/// through a ``/AudioGraph/RenderGraph`` (or a client render callback) each cycle. Both directions run in the same
+/// cycle on the device's real-time thread — one clock, one sample time — so ear monitoring (input → graph → output)
+/// adds nothing to the device's own buffering.
 ///
 /// Faults (the sound server goes away, the device is unplugged, it stalls) become ``DeviceEvent/fault(_:)``
 /// events; with ``Configuration/reconnect`` on, the unit reopens the device with backoff until it returns — for
@@ -22,19 +22,23 @@ public typealias CaptureHandler = @Sendable (_ buffer: RawBufferView, _ timeStam
 /// the output alone is away, the capture runs on by itself until it is back. Events, xrun counts and warnings
 /// reach the control side through ``events``.
 ///
-/// The unit composes three parts: the drivers (ALSA, JACK, virtual), which move frames; the ``DeviceCycle``,
-/// the one routine their real-time thread runs each cycle; and the ``DeviceSupervisor``, the state machine that
+/// The unit composes three parts: the drivers (ALSA, JACK, virtual), which move frames; the `DeviceCycle`,
+/// the one routine their real-time thread runs each cycle; and the `DeviceSupervisor`, the state machine that
 /// decides when to open, reopen, fall back or give up, which the unit's supervisor thread (`la-io-supervise`) feeds
 /// with faults, the route and the time, and whose actions it performs.
 ///
 /// Thread safety: configure before ``start()``; ``start()``, ``stop()`` and the counters from any control thread.
 public final class IOUnit: @unchecked Sendable {
     // Unchecked Sendable: control state under `condition`; bus parts set only while stopped; device state in `cycle`
+    /// The unit's two buses, numbered as RemoteIO numbers them.
     public enum Bus: Int, Sendable {
+        /// Bus 0: playback, the speaker.
         case output = 0
+        /// Bus 1: capture, the microphone.
         case input = 1
     }
 
+    /// The settings the unit was made with (fixed for its life).
     public let configuration: Configuration
     /// What happened on the device: start, xruns, faults, reconnects, warnings. Never fed from the render thread.
     public let events: AsyncStream<DeviceEvent>
@@ -75,6 +79,11 @@ public final class IOUnit: @unchecked Sendable {
     /// While stopping: the events to report once everything is released, not before.
     private var heldEvents: [DeviceEvent]?
 
+    /// An I/O unit over the device `configuration` describes; nothing is opened until ``start()``. Set up the buses
+    /// (capture handler, output graph or callback, capture processor) after this, before ``start()``.
+    /// - Throws: ``/AudioCore/AudioError`` when the configuration makes no valid device request: `.invalidFormat`
+    ///   (no bus enabled, bad channel count, period or period count), `.formatMismatch` (input and output rates
+    ///   differ), `.unsupportedSampleRate`, `.invalidParameter` (reconnect timeout out of range).
     public init(_ configuration: Configuration) throws(AudioError) {
         self.configuration = configuration
         request = try configuration.request()
@@ -169,7 +178,7 @@ public final class IOUnit: @unchecked Sendable {
 
     /// Opens the device, negotiates, and starts cycles.
     /// - Returns: what the device granted.
-    /// - Throws: ``AudioError``: `.unknownDevice` (listing the devices there are), `.deviceUnavailable`,
+    /// - Throws: ``/AudioCore/AudioError``: `.unknownDevice` (listing the devices there are), `.deviceUnavailable`,
     ///   `.unsupportedSampleRate`, `.formatMismatch` (graph vs grant), `.invalidState` when already running.
     @discardableResult
     public func start() throws(AudioError) -> DeviceGrant {

@@ -1,16 +1,24 @@
 import AudioCore
 
 extension IOUnit {
+    /// What an I/O unit opens and how: the backend, each bus's client format (nil disables it), the devices, the
+    /// buffering, and what to do when the device fails or runs at another rate. Given to ``IOUnit/init(_:)``, which
+    /// checks it; fixed from then on.
     public struct Configuration: Sendable {
+        /// The sound system to open the device through (default ALSA).
         public var backend: DeviceBackend
         /// Bus 1's client format (what capture handlers receive); nil disables capture.
         public var inputFormat: StreamFormat?
         /// Bus 0's client format (what a client render callback fills); nil disables playback. With a graph, its
         /// rate and channel count must match the graph's output.
         public var outputFormat: StreamFormat?
+        /// The capture device's name (ALSA PCM, JACK client, or the WAV file for `.virtual`); nil: the default.
         public var inputDevice: String?
+        /// The playback device's name (ALSA PCM, JACK client, or the WAV file for `.virtual`); nil: the default.
         public var outputDevice: String?
+        /// Frames per period asked of the device: the block each cycle handles (default 1024).
         public var periodFrames: Int
+        /// Periods in the device buffer asked for (ALSA; default 3, at least 2).
         public var periodCount: Int
         /// Reopen the device after a fault, with backoff, until it returns (not for virtual devices).
         public var reconnect: Bool
@@ -31,8 +39,22 @@ extension IOUnit {
         public var clocks: DeviceClocks = .automatic
         /// The JACK server's name (nil: `JACK_DEFAULT_SERVER` or the default).
         public var jackServer: String?
+        /// How a virtual device behaves (used only with the `.virtual` backend).
         public var virtual: VirtualDeviceOptions
 
+        /// A configuration from its main settings; the others (``reconnectTimeout``, ``convertsRates``,
+        /// ``conversionQuality``, ``clocks``) start at their defaults and can be set after.
+        /// - Parameters:
+        ///   - backend: the sound system (default ALSA).
+        ///   - inputFormat: bus 1's client format; nil (the default) disables capture.
+        ///   - outputFormat: bus 0's client format; nil (the default) disables playback.
+        ///   - inputDevice: the capture device's name; nil: the default.
+        ///   - outputDevice: the playback device's name; nil: the default.
+        ///   - periodFrames: frames per period (default 1024).
+        ///   - periodCount: periods in the device buffer (default 3).
+        ///   - reconnect: whether to reopen the device after a fault (default true).
+        ///   - jackServer: the JACK server's name (nil: `JACK_DEFAULT_SERVER` or the default).
+        ///   - virtual: how a virtual device behaves.
         public init(
             backend: DeviceBackend = .alsa, inputFormat: StreamFormat? = nil, outputFormat: StreamFormat? = nil,
             inputDevice: String? = nil, outputDevice: String? = nil, periodFrames: Int = 1024, periodCount: Int = 3,

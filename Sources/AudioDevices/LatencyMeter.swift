@@ -6,6 +6,7 @@ import Synchronization
 
 /// A measured round trip: output → (loopback, cable, or sound server) → input.
 public struct LatencyMeasurement: Sendable, CustomStringConvertible {
+    /// What the device granted for the measurement.
     public let grant: DeviceGrant
     /// The round trip of each click found, in frames, in the order played.
     public let roundTripFrames: [Int]
@@ -22,12 +23,22 @@ public struct LatencyMeasurement: Sendable, CustomStringConvertible {
         let sorted = roundTripFrames.sorted()
         return sorted.isEmpty ? 0 : sorted[sorted.count / 2]
     }
+    /// The median round trip in milliseconds.
     public var milliseconds: Double { Double(medianFrames) * 1000 / sampleRate }
+    /// The shortest round trip found, in milliseconds (0 when no click was found).
     public var minimumMilliseconds: Double { Double(roundTripFrames.min() ?? 0) * 1000 / sampleRate }
+    /// The longest round trip found, in milliseconds (0 when no click was found).
     public var maximumMilliseconds: Double { Double(roundTripFrames.max() ?? 0) * 1000 / sampleRate }
     /// The round trip in periods of the granted size (the device's period, in time).
     public var periods: Double { milliseconds / grant.periodMilliseconds }
 
+    /// A measurement from its parts.
+    /// - Parameters:
+    ///   - grant: what the device granted.
+    ///   - sampleRate: the rate the round trip was measured at, in Hz.
+    ///   - roundTripFrames: the round trip of each click found, in frames at `sampleRate`.
+    ///   - clicksPlayed: how many clicks were played.
+    ///   - confidences: how clearly each click found stood out (0…1), one per round trip.
     public init(grant: DeviceGrant, sampleRate: Double, roundTripFrames: [Int], clicksPlayed: Int, confidences: [Double]) {
         self.grant = grant
         self.sampleRate = sampleRate
@@ -68,10 +79,14 @@ public enum LatencyMeter {
 
     /// Plays `clicks` clicks and measures each one's round trip.
     /// - Parameters:
-    ///   - configuration: the device; its input and output formats are replaced by mono Float32 at `sampleRate`.
-    ///   - timeout: seconds to wait for the device to play everything.
-    /// - Throws: ``AudioError`` from opening the device; `.deviceUnavailable` when no click is heard (output and
-    ///   input are not connected), or when the device stops delivering audio.
+    ///   - configuration: the device; its input and output formats are replaced by mono Float32 at `sampleRate`,
+    ///     and reconnecting is turned off.
+    ///   - sampleRate: the rate to measure at, in Hz (default 48 kHz).
+    ///   - clicks: how many clicks to play (default 5), about half a second apart or more.
+    ///   - timeout: seconds to wait for the device to play everything (default 30).
+    /// - Returns: the round trips of the clicks found.
+    /// - Throws: ``/AudioCore/AudioError`` from opening the device; `.deviceUnavailable` when no click is heard
+    ///   (output and input are not connected), or when the device stops delivering audio.
     public static func measure(
         _ configuration: IOUnit.Configuration, sampleRate: Double = 48_000, clicks: Int = 5, timeout: Double = 30
     ) throws(AudioError) -> LatencyMeasurement {

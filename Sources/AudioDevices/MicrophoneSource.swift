@@ -7,6 +7,7 @@ public struct CapturedBuffer: Sendable {
     public let format: StreamFormat
     /// The samples: interleaved frames, or for a non-interleaved format one plane per channel, back to back.
     public let bytes: [UInt8]
+    /// Frames in the buffer.
     public let frameCount: Int
     /// Frames since the stream started, on the device clock (continues across restarts and reconnects).
     public let sampleTime: Int64
@@ -16,7 +17,7 @@ public struct CapturedBuffer: Sendable {
     /// The sample time in milliseconds (derived from sample time, never from the wall clock).
     public var milliseconds: Double { Double(sampleTime) * 1000 / format.sampleRate }
 
-    /// Calls `body` with a view of the samples (for ``PCMConversion`` and friends).
+    /// Calls `body` with a view of the samples (for ``/AudioCore/PCMConversion`` and friends).
     public func withRawView<R>(_ body: (RawBufferView) throws -> R) rethrows -> R {
         var copy = bytes
         return try copy.withUnsafeMutableBytes { raw in
@@ -37,7 +38,8 @@ public struct CapturedBuffer: Sendable {
 }
 
 /// The microphone: capture from a device (ALSA, JACK or a virtual WAV file) in the client format of your choice —
-/// 48 kHz mono Int16 as iOS capture code asks for, or Float32 — delivered to Swift code as an `AsyncStream` of ``CapturedBuffer``s.
+/// 48 kHz mono Int16 as iOS capture code asks for, or Float32 — delivered to Swift code as an `AsyncStream` of
+/// ``CapturedBuffer``s.
 ///
 /// The device's real-time thread copies each period into a single-producer/single-consumer ring of slots and
 /// never waits: when every slot is taken (the consumer is too slow) the period is dropped and ``overflowCount``
@@ -48,7 +50,10 @@ public struct CapturedBuffer: Sendable {
 ///
 /// Device faults, xruns and reconnects arrive on ``events``.
 public final class MicrophoneSource: Sendable {
+    /// The client format the buffers come in (the I/O unit's input format).
     public let format: StreamFormat
+    /// The I/O unit the microphone captures through. Its capture handler is the microphone's: start and stop it
+    /// through the microphone, not directly.
     public let io: IOUnit
     /// The captured buffers, in order, until ``finish()``. One consumer.
     public let buffers: AsyncStream<CapturedBuffer>
@@ -66,12 +71,24 @@ public final class MicrophoneSource: Sendable {
     /// The consumer waiting for a buffer, and whether the stream has ended.
     private let waiting = Locked<(continuation: CheckedContinuation<Void, Never>?, finished: Bool)>((nil, false))
 
+    /// A microphone on a device of its own: an I/O unit with capture only, in the client format the arguments
+    /// describe (by default 48 kHz mono Int16 interleaved, as iOS capture code asks for). Nothing is opened until
+    /// ``start()``.
     /// - Parameters:
     ///   - device: the device name (ALSA PCM, JACK client, or the WAV file for `.virtual`); nil for the default.
-    ///   - sampleType, interleaved: the client format's layout (iOS capture code: Int16 interleaved).
-    ///   - periodFrames, periodCount: the device buffering asked for.
-    ///   - bufferedSeconds: how much audio the ring holds for a slow consumer before counting overflows.
-    /// - Throws: ``AudioError`` `.invalidFormat` for an impossible format, `.invalidParameter` for bad buffering.
+    ///   - backend: the sound system (default ALSA).
+    ///   - sampleRate: the client format's sample rate in Hz (default 48 kHz).
+    ///   - channels: the client format's channel count (default 1).
+    ///   - sampleType: the client format's sample type (default Int16).
+    ///   - interleaved: whether the client format's channels are interleaved (default true).
+    ///   - periodFrames: frames per period asked of the device (default 1024).
+    ///   - periodCount: periods in the device buffer asked for (default 3).
+    ///   - reconnect: whether to reopen the device after a fault (default true).
+    ///   - jackServer: the JACK server's name (nil: `JACK_DEFAULT_SERVER` or the default).
+    ///   - virtual: how a virtual device behaves.
+    ///   - bufferedSeconds: how much audio the ring holds for a slow consumer before counting overflows (default 2).
+    /// - Throws: ``/AudioCore/AudioError`` `.invalidFormat` for an impossible format, `.invalidParameter` for bad
+    ///   buffering.
     public convenience init(
         device: String? = nil, backend: DeviceBackend = .alsa, sampleRate: Double = 48_000, channels: Int = 1,
         sampleType: SampleType = .int16, interleaved: Bool = true, periodFrames: Int = 1024, periodCount: Int = 3,
@@ -91,8 +108,8 @@ public final class MicrophoneSource: Sendable {
     /// A microphone over an I/O unit of your own: capture (bus 1) in `io`'s input format reaches ``buffers`` while
     /// the same unit plays (bus 0) — the karaoke case, where the voice is monitored and recorded at once. Takes
     /// the unit's capture handler; start and stop the unit through this source.
-    /// - Throws: ``AudioError`` `.invalidFormat` when `io` has no input bus, `.invalidParameter` for buffering that
-    ///   is not a positive number of seconds, `.invalidState` when `io` is running.
+    /// - Throws: ``/AudioCore/AudioError`` `.invalidFormat` when `io` has no input bus, `.invalidParameter` for
+    ///   buffering that is not a positive number of seconds, `.invalidState` when `io` is running.
     public init(io: IOUnit, bufferedSeconds: Double = 2) throws(AudioError) {
         guard let format = io.configuration.inputFormat else {
             throw AudioError(.invalidFormat, "a microphone needs an I/O unit with capture enabled (an input format for bus 1)")

@@ -4,6 +4,7 @@ import Synchronization
 
 /// How a virtual device behaves: how fast it runs and how many frames each cycle moves.
 public struct VirtualDeviceOptions: Hashable, Sendable {
+    /// How fast a virtual device runs its cycles.
     public enum Pacing: String, Hashable, Sendable {
         /// One period per period of wall-clock time (CLOCK_MONOTONIC, absolute deadlines: no drift).
         case realTime
@@ -22,7 +23,9 @@ public struct VirtualDeviceOptions: Hashable, Sendable {
         case random(range: ClosedRange<Int>, seed: UInt64)
     }
 
+    /// How fast the device runs (default ``Pacing/realTime``).
     public var pacing: Pacing
+    /// How many frames each cycle moves (default ``CallbackSizes/fixed``: one period).
     public var callbackSizes: CallbackSizes
     /// The playback file's sample type.
     public var outputSampleType: SampleType
@@ -40,10 +43,20 @@ public struct VirtualDeviceOptions: Hashable, Sendable {
     /// as possible does not write the silence it renders between the file's end and the stop.
     public var playbackFrames: Int64?
 
+    /// When a virtual device's playback stalls and for how long (see ``VirtualDeviceOptions/playbackStall``).
     public struct PlaybackStall: Sendable, Hashable {
+        /// Seconds of device time (sample time over the rate) at which the first stall begins; 0 or more.
         public var at: Double
+        /// Seconds each stall lasts: 0 … 1.
         public var seconds: Double
+        /// Seconds from one stall's start to the next's, longer than ``seconds``; nil: the stall happens once.
         public var every: Double?
+        /// A stall of `seconds` seconds at `at` seconds of device time, again every `every` seconds if given.
+        /// Checked when the device opens.
+        /// - Parameters:
+        ///   - at: seconds of device time at which the first stall begins.
+        ///   - seconds: seconds each stall lasts (0 … 1).
+        ///   - every: seconds between stall starts, longer than `seconds`; nil (the default): once.
         public init(at: Double, seconds: Double, every: Double? = nil) {
             self.at = at
             self.seconds = seconds
@@ -51,6 +64,11 @@ public struct VirtualDeviceOptions: Hashable, Sendable {
         }
     }
 
+    /// Options for a virtual device; ``inputClockRatio`` starts at 1, ``playbackStall`` and ``playbackFrames`` at nil.
+    /// - Parameters:
+    ///   - pacing: how fast the device runs (default real time).
+    ///   - callbackSizes: how many frames each cycle moves (default one period).
+    ///   - outputSampleType: the playback file's sample type (default Float32).
     public init(pacing: Pacing = .realTime, callbackSizes: CallbackSizes = .fixed, outputSampleType: SampleType = .float32) {
         self.pacing = pacing
         self.callbackSizes = callbackSizes

@@ -11,6 +11,7 @@ import Synchronization
 /// Thread safety: one thread at a time (it may be handed to another thread, e.g. a render thread); that thread is
 /// the graph's render thread while it renders.
 public final class OfflineRenderer: Sendable {
+    /// The graph this renderer pulls; it must be initialized before ``render(frames:)``.
     public let graph: RenderGraph
     /// Frames rendered so far: the sample time of the next cycle.
     public var sampleTime: Int64 { rendered.load(ordering: .relaxed) }
@@ -19,10 +20,14 @@ public final class OfflineRenderer: Sendable {
     /// Reads file sources ahead on a thread of its own when set; the caller's thread otherwise.
     public let readAhead: ReadAheadWorker?
 
-    /// - Parameter readAhead: a worker serving the graph's file sources (see ``RenderGraph/readingAheadUnits``),
-    ///   or nil to read on the rendering thread.
+    /// Creates a renderer for `graph`, starting at sample time 0.
+    ///
     /// Tells the graph's units there is no deadline (``RenderGraph/willRender(_:)``): units that work on
     /// threads of their own wait for them, and the output does not depend on how fast they were.
+    /// - Parameters:
+    ///   - graph: the graph to pull.
+    ///   - readAhead: a worker serving the graph's file sources (see ``RenderGraph/readingAheadUnits``),
+    ///     or nil to read on the rendering thread.
     public init(graph: RenderGraph, readAhead: ReadAheadWorker? = nil) {
         self.graph = graph
         self.readAhead = readAhead
@@ -31,8 +36,8 @@ public final class OfflineRenderer: Sendable {
 
     /// Renders the next `frames` frames and returns them; the view is valid until the next call. Does not
     /// allocate.
-    /// - Throws: ``AudioError`` `.invalidState` when the graph is not initialized, `.tooManyFrames` above its
-    ///   maximum, or a file source's read error.
+    /// - Throws: ``/AudioCore/AudioError`` `.invalidState` when the graph is not initialized, `.tooManyFrames`
+    ///   above its maximum, or a file source's read error.
     public func render(frames: Int) throws(AudioError) -> BufferView {
         guard frames >= 0, frames <= graph.maximumFrames else {
             throw AudioError(

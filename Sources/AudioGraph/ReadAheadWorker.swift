@@ -113,7 +113,10 @@ public final class ReadAheadWorker: Sendable {
     private let stopped = Atomic<Bool>(false)
 
     /// Starts reading ahead for `units` (usually ``RenderGraph/readingAheadUnits``) at once.
-    /// - Throws: ``AudioError`` `.resourceUnavailable` when no thread can be started.
+    /// - Parameters:
+    ///   - units: the units to serve; fixed for the worker's lifetime.
+    ///   - name: the worker thread's name (the system shows at most 15 bytes of it).
+    /// - Throws: ``/AudioCore/AudioError`` `.resourceUnavailable` when no thread can be started.
     public init(units: [RenderUnit], name: String = "la-read-ahead") throws(AudioError) {
         let shared = Shared(units: units)
         self.shared = shared
@@ -122,6 +125,7 @@ public final class ReadAheadWorker: Sendable {
 
     deinit { stop() }
 
+    /// The units the worker reads ahead for, as given when it started. Any thread.
     public var units: [RenderUnit] { shared.units }
 
     /// Waits until every unit can give `frames` frames (or has ended), asking for a fill if needed. Locks: not for

@@ -149,11 +149,14 @@ public final class RenderAheadSource: RenderUnit {
     private let startTime = Atomic<Int64>(.max)
     private let underrunCount = Atomic<Int>(0)
 
+    /// Creates a source that plays `graph`, rendered ahead, and initializes `graph`; the worker starts with
+    /// ``start(atSampleTime:cycleFrames:)``. Control thread.
     /// - Parameters:
     ///   - graph: the graph to render ahead (initialized here); nothing reads a live input in it.
     ///   - maximumCycleFrames: the most frames a cycle of the playing graph asks for.
     ///   - blockFrames: frames the worker renders at a time (at most the inner graph's maximum).
-    /// - Throws: ``AudioError`` from the graph's initialization, `.invalidParameter` for a block size out of range.
+    /// - Throws: ``/AudioCore/AudioError`` from the graph's initialization, `.invalidParameter` for a block size
+    ///   out of range.
     public init(graph: RenderGraph, maximumCycleFrames: Int, blockFrames: Int = 256) throws(AudioError) {
         guard blockFrames > 0, blockFrames <= graph.maximumFrames else {
             throw AudioError(.invalidParameter, "a render-ahead block is 1 … \(graph.maximumFrames) frames, got \(blockFrames)")
@@ -206,8 +209,11 @@ public final class RenderAheadSource: RenderUnit {
 
     /// Starts the worker, which fills the ring at once; frame 0 of the inner graph plays at `sampleTime` of the
     /// playing graph. Control thread, once (a stopped source does not start again).
-    /// - Parameter cycleFrames: the playing side's cycle (its period): the look-ahead is at least two of them.
-    /// - Throws: ``AudioError`` `.invalidState` when started before, `.resourceUnavailable` without a thread.
+    /// - Parameters:
+    ///   - sampleTime: the playing graph's sample time at which frame 0 of the inner graph plays.
+    ///   - cycleFrames: the playing side's cycle (its period): the look-ahead is at least two of them.
+    /// - Throws: ``/AudioCore/AudioError`` `.invalidState` when started before, `.resourceUnavailable` without a
+    ///   thread.
     public func start(atSampleTime sampleTime: Int64, cycleFrames: Int) throws(AudioError) {
         let shared = shared
         try worker.withLock { (w: inout WorkerThread?) throws(AudioError) in
@@ -250,8 +256,8 @@ public final class RenderAheadSource: RenderUnit {
     /// worker between two blocks; unless `body` throws, the worker renders what follows (a cycle's worth) and then
     /// the frames queued before the change are dropped — crossfaded into what follows over ``flushFadeFrames``.
     /// Before the start and after the stop, on the calling thread, dropping nothing. On the worker itself (a
-    /// player's `onEnd`, called while a block reads), at once: the block under way follows the change. Waits for the worker (its block under way, the change, a cycle's worth of
-    /// blocks): control threads.
+    /// player's `onEnd`, called while a block reads), at once: the block under way follows the change. Waits for
+    /// the worker (its block under way, the change, a cycle's worth of blocks): control threads.
     /// - Throws: what `body` throws.
     public func perform(_ body: @escaping @Sendable () throws(AudioError) -> Void) throws(AudioError) {
         let shared = shared

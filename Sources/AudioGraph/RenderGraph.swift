@@ -136,14 +136,15 @@ final class CallbackInput: Sendable {
 
 /// A graph of units: LiveAudio's AUGraph.
 ///
-/// The topology (nodes, connections) lives on the control side. Every change compiles a new ``RenderSchedule``
+/// The topology (nodes, connections) lives on the control side. Every change compiles a new `RenderSchedule`
 /// off the render thread and publishes it atomically; the render thread picks it up at the start of its next
 /// cycle, and the schedule it replaces is freed back on the control side. So nodes can be added, removed,
 /// connected and disconnected while another thread renders, with no lock and no allocation on that thread.
 ///
 /// Lifecycle: ``initialize()`` (prepares every unit) → ``start()`` → ``stop()`` → ``uninitialize()``; calls out of
-/// order throw ``AudioError`` `.invalidState`. The graph output is pulled by a driver — ``OfflineRenderer`` for
-/// offline rendering, a device's I/O unit in real time — via ``renderCycle(frames:timeStamp:)``.
+/// order throw ``/AudioCore/AudioError`` `.invalidState`. The graph output is pulled by a driver —
+/// ``OfflineRenderer`` for offline rendering, a device's I/O unit in real time — via
+/// ``renderCycle(frames:timeStamp:)``.
 ///
 /// Thread safety: every method except the `renderCycle` ones is control-thread API and may be called from several
 /// threads (calls are serialized by a lock that the render thread never takes). A driver may still be inside a
@@ -151,7 +152,12 @@ final class CallbackInput: Sendable {
 /// close a gate the render thread checks at the start of each cycle and wait (briefly: one cycle at most) until the
 /// cycle in progress has left, so no unit is reset and no schedule freed under a render.
 public final class RenderGraph: Sendable {
+    /// Where a graph is in its lifecycle (its `state`): ``initialize()`` moves it from `uninitialized` to
+    /// `initialized`, ``start()`` and ``stop()`` between `initialized` and `running`, ``uninitialize()`` back.
     public enum State: Int, Sendable {
+        /// The stages, in order: `uninitialized` (created or uninitialized: no schedule, drivers cannot render),
+        /// `initialized` (every unit prepared and a schedule compiled; stopped, but an offline driver may render),
+        /// `running` (started: drivers pull the graph).
         case uninitialized, initialized, running
     }
 
@@ -200,9 +206,13 @@ public final class RenderGraph: Sendable {
     /// Incremented for each schedule published (for tests and diagnostics).
     private let generation = Atomic<Int>(0)
 
+    /// Creates an empty, uninitialized graph that renders its output in `format`, in cycles of at most
+    /// `maximumFrames` frames.
     /// - Parameters:
-    ///   - format: the output format; must be Float32 non-interleaved (see ``StreamFormat/graph(sampleRate:channelCount:)``).
-    ///   - maximumFrames: the largest render cycle (1 … 65536).
+    ///   - format: the output format; must be Float32 non-interleaved
+    ///     (see ``/AudioCore/StreamFormat/graph(sampleRate:channelCount:)``).
+    ///   - maximumFrames: the largest render cycle (1 … 65536); 4096 by default.
+    /// - Throws: ``/AudioCore/AudioError`` `.invalidFormat` for another layout or a `maximumFrames` out of range.
     public init(format: StreamFormat, maximumFrames: Int = 4096) throws(AudioError) {
         guard format.isGraphLayout else {
             throw AudioError(.invalidFormat, "a graph runs in Float32 non-interleaved, got \(format)")
@@ -223,7 +233,10 @@ public final class RenderGraph: Sendable {
         control.withLock { t in for n in t.nodes.values { n.unit.core.membership.store(false, ordering: .relaxed) } }
     }
 
+    /// The graph's lifecycle state. Takes the control lock: any thread but a render thread.
     public var state: State { control.withLock { $0.state } }
+    /// The spec of the graph's cycles: ``format``'s sample rate and ``maximumFrames``. Units at the graph's rate
+    /// are prepared with it; a unit at another rate is prepared with its own rate. Any thread.
     public var spec: RenderSpec { RenderSpec(sampleRate: format.sampleRate, maximumFrames: maximumFrames) }
 
     // MARK: Nodes
@@ -232,9 +245,13 @@ public final class RenderGraph: Sendable {
     ///
     /// A node may run at another rate than the graph's; it then reaches the output through a unit that pulls its
     /// input (``RenderUnit/pullsInput``: a converter), since a connection joins buses of one rate.
-    /// - Parameter name: used in error messages and diagnostics; defaults to `kind#n`.
-    /// - Throws: ``AudioError`` `.invalidNode` when the unit already belongs to a graph, `.unsupportedSampleRate`
-    ///   when its buses run at different rates (outside a pulling unit's inputs) or at a rate outside 1–768 kHz.
+    /// - Parameters:
+    ///   - unit: the unit to add; a unit belongs to one graph at a time.
+    ///   - name: used in error messages and diagnostics; defaults to `kind#n`.
+    /// - Returns: the new node's id.
+    /// - Throws: ``/AudioCore/AudioError`` `.invalidNode` when the unit already belongs to a graph,
+    ///   `.unsupportedSampleRate` when its buses run at different rates (outside a pulling unit's inputs) or at a
+    ///   rate outside 1–768 kHz, or what the unit's prepare throws in an initialized graph.
     @discardableResult
     public func addNode(_ unit: RenderUnit, name: String? = nil) throws(AudioError) -> NodeID {
         let label = name ?? unit.kind
@@ -309,8 +326,8 @@ public final class RenderGraph: Sendable {
     /// any, may feed other nodes as usual; a sink that also reaches the output renders once a cycle all the same.
     /// Making a sink of a node that already is one does nothing. Any time, also while the graph renders (the next
     /// schedule has it).
-    /// - Throws: ``AudioError`` `.invalidNode` for a node of another graph or one removed, or for a node that a
-    ///   pulling unit pulls (a converter's input side renders at the converter's pace, not once a cycle).
+    /// - Throws: ``/AudioCore/AudioError`` `.invalidNode` for a node of another graph or one removed, or for a node
+    ///   that a pulling unit pulls (a converter's input side renders at the converter's pace, not once a cycle).
     public func addSink(_ id: NodeID) throws(AudioError) {
         try control.withLock { (t: inout Topology) throws(AudioError) in
             guard t.nodes[id] != nil else { throw unknownNode(id) }
@@ -325,7 +342,7 @@ public final class RenderGraph: Sendable {
 
     /// Stops rendering a node for its own sake: it renders again only if the output pulls it. A node that is not a
     /// sink is left as it is.
-    /// - Throws: ``AudioError`` `.invalidNode` for a node of another graph or one removed.
+    /// - Throws: ``/AudioCore/AudioError`` `.invalidNode` for a node of another graph or one removed.
     public func removeSink(_ id: NodeID) throws(AudioError) {
         try control.withLock { (t: inout Topology) throws(AudioError) in
             guard t.nodes[id] != nil else { throw unknownNode(id) }
@@ -375,10 +392,10 @@ public final class RenderGraph: Sendable {
     /// Connects output bus `outputBus` of `source` to input bus `inputBus` of `destination` (or of
     /// ``output``). One output may feed any number of inputs (it is rendered once per cycle); an input takes one
     /// connection. A mono output may feed an input with more channels: it is copied to every channel.
-    /// - Throws: ``AudioError`` `.invalidNode` (also when a node would be pulled from both sides of a converter),
-    ///   `.invalidBus`, `.formatMismatch` (naming both formats), `.unsupportedSampleRate` (naming both rates: a
-    ///   converter belongs between them), `.cycle` (naming the cycle), or `.invalidState` when the input is already
-    ///   connected.
+    /// - Throws: ``/AudioCore/AudioError`` `.invalidNode` (also when a node would be pulled from both sides of a
+    ///   converter), `.invalidBus`, `.formatMismatch` (naming both formats), `.unsupportedSampleRate` (naming both
+    ///   rates: a converter belongs between them), `.cycle` (naming the cycle), or `.invalidState` when the input is
+    ///   already connected.
     public func connect(_ source: NodeID, outputBus sourceBus: Int = 0, to destination: NodeID, inputBus destinationBus: Int = 0)
         throws(AudioError)
     {
@@ -442,7 +459,7 @@ public final class RenderGraph: Sendable {
 
     /// Feeds input bus `inputBus` of `destination` from `callback` in `clientFormat` (any sample type, interleaved or
     /// not, the bus's rate and channel count); the graph converts to Float32.
-    /// - Throws: ``AudioError`` `.formatMismatch` when rate or channel count differ from the bus's.
+    /// - Throws: ``/AudioCore/AudioError`` `.formatMismatch` when rate or channel count differ from the bus's.
     public func setInputCallback(
         _ destination: NodeID, inputBus bus: Int = 0, format clientFormat: StreamFormat,
         _ callback: @escaping ClientRenderCallback
@@ -471,7 +488,8 @@ public final class RenderGraph: Sendable {
     // MARK: Lifecycle
 
     /// Prepares every unit for the graph's spec and compiles the first schedule.
-    /// - Throws: ``AudioError`` `.invalidState` when already initialized, or what a unit's prepare throws.
+    /// - Throws: ``/AudioCore/AudioError`` `.invalidState` when already initialized, or what a unit's prepare
+    ///   throws.
     public func initialize() throws(AudioError) {
         try control.withLock { (t: inout Topology) throws(AudioError) in
             guard t.state == .uninitialized else {
@@ -492,7 +510,7 @@ public final class RenderGraph: Sendable {
     }
 
     /// Marks the graph running: drivers may now pull it.
-    /// - Throws: ``AudioError`` `.invalidState` unless initialized and stopped.
+    /// - Throws: ``/AudioCore/AudioError`` `.invalidState` unless initialized and stopped.
     public func start() throws(AudioError) {
         try transition(from: .initialized, to: .running, "start", need: "initialize it first")
     }
@@ -503,7 +521,7 @@ public final class RenderGraph: Sendable {
     }
 
     /// Frees the render schedule and returns to the uninitialized state. Call when no render is in progress.
-    /// - Throws: ``AudioError`` `.invalidState` when running (stop first) or not initialized.
+    /// - Throws: ``/AudioCore/AudioError`` `.invalidState` when running (stop first) or not initialized.
     public func uninitialize() throws(AudioError) {
         try control.withLock { (t: inout Topology) throws(AudioError) in
             switch t.state {

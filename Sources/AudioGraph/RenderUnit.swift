@@ -7,9 +7,13 @@ import Synchronization
 /// A unit that pulls its input (``RenderUnit/pullsInput``) gets no rendered inputs: `inputs` is empty, and it
 /// calls ``pull(frames:)`` for as many input frames as it needs, as often as it needs, at its inputs' own rate.
 public struct RenderContext {
+    /// Frames to render this call, 0 … the spec's `maximumFrames`; every view is this long.
     public let frameCount: Int
+    /// When the call's first frame is: its sample time (frames since the stream started) and host time (0 offline).
     public let timeStamp: RenderTimeStamp
+    /// One view per input bus, in bus order (empty for a unit that pulls its input). Read-only by convention.
     public let inputs: UnsafeBufferPointer<BufferView>
+    /// One view per output bus, in bus order: the unit writes every frame of each.
     public let outputs: UnsafeBufferPointer<BufferView>
     /// The schedule and chain that render a pulling unit's inputs (nil for other units).
     let puller: Puller?
@@ -21,6 +25,13 @@ public struct RenderContext {
         let unit: Unmanaged<UnitCore>
     }
 
+    /// Creates a context for calling a unit's ``RenderUnit/render(_:)`` directly, outside a graph (tests, a host
+    /// of its own). Such a context cannot ``pull(frames:)``: a unit that pulls its input needs a graph.
+    /// - Parameters:
+    ///   - frameCount: frames to render; every view is exactly this long.
+    ///   - timeStamp: the time stamp of the first frame.
+    ///   - inputs: one view per input bus.
+    ///   - outputs: one view per output bus, written by the unit.
     public init(
         frameCount: Int, timeStamp: RenderTimeStamp, inputs: UnsafeBufferPointer<BufferView>,
         outputs: UnsafeBufferPointer<BufferView>
@@ -39,7 +50,9 @@ public struct RenderContext {
         self.puller = puller
     }
 
+    /// The view of input bus `bus` (`inputs[bus]`); the bus must exist.
     @inlinable public func input(_ bus: Int) -> BufferView { inputs[bus] }
+    /// The view of output bus `bus` (`outputs[bus]`); the bus must exist.
     @inlinable public func output(_ bus: Int) -> BufferView { outputs[bus] }
 
     /// A pulling unit's inputs, rendered now for `frames` frames (1 … the graph's `maximumFrames`) at their own
@@ -58,10 +71,15 @@ public struct RenderContext {
 
 /// A property value, for the string-keyed property interface units share.
 public enum PropertyValue: Hashable, Sendable, CustomStringConvertible {
+    /// A switch, such as `"bypass"`.
     case bool(Bool)
+    /// A count or size, such as `"maximumFramesPerSlice"` or `"inputBusCount"`.
     case int(Int)
+    /// A real number, such as `"latency"` or `"tailTime"` in seconds.
     case double(Double)
+    /// Text, such as `"kind"`.
     case string(String)
+    /// A bus's stream format, such as `"inputFormat.0"`.
     case format(StreamFormat)
 
     public var description: String {
@@ -81,12 +99,15 @@ public enum PropertyValue: Hashable, Sendable, CustomStringConvertible {
 ///
 /// Thread safety: checked `Sendable`. The formats and parameters never change; the bypass switch and the graph's
 /// flags are atomics; the spec is under a lock (never read on a render thread); the render state is handed between
-/// the control side and the render thread by the graph (``RenderThreadBound``).
+/// the control side and the render thread by the graph (``/AudioCore/RenderThreadBound``).
 public final class UnitCore: Sendable {
     /// The unit's type name, as written in graph files (`"gain"`, `"mixer"`, …).
     public let kind: String
+    /// One format per input bus, in bus order; fixed when the unit is created.
     public let inputFormats: [StreamFormat]
+    /// One format per output bus, in bus order; fixed when the unit is created.
     public let outputFormats: [StreamFormat]
+    /// The unit's parameters, in the order the unit created them.
     public let parameters: [Parameter]
     let bypassFlag = Atomic<Bool>(false)
     /// Set by the graph that holds the unit; a unit belongs to one graph at a time.
@@ -114,9 +135,11 @@ public final class UnitCore: Sendable {
     /// Seconds the bypass crossfade takes.
     public static let bypassFadeTime = 0.01
 
+    /// Creates a unit's base with its buses and parameters, not bypassed.
     /// - Parameters:
     ///   - kind: the unit's type name (graph files, messages).
-    ///   - inputs: one format per input bus; `outputs` likewise.
+    ///   - inputs: one format per input bus.
+    ///   - outputs: one format per output bus.
     ///   - parameters: the unit's parameters, created by the unit (owner: `kind`) so it can keep references.
     public init(kind: String, inputs: [StreamFormat], outputs: [StreamFormat], parameters: [Parameter] = []) {
         self.kind = kind
@@ -131,9 +154,9 @@ public final class UnitCore: Sendable {
 /// needs), ``render(_:)`` (the real-time kernel) and ``reset()`` (clear state). Every hook has a default, so a unit
 /// implements only what it needs. Bus formats are fixed when the unit is created.
 ///
-/// Units are final classes, checked `Sendable`: their render-thread state lives in a ``RenderThreadBound`` (the
-/// type, not a comment, says which thread owns it), their control state in atomics or locks, the rest in
-/// constants.
+/// Units are final classes, checked `Sendable`: their render-thread state lives in a
+/// ``/AudioCore/RenderThreadBound`` (the type, not a comment, says which thread owns it), their control state in
+/// atomics or locks, the rest in constants.
 ///
 /// Thread safety: ``render(_:)`` is called from the render thread only, and must not allocate, lock, log or do
 /// I/O. Parameters and ``isBypassed`` may be set from any thread. Everything else is control-thread API.
@@ -147,10 +170,10 @@ public protocol RenderUnit: AnyObject, Sendable {
     var tailTime: Double { get }
 
     /// True for units that consume another number of input frames than they produce — a sample-rate converter,
-    /// a time-stretcher: instead of rendered inputs, they pull their inputs themselves (``RenderContext/pull(frames:)``),
-    /// and their inputs may run at another rate than their outputs. The nodes upstream of such a unit render at
-    /// their own rate, when it pulls. Such units have no bypass crossfade (their input and output do not line up).
-    /// False by default.
+    /// a time-stretcher: instead of rendered inputs, they pull their inputs themselves
+    /// (``RenderContext/pull(frames:)``), and their inputs may run at another rate than their outputs. The nodes
+    /// upstream of such a unit render at their own rate, when it pulls. Such units have no bypass crossfade (their
+    /// input and output do not line up). False by default.
     var pullsInput: Bool { get }
 
     /// Output frames per input frame: 1 for most units; for a unit that pulls its input, its rate ratio (output
@@ -164,12 +187,13 @@ public protocol RenderUnit: AnyObject, Sendable {
 
     /// Reads a property by name (`"latency"`, `"outputFormat.0"`, …). Control thread. By default the common
     /// properties (``commonProperty(_:)``).
-    /// - Throws: ``AudioError`` `.invalidProperty` for an unknown name.
+    /// - Throws: ``/AudioCore/AudioError`` `.invalidProperty` for an unknown name.
     func property(_ name: String) throws(AudioError) -> PropertyValue
 
     /// Writes a property by name. Control thread. By default the common writable property, `"bypass"`
     /// (``setCommonProperty(_:_:)``).
-    /// - Throws: ``AudioError`` `.invalidProperty` for an unknown or read-only name or a value of the wrong kind.
+    /// - Throws: ``/AudioCore/AudioError`` `.invalidProperty` for an unknown or read-only name or a value of the
+    ///   wrong kind.
     func setProperty(_ name: String, _ value: PropertyValue) throws(AudioError)
 
     /// Hook of ``prepare(_:)``: allocate buffers, compute coefficients. Control thread. Nothing by default.
@@ -238,10 +262,15 @@ extension RenderUnit {
 extension RenderUnit {
     /// The unit's type name, as written in graph files (`"gain"`, `"mixer"`, …).
     public var kind: String { core.kind }
+    /// One format per input bus, in bus order (``UnitCore/inputFormats``). Any thread.
     public var inputFormats: [StreamFormat] { core.inputFormats }
+    /// One format per output bus, in bus order (``UnitCore/outputFormats``). Any thread.
     public var outputFormats: [StreamFormat] { core.outputFormats }
+    /// The unit's parameters (``UnitCore/parameters``). Any thread reads this and may set the parameters.
     public var parameters: [Parameter] { core.parameters }
+    /// The number of input buses. Any thread.
     public var inputBusCount: Int { core.inputFormats.count }
+    /// The number of output buses. Any thread.
     public var outputBusCount: Int { core.outputFormats.count }
     /// The spec the unit was prepared with, or nil before ``prepare(_:)``. Any thread but a render thread (it locks).
     public var spec: RenderSpec? { core.preparedSpec.withLock { $0 } }
@@ -249,7 +278,7 @@ extension RenderUnit {
     // MARK: Parameters
 
     /// The parameter with this identifier.
-    /// - Throws: ``AudioError`` `.invalidParameter` listing the unit's parameters when there is none.
+    /// - Throws: ``/AudioCore/AudioError`` `.invalidParameter` listing the unit's parameters when there is none.
     public func parameter(_ identifier: String) throws(AudioError) -> Parameter {
         guard let p = parameters.first(where: { $0.identifier == identifier }) else {
             let known = parameters.map(\.identifier).joined(separator: ", ")
@@ -292,7 +321,7 @@ extension RenderUnit {
 
     /// Reads one of the properties every unit has (``commonPropertyNames``). A unit with properties of its own
     /// answers them in ``property(_:)`` and hands the rest to this.
-    /// - Throws: ``AudioError`` `.invalidProperty` for an unknown name, listing ``propertyNames``.
+    /// - Throws: ``/AudioCore/AudioError`` `.invalidProperty` for an unknown name, listing ``propertyNames``.
     public func commonProperty(_ name: String) throws(AudioError) -> PropertyValue {
         switch name {
         case "kind": return .string(kind)
@@ -316,7 +345,8 @@ extension RenderUnit {
 
     /// Writes the one writable property every unit has, `"bypass"`. A unit with writable properties of its own
     /// handles them in ``setProperty(_:_:)`` and hands the rest to this.
-    /// - Throws: ``AudioError`` `.invalidProperty` for an unknown or read-only name or a value of the wrong kind.
+    /// - Throws: ``/AudioCore/AudioError`` `.invalidProperty` for an unknown or read-only name or a value of the
+    ///   wrong kind.
     public func setCommonProperty(_ name: String, _ value: PropertyValue) throws(AudioError) {
         if name == "bypass" {
             guard case .bool(let on) = value else {
@@ -339,8 +369,8 @@ extension RenderUnit {
 
     /// Allocates what rendering needs for `spec`. Control thread. Preparing again with the same spec does nothing;
     /// with another spec, resources are reallocated and state is reset.
-    /// - Throws: ``AudioError`` `.unsupportedSampleRate` when a bus's rate differs from `spec`'s, or what the
-    ///   unit's ``allocateRenderResources(_:)`` throws.
+    /// - Throws: ``/AudioCore/AudioError`` `.unsupportedSampleRate` when a bus's rate differs from `spec`'s, or what
+    ///   the unit's ``allocateRenderResources(_:)`` throws.
     public func prepare(_ spec: RenderSpec) throws(AudioError) {
         if self.spec == spec { return }
         // A pulling unit's inputs run at their own rate.

@@ -10,11 +10,14 @@ import Glibc
 /// The loudness of a whole file (ITU-R BS.1770-4, EBU R128): what `liveaudio loudness` prints, what
 /// `--normalize` aims from.
 public struct FileLoudness: Hashable, Sendable {
+    /// The file measured, as given to ``measure(path:stopped:progress:)``.
     public let path: String
     /// Integrated loudness, loudness range, true peak and sample peak of the whole file (the momentary and
     /// short-term values are those of its end).
     public let reading: LoudnessReading
+    /// The file's sample rate, Hz (measured at that rate, not resampled).
     public let sampleRate: Double
+    /// The file's channel count, 1 … 8.
     public let channelCount: Int
     /// How the channels were weighted (more than stereo: the standard layout for the count is assumed).
     public let channelWeights: LoudnessChannelWeights
@@ -22,12 +25,18 @@ public struct FileLoudness: Hashable, Sendable {
     /// True when no 400 ms block reached −70 LUFS: the file has no integrated loudness (−inf).
     public var isSilent: Bool { reading.integrated == -.infinity }
 
-    /// Decodes `path` (anything ``AudioFile/open(path:sampleRate:channelCount:)`` reads) and measures it.
+    /// Decodes `path` (anything ``/AudioCodecs/AudioFile/open(path:sampleRate:channelCount:)`` reads) and measures
+    /// it.
+    ///
+    /// Blocks until the whole file is read; call it off the render thread (any thread; nothing is shared).
     /// - Parameters:
-    ///   - stopped: asked between chunks; true ends the measurement early with `.cancelled`.
+    ///   - path: the audio file to decode and measure.
+    ///   - stopped: asked between chunks; true ends the measurement early with `.invalidState`.
     ///   - progress: seconds measured so far, after each chunk.
-    /// - Throws: ``AudioError``: the decoder's (`.fileIO`, `.unsupportedFile`, `.corruptFile`), `.invalidFormat` for
-    ///   more than 8 channels, `.unsupportedSampleRate` for a rate outside 8 … 384 kHz, `.invalidState` when stopped.
+    /// - Returns: the file's loudness.
+    /// - Throws: ``/AudioCore/AudioError``: the decoder's (`.fileIO`, `.unsupportedFile`, `.corruptFile`),
+    ///   `.invalidFormat` for more than 8 channels, `.unsupportedSampleRate` for a rate outside 8 … 384 kHz,
+    ///   `.invalidState` when stopped.
     public static func measure(
         path: String, stopped: () -> Bool = { false }, progress: (Double) -> Void = { _ in }
     ) throws(AudioError) -> FileLoudness {
@@ -68,6 +77,7 @@ public struct FileLoudness: Hashable, Sendable {
 /// (`$XDG_CACHE_HOME/liveaudio/loudness.tsv`, or `~/.cache/liveaudio/loudness.tsv`), at most 10,000 songs, replaced
 /// whole on each write (a crash leaves the old or the new one, never half).
 public struct LoudnessCache: Sendable {
+    /// The cache file's path: the one given to ``init(path:)``, or the user's.
     public let path: String
     static let capacity = 10_000
     static let header = "liveaudio loudness cache 1"
@@ -165,6 +175,12 @@ public struct LoudnessNormalization: Hashable, Sendable {
     /// The measurement it was worked out from.
     public let measured: LoudnessReading
 
+    /// The plan for bringing `measured` to `target`: the gain is the target less the integrated loudness (0 for
+    /// silence), the limiter (if needed) aimed at `ceiling`; no limiter or codec loss yet.
+    /// - Parameters:
+    ///   - target: the loudness to reach, LUFS.
+    ///   - ceiling: the true-peak ceiling, dBTP.
+    ///   - measured: the signal's measurement before any gain.
     public init(target: Double, ceiling: Double, measured: LoudnessReading) {
         self.target = target
         self.ceiling = ceiling
@@ -198,7 +214,7 @@ public struct LoudnessNormalization: Hashable, Sendable {
     /// A limiter lowers the loudness by what it takes off the peaks. Measures the normalised signal (`open` gives
     /// the input from its start, each call) and raises the gain by what is missing, twice at most, until within
     /// 0.05 LU of the target. Without a limiter: unchanged.
-    /// - Throws: ``AudioError`` from reading, `.invalidState` when `stopped` says so.
+    /// - Throws: ``/AudioCore/AudioError`` from reading, `.invalidState` when `stopped` says so.
     public func compensatingLimiter(
         open: () throws(AudioError) -> any AudioFileReader, stopped: () -> Bool = { false }
     ) throws(AudioError) -> LoudnessNormalization {
@@ -229,7 +245,8 @@ public struct LoudnessNormalization: Hashable, Sendable {
     }
 
     /// Checks a target and ceiling given on a command line or in a configuration.
-    /// - Throws: ``AudioError`` `.invalidParameter` for a target outside −70 … 0 LUFS or a ceiling outside −20 … 0 dBTP.
+    /// - Throws: ``/AudioCore/AudioError`` `.invalidParameter` for a target outside −70 … 0 LUFS or a ceiling
+    ///   outside −20 … 0 dBTP.
     public static func check(target: Double, ceiling: Double) throws(AudioError) {
         guard target.isFinite, (-70...0).contains(target) else {
             throw AudioError(.invalidParameter, "a loudness target is −70 … 0 LUFS, got \(target)")
@@ -241,12 +258,13 @@ public struct LoudnessNormalization: Hashable, Sendable {
 }
 
 /// Applies a ``LoudnessNormalization`` to a signal block by block: the linear gain, and where the gain would take the
-/// true peak over the ceiling, a ``LimiterUnit`` with true-peak detection (lookahead 5 ms, release 50 ms) that holds
-/// it there. The limiter's delay is taken out: what comes out lines up with what went in, frame for frame, once
-/// ``finish()`` has given the tail.
+/// true peak over the ceiling, a ``/AudioUnits/LimiterUnit`` with true-peak detection (lookahead 5 ms, release
+/// 50 ms) that holds it there. The limiter's delay is taken out: what comes out lines up with what went in, frame for
+/// frame, once ``finish()`` has given the tail.
 ///
 /// Thread safety: one thread at a time (offline: an encoder, a renderer).
 public final class LoudnessNormalizer {
+    /// The plan it applies: its gain and, when ``LoudnessNormalization/needsLimiter``, its limiter ceiling.
     public let normalization: LoudnessNormalization
     private let linearGain: Float
     private let limiter: (graph: RenderGraph, renderer: OfflineRenderer, pending: PendingBlock, latency: Int)?
@@ -254,10 +272,13 @@ public final class LoudnessNormalizer {
     private let zeros: PCMBuffer
     private let maximumFrames: Int
 
+    /// A normalizer for a signal of the given format, with its limiter set up when the plan needs one.
     /// - Parameters:
     ///   - normalization: the plan.
-    ///   - sampleRate, channelCount: the signal's format.
-    ///   - maximumFrames: the most frames one ``process(_:)`` gets.
+    ///   - sampleRate: the signal's sample rate, Hz.
+    ///   - channelCount: the signal's channel count.
+    ///   - maximumFrames: the most frames one ``process(_:)`` gets (default 8192).
+    /// - Throws: ``/AudioCore/AudioError`` when the limiter's graph cannot be built for the format.
     public init(_ normalization: LoudnessNormalization, sampleRate: Double, channelCount: Int, maximumFrames: Int = 8192)
         throws(AudioError)
     {
@@ -291,8 +312,9 @@ public final class LoudnessNormalizer {
     /// Whether a limiter holds the true peak.
     public var isLimiting: Bool { limiter != nil }
 
-    /// The normalised frames for `block` (at most ``maximumFrames``), valid until the next call: `block` itself
-    /// scaled in place without a limiter; with one, the limiter's output, fewer frames at the start (its delay).
+    /// The normalised frames for `block` (at most the `maximumFrames` given to the initializer), valid until the next
+    /// call: `block` itself scaled in place without a limiter; with one, the limiter's output, fewer frames at the
+    /// start (its delay).
     public func process(_ block: BufferView) throws(AudioError) -> BufferView {
         for c in 0..<block.channelCount { _ = VectorOps.scale(block[c].baseAddress!, by: linearGain, count: block.frameCount) }
         guard let limiter else { return block }

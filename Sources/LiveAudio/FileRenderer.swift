@@ -13,23 +13,32 @@ import FoundationEssentials
 public struct FileRenderer {
     /// The sample types `liveaudio render --sample-format` offers.
     public enum OutputSampleFormat: String, Sendable, CaseIterable {
+        /// `f32`: 32-bit float samples; `s16`: 16-bit signed integer samples, clipped to full scale.
         case f32, s16
         var sampleType: SampleType { self == .f32 ? .float32 : .int16 }
     }
 
+    /// What ``render(to:frames:stopped:progress:)`` wrote.
     public struct Result: Sendable {
+        /// The output file's path, as given.
         public let path: String
+        /// The file's format: the graph's sample rate and channel count, interleaved, in the chosen sample type.
         public let format: StreamFormat
+        /// Frames written.
         public let frames: Int64
         /// Largest absolute sample value rendered (before any integer clipping).
         public let peak: Float
         /// Wall-clock seconds spent rendering and writing.
         public let elapsed: Double
+        /// The file's duration, seconds: ``frames`` at the format's sample rate.
         public var duration: Double { Double(frames) / format.sampleRate }
     }
 
+    /// The graph rendered; ``render(to:frames:stopped:progress:)`` initializes and starts it if it is not already.
     public let loaded: LoadedGraph
+    /// Frames per render cycle, 1 … the graph's maximum frames (default 1024).
     public var blockFrames: Int
+    /// The sample type written (default `.f32`).
     public var sampleFormat: OutputSampleFormat
     /// Read the file sources on a thread of their own (`la-read-ahead`), overlapping reading with rendering. Off by
     /// default: with no device to keep pace with, the rendering thread reads each cycle's input itself, in the
@@ -37,9 +46,11 @@ public struct FileRenderer {
     /// input in uneven steps, and each step would otherwise wake the reader and wait for it).
     public var readsOnAThreadOfItsOwn = false
 
+    /// A renderer for `loaded`; nothing is prepared until ``render(to:frames:stopped:progress:)``.
     /// - Parameters:
     ///   - loaded: a graph from ``GraphFile``, not yet initialized.
     ///   - blockFrames: frames per render cycle (1 … the graph's maximum).
+    ///   - sampleFormat: the sample type written.
     public init(loaded: LoadedGraph, blockFrames: Int = 1024, sampleFormat: OutputSampleFormat = .f32) {
         self.loaded = loaded
         self.blockFrames = blockFrames
@@ -48,7 +59,7 @@ public struct FileRenderer {
 
     /// The number of frames a render without an explicit duration produces: until every file source has ended,
     /// at the output's rate (through the converters and time-pitches between a source and the output).
-    /// - Throws: ``AudioError`` `.invalidGraphDescription` when nothing in the graph ends.
+    /// - Throws: ``/AudioCore/AudioError`` `.invalidGraphDescription` when nothing in the graph ends.
     public func framesUntilSourcesEnd() throws(AudioError) -> Int64 {
         let ends = loaded.finiteSources.compactMap { (id, source) -> Int64? in
             guard let frames = source.totalFrames else { return nil }
@@ -62,11 +73,20 @@ public struct FileRenderer {
         return longest
     }
 
-    /// Renders `frames` frames (or, when nil, until every file source has ended) into `path`.
+    /// Renders `requested` frames (or, when nil, until every file source has ended) into `path`.
+    ///
+    /// Blocks the calling thread until the file is written; the rendering happens on it, the writing on a thread of
+    /// its own.
     /// - Parameters:
+    ///   - path: the WAV file to write; replaced only when rendering succeeds.
+    ///   - requested: the number of frames to render, or nil for ``framesUntilSourcesEnd()``.
     ///   - stopped: asked between blocks; when it answers true, rendering stops, the temporary file is deleted, `path`
-    ///     is left as it was, and ``AudioError`` `.invalidState` ("stopped") is thrown.
+    ///     is left as it was, and ``/AudioCore/AudioError`` `.invalidState` ("stopped") is thrown.
     ///   - progress: told the frames rendered so far and the total after each block (on the rendering thread).
+    /// - Returns: what was written.
+    /// - Throws: ``/AudioCore/AudioError``: `.invalidGraphDescription` for a graph with a microphone input or nothing
+    ///   that ends, `.tooManyFrames` for a ``blockFrames`` outside 1 … the graph's maximum, `.invalidFormat` for a
+    ///   negative `requested`, `.fileIO` and the writer's and graph's errors, `.invalidState` when stopped.
     public func render(
         to path: String, frames requested: Int64? = nil, stopped: () -> Bool = { false },
         progress: (_ done: Int64, _ total: Int64) -> Void = { _, _ in }

@@ -2,7 +2,9 @@ import FoundationEssentials
 
 /// The fields of one node in a graph file, with typed accessors whose errors name the node and the field.
 public struct NodeFields {
+    /// The node's `id` in the file, unique in the graph.
     public let id: String
+    /// The node's `type`: the name its factory is registered under in the ``UnitRegistry``.
     public let type: String
     /// The graph's format: sample rate and default channel count.
     public let format: StreamFormat
@@ -37,6 +39,7 @@ public struct NodeFields {
         AudioError(.invalidGraphDescription, "node '\(id)' (\(type)): field '\(key)' \(problem)")
     }
 
+    /// Whether the node gives field `key` (any value); does not count it as read.
     public func has(_ key: String) -> Bool { values[key] != nil }
 
     /// A number in `range`, or `defaultValue` when absent (required when `defaultValue` is nil).
@@ -62,6 +65,12 @@ public struct NodeFields {
         return Int(d)
     }
 
+    /// A `true` or `false` field, or `defaultValue` when absent; counts `key` as read.
+    /// - Parameters:
+    ///   - key: the field's name.
+    ///   - defaultValue: the value when the node does not give the field.
+    /// - Returns: the field's value.
+    /// - Throws: ``/AudioCore/AudioError`` `.invalidGraphDescription` when the field is not a boolean.
     public mutating func bool(_ key: String, default defaultValue: Bool) throws(AudioError) -> Bool {
         consumed.insert(key)
         guard let v = values[key] else { return defaultValue }
@@ -69,6 +78,8 @@ public struct NodeFields {
         return b
     }
 
+    /// The required non-empty string in field `key`; counts `key` as read.
+    /// - Throws: ``/AudioCore/AudioError`` `.invalidGraphDescription` when the field is absent, not a string or empty.
     public mutating func string(_ key: String) throws(AudioError) -> String {
         consumed.insert(key)
         guard let v = values[key] else { throw error(key, "is required") }
@@ -117,7 +128,7 @@ public struct NodeFields {
         return result
     }
 
-    /// Counts `key` as read (a factory that reads ``values`` itself).
+    /// Counts `key` as read (a factory that reads the node's fields itself, other than through these accessors).
     public mutating func markConsumed(_ key: String) { consumed.insert(key) }
 
     /// Fields not read by the factory.
@@ -130,13 +141,22 @@ public struct NodeFields {
 /// ``register(_:factory:)``. After the factory, any remaining numeric field that names a parameter of the unit
 /// sets it (range-checked), so `{"type": "gain", "gain": -6}` works for any unit; other leftover fields are errors.
 public struct UnitRegistry: Sendable {
+    /// Makes the unit for one node: reads its fields through the ``NodeFields`` accessors (each counts its field as
+    /// read) and returns the unit, or throws ``/AudioCore/AudioError`` (best made with ``NodeFields/error(_:_:)``).
+    /// Called on the thread loading the graph file.
     public typealias Factory = @Sendable (inout NodeFields) throws(AudioError) -> RenderUnit
     private var factories: [String: Factory] = [:]
 
+    /// An empty registry, with no types; ``standard`` has LiveAudio's.
     public init() {}
 
+    /// Makes `factory` the one for nodes whose `type` is `type`, replacing any registered under that name.
+    /// - Parameters:
+    ///   - type: the `type` string in the graph file.
+    ///   - factory: makes the unit for each such node.
     public mutating func register(_ type: String, factory: @escaping Factory) { factories[type] = factory }
 
+    /// The registered type names, sorted.
     public var types: [String] { factories.keys.sorted() }
 
     func make(_ fields: inout NodeFields) throws(AudioError) -> RenderUnit {
@@ -200,10 +220,9 @@ public struct UnitRegistry: Sendable {
         return EQBand(type, frequency: frequency, gain: gain, q: q ?? 0.5.squareRoot(), bandwidth: bandwidth, bypass: bypass)
     }
 
-    /// The units LiveAudio ships: sources `input` (the microphone), `file`, `player`, `tone`, `noise`; `mixer`, `gain`,
-    /// `sampleDelay`; effects `eq`,
-    /// `lowpass`, `highpass`, `bandpass`, `dynamics`, `reverb`, `delay`, `limiter`; `converter` and `timePitch`;
-    /// `voiceProcessing`; `pitchTracker`.
+    /// The units LiveAudio ships: sources `input` (the microphone), `file`, `filePlayer`, `player`, `tone`, `noise`;
+    /// `mixer`, `gain`, `sampleDelay`; effects `eq`, `lowpass`, `highpass`, `bandpass`, `dynamics`, `reverb`, `delay`,
+    /// `limiter`; `converter` and `timePitch`; `voiceProcessing`; `pitchTracker`.
     public static let standard: UnitRegistry = {
         var r = UnitRegistry()
         r.register("file") { (f: inout NodeFields) throws(AudioError) in
@@ -426,10 +445,13 @@ public struct UnitRegistry: Sendable {
 
 /// A graph built from a graph file: the graph, and its nodes by id.
 public final class LoadedGraph: Sendable {
+    /// The graph, uninitialized, with every node added and connected as the file says.
     public let graph: RenderGraph
     /// Node ids from the file, in file order.
     public let nodeIDs: [String]
+    /// Each node's id in ``graph``, by the node's id in the file.
     public let nodes: [String: NodeID]
+    /// Each node's unit, by the node's id in the file.
     public let units: [String: RenderUnit]
 
     /// The file's connections by node id (`to` may be `"output"`).
@@ -484,8 +506,8 @@ public final class LoadedGraph: Sendable {
 /// ```
 public enum GraphFile {
     /// Reads and builds the graph in `path`; relative paths inside resolve against the file's folder.
-    /// - Throws: ``AudioError`` naming the node and field at fault (`.invalidGraphDescription`, or the code of the
-    ///   underlying file or graph error).
+    /// - Throws: ``/AudioCore/AudioError`` naming the node and field at fault (`.invalidGraphDescription`, or the code
+    ///   of the underlying file or graph error).
     public static func load(path: String, maximumFrames: Int = 4096, registry: UnitRegistry = .standard)
         throws(AudioError) -> LoadedGraph
     {

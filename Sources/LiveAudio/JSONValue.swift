@@ -2,11 +2,17 @@ import FoundationEssentials
 
 /// A parsed JSON value, keeping booleans, numbers and strings apart so graph files get precise error messages.
 public enum JSONValue: Decodable, Hashable, Sendable, CustomStringConvertible {
+    /// JSON `null`.
     case null
+    /// `true` or `false`.
     case bool(Bool)
+    /// A number, as a `Double` (integers too).
     case number(Double)
+    /// A string.
     case string(String)
+    /// An array, its elements in order.
     case array([JSONValue])
+    /// An object, its members by key.
     case object([String: JSONValue])
 
     public init(from decoder: Decoder) throws {

@@ -7,9 +7,15 @@ import Glibc
 
 /// A level for a display: peak and RMS in dBFS, nil for silence (−∞).
 public struct LevelReading: Sendable, Hashable {
+    /// The peak level in dBFS; nil for silence.
     public var peak: Double?
+    /// The RMS level in dBFS; nil for silence.
     public var rms: Double?
 
+    /// A reading of the levels given.
+    /// - Parameters:
+    ///   - peak: The peak level in dBFS; nil for silence.
+    ///   - rms: The RMS level in dBFS; nil for silence.
     public init(peak: Double?, rms: Double?) {
         self.peak = peak
         self.rms = rms
@@ -27,39 +33,61 @@ public struct LevelReading: Sendable, Hashable {
 /// through one ``SnapshotMonitor`` (``KaraokeSession/snapshot()`` reads the meters, whose readings cover what was
 /// rendered since the previous one).
 public struct KaraokeSnapshot: Sendable {
+    /// Where the song is in its life: playing, held, or over.
     public enum SongState: String, Sendable, Hashable {
+        /// `playing`: neither paused nor ended (before the session's start too); `paused`: held by
+        /// ``KaraokeSession/pauseSong()``; `ended`: played to its end, and what follows it has passed
+        /// (``KaraokeSession/songHasEnded``).
         case playing, paused, ended
     }
 
     /// Seconds on the monotonic clock when it was taken.
     public var taken: Double
-    /// The song as heard: seconds of the file, and the region that plays (a loop's bounds, or the whole file).
+    /// Where the song is as heard, seconds of the file (``KaraokeSession/songPosition``).
     public var position: Double
+    /// The start of the session's region (``KaraokeSession/region``: the one it was made with, not one that
+    /// ``KaraokeSession/playSong(_:)`` set later), seconds of the file.
     public var regionStart: Double
+    /// The end of that region, seconds of the file: the end of one pass of a loop, or the file's end for a region
+    /// without one.
     public var regionEnd: Double
+    /// Whether the song plays, is paused or has ended.
     public var songState: SongState
-    /// The wet voice as sung, the voice in the headphones, the accompaniment (after its volume), the headphones'
-    /// mix.
+    /// The wet voice as sung, before any volume or mute.
     public var voice: LevelReading
+    /// The voice in the headphones (after the monitor voice volume and the voice mute).
     public var monitorVoice: LevelReading
+    /// The accompaniment in the headphones (after its volume, its loudness gain and its mute).
     public var accompaniment: LevelReading
+    /// The headphones' mix as they get it (silence while the route is lost).
     public var output: LevelReading
     /// The song's loudness (EBU R128; the mix that is encoded).
     public var loudness: LoudnessReading
-    /// Volumes in dB (−∞ for none), and the mutes.
+    /// The accompaniment's volume in dB (−∞ for none), in the headphones and the song.
     public var accompanimentVolume: Double
+    /// The voice's volume in the song, dB (−∞ for none).
     public var voiceVolume: Double
+    /// The voice's volume in the headphones, dB (−∞ for none).
     public var monitorVoiceVolume: Double
+    /// Whether the accompaniment is muted (headphones and song).
     public var isAccompanimentMuted: Bool
+    /// Whether the voice is muted (headphones and song).
     public var isVoiceMuted: Bool
-    /// The key change in cents, whether it may change now, and the tempo.
+    /// The key change in cents (+200: two semitones up; 0 without a time-pitch unit).
     public var keyCents: Double
+    /// Whether the key may change now: the session has a time-pitch unit (``KaraokeControl/setKey(cents:)``).
     public var keyAdjustable: Bool
+    /// The song's tempo (1: as it is), from ``KaraokeSession/Configuration/tempo``.
     public var tempo: Double
+    /// The round trip the recordings are shifted by, in milliseconds (0 before the start).
     public var roundTripMilliseconds: Double
+    /// Where the round trip came from: "device", "calibration" or "given" (empty before the start).
     public var roundTripSource: String
+    /// The device's under- and overruns since the session was made.
     public var xruns: Int
+    /// Frames the recorders' or the encoder's writer fell too far behind for (silence in their place).
     public var droppedFrames: Int64
+    /// Cycles that found the song's file reader behind (``/AudioUnits/FilePlayerUnit/underruns``).
     public var underruns: Int
     /// Each encoded output as a line (keys hidden).
     public var outputs: [String]
@@ -71,25 +99,38 @@ public struct KaraokeSnapshot: Sendable {
 
 /// What a display may do to a running karaoke session: the terminal's keys and the web stage's controls are these.
 public enum KaraokeControl: Sendable, Hashable {
+    /// Which volume ``KaraokeControl/setVolume(_:decibels:)`` and ``KaraokeControl/stepVolume(_:by:)`` change.
     public enum Volume: String, Sendable, Hashable, CaseIterable {
+        /// `accompaniment`: in the headphones and the song (``KaraokeSession/accompanimentVolume``); `voice`: the
+        /// voice in the song (``KaraokeSession/voiceVolume``); `monitorVoice`: the voice in the headphones
+        /// (``KaraokeSession/monitorVoiceVolume``).
         case accompaniment, voice, monitorVoice
     }
+    /// Which mute ``KaraokeControl/setMuted(_:_:)`` and ``KaraokeControl/toggleMuted(_:)`` change.
     public enum Mute: String, Sendable, Hashable, CaseIterable {
+        /// `accompaniment`: ``KaraokeSession/isAccompanimentMuted``; `voice`: ``KaraokeSession/isVoiceMuted`` (each
+        /// in the headphones and the song).
         case accompaniment, voice
     }
 
     /// A volume in dB: −∞ (none) or −96 … +12.
     case setVolume(Volume, decibels: Double)
-    /// A volume up or down by `by` dB, as a key steps it: down past −60 dB to none, up from none to −40 dB, at most +12.
+    /// A volume up or down by `by` dB, as a key steps it: down past −60 dB to none, up from none to −40 dB, at most
+    /// +12.
     case stepVolume(Volume, by: Double)
+    /// A mute on (true) or off (false).
     case setMuted(Mute, Bool)
+    /// A mute turned on when it is off, off when it is on.
     case toggleMuted(Mute)
     /// The key: −2400 … 2400 cents (with a time-pitch in the session).
     case setKey(cents: Double)
     /// The key moved by semitones, within −24 … 24.
     case stepKey(semitones: Double)
+    /// Holds the song where it is heard (``KaraokeSession/pauseSong()``).
     case pause
+    /// Goes on from where the song was held (``KaraokeSession/resumeSong()``).
     case resume
+    /// Resumes a paused song, pauses one that is not.
     case togglePause
     /// The song to a place, seconds of the file within the region playing.
     case seek(seconds: Double)
@@ -127,7 +168,7 @@ extension KaraokeSession {
     public var isStopRequested: Bool { stopRequest.load(ordering: .acquiring) }
 
     /// Does what a display asks. Any thread but the render thread.
-    /// - Throws: ``AudioError`` `.invalidParameter` for a value out of range (the session unchanged),
+    /// - Throws: ``/AudioCore/AudioError`` `.invalidParameter` for a value out of range (the session unchanged),
     ///   `.invalidState` for a key change without a time-pitch or a seek before the start, as the calls it makes.
     public func perform(_ control: KaraokeControl) throws(AudioError) {
         switch control {

@@ -185,9 +185,12 @@ final class SingAlongFollower: Sendable {
 /// What a karaoke session with a chart or lyrics shows: where the singer is in the words, the pitch sung and the
 /// note to sing, and the score so far.
 public struct SingAlongReadout: Sendable {
-    /// The line being sung now (or the next one coming, before it starts), its place in the part, and the one after.
+    /// The place in the part of ``line`` (nil once the part's lines are over).
     public var lineIndex: Int?
+    /// The line being sung now, or the next one coming before it starts (a line shows from the end of the one
+    /// before); nil once the part's lines are over.
     public var line: SongChart.Line?
+    /// The line after ``line``, if there is one.
     public var nextLine: SongChart.Line?
     /// The syllable of ``line`` being sung now, if one is.
     public var syllableIndex: Int?

@@ -10,7 +10,7 @@ import Synchronization
 ///
 /// ```swift
 /// var configuration = KaraokeSession.Configuration(song: "song.m4a")
-/// configuration.voiceChain = "examples/voice-chain.json"
+/// configuration.voiceChain = "Examples/graphs/voice-chain.json"
 /// configuration.stemsDirectory = "take1"          // accompaniment.wav, voice-dry.wav, voice-wet.wav, song.wav
 /// let session = try KaraokeSession(configuration)
 /// try await session.start()
@@ -59,10 +59,19 @@ public final class KaraokeSession: Sendable {
 
     /// A region of the song in seconds: from `start`, to `end` (nil: the file's end), `loopCount` more times.
     public struct RegionInSeconds: Hashable, Sendable {
+        /// Seconds of the file the region starts at (default 0).
         public var start: Double
+        /// Seconds of the file the region ends at; nil (the default): the file's end.
         public var end: Double?
+        /// Times the region plays again after the first (default 0: once; ``/AudioUnits/FilePlayerUnit/Region/endless``
+        /// for a loop that never runs out).
         public var loopCount: Int
 
+        /// A region from `start` to `end`, played `loopCount` more times.
+        /// - Parameters:
+        ///   - start: Seconds of the file the region starts at (default 0).
+        ///   - end: Seconds of the file it ends at; nil (the default): the file's end.
+        ///   - loopCount: Times it plays again after the first (default 0: once).
         public init(start: Double = 0, end: Double? = nil, loopCount: Int = 0) {
             self.start = start
             self.end = end
@@ -77,6 +86,9 @@ public final class KaraokeSession: Sendable {
         }
     }
 
+    /// What a karaoke session is made from: the song, the voice chain, the device, the volumes, key and tempo, the
+    /// round trip, the recordings and encoded outputs, and a chart. Read once by ``KaraokeSession/init(_:)``; the
+    /// session keeps it as ``KaraokeSession/configuration``.
     public struct Configuration: Sendable {
         /// The accompaniment: any file the decoder reads.
         public var song: String
@@ -88,36 +100,56 @@ public final class KaraokeSession: Sendable {
         public var sampleRate = 48_000.0
         /// The output's channels when there is no voice chain.
         public var channelCount = 2
+        /// The sound system the device is opened through (``/AudioDevices/DeviceBackend``; default `.alsa`).
         public var backend: DeviceBackend = .alsa
+        /// The microphone: an ALSA PCM, a JACK client, or for `.virtual` a WAV file played as the microphone (nil:
+        /// the backend's default).
         public var inputDevice: String?
+        /// The headphones: an ALSA PCM, a JACK client, or for `.virtual` the WAV file written (nil: the backend's
+        /// default).
         public var outputDevice: String?
+        /// Frames per device period, the block the device's thread renders each cycle (default 256): with
+        /// ``periodCount``, what the voice in the headphones is late by.
         public var periodFrames = 256
+        /// Periods in the device buffer (ALSA), at least 2 (default 2).
         public var periodCount = 2
+        /// The JACK server's name for the `.jack` backend (nil: `JACK_DEFAULT_SERVER` or the default).
         public var jackServer: String?
+        /// How a `.virtual` device runs: its pacing and cycle sizes (``/AudioDevices/VirtualDeviceOptions``).
         public var virtual = VirtualDeviceOptions()
-        /// Reopen the device when it goes away, for up to `reconnectTimeout` seconds; capture and playback clocks.
+        /// Reopen the device when it goes away, for up to ``reconnectTimeout`` seconds (default true).
         public var reconnect = true
+        /// Seconds a device that went away is reopened for before the session gives up (0 < seconds ≤ 86400;
+        /// default 30); then ``KaraokeSession/failure`` says why.
         public var reconnectTimeout = 30.0
+        /// Whether capture and playback run on one clock or two (``/AudioDevices/DeviceClocks``; default
+        /// `.automatic`: decided from the devices). On two the I/O unit bridges their drift, which adds its latency
+        /// to the round trip.
         public var clocks = DeviceClocks.automatic
         /// What of the song plays, in frames at the session's rate.
         public var region = FilePlayerUnit.Region.wholeFile
         /// What of the song plays, in seconds: when given, taken instead of ``region``, at the session's rate (the
         /// voice chain's, known once the session has read its file).
         public var regionInSeconds: RegionInSeconds?
-        /// Key change in cents (+200: two semitones up) and tempo (1: as it is); a time-pitch unit is added when
-        /// either differs.
+        /// Key change in cents (+200: two semitones up), −2400 … 2400 (default 0); a time-pitch unit is added when it
+        /// or ``tempo`` differs.
         public var keyCents = 0.0
+        /// The song's tempo, a rate 1/32 … 32 (default 1: as it is; 0.9: 10 % slower), kept for the whole session; a
+        /// time-pitch unit is added when it differs from 1.
         public var tempo = 1.0
         /// Put the time-pitch unit in even at key 0 and tempo 1, so ``KaraokeSession/keyCents`` can change while
         /// singing (it adds the unit's look-ahead, about 79 ms, between the song and the headphones; the sync rule
         /// accounts for it).
         public var keyAdjustable = false
-        /// dB; `-.infinity` for none. At most +12.
+        /// The accompaniment's volume at the start, in the headphones and the song: dB, −96 … +12 (default 0);
+        /// `-.infinity` for none.
         public var accompanimentVolume = 0.0
+        /// The voice's volume in the song at the start: dB, −96 … +12 (default 0); `-.infinity` for none.
         public var voiceVolume = 0.0
         /// The voice in the singer's headphones, dB (`-.infinity`: the accompaniment only).
         public var monitorVoiceVolume = 0.0
-        /// Echo cancellation, noise suppression and gain control on the microphone (``IOUnit/enableVoiceProcessing()``).
+        /// Echo cancellation, noise suppression and gain control on the microphone (default false): the
+        /// ``/AudioDevices/IOUnit``'s `enableVoiceProcessing(reference:)`, referenced to the accompaniment.
         public var voiceProcessing = false
         /// A folder for `accompaniment.wav`, `voice-dry.wav`, `voice-wet.wav` and `song.wav`.
         public var stemsDirectory: String?
@@ -130,6 +162,7 @@ public final class KaraokeSession: Sendable {
         public var bitRate = 128_000
         /// The RTMP outputs' settings (queue, TLS trust, logger).
         public var rtmp = RTMPPublisher.Configuration()
+        /// Where the round trip the voice is shifted by comes from (``KaraokeSession/RoundTrip``; default `.device`).
         public var roundTrip = RoundTrip.device
         /// Cycles of the device to record the timing of (``cycleTimings``): 0, none.
         public var cycleTimingCapacity = 0
@@ -140,6 +173,8 @@ public final class KaraokeSession: Sendable {
         public var chart: SongChart?
         /// The duet part sung (`P1` is 1).
         public var part = 1
+        /// How strictly the sung pitch is scored against the chart's notes (``/SingAlong/SingingDifficulty``;
+        /// default `.medium`).
         public var difficulty = SingingDifficulty.medium
         /// Plays the accompaniment at this integrated loudness, LUFS (EBU R128; −18 is `--normalize`'s default):
         /// the song is measured on a worker before the start (``FileLoudness``) and its gain set so that every song
@@ -152,13 +187,15 @@ public final class KaraokeSession: Sendable {
         /// cache folder by default; nil: measured every time).
         public var loudnessCache: LoudnessCache? = LoudnessCache()
 
+        /// A configuration that plays `song` (any file the decoder reads), everything else at its default.
         public init(song: String) { self.song = song }
     }
 
     /// How the accompaniment was brought to ``Configuration/accompanimentLoudness``.
     public struct AccompanimentNormalization: Sendable, Hashable {
-        /// The song file's integrated loudness (LUFS, −inf for silence) and true peak (dBTP).
+        /// The song file's integrated loudness, LUFS (−inf for silence).
         public let measured: Double
+        /// The song file's true peak, dBTP.
         public let truePeak: Double
         /// Taken from the cache rather than measured now.
         public let cached: Bool
@@ -184,16 +221,26 @@ public final class KaraokeSession: Sendable {
 
     /// What the session did.
     public struct Summary: Sendable {
+        /// Seconds from the song's start (where the recordings begin) to the stop, on the device's timeline.
         public let seconds: Double
+        /// The round trip the voice was shifted by, in frames at ``KaraokeSession/sampleRate`` (with the capture
+        /// processing's latency); 0 when the session never started.
         public let roundTripFrames: Int
+        /// Where the round trip came from: "device", "calibration" or "given" (empty when the session never started).
         public let roundTripSource: String
+        /// The device's under- and overruns over the session.
         public let xruns: Int
+        /// Cycles that found the accompaniment short: its file reader behind (the frames it lacked skipped), or its
+        /// look-ahead ring not filled in time (silence in their place).
         public let accompanimentUnderruns: Int
+        /// Frames in the longest recording made (the stems, the song's WAV); 0 without one.
         public let recordedFrames: Int64
         /// Frames the recorders' or the encoder's writer fell too far behind for.
         public let droppedFrames: Int64
         /// The encoded song's outputs and what each did.
         public let outputs: [LiveStreamSession.OutputStatistics]
+        /// What went wrong, if anything: the first error completing a recording or an encoded output, else the error
+        /// that stopped the device or the song's worker; nil when all went well.
         public let error: AudioError?
         /// The score of the take, with a chart that has notes.
         public let score: SingingScore.Result?
@@ -202,7 +249,10 @@ public final class KaraokeSession: Sendable {
         public let loudness: LoudnessReading
     }
 
+    /// The configuration the session was made with.
     public let configuration: Configuration
+    /// The session's rate in Hz: the voice chain's, or ``Configuration/sampleRate`` without one (a device at another
+    /// rate is converted).
     public let sampleRate: Double
     /// The accompaniment's player, rendered ahead on the song's worker: its position, state and length. Pause,
     /// seek and schedule through the session (``pauseSong()``, ``seekSong(toSeconds:)``, ``playSong(_:)``), which
@@ -271,10 +321,10 @@ public final class KaraokeSession: Sendable {
     }
 
     /// Checks and builds everything that can be before the device opens.
-    /// - Throws: ``AudioError``: a song that cannot be played, a voice chain without exactly one input node, a
-    ///   volume out of range, a stems folder that does not exist, a record path that is neither `.wav` nor an AAC
-    ///   file (`.m4a`, `.mp4`, `.flv`, `.aac`), an output given twice or in a folder that does not exist, a bad URL;
-    ///   a stage of the graph that cannot be built names itself.
+    /// - Throws: ``/AudioCore/AudioError``: a song that cannot be played, a voice chain without exactly one input node,
+    ///   a volume out of range, a stems folder that does not exist, a record path that is neither `.wav` nor an AAC
+    ///   file (`.m4a`, `.mp4`, `.flv`, `.aac`), an output given twice or in a folder that does not exist, a bad URL; a
+    ///   stage of the graph that cannot be built names itself.
     public init(_ configuration: Configuration) throws(AudioError) {
         self.configuration = configuration
         let (outputs, wavRecord) = try Self.checkedOutputs(configuration)
@@ -370,8 +420,8 @@ public final class KaraokeSession: Sendable {
 
     /// Finds the round trip (a calibration plays clicks first), opens the device, and starts the song and the
     /// recording together half a second later.
-    /// - Throws: ``AudioError`` from the calibration (no click came back) or the device, `.invalidParameter` for a
-    ///   round trip over 2 s, `.invalidState` once started, stopped, or stopped meanwhile (a ``stop()`` breaks a
+    /// - Throws: ``/AudioCore/AudioError`` from the calibration (no click came back) or the device, `.invalidParameter`
+    ///   for a round trip over 2 s, `.invalidState` once started, stopped, or stopped meanwhile (a ``stop()`` breaks a
     ///   start off at once: a server that has not answered, a calibration). After a failure the device is stopped
     ///   again, nothing has been recorded, and (but for a stop) `start()` may be called again.
     public func start() async throws(AudioError) {
@@ -662,16 +712,17 @@ public final class KaraokeSession: Sendable {
     /// failed one).
     public var rtmpPublishers: [RTMPPublisher] { encoded.withLock { $0 }?.publishers.map(\.1) ?? [] }
 
-    /// The round trip the recordings are shifted by, in frames (known once started), and where it came from:
-    /// "device", "calibration" or "given".
+    /// The round trip the recordings are shifted by, in frames (known once started; with the capture processing's
+    /// latency), and where it came from (``roundTripSource``).
     public var roundTripFrames: Int { state.withLock { $0.roundTrip } }
+    /// Where ``roundTripFrames`` came from: "device", "calibration" or "given" (empty until started).
     public var roundTripSource: String { state.withLock { $0.source } }
     /// The calibrations the start played: 1, or more when one saw an xrun or its clicks disagreed; 0 without one.
     public var calibrations: Int { state.withLock { $0.calibrations } }
 
     /// True once the song has played to its end and what follows it has passed: the song's look-ahead and the
-    /// time-pitch's, the round trip the recordings are shifted by (the voice sung to the last frames), the voice chain's tail time (its
-    /// reverb and echoes), and 0.1 s. Poll it.
+    /// time-pitch's, the round trip the recordings are shifted by (the voice sung to the last frames), the voice
+    /// chain's tail time (its reverb and echoes), and 0.1 s. Poll it.
     public var songHasEnded: Bool {
         guard player.hasFinished else { return false }
         let now = timeline.sampleTime
@@ -689,27 +740,34 @@ public final class KaraokeSession: Sendable {
     /// A unit of the voice chain by its id in the graph file, for live control (`"room"` → its reverb).
     public func unit(named id: String) -> RenderUnit? { loaded?.units[id] }
 
-    /// Live volumes in dB (`-.infinity` for none; at most +12), click-free: the accompaniment (headphones and song),
-    /// the voice (in the song) and the voice in the headphones.
+    /// The accompaniment's live volume in dB, in the headphones and the song (`-.infinity` for none; clamped to −96 …
+    /// +12), click-free, on top of any loudness gain (``accompanimentNormalization``). Any thread but the render
+    /// thread.
     public var accompanimentVolume: Double {
         get { volumes.withLock { $0.accompaniment } }
         set { volumes.withLock { $0.accompaniment = Self.clamp(newValue); apply($0) } }
     }
+    /// The voice's live volume in the song in dB (`-.infinity` for none; clamped to −96 … +12), click-free; the voice
+    /// stems are recorded before it. Any thread but the render thread.
     public var voiceVolume: Double {
         get { volumes.withLock { $0.voice } }
         set { volumes.withLock { $0.voice = Self.clamp(newValue); apply($0) } }
     }
+    /// The voice's live volume in the singer's headphones in dB (`-.infinity`: the accompaniment only; clamped to
+    /// −96 … +12), click-free. Any thread but the render thread.
     public var monitorVoiceVolume: Double {
         get { volumes.withLock { $0.monitorVoice } }
         set { volumes.withLock { $0.monitorVoice = Self.clamp(newValue); apply($0) } }
     }
 
-    /// Mutes, click-free like the volumes, which they leave as they are: the accompaniment (headphones and song), and
-    /// the voice (headphones and song).
+    /// Mutes the accompaniment in the headphones and the song, click-free like the volumes, which it leaves as they
+    /// are (the accompaniment stem is recorded before it). Any thread but the render thread.
     public var isAccompanimentMuted: Bool {
         get { volumes.withLock { $0.accompanimentMuted } }
         set { volumes.withLock { $0.accompanimentMuted = newValue; apply($0) } }
     }
+    /// Mutes the voice in the headphones and the song, click-free, the volumes left as they are (the voice stems are
+    /// recorded before it). Any thread but the render thread.
     public var isVoiceMuted: Bool {
         get { volumes.withLock { $0.voiceMuted } }
         set { volumes.withLock { $0.voiceMuted = newValue; apply($0) } }
@@ -731,8 +789,8 @@ public final class KaraokeSession: Sendable {
         return max(start, player.position - Int64((ahead * rate).rounded()))
     }
 
-    /// Where the song is as heard, in seconds of the file (the player's ``FilePlayerUnit/currentTime`` is ahead by
-    /// what is rendered ahead: ``songLookAhead`` and the time-pitch's).
+    /// Where the song is as heard, in seconds of the file (the player's ``/AudioUnits/FilePlayerUnit/currentTime`` is
+    /// ahead by what is rendered ahead: ``songLookAhead`` and the time-pitch's).
     public var songPosition: Double { Double(heardFrame()) / sampleRate }
 
     /// Makes a change to the song's player where it plays — on the song's worker, between two blocks — so that it is
@@ -778,8 +836,8 @@ public final class KaraokeSession: Sendable {
     public var singAlong: SingAlongReadout? { follower?.readout(at: songPosition) }
 
     /// Moves the song to `seconds` of the file, inside the region playing (at once, faded).
-    /// - Throws: ``AudioError`` `.invalidParameter` outside the region, `.invalidState` before the start or once the
-    ///   song has finished.
+    /// - Throws: ``/AudioCore/AudioError`` `.invalidParameter` outside the region, `.invalidState` before the start or
+    ///   once the song has finished.
     public func seekSong(toSeconds seconds: Double) throws(AudioError) {
         try checkSongStarted()
         let player = player
@@ -789,7 +847,8 @@ public final class KaraokeSession: Sendable {
     }
 
     /// Plays `region` of the song from now on (at once, faded), replacing what plays: a loop, another part.
-    /// - Throws: ``AudioError`` `.invalidParameter` for a region outside the file, `.invalidState` before the start.
+    /// - Throws: ``/AudioCore/AudioError`` `.invalidParameter` for a region outside the file, `.invalidState` before
+    ///   the start.
     public func playSong(_ region: RegionInSeconds) throws(AudioError) {
         try checkSongStarted()
         let player = player
@@ -808,7 +867,7 @@ public final class KaraokeSession: Sendable {
 
     /// The key change in cents (−2400 … 2400), live when the session has a time-pitch unit (a key or tempo change
     /// given, or ``Configuration/keyAdjustable``); 0 and unchangeable without one.
-    /// - Throws: ``AudioError`` `.invalidState` without a time-pitch unit, `.invalidParameter` out of range.
+    /// - Throws: ``/AudioCore/AudioError`` `.invalidState` without a time-pitch unit, `.invalidParameter` out of range.
     public func setKey(cents: Double) throws(AudioError) {
         guard let timePitch else {
             throw AudioError(.invalidState, "the key can change while singing only with keyAdjustable (or a key or tempo change) set")
@@ -818,6 +877,8 @@ public final class KaraokeSession: Sendable {
         let heard = timeline.sampleTime + Int64(((song.lookAhead + timePitch.latency) * sampleRate).rounded())
         follower?.setKey(cents: cents, fromGraphFrame: heard)
     }
+    /// The key change in cents now (+200: two semitones up): the time-pitch unit's pitch, 0 without one. Changed by
+    /// ``setKey(cents:)``.
     public var keyCents: Double { timePitch.map { Double($0.pitch.value) } ?? 0 }
 
     /// Peak and RMS levels (linear) since the previous reading.
@@ -850,8 +911,8 @@ public final class KaraokeSession: Sendable {
     /// or an encoded file.
     public var failure: AudioError? { io.failure ?? song.failure ?? encoded.withLock { $0 }?.failure }
 
-    /// False while the route is lost (``DeviceEvent/routeLost(_:)``): the headphones are silent, the recordings and
-    /// outputs go on; true again when it returns (``DeviceEvent/routeReturned``).
+    /// False while the route is lost (``/AudioDevices/DeviceEvent/routeLost(_:)``): the headphones are silent, the
+    /// recordings and outputs go on; true again when it returns (``/AudioDevices/DeviceEvent/routeReturned``).
     public var isOutputRouted: Bool { io.isOutputRouted }
 
     /// True while the device is open: from a start that got that far to the stop.
@@ -859,7 +920,10 @@ public final class KaraokeSession: Sendable {
 
     /// Device events: start, xruns, faults, reconnects, route changes.
     public var deviceEvents: AsyncStream<DeviceEvent> { io.events }
+    /// The device's under- and overruns since the session was made, those before reconnects included.
     public var xruns: Int { io.xrunCount }
+    /// What the device granted (its rate, period and latencies) while it runs; nil before the start, while it is
+    /// reconnecting and after the stop.
     public var deviceGrant: DeviceGrant? { io.grant }
 
     private static func clamp(_ dB: Double) -> Double { dB == -.infinity || dB.isNaN ? -.infinity : min(12, max(-96, dB)) }

@@ -10,36 +10,50 @@ import Glibc
 /// the device's figures, and each output's state and bit rate. Take it through one ``SnapshotMonitor``
 /// (``LiveStreamSession/snapshot()`` reads the meters).
 public struct StreamSnapshot: Sendable {
+    /// One output's state and figures (``LiveStreamSession/OutputStatistics`` as a display shows them).
     public struct Output: Sendable, Hashable {
         /// The output as printed (an RTMP URL's key hidden, or a file's path).
         public var name: String
         /// An RTMP connection's state (`connecting`, `publishing`, `reconnecting`, `failed`, `stopped`…), or
         /// `writing` for a file.
         public var state: String
-        /// Audio bits per second over the last interval (RTMP), packets sent or written, dropped, reconnects.
+        /// Audio bits per second over the last interval (RTMP; 0 for a file).
         public var bitRate: Double
+        /// Packets sent to the server (RTMP) or written to the file.
         public var packets: Int
+        /// Packets an RTMP output dropped: pushed out of a full queue, lost in a failed write, or left unsent at stop
+        /// (0 for a file).
         public var droppedPackets: Int
+        /// Times an RTMP output reconnected to its server successfully (0 for a file).
         public var reconnects: Int
     }
 
+    /// When the snapshot was taken: CLOCK_MONOTONIC, seconds.
     public var taken: Double
     /// Seconds of input taken in.
     public var seconds: Double
-    /// What the input delivers, and what is encoded.
+    /// What the input delivers, before the graph.
     public var input: LevelReading
+    /// What is encoded: after the graph, the volume and the mute.
     public var output: LevelReading
     /// The programme's loudness (EBU R128; what is encoded).
     public var loudness: LoudnessReading
-    /// Linear gain 0 … 4 after the graph, and the mute.
+    /// Linear gain 0 … 4 after the graph.
     public var volume: Double
+    /// Whether silence is being encoded.
     public var isMuted: Bool
+    /// AAC packets encoded so far.
     public var packetsEncoded: Int
-    /// Frames the encoder had no room for, device xruns and reconnects.
+    /// Frames the encoder had no room for.
     public var droppedFrames: Int64
+    /// Device under- and overruns (0 for a file input).
     public var xruns: Int
+    /// Times the device was reopened after a fault (0 for a file input).
     public var deviceReconnects: Int
+    /// Each output's state, in the order configured.
     public var outputs: [Output]
+    /// The session has ended on its own (``LiveStreamSession/hasEnded``): a file input played to its end, the
+    /// device stopped for good, or encoding failed.
     public var hasEnded: Bool
     /// A display asked for the stop (``StreamControl/stop``).
     public var stopRequested: Bool
@@ -49,7 +63,9 @@ public struct StreamSnapshot: Sendable {
 public enum StreamControl: Sendable, Hashable {
     /// The volume in dB (−∞ for none, at most +12: the session's linear gain is at most 4).
     case setVolume(decibels: Double)
+    /// Mutes (true) or unmutes (false): while muted, silence is encoded.
     case setMuted(Bool)
+    /// Mutes when unmuted, unmutes when muted.
     case toggleMuted
     /// Asks the session's owner to stop it (``LiveStreamSession/isStopRequested``).
     case stop
@@ -77,7 +93,7 @@ extension LiveStreamSession {
     public var isStopRequested: Bool { stopRequest.load(ordering: .acquiring) }
 
     /// Does what a display asks. Any thread but the render thread.
-    /// - Throws: ``AudioError`` `.invalidParameter` for a volume out of range (the session unchanged).
+    /// - Throws: ``/AudioCore/AudioError`` `.invalidParameter` for a volume out of range (the session unchanged).
     public func perform(_ control: StreamControl) throws(AudioError) {
         switch control {
         case .setVolume(let dB):

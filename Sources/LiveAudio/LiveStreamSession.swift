@@ -10,7 +10,7 @@ import Synchronization
 ///
 /// ```swift
 /// var configuration = LiveStreamSession.Configuration(input: .device(name: nil, backend: .alsa))
-/// configuration.graphPath = "examples/voice-chain.json"
+/// configuration.graphPath = "Examples/graphs/voice-chain.json"
 /// configuration.outputs = [.rtmp(try RTMPURL("rtmp://127.0.0.1/live/key")), .file("show.m4a")]
 /// let session = try LiveStreamSession(configuration)
 /// try await session.start()
@@ -24,6 +24,7 @@ import Synchronization
 /// without allocating or locking. Packets fan out to the outputs on the worker's thread; each RTMP output has its
 /// own bounded queue, so a slow server never holds up the files or the other servers.
 public final class LiveStreamSession: Sendable {
+    /// Where the session's audio comes from: a capture device or an audio file.
     public enum Input: Sendable, Hashable, CustomStringConvertible {
         /// A capture device: an ALSA PCM, a JACK client, or for `.virtual` a WAV file played as the microphone
         /// (nil: the default device).
@@ -40,15 +41,17 @@ public final class LiveStreamSession: Sendable {
         }
     }
 
+    /// Where the encoded AAC goes: an RTMP server or a file. A session sends to any number at once.
     public enum Output: Sendable, Hashable, CustomStringConvertible {
+        /// An RTMP or RTMPS server, published to as FLV audio.
         case rtmp(RTMPURL)
         /// An FLV, M4A/MP4 or ADTS (.aac) file, by extension.
         case file(String)
 
         /// An rtmp:// or rtmps:// URL, or a file name.
-        /// - Throws: ``AudioError`` `.invalidURL` for a bad URL, `.unsupportedFile` for an unknown extension. The
-        ///   message never repeats the text beyond a URL's scheme or a file's extension: a mistyped destination
-        ///   (`rtmp:/host/app/KEY`, `rtmpx://…`, `host/app/KEY`) still holds a stream key.
+        /// - Throws: ``/AudioCore/AudioError`` `.invalidURL` for a bad URL, `.unsupportedFile` for an unknown
+        ///   extension. The message never repeats the text beyond a URL's scheme or a file's extension: a mistyped
+        ///   destination (`rtmp:/host/app/KEY`, `rtmpx://…`, `host/app/KEY`) still holds a stream key.
         public init(parsing text: String) throws(AudioError) {
             let lower = text.lowercased()
             if lower.hasPrefix("rtmp://") || lower.hasPrefix("rtmps://") {
@@ -78,8 +81,8 @@ public final class LiveStreamSession: Sendable {
         /// Destinations from a file: one per line; blank lines and lines starting with `#` are skipped, and
         /// spaces around each line are trimmed. The way to keep stream keys out of the command line (which every
         /// local user can read in /proc/PID/cmdline) and out of shell history.
-        /// - Throws: ``AudioError`` `.fileIO` when the file cannot be read, `.invalidParameter` when it holds no
-        ///   destination, or what ``init(parsing:)`` throws for a line (naming the line, never its text).
+        /// - Throws: ``/AudioCore/AudioError`` `.fileIO` when the file cannot be read, `.invalidParameter` when it
+        ///   holds no destination, or what ``init(parsing:)`` throws for a line (naming the line, never its text).
         public static func parsingLines(of path: String) throws(AudioError) -> [Output] {
             guard let data = FileManager.default.contents(atPath: path) else {
                 throw AudioError(.fileIO, "cannot read the destinations file '\(path)'")
@@ -109,27 +112,36 @@ public final class LiveStreamSession: Sendable {
         }
     }
 
+    /// Everything a session is made from; checked by ``LiveStreamSession/init(_:)``, read-only afterwards.
     public struct Configuration: Sendable {
+        /// Where the audio comes from.
         public var input: Input
         /// A graph file with one node of type "input" where the input enters; nil: the input is encoded as is.
         public var graphPath: String?
         /// The node types the graph file may use (add your own units to the standard ones).
         public var unitRegistry = UnitRegistry.standard
-        /// The session's rate and the encoder's channels when there is no graph (a graph sets both).
+        /// The session's rate, Hz, when there is no graph (default 48000; a graph sets its own).
         public var sampleRate: Double = 48_000
+        /// The encoder's channel count when there is no graph (default 2; a graph sets its own).
         public var channelCount = 2
         /// Channels taken from the input. With a graph, its input node's; without, nil means 1 for a device (a
         /// microphone, upmixed) and the stream's channel count for a file.
         public var inputChannels: Int?
+        /// The AAC bit rate, bits per second for all channels together (default 128000; 32000 … 320000, and no
+        /// more than AAC carries at the rate and channel count).
         public var bitRate = 128_000
+        /// Where the encoded audio goes; at least one is needed.
         public var outputs: [Output] = []
-        /// Device buffering.
+        /// Device buffering: frames per period asked of the device (default 1024).
         public var periodFrames = 1024
+        /// Periods in the device buffer asked for (ALSA; default 3).
         public var periodCount = 3
+        /// The JACK server's name for the `.jack` backend (nil: `JACK_DEFAULT_SERVER` or the default).
         public var jackServer: String?
+        /// Reopen a device input after a fault until it returns or ``deviceReconnectTimeout`` passes (default true).
         public var reconnectDevice = true
         /// Seconds a device that went away is reopened for before the session gives up (see
-        /// ``IOUnit/Configuration/reconnectTimeout``).
+        /// ``/AudioDevices/IOUnit/Configuration/reconnectTimeout``).
         public var deviceReconnectTimeout = 30.0
         /// For `.virtual` devices: pacing of the WAV file read as the microphone.
         public var virtualPacing: VirtualDeviceOptions.Pacing = .realTime
@@ -138,6 +150,10 @@ public final class LiveStreamSession: Sendable {
         /// Seconds of audio the encoder's input ring holds.
         public var encoderBufferSeconds = 2.0
 
+        /// A configuration with every other setting at its default.
+        /// - Parameters:
+        ///   - input: where the audio comes from.
+        ///   - outputs: where the encoded audio goes (may be set later; a session needs at least one).
         public init(input: Input, outputs: [Output] = []) {
             self.input = input
             self.outputs = outputs
@@ -146,6 +162,7 @@ public final class LiveStreamSession: Sendable {
 
     /// What one output has done.
     public struct OutputStatistics: Sendable, CustomStringConvertible {
+        /// The output these figures are for.
         public let output: Output
         /// For RTMP outputs.
         public let rtmp: RTMPStatistics?
@@ -157,19 +174,25 @@ public final class LiveStreamSession: Sendable {
         }
     }
 
+    /// The session's figures at one moment (``LiveStreamSession/statistics``).
     public struct Statistics: Sendable, CustomStringConvertible {
         /// Seconds of input taken in.
         public var seconds: Double
+        /// AAC packets the encoder has made (each 1024 frames).
         public var packetsEncoded: Int
         /// Frames the encoder's ring had no room for (the encoder fell behind).
         public var framesDropped: Int64
         /// Blocks the graph could not render (silence was encoded in their place).
         public var renderFailures: Int
-        /// Device under- and overruns, and reconnects of the device.
+        /// Device under- and overruns (0 for a file input).
         public var xruns: Int
+        /// Times the device was reopened after a fault (0 for a file input).
         public var deviceReconnects: Int
+        /// Whether silence is being encoded (``LiveStreamSession/isMuted``).
         public var isMuted: Bool
+        /// The linear gain after the graph, 0 … 4 (``LiveStreamSession/volume``).
         public var volume: Float
+        /// Each output's figures, in the order configured (a file not yet opened by the start is left out).
         public var outputs: [OutputStatistics]
         /// The loudness of what is encoded (EBU R128): integrated, range and true peak since the start, momentary
         /// and short-term now.
@@ -190,6 +213,7 @@ public final class LiveStreamSession: Sendable {
 
     /// How a session ended.
     public struct Summary: Sendable {
+        /// The figures at the stop.
         public let statistics: Statistics
         /// The first error of the encoder or a file output, if any.
         public let error: AudioError?
@@ -197,9 +221,11 @@ public final class LiveStreamSession: Sendable {
 
     /// Set by ``StreamControl/stop`` (a display asked the owner to stop the session).
     let stopRequest = Atomic<Bool>(false)
+    /// The configuration the session was made from.
     public let configuration: Configuration
-    /// The graph's (or the configured) rate and the encoded channel count.
+    /// The session's rate, Hz: the graph's, or the configured one without a graph.
     public let sampleRate: Double
+    /// The encoded channel count: the graph's, or the configured one without a graph.
     public let channelCount: Int
 
     private let processor: StreamProcessor
@@ -222,9 +248,9 @@ public final class LiveStreamSession: Sendable {
 
     /// Checks everything that can be checked before anything opens: the graph, the input, the outputs, the
     /// encoder settings.
-    /// - Throws: ``AudioError``: `.invalidGraphDescription` (no or several input nodes), `.unsupportedSampleRate`,
-    ///   `.invalidParameter`, `.invalidURL`, `.unsupportedFile`, `.fileIO` (an input file that cannot be read,
-    ///   an output folder that does not exist), `.corruptFile`.
+    /// - Throws: ``/AudioCore/AudioError``: `.invalidGraphDescription` (no or several input nodes),
+    ///   `.unsupportedSampleRate`, `.invalidParameter`, `.invalidURL`, `.unsupportedFile`, `.fileIO` (an input file
+    ///   that cannot be read, an output folder that does not exist), `.corruptFile`.
     public init(_ configuration: Configuration) throws(AudioError) {
         self.configuration = configuration
         guard !configuration.outputs.isEmpty else {
@@ -298,9 +324,9 @@ public final class LiveStreamSession: Sendable {
 
     /// Opens the files, connects to every RTMP server (all must accept), then starts the encoder and the input.
     /// A ``stop()`` meanwhile breaks the start off at once (a server that has not answered is not waited for).
-    /// - Throws: ``AudioError`` from the first output or the input that fails, or `.invalidState` when stopped
-    ///   meanwhile, started already or stopped before; whatever had opened is closed and files already created are
-    ///   deleted. After a failure (not a stop) the session may be started again.
+    /// - Throws: ``/AudioCore/AudioError`` from the first output or the input that fails, or `.invalidState` when
+    ///   stopped meanwhile, started already or stopped before; whatever had opened is closed and files already
+    ///   created are deleted. After a failure (not a stop) the session may be started again.
     public func start() async throws(AudioError) {
         try lifecycle.startRequested()
         var encoding = false

@@ -8,14 +8,14 @@ import Glibc
 /// each problem gets the same message wherever it is met.
 public enum Preflight {
     /// Throws unless the folder a file at `path` is written into exists (the current folder for a bare name).
-    /// - Throws: ``AudioError`` `.fileIO`: "cannot write '<path>': folder '<folder>' does not exist".
+    /// - Throws: ``/AudioCore/AudioError`` `.fileIO`: "cannot write '<path>': folder '<folder>' does not exist".
     public static func checkFolder(forWriting path: String) throws(AudioError) {
         let folder = FilePath.folder(of: path)
         guard isFolder(folder) else { throw AudioError(.fileIO, "cannot write '\(path)': folder '\(folder)' does not exist") }
     }
 
     /// Throws unless `folder` is an existing folder.
-    /// - Throws: ``AudioError`` `.fileIO`: "the <role> '<folder>' does not exist".
+    /// - Throws: ``/AudioCore/AudioError`` `.fileIO`: "the <role> '<folder>' does not exist".
     public static func checkFolder(_ folder: String, role: String) throws(AudioError) {
         guard isFolder(folder) else { throw AudioError(.fileIO, "the \(role) '\(folder)' does not exist") }
     }
@@ -29,8 +29,8 @@ public enum Preflight {
 extension LoadedGraph {
     /// The graph's one `input` node, for a graph that is used as `role` ("a voice chain") with its input as
     /// `meaning` ("the microphone"); `source` names the graph in the message (its path).
-    /// - Throws: ``AudioError`` `.invalidGraphDescription`: "<role> needs exactly one node of type "input"
-    ///   (<meaning>); '<source>' has <n>".
+    /// - Throws: ``/AudioCore/AudioError`` `.invalidGraphDescription`: "<role> needs exactly one node of type
+    ///   "input" (<meaning>); '<source>' has <n>".
     public func onlyInput(as role: String, meaning: String, source: String) throws(AudioError) -> (id: String, unit: InputUnit) {
         let inputs = inputUnits
         guard inputs.count == 1 else {

@@ -22,20 +22,31 @@ public enum StageMessages {
     /// The largest control message taken (bytes): anything longer gets an error reply and changes nothing.
     public static let maximumControlBytes = 4096
 
+    /// The kind of session a stage shows, which decides the controls a page may send.
     public enum Kind: String, Sendable {
+        /// `karaoke`: a ``KaraokeSession``; `stream`: a ``LiveStreamSession``.
         case karaoke, stream
     }
 
     /// A page's control, parsed: the session's own control, and the id the reply carries back.
     public enum Control: Sendable, Equatable {
+        /// A control for a karaoke session.
         case karaoke(KaraokeControl)
+        /// A control for a live stream.
         case stream(StreamControl)
     }
 
+    /// A parsed control message: the control and the id its reply carries back.
     public struct Request: Sendable, Equatable {
+        /// The message's `id` (a string cut to 64 characters, or an integer as text); nil when it gave none.
         public var id: String?
+        /// What the page asks the session to do.
         public var control: Control
 
+        /// A request for `control`, replied to with `id`.
+        /// - Parameters:
+        ///   - id: the id the reply carries back, or nil.
+        ///   - control: what the page asks the session to do.
         public init(id: String?, control: Control) {
             self.id = id
             self.control = control
@@ -44,7 +55,9 @@ public enum StageMessages {
 
     /// Why a message was refused: said back to the page in a `reply` with `ok` false.
     public struct Refusal: Error, Sendable, Equatable {
+        /// The refused message's `id`, when it could be read; nil otherwise.
         public var id: String?
+        /// What was wrong, for the page to show.
         public var message: String
     }
 

@@ -9,7 +9,10 @@ import Glibc
 /// Turns a session's snapshots into the stage's messages (``StageMessages``), and the page's controls into the
 /// session's: one for a karaoke session, one for a live stream. The server holds one and never looks inside.
 public protocol StagePresenter: Sendable {
+    /// The session's snapshot type (``KaraokeSnapshot``, ``StreamSnapshot``), which ``tick(_:wallMilliseconds:)``
+    /// and ``events(_:)`` turn into messages.
     associatedtype Snapshot: Sendable
+    /// The session's kind: what `hello` says and which controls ``StageMessages/control(_:kind:)`` parses.
     var kind: StageMessages.Kind { get }
     /// The first message to a page (`hello`), told whether it may control.
     func hello(canControl: Bool) -> String
@@ -28,11 +31,20 @@ extension LevelReading {
 
 /// The stage of a karaoke session: lyrics, pitch lane, score, meters and the controls.
 public struct KaraokeStagePresenter: StagePresenter {
+    /// The session shown and controlled.
     public let session: KaraokeSession
+    /// The song's title, sent in `hello`.
     public let title: String
+    /// The song's artist, sent in `hello` (empty for none).
     public let artist: String
+    /// Always `.karaoke`.
     public var kind: StageMessages.Kind { .karaoke }
 
+    /// A presenter for `session`.
+    /// - Parameters:
+    ///   - session: the session shown and controlled.
+    ///   - title: the song's title for the page.
+    ///   - artist: the song's artist for the page (default: none).
     public init(session: KaraokeSession, title: String, artist: String = "") {
         self.session = session
         self.title = title
@@ -168,10 +180,17 @@ public struct KaraokeStagePresenter: StagePresenter {
 
 /// The stage of a live stream: meters, the outputs, bit rate, drops and reconnects; volume, mute and stop.
 public struct StreamStagePresenter: StagePresenter {
+    /// The live stream shown and controlled.
     public let session: LiveStreamSession
+    /// The stream's title, sent in `hello`.
     public let title: String
+    /// Always `.stream`.
     public var kind: StageMessages.Kind { .stream }
 
+    /// A presenter for `session`.
+    /// - Parameters:
+    ///   - session: the live stream shown and controlled.
+    ///   - title: the stream's title for the page.
     public init(session: LiveStreamSession, title: String) {
         self.session = session
         self.title = title

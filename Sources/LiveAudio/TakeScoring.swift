@@ -6,9 +6,10 @@ import SingAlong
 /// The pitch of a recorded voice, and the score of a recorded take: what `liveaudio pitch` and `liveaudio score`
 /// do, for any caller.
 public enum TakeScoring {
-    /// Every estimate a ``PitchEstimator`` makes over an audio file (any the decoder reads, mixed to mono by it), at
-    /// the file's own rate. Times are seconds from the file's first sample.
-    /// - Throws: ``AudioError`` from the decoder (a missing or unreadable file) or the estimator (a rate under 16 kHz).
+    /// Every estimate a ``/AudioUnits/PitchEstimator`` makes over an audio file (any the decoder reads, mixed to mono
+    /// by it), at the file's own rate. Times are seconds from the file's first sample.
+    /// - Throws: ``/AudioCore/AudioError`` from the decoder (a missing or unreadable file) or the estimator (a rate
+    ///   under 16 kHz).
     public static func pitch(ofFile path: String, configuration: PitchEstimator.Configuration = .init()) throws(AudioError)
         -> [PitchEstimate]
     {
@@ -29,8 +30,8 @@ public enum TakeScoring {
 
     /// Scores a recorded dry voice against a chart's part. The take's first sample is the song's audio at 0 s; a
     /// voice recorded `lateBy` seconds behind the song (a round trip not taken off) is moved back by that much.
-    /// - Throws: ``AudioError`` as ``pitch(ofFile:configuration:)``, and `.invalidChart` for a chart without notes
-    ///   or without the part.
+    /// - Throws: ``/AudioCore/AudioError`` as ``pitch(ofFile:configuration:)``, and `.invalidChart` for a chart
+    ///   without notes or without the part.
     public static func score(
         take path: String, chart: SongChart, part: Int = 1, difficulty: SingingDifficulty = .medium, lateBy: Double = 0
     ) throws(AudioError) -> SingingScore.Result {

@@ -437,7 +437,7 @@ struct Monitor: AsyncParsableCommand {
         discussion: """
             Without --graph, the input goes straight to the output. A graph file for monitoring has one node of \
             type "input" (the microphone; "channels" sets its channel count) where a file source would be; \
-            see examples/voice-chain.json. Ctrl-C stops.
+            see Examples/graphs/voice-chain.json. Ctrl-C stops.
 
             Buffering defaults to 256-frame periods × 2 (10.7 ms at 48 kHz) on ALSA, and to the server's period on \
             JACK, so the singer hears themself well within the 50 ms a karaoke app must stay under (good apps stay \

@@ -12,7 +12,7 @@ struct Karaoke: AsyncParsableCommand {
         abstract: "Sing along to a song: accompaniment, voice chain, ear monitoring, live volumes, stems in sync.",
         discussion: """
             The song plays on --output while the voice from --input goes through the voice chain (--graph, \
-            examples/voice-chain.json by default) into the headphones. The recordings (--stems, --record) put the \
+            Examples/graphs/voice-chain.json by default) into the headphones. The recordings (--stems, --record) put the \
             voice where it was sung: shifted by the round trip, which --latency-ms gives, or a calibration click \
             measures (--latency-ms calibrate; the output must reach the input), or else the device reports. The song \
             goes to --record (WAV, or AAC in .m4a, .flv or .aac) and, encoded, to every --to: RTMP servers (the live \
@@ -38,7 +38,7 @@ struct Karaoke: AsyncParsableCommand {
     @Option(name: .customLong("score-file"), help: "Write the score as JSON to this file (with a chart).")
     var scoreFile: String?
 
-    @Option(help: "The voice chain: a graph file with an input node (default: examples/voice-chain.json when the current folder has it; otherwise the voice as it is).")
+    @Option(help: "The voice chain: a graph file with an input node (default: Examples/graphs/voice-chain.json when the current folder has it; otherwise the voice as it is).")
     var graph: String?
 
     @Option(help: "The microphone (for --backend virtual, the WAV file read as the microphone).")
@@ -127,7 +127,7 @@ struct Karaoke: AsyncParsableCommand {
             c.chart = chart
             c.part = part
             c.difficulty = difficulty
-            c.voiceChain = graph ?? (FileManager.default.fileExists(atPath: "examples/voice-chain.json") ? "examples/voice-chain.json" : nil)
+            c.voiceChain = graph ?? (FileManager.default.fileExists(atPath: "Examples/graphs/voice-chain.json") ? "Examples/graphs/voice-chain.json" : nil)
             c.backend = try options.parsedBackend()
             c.inputDevice = input
             c.outputDevice = output

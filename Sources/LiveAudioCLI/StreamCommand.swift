@@ -12,7 +12,7 @@ struct Stream: AsyncParsableCommand {
         abstract: "Live stream: input → graph → AAC → RTMP servers and files, all at once.",
         discussion: """
             The input is a capture device, or an audio file (any format FFmpeg reads) paced in real time. With \
-            --graph, it enters the graph's "input" node (see examples/voice-chain.json). Each --to is an rtmp:// or \
+            --graph, it enters the graph's "input" node (see Examples/graphs/voice-chain.json). Each --to is an rtmp:// or \
             rtmps:// URL (rtmp://host[:port]/app/stream-key; the key is never printed) or a .flv, .m4a, .mp4 or .aac \
             file. RTMP outputs reconnect by themselves; their queue drops the oldest audio when the network falls \
             behind. Statistics print once a second. Ctrl-C stops and finishes every output.

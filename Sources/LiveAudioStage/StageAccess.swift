@@ -13,12 +13,20 @@ import LiveAudio
 public struct StageAccess: Sendable, Equatable {
     /// The host the server was bound to, and its port once bound.
     public let host: String
+    /// The port the server listens on; when port 0 was configured, the one the system gave, once bound.
     public var port: Int
     /// The token controls need; nil on loopback without one given.
     public let token: String?
     /// This computer's names, taken for the Host header when bound to every address.
     public let localNames: [String]
 
+    /// The rules for a server bound to `host` and `port`.
+    /// - Parameters:
+    ///   - host: The address the server was bound to (`127.0.0.1`, `::1`, `0.0.0.0`, a name, …).
+    ///   - port: The port it listens on, which the Host header must name.
+    ///   - token: The token controls need; nil: none needed.
+    ///   - localNames: This computer's names, taken for the Host header when bound to every address; none by
+    ///     default.
     public init(host: String, port: Int, token: String?, localNames: [String] = []) {
         self.host = host
         self.port = port

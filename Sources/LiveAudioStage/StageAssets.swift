@@ -5,13 +5,17 @@
 /// Not SwiftPM resources: their generated accessor imports all of Foundation (for `Bundle`), which took the
 /// executable from 96 to 145 MB and every command's resident memory up by 3 MB.
 public struct StageAssets: Sendable {
+    /// One file of the page: its bytes and the Content-Type it is served with.
     public struct File: Sendable {
+        /// The file's content, as served.
         public var bytes: [UInt8]
+        /// The Content-Type header's value (`text/html; charset=utf-8`, …).
         public var contentType: String
     }
     /// By URL path.
     public var files: [String: File]
 
+    /// The file served at URL path `path` (`/`, `/stage.js`, `/stage.css`), or nil when there is none.
     public func file(at path: String) -> File? { files[path] }
 
     /// The page as shipped.

@@ -13,6 +13,7 @@ import Glibc
 public struct StageConfiguration: Sendable, Equatable {
     /// Where to listen: 127.0.0.1 unless told (see ``StageAccess``); port 0 takes a free one.
     public var host = "127.0.0.1"
+    /// The port to listen on, 0 … 65535; 0 (the default) takes a free one, which ``StageServer/url`` then shows.
     public var port = 0
     /// The controls' token; nil: none on loopback, a generated one elsewhere.
     public var token: String?
@@ -21,10 +22,11 @@ public struct StageConfiguration: Sendable, Equatable {
     /// A page whose socket has not taken what was written to it for this long is disconnected.
     public var slowClientTimeout = 5.0
 
+    /// The defaults: 127.0.0.1 on a free port, no token given, at most 128 pages, and a 5-second slow-page timeout.
     public init() {}
 
     /// `PORT`, `HOST:PORT` or `[IPv6]:PORT` (what `--web` takes).
-    /// - Throws: ``AudioError`` `.invalidParameter` with what was wrong.
+    /// - Throws: ``/AudioCore/AudioError`` `.invalidParameter` with what was wrong.
     public init(parsing text: String) throws(AudioError) {
         var host = "127.0.0.1"
         var portText = Substring(text)
@@ -53,14 +55,14 @@ public struct StageConfiguration: Sendable, Equatable {
 /// The web stage: a page for the room — lyrics, the pitch lane, meters and the controls — served while a session
 /// runs, kept live over a WebSocket. An HTTP/1.1 and WebSocket server on SwiftNIO (its own HTTP/1 codec, WebSocket
 /// upgrader, frame codec and aggregator) on one event-loop thread of its own. It reads the session only through a
-/// ``SnapshotMonitor`` (the snapshots the terminal screen reads) and acts only through the presenter: nothing it
-/// does touches the render thread.
+/// ``/LiveAudio/SnapshotMonitor`` (the snapshots the terminal screen reads) and acts only through the presenter:
+/// nothing it does touches the render thread.
 ///
 /// Each page gets `hello`, then a `tick` for every snapshot (30 a second) and the `status`, `lyrics` and `score`
-/// events when they change (``StageMessages``). A page that does not read is never buffered for without bound: what
-/// waits for it is one message of each kind (a newer replaces an older) and at most 32 replies, its socket's buffer
-/// stops taking writes at 64 KiB, and a page whose socket has not drained for
-/// ``StageConfiguration/slowClientTimeout`` is disconnected.
+/// events when they change (``/LiveAudio/StageMessages``). A page that does not read is never buffered for without
+/// bound: what waits for it is one message of each kind (a newer replaces an older) and at most 32 replies, writes
+/// to its connection stop while 16 KiB wait unsent (beside the kernel's send buffer, fixed at 32 KiB), and a page
+/// whose socket has not drained for ``StageConfiguration/slowClientTimeout`` is disconnected.
 ///
 /// Why not a web framework: Hummingbird (tried first) added 26 MB to the executable and 2.2 MB to the resident
 /// memory of every command, `render` included, whose goal is under 20 MB; SwiftNIO's own HTTP and WebSocket
@@ -68,10 +70,12 @@ public struct StageConfiguration: Sendable, Equatable {
 ///
 /// Thread safety: any thread; ``start(_:presenter:monitor:)`` and ``stop()`` from the session's owner.
 public final class StageServer<Presenter: StagePresenter>: Sendable {
+    /// Where and how the server listens: ``StageConfiguration``.
     public typealias Configuration = StageConfiguration
 
     /// The page's address (with the token when one is needed).
     public let url: String
+    /// The rules the server applies to every request, with the port it listens on.
     public let access: StageAccess
     private let hub: StageHub<Presenter>
     private let group: MultiThreadedEventLoopGroup
@@ -90,14 +94,16 @@ public final class StageServer<Presenter: StagePresenter>: Sendable {
         self.broadcast = broadcast
     }
 
-    /// Pages connected now, pages connected in all, and pages disconnected for not reading.
+    /// Pages connected now (their WebSockets open).
     public var clientCount: Int { hub.clientCount }
+    /// Pages that have connected since the server started (WebSockets taken), in all.
     public var pagesServed: Int { hub.pagesServed }
+    /// Pages disconnected for not reading (see ``StageConfiguration/slowClientTimeout``).
     public var droppedSlowClients: Int { hub.droppedSlowClients }
 
     /// Starts serving; returns once listening.
-    /// - Throws: ``AudioError`` `.invalidParameter` for a bad port or host, `.connectionFailed` when the address
-    ///   cannot be bound (in use, not this computer's).
+    /// - Throws: ``/AudioCore/AudioError`` `.invalidParameter` for a bad port or host, `.connectionFailed` when the
+    ///   address cannot be bound (in use, not this computer's).
     public static func start(
         _ configuration: Configuration, presenter: Presenter, monitor: SnapshotMonitor<Presenter.Snapshot>
     ) async throws(AudioError) -> StageServer {

@@ -2,6 +2,8 @@ import AudioCore
 
 /// The MPEG-4 audio sampling-frequency table (ISO 14496-3, Table 1.18): index → rate.
 public enum AACSamplingFrequency {
+    /// The 13 rates in Hz, by index: 96000 (index 0) down to 7350 (index 12); indices 13 and 14 are reserved, and
+    /// 15 means an explicit 24-bit rate follows.
     public static let rates: [Double] = [
         96_000, 88_200, 64_000, 48_000, 44_100, 32_000, 24_000, 22_050, 16_000, 12_000, 11_025, 8_000, 7_350,
     ]
@@ -16,10 +18,16 @@ public enum AACSamplingFrequency {
 public struct AudioSpecificConfig: Hashable, Sendable {
     /// 2: AAC-LC; 1: Main; 5: SBR (HE-AAC); 29: PS (HE-AACv2); 23: LD; 39: ELD.
     public var objectType: Int
+    /// The sampling rate in Hz.
     public var sampleRate: Double
     /// 1…7 (channel configurations), 0 when a program config element says it.
     public var channelConfiguration: Int
 
+    /// A configuration with the given values, unchecked (``encoded()`` checks them).
+    /// - Parameters:
+    ///   - objectType: the MPEG-4 audio object type (2: AAC-LC).
+    ///   - sampleRate: the sampling rate in Hz.
+    ///   - channelConfiguration: the channel configuration, 0…7.
     public init(objectType: Int, sampleRate: Double, channelConfiguration: Int) {
         self.objectType = objectType
         self.sampleRate = sampleRate
@@ -27,7 +35,7 @@ public struct AudioSpecificConfig: Hashable, Sendable {
     }
 
     /// Parses `bytes`.
-    /// - Throws: ``AudioError`` `.corruptFile` for truncated input or a reserved value.
+    /// - Throws: ``/AudioCore/AudioError`` `.corruptFile` for truncated input or a reserved value.
     public init(parsing bytes: [UInt8]) throws(AudioError) {
         var reader = BitReader(bytes)
         guard bytes.count >= 2 else {
@@ -60,7 +68,8 @@ public struct AudioSpecificConfig: Hashable, Sendable {
     public var channelCount: Int { channelConfiguration == 7 ? 8 : channelConfiguration }
 
     /// The two-byte form (object type < 31, a rate from the table) with a plain GASpecificConfig.
-    /// - Throws: ``AudioError`` `.invalidFormat` when the rate is not in the table or the values do not fit.
+    /// - Throws: ``/AudioCore/AudioError`` `.unsupportedSampleRate` when the rate is not in the table,
+    ///   `.invalidFormat` when the object type is not 1…30 or the channel configuration not 0…7.
     public func encoded() throws(AudioError) -> [UInt8] {
         guard let index = AACSamplingFrequency.index(of: sampleRate) else {
             throw AudioError(.unsupportedSampleRate, "AAC has no sampling frequency index for \(formatHz(sampleRate))")
@@ -76,14 +85,23 @@ public struct AudioSpecificConfig: Hashable, Sendable {
 /// The 7-byte ADTS header (ISO 13818-7 §6.2, no CRC) that makes a raw AAC access unit self-describing: what an
 /// `.aac` file is, frame after frame. A file cut anywhere stays playable up to its last whole frame.
 public struct ADTSHeader: Hashable, Sendable {
+    /// The header's length in bytes: 7 (no CRC).
     public static let size = 7
     /// The MPEG-4 object type (2: AAC-LC); ADTS stores it minus one, so 1…4 only.
     public var objectType: Int
+    /// The sampling rate in Hz; ADTS can only carry one of ``AACSamplingFrequency/rates``.
     public var sampleRate: Double
+    /// The channel configuration, 0…7 (7 is 8 channels, 7.1).
     public var channelConfiguration: Int
     /// The payload: raw AAC bytes after the header.
     public var payloadLength: Int
 
+    /// A header with the given values, unchecked (``encoded()`` checks them).
+    /// - Parameters:
+    ///   - objectType: the MPEG-4 object type, 1…4 (default 2: AAC-LC).
+    ///   - sampleRate: the sampling rate in Hz.
+    ///   - channelConfiguration: the channel configuration, 0…7.
+    ///   - payloadLength: the raw AAC bytes after the header.
     public init(objectType: Int = 2, sampleRate: Double, channelConfiguration: Int, payloadLength: Int) {
         self.objectType = objectType
         self.sampleRate = sampleRate
@@ -95,7 +113,8 @@ public struct ADTSHeader: Hashable, Sendable {
     public var frameLength: Int { Self.size + payloadLength }
 
     /// The header's bytes.
-    /// - Throws: ``AudioError`` `.invalidFormat` for values ADTS cannot hold.
+    /// - Throws: ``/AudioCore/AudioError`` `.unsupportedSampleRate` for a rate not in the table, `.invalidFormat` for
+    ///   other values ADTS cannot hold (object type, channel configuration, a frame longer than 8191 bytes).
     public func encoded() throws(AudioError) -> [UInt8] {
         guard let index = AACSamplingFrequency.index(of: sampleRate) else {
             throw AudioError(.unsupportedSampleRate, "ADTS has no sampling frequency index for \(formatHz(sampleRate))")
@@ -123,7 +142,7 @@ public struct ADTSHeader: Hashable, Sendable {
     }
 
     /// Parses the header at the start of `bytes`.
-    /// - Throws: ``AudioError`` `.corruptFile` for a truncated header, a lost sync word, a CRC-protected or
+    /// - Throws: ``/AudioCore/AudioError`` `.corruptFile` for a truncated header, a lost sync word, a CRC-protected or
     ///   multi-block frame, a reserved rate or a length that cannot be.
     public init<Bytes: RandomAccessCollection>(parsing bytes: Bytes) throws(AudioError) where Bytes.Element == UInt8, Bytes.Index == Int {
         guard bytes.count >= Self.size else {
@@ -187,16 +206,22 @@ struct BitReader {
 ///
 /// Thread safety: one thread at a time; does file I/O.
 public final class ADTSFileWriter {
+    /// The file written.
     public let path: String
+    /// The sampling rate in Hz.
     public let sampleRate: Double
+    /// The ADTS channel configuration: the channel count, or 7 for 8 channels.
     public let channelConfiguration: Int
+    /// The access units written so far.
     public private(set) var packetsWritten = 0
+    /// The bytes written so far, headers included.
     public private(set) var bytesWritten: Int64 = 0
     private let file: POSIXFile
     private var header: ADTSHeader
 
     /// Creates (or truncates) `path` for AAC-LC (object type 2) at `sampleRate` with `channelCount` channels.
-    /// - Throws: ``AudioError`` `.unsupportedSampleRate`, `.invalidFormat` (more than 8 channels), `.fileIO`.
+    /// - Throws: ``/AudioCore/AudioError`` `.unsupportedSampleRate`, `.invalidFormat` (not 1–6 or 8 channels),
+    ///   `.fileIO`.
     public init(path: String, sampleRate: Double, channelCount: Int) throws(AudioError) {
         guard AACSamplingFrequency.index(of: sampleRate) != nil else {
             throw AudioError(.unsupportedSampleRate, "ADTS has no sampling frequency index for \(formatHz(sampleRate))")
@@ -226,8 +251,9 @@ public final class ADTSFileWriter {
 /// A whole ADTS stream (an `.aac` file), checked frame by frame.
 public enum ADTSStream {
     /// The headers of every frame in `bytes`, after an optional ID3v2 tag.
-    /// - Throws: ``AudioError`` `.unsupportedFile` when the bytes do not start with an ADTS frame, `.corruptFile`
-    ///   naming the byte offset when the sync is lost, a header is damaged or the last frame is cut short.
+    /// - Throws: ``/AudioCore/AudioError`` `.unsupportedFile` when the bytes do not start with an ADTS frame,
+    ///   `.corruptFile` naming the byte offset when the sync is lost, a header is damaged or the last frame is cut
+    ///   short.
     public static func frames(in bytes: [UInt8]) throws(AudioError) -> [ADTSHeader] {
         var offset = min(bytes.count, id3Length(bytes))
         guard bytes.count - offset >= 2, bytes[offset] == 0xFF, bytes[offset + 1] & 0xF6 == 0xF0 else {
@@ -271,7 +297,9 @@ public enum ADTSStream {
 
     /// What ``check(path:)`` found: the number of frames and the first frame's header.
     public struct Summary: Sendable {
+        /// The number of frames in the file.
         public var frameCount: Int
+        /// The first frame's header (every frame has its rate and channel configuration).
         public var first: ADTSHeader
     }
 

@@ -4,15 +4,21 @@ import AudioCore
 ///
 /// Objects and ECMA arrays keep their properties in order, because the order is what goes on the wire.
 public indirect enum AMF0Value: Hashable, Sendable {
+    /// A number: an IEEE 754 double (marker 0x00).
     case number(Double)
+    /// A boolean (marker 0x01).
     case boolean(Bool)
     /// A string; written as a long string (marker 0x0C) when its UTF-8 is longer than 65535 bytes.
     case string(String)
+    /// An anonymous object (marker 0x03): its properties in order. A typed object is read as one too.
     case object([AMF0Property])
+    /// Null (marker 0x05).
     case null
+    /// Undefined (marker 0x06); an unsupported value (marker 0x0D) is read as this too.
     case undefined
     /// An associative array (marker 0x08): properties with a count hint in front.
     case ecmaArray([AMF0Property])
+    /// A dense array (marker 0x0A): its values in order.
     case strictArray([AMF0Value])
     /// Milliseconds since 1970 and a time zone (which AMF0 says to write as 0 and ignore).
     case date(milliseconds: Double, timeZone: Int16)
@@ -25,16 +31,25 @@ public indirect enum AMF0Value: Hashable, Sendable {
         }
     }
 
+    /// The number of a `.number`, or nil.
     public var numberValue: Double? { if case .number(let v) = self { v } else { nil } }
+    /// The text of a `.string`, or nil.
     public var stringValue: String? { if case .string(let v) = self { v } else { nil } }
+    /// The value of a `.boolean`, or nil.
     public var booleanValue: Bool? { if case .boolean(let v) = self { v } else { nil } }
 }
 
 /// One key–value pair of an AMF0 object or ECMA array.
 public struct AMF0Property: Hashable, Sendable {
+    /// The property's name (written as a short string: at most 65535 bytes of UTF-8).
     public var key: String
+    /// The property's value.
     public var value: AMF0Value
 
+    /// The property `key` with `value`.
+    /// - Parameters:
+    ///   - key: the property's name.
+    ///   - value: the property's value.
     public init(_ key: String, _ value: AMF0Value) {
         self.key = key
         self.value = value
@@ -60,6 +75,10 @@ public enum AMF0 {
         return out
     }
 
+    /// Appends the bytes of `value` to `out`.
+    /// - Parameters:
+    ///   - value: the value to encode.
+    ///   - out: the bytes the encoding is appended to.
     public static func encode(_ value: AMF0Value, into out: inout [UInt8]) {
         switch value {
         case .number(let v):
@@ -100,8 +119,8 @@ public enum AMF0 {
     }
 
     /// Decodes values until `bytes` ends.
-    /// - Throws: ``AudioError`` `.corruptFile` for truncated input, an unknown or unsupported marker, invalid
-    ///   UTF-8, or nesting deeper than ``maximumDepth``; the message gives the byte offset.
+    /// - Throws: ``/AudioCore/AudioError`` `.corruptFile` for truncated input, an unknown or unsupported marker,
+    ///   invalid UTF-8, or nesting deeper than ``maximumDepth``; the message gives the byte offset.
     public static func decodeAll(_ bytes: [UInt8]) throws(AudioError) -> [AMF0Value] {
         var reader = AMF0Reader(bytes)
         var values: [AMF0Value] = []
@@ -141,18 +160,24 @@ public struct AMF0Reader {
     /// and bounded (see ``AMF3Reader/maximumExpandedValues``).
     private var references = AMFReferenceTable()
 
+    /// The bytes read, all of them (not only what is left).
     public var bytes: [UInt8] { cursor.bytes }
     /// The offset of the next value.
     public var offset: Int { cursor.offset }
 
+    /// A reader of `bytes` whose first value starts at `offset`.
+    /// - Parameters:
+    ///   - bytes: the bytes to read.
+    ///   - offset: the byte offset of the first value (default 0).
     public init(_ bytes: [UInt8], offset: Int = 0) {
         cursor = AMFCursor(bytes: bytes, offset: offset, format: "AMF0")
     }
 
+    /// True when no bytes are left to read.
     public var atEnd: Bool { cursor.remaining <= 0 }
 
     /// The next value.
-    /// - Throws: ``AudioError`` `.corruptFile` (see ``AMF0/decodeAll(_:)``).
+    /// - Throws: ``/AudioCore/AudioError`` `.corruptFile` (see ``AMF0/decodeAll(_:)``).
     public mutating func value() throws(AudioError) -> AMF0Value { try value(depth: 0) }
 
     private mutating func value(depth: Int) throws(AudioError) -> AMF0Value {

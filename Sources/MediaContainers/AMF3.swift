@@ -19,6 +19,7 @@ public struct AMF3Reader {
     private var strings: [String] = []
     private var traits: [Traits] = []
 
+    /// The bytes read, all of them (not only what is left).
     public var bytes: [UInt8] { cursor.bytes }
     /// The offset of the next value.
     public var offset: Int { cursor.offset }
@@ -44,6 +45,10 @@ public struct AMF3Reader {
         case dictionary = 0x11
     }
 
+    /// A reader of `bytes` whose first value starts at `offset`, with empty reference tables.
+    /// - Parameters:
+    ///   - bytes: the bytes to read.
+    ///   - offset: the byte offset of the first value (default 0).
     public init(_ bytes: [UInt8], offset: Int = 0) {
         self.init(bytes, offset: offset, expanded: 0)
     }
@@ -54,10 +59,11 @@ public struct AMF3Reader {
         references = AMFReferenceTable(expanded: expanded)
     }
 
+    /// True when no bytes are left to read.
     public var atEnd: Bool { cursor.remaining <= 0 }
 
     /// The next value.
-    /// - Throws: ``AudioError`` `.corruptFile`, naming what is wrong and the byte offset.
+    /// - Throws: ``/AudioCore/AudioError`` `.corruptFile`, naming what is wrong and the byte offset.
     public mutating func value() throws(AudioError) -> AMF0Value { try value(depth: 0) }
 
     /// Decodes values until `bytes` ends, with one set of reference tables.

@@ -6,6 +6,7 @@ import AudioCore
 /// Thread safety: one thread at a time; reading does file I/O (and, for compressed files, decoding), so never on a
 /// real-time thread.
 public protocol AudioFileReader: AnyObject {
+    /// The path of the file read.
     var path: String { get }
     /// The rate ``read(into:)`` delivers (after any resampling).
     var sampleRate: Double { get }
@@ -36,8 +37,8 @@ extension WAVFileReader: AudioFileReader {
 /// The first bytes of a file, for telling formats apart before opening it properly.
 public enum AudioFileHead {
     /// Up to `count` bytes from the start of `path`.
-    /// - Throws: ``AudioError`` `.fileIO` for a missing or unreadable file or a directory, `.corruptFile` for an
-    ///   empty one.
+    /// - Throws: ``/AudioCore/AudioError`` `.fileIO` for a missing or unreadable file or a directory, `.corruptFile`
+    ///   for an empty one.
     public static func read(path: String, count: Int = 12) throws(AudioError) -> [UInt8] {
         let file = try POSIXFile(path: path, writing: false)
         guard file.size > 0 else { throw AudioError(.corruptFile, "'\(path)' is empty") }

@@ -2,17 +2,27 @@ import AudioCore
 
 /// FLV tag types (Adobe FLV 10.1, E.4.1).
 public enum FLVTagType: UInt8, Sendable {
+    /// An audio tag (8).
     case audio = 8
+    /// A video tag (9).
     case video = 9
+    /// A script data tag (18): AMF0 values, such as onMetaData.
     case script = 18
 }
 
 /// The 9-byte FLV file header, followed in the file by PreviousTagSize0 (always 0).
 public struct FLVHeader: Hashable, Sendable {
+    /// The header's length in bytes: 9 (without PreviousTagSize0).
     public static let size = 9
+    /// The flag that says the file has audio tags.
     public var hasAudio: Bool
+    /// The flag that says the file has video tags.
     public var hasVideo: Bool
 
+    /// A header with the given flags.
+    /// - Parameters:
+    ///   - hasAudio: whether the file has audio tags (default true).
+    ///   - hasVideo: whether the file has video tags (default false).
     public init(hasAudio: Bool = true, hasVideo: Bool = false) {
         self.hasAudio = hasAudio
         self.hasVideo = hasVideo
@@ -26,14 +36,14 @@ public struct FLVHeader: Hashable, Sendable {
 
     /// Parses the header at the start of `bytes`; returns it and the offset of the first tag (after
     /// PreviousTagSize0).
-    /// - Throws: ``AudioError`` `.unsupportedFile` when the bytes are not FLV, `.corruptFile` when truncated or
-    ///   inconsistent.
+    /// - Throws: ``/AudioCore/AudioError`` `.unsupportedFile` when the bytes are not FLV, `.corruptFile` when truncated
+    ///   or inconsistent.
     public static func parse(_ bytes: [UInt8]) throws(AudioError) -> (FLVHeader, firstTagOffset: Int) {
         try parse(prefix: bytes, size: Int64(bytes.count)) { (offset: Int64) throws(AudioError) in readUInt32(bytes, Int(offset)) }
     }
 
-    /// ``parse(_:)`` from the first bytes of a file of `size` bytes (at least the first 13, or all of a shorter one) and
-    /// a reader of PreviousTagSize0, wherever the header puts it: a file check reads no more than that.
+    /// ``parse(_:)`` from the first bytes of a file of `size` bytes (at least the first 13, or all of a shorter one)
+    /// and a reader of PreviousTagSize0, wherever the header puts it: a file check reads no more than that.
     static func parse(
         prefix bytes: [UInt8], size: Int64, uint32At: (Int64) throws(AudioError) -> UInt32
     ) throws(AudioError) -> (FLVHeader, firstTagOffset: Int) {
@@ -59,12 +69,20 @@ public struct FLVHeader: Hashable, Sendable {
 /// One FLV tag: type, timestamp in milliseconds and payload. In the file each tag is followed by its
 /// PreviousTagSize (11 + payload length).
 public struct FLVTag: Hashable, Sendable {
+    /// The tag header's length in bytes: 11.
     public static let headerSize = 11
+    /// What the tag carries.
     public var type: FLVTagType
     /// Milliseconds, 32 bits (the low 24 in the header, the high 8 in the extension byte).
     public var timestamp: UInt32
+    /// The payload (less than 16 MiB).
     public var data: [UInt8]
 
+    /// A tag with the given values.
+    /// - Parameters:
+    ///   - type: what the tag carries.
+    ///   - timestamp: milliseconds.
+    ///   - data: the payload.
     public init(type: FLVTagType, timestamp: UInt32, data: [UInt8]) {
         self.type = type
         self.timestamp = timestamp
@@ -89,8 +107,8 @@ public struct FLVTag: Hashable, Sendable {
     }
 
     /// Parses the tag at `offset` and its PreviousTagSize; returns the tag and the offset after it.
-    /// - Throws: ``AudioError`` `.corruptFile` naming the offset: a truncated tag, an unknown type, an encrypted
-    ///   (filtered) tag, a non-zero stream id, or a PreviousTagSize that does not match.
+    /// - Throws: ``/AudioCore/AudioError`` `.corruptFile` naming the offset: a truncated tag, an unknown type, an
+    ///   encrypted (filtered) tag, a non-zero stream id, or a PreviousTagSize that does not match.
     public static func parse(_ bytes: [UInt8], at offset: Int) throws(AudioError) -> (FLVTag, next: Int) {
         let head = try parseHeader(bytes[offset..<min(bytes.count, offset + headerSize)], at: Int64(offset), left: Int64(bytes.count - offset))
         let end = offset + headerSize + head.size
@@ -170,14 +188,17 @@ public enum FLVAudio {
 
     /// What an AAC audio tag says.
     public struct AACTag: Hashable, Sendable {
+        /// The SoundType flag: true for stereo, false for mono.
         public var stereo: Bool
+        /// The AACPacketType: ``FLVAudio/sequenceHeader`` or ``FLVAudio/raw``.
         public var packetType: UInt8
+        /// The bytes after the two-byte prefix: an AudioSpecificConfig or a raw AAC access unit.
         public var payload: ArraySlice<UInt8>
     }
 
     /// Parses an audio tag's payload as AAC.
-    /// - Throws: ``AudioError`` `.unsupportedFile` for another codec, `.corruptFile` for a truncated tag or an
-    ///   unknown AACPacketType.
+    /// - Throws: ``/AudioCore/AudioError`` `.unsupportedFile` for another codec, `.corruptFile` for a truncated tag or
+    ///   an unknown AACPacketType.
     public static func parseAAC(_ data: [UInt8]) throws(AudioError) -> AACTag {
         guard let first = data.first else { throw AudioError(.corruptFile, "FLV: an empty audio tag") }
         let format = Int(first >> 4)
@@ -192,14 +213,16 @@ public enum FLVAudio {
 
 /// A whole FLV file, parsed: the header, every tag and the onMetaData values when there are any.
 public struct FLVContents: Sendable {
+    /// The file header.
     public var header: FLVHeader
+    /// Every tag, in file order.
     public var tags: [FLVTag]
     /// The properties of the first `onMetaData` script tag.
     public var metadata: AMF0Value?
 
     /// Parses `bytes`.
-    /// - Throws: ``AudioError`` from ``FLVHeader/parse(_:)``, ``FLVTag/parse(_:at:)`` and, for an onMetaData tag,
-    ///   ``AMF0``.
+    /// - Throws: ``/AudioCore/AudioError`` from ``FLVHeader/parse(_:)``, ``FLVTag/parse(_:at:)`` and, for an onMetaData
+    ///   tag, ``AMF0``.
     public init(parsing bytes: [UInt8]) throws(AudioError) {
         let (header, first) = try FLVHeader.parse(bytes)
         self.header = header
@@ -218,8 +241,11 @@ public struct FLVContents: Sendable {
 
     /// What ``check(path:)`` found.
     public struct Summary: Sendable {
+        /// The file header.
         public var header: FLVHeader
+        /// The number of tags of every type.
         public var tagCount: Int
+        /// The number of audio tags.
         public var audioTagCount: Int
         /// The properties of the first `onMetaData` script tag.
         public var metadata: AMF0Value?
@@ -281,10 +307,15 @@ public struct FLVContents: Sendable {
 ///
 /// Thread safety: one thread at a time; does file I/O.
 public final class FLVFileWriter {
+    /// The file written.
     public let path: String
+    /// The sampling rate in Hz, as onMetaData gives it.
     public let sampleRate: Double
+    /// The channel count (more than 1 is flagged stereo).
     public let channelCount: Int
+    /// The AAC access units written so far (not counting the sequence header).
     public private(set) var packetsWritten = 0
+    /// The bytes written so far: header, onMetaData, sequence header and every tag.
     public private(set) var bytesWritten: Int64 = 0
     /// The timestamp of the last tag written.
     public private(set) var lastTimestamp: UInt32 = 0
@@ -297,9 +328,12 @@ public final class FLVFileWriter {
 
     /// Creates (or truncates) `path` and writes the header, onMetaData and the AAC sequence header.
     /// - Parameters:
+    ///   - path: the file to create.
+    ///   - sampleRate: the sampling rate in Hz, for `audiosamplerate`.
+    ///   - channelCount: the channel count; more than 1 is flagged stereo.
     ///   - bitRate: bits per second, for `audiodatarate` (kbit/s).
     ///   - audioSpecificConfig: the encoder's; FLV carries it in the sequence header.
-    /// - Throws: ``AudioError`` `.corruptFile` for an AudioSpecificConfig that does not parse, `.fileIO`.
+    /// - Throws: ``/AudioCore/AudioError`` `.corruptFile` for an AudioSpecificConfig that does not parse, `.fileIO`.
     public init(path: String, sampleRate: Double, channelCount: Int, bitRate: Int, audioSpecificConfig: [UInt8])
         throws(AudioError)
     {
@@ -339,7 +373,7 @@ public final class FLVFileWriter {
     }
 
     /// Appends one raw AAC access unit at `milliseconds`.
-    /// - Throws: ``AudioError`` `.invalidParameter` for a timestamp before the last one or beyond 32 bits,
+    /// - Throws: ``/AudioCore/AudioError`` `.invalidParameter` for a timestamp before the last one or beyond 32 bits,
     ///   `.fileIO`.
     public func writeAAC(_ payload: [UInt8], milliseconds: Int64) throws(AudioError) {
         precondition(!finished, "write after finish")

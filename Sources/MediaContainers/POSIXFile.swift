@@ -159,7 +159,7 @@ func writeFailure(path: String, code: Int32) -> AudioError {
 func errnoDescription() -> String { String(cString: strerror(errno)) }
 
 /// Makes the entries of `directory` (a new or renamed file in it) durable: `fsync` on the folder itself.
-/// - Throws: ``AudioError`` `.fileIO`.
+/// - Throws: ``/AudioCore/AudioError`` `.fileIO`.
 public func syncDirectory(_ directory: String) throws(AudioError) {
     let fd = open(directory.isEmpty ? "." : directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
     guard fd >= 0 else { throw AudioError(.fileIO, "cannot open folder '\(directory)': \(errnoDescription())") }

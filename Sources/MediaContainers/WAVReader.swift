@@ -12,6 +12,7 @@ public struct WAVFileInfo: Sendable, Hashable {
     /// treated as absent, not as an error.
     public let isTruncated: Bool
 
+    /// ``frameCount`` in seconds.
     public var duration: Double { Double(frameCount) / format.sampleRate }
 }
 
@@ -24,8 +25,11 @@ public struct WAVFileInfo: Sendable, Hashable {
 /// caller, never from a real-time render thread.
 public final class WAVFileReader: @unchecked Sendable {
     // Unchecked Sendable: one thread at a time (read-ahead worker, offline caller or virtual device thread): `position`, `file`, `chunk`
+    /// The file read.
     public let path: String
+    /// What the header says, as parsed at open.
     public let info: WAVFileInfo
+    /// The file's sample format (``WAVFileInfo/format``); ``read(into:)`` delivers Float32 whatever it is.
     public var format: StreamFormat { info.format }
     public var frameCount: Int64 { info.frameCount }
     /// The next frame ``read(into:)`` returns.
@@ -37,10 +41,12 @@ public final class WAVFileReader: @unchecked Sendable {
     var chunkCapacity: Int { chunk.capacity }
 
     /// Opens and parses `path`.
-    /// - Parameter chunkFrames: frames read from the file per system call at most (16384: 128 KiB of stereo
-    ///   float, so a minute is read in about 170 calls).
-    /// - Throws: ``AudioError`` `.fileIO` (cannot open or read), `.unsupportedFile` (not WAV, or a sample format
-    ///   that is not 16/24/32-bit integer or 32-bit float PCM), `.corruptFile` (inconsistent header).
+    /// - Parameters:
+    ///   - path: the WAV file to read.
+    ///   - chunkFrames: frames read from the file per system call at most (16384: 128 KiB of stereo float, so a
+    ///     minute is read in about 170 calls).
+    /// - Throws: ``/AudioCore/AudioError`` `.fileIO` (cannot open or read), `.unsupportedFile` (not WAV, or a sample
+    ///   format that is not 16/24/32-bit integer or 32-bit float PCM), `.corruptFile` (inconsistent header).
     public init(path: String, chunkFrames: Int = 16_384) throws(AudioError) {
         self.path = path
         file = try POSIXFile(path: path, writing: false)

@@ -5,13 +5,16 @@ import AudioCore
 
 /// Writes a PCM WAV file as audio arrives: Int16, 24-bit, Int32 or Float32, interleaved.
 ///
-/// The header is written first with placeholder sizes and completed by ``finish()``. Writing converts through a
+/// The header is written first with placeholder sizes and completed by ``finish(durably:)``. Writing converts through a
 /// fixed chunk buffer allocated at creation, so ``write(_:)`` does not allocate however long the file grows.
 ///
 /// Thread safety: one thread at a time; ``write(_:)`` does file I/O, so never call it on a real-time thread.
 public final class WAVFileWriter {
+    /// The file written (for ``init(temporaryBeside:format:chunkFrames:)``, the temporary file's path).
     public let path: String
+    /// The file's sample format (interleaved, or mono).
     public let format: StreamFormat
+    /// The frames written so far.
     public private(set) var framesWritten: Int64 = 0
     private let file: POSIXFile
     private let chunk: RawPCMBuffer
@@ -27,8 +30,8 @@ public final class WAVFileWriter {
     static let maximumDataBytes: Int64 = 0xFFFF_FFFF - 64
 
     /// Creates (or truncates) `path` and writes the header.
-    /// - Throws: ``AudioError`` `.invalidFormat` for a format WAV cannot hold, `.fileIO` when the file cannot be
-    ///   created or written.
+    /// - Throws: ``/AudioCore/AudioError`` `.invalidFormat` for a format WAV cannot hold, `.fileIO` when the file
+    ///   cannot be created or written.
     public convenience init(path: String, format: StreamFormat, chunkFrames: Int = 4096) throws(AudioError) {
         try Self.check(format)
         try self.init(file: try POSIXFile(path: path, writing: true), format: format, chunkFrames: chunkFrames)
@@ -37,7 +40,7 @@ public final class WAVFileWriter {
     /// Creates a new hidden file with a name no one can predict beside `path` (`.NAME.PID.RANDOM.partial`), made
     /// exclusively: a file or link already there under that name is never opened, let alone truncated. Rename it
     /// over `path` once finished (``path`` names it).
-    /// - Throws: ``AudioError`` `.fileIO` when the folder cannot take a new file.
+    /// - Throws: ``/AudioCore/AudioError`` `.fileIO` when the folder cannot take a new file.
     public convenience init(temporaryBeside path: String, format: StreamFormat, chunkFrames: Int = 4096) throws(AudioError) {
         try Self.check(format)
         let slash = path.lastIndex(of: "/")
@@ -72,7 +75,8 @@ public final class WAVFileWriter {
 
     /// Appends the frames of `source` (Float32 non-interleaved, the file's channel count or mono), converting to
     /// the file's sample type with rounding and clipping. Does not allocate.
-    /// - Throws: ``AudioError`` `.fileIO` on a write error or when the file would exceed the 4 GiB RIFF limit.
+    /// - Throws: ``/AudioCore/AudioError`` `.fileIO` on a write error or when the file would exceed the 4 GiB RIFF
+    ///   limit.
     public func write(_ source: BufferView) throws(AudioError) {
         precondition(!finished, "write after finish")
         let bytesPerFrame = Int64(format.bytesPerFrame)
@@ -97,7 +101,8 @@ public final class WAVFileWriter {
     }
 
     /// Rewrites the header with the sizes written so far, so the file is complete and playable up to here even if
-    /// the process dies before ``finish()``. Cheap (one 44–58 byte write); recorders call it every second or so.
+    /// the process dies before ``finish(durably:)``. Cheap (one 44–58 byte write); recorders call it every second or
+    /// so.
     public func commitHeader() throws(AudioError) {
         precondition(!finished, "commitHeader after finish")
         let dataBytes = framesWritten * Int64(format.bytesPerFrame)

@@ -5,18 +5,33 @@ public struct RTMPMessageType: RawRepresentable, Hashable, Sendable, CustomStrin
     public let rawValue: UInt8
     public init(rawValue: UInt8) { self.rawValue = rawValue }
 
+    /// Set Chunk Size (1): a 4-byte number, the largest chunk the sender uses from now on.
     public static let setChunkSize = RTMPMessageType(rawValue: 1)
+    /// Abort (2): a 4-byte chunk stream id whose partly received message is to be discarded.
     public static let abort = RTMPMessageType(rawValue: 2)
+    /// Acknowledgement (3): a 4-byte sequence number, the bytes received so far.
     public static let acknowledgement = RTMPMessageType(rawValue: 3)
+    /// User Control (4): a 2-byte event type (``ProtocolControl/UserControlEvent``) and its data.
     public static let userControl = RTMPMessageType(rawValue: 4)
+    /// Window Acknowledgement Size (5): a 4-byte number; whoever receives it sends an Acknowledgement each time
+    /// that many more bytes have come in.
     public static let windowAcknowledgementSize = RTMPMessageType(rawValue: 5)
+    /// Set Peer Bandwidth (6): a 4-byte window size and a limit type; the publisher answers a new size with a
+    /// Window Acknowledgement Size.
     public static let setPeerBandwidth = RTMPMessageType(rawValue: 6)
+    /// Audio (8): an FLV audio tag's body (for this publisher, AAC).
     public static let audio = RTMPMessageType(rawValue: 8)
+    /// Video (9): an FLV video tag's body; this publisher sends none.
     public static let video = RTMPMessageType(rawValue: 9)
+    /// Data in AMF3 (15): a format byte, then AMF values (such as onMetaData).
     public static let dataAMF3 = RTMPMessageType(rawValue: 15)
+    /// Command in AMF3 (17): a format byte, then the command's AMF values.
     public static let commandAMF3 = RTMPMessageType(rawValue: 17)
+    /// Data in AMF0 (18): what carries `@setDataFrame` and onMetaData.
     public static let dataAMF0 = RTMPMessageType(rawValue: 18)
+    /// Command in AMF0 (20): `connect`, `createStream`, `publish`, and the server's `_result`, `_error`, `onStatus`.
     public static let commandAMF0 = RTMPMessageType(rawValue: 20)
+    /// Aggregate (22): several messages in one, as FLV tags; this publisher neither sends nor unpacks them.
     public static let aggregate = RTMPMessageType(rawValue: 22)
 
     /// Protocol control messages (1–6) travel on chunk stream 2 with message stream 0.
@@ -34,13 +49,22 @@ public struct RTMPMessageType: RawRepresentable, Hashable, Sendable, CustomStrin
 
 /// One RTMP message: what chunk streams carry.
 public struct RTMPMessage: Hashable, Sendable {
+    /// What the message is (the spec's message type id).
     public var type: RTMPMessageType
     /// The message stream (0 for the connection, the id `createStream` returned for a published stream).
     public var streamID: UInt32
     /// Milliseconds; wraps at 2³².
     public var timestamp: UInt32
+    /// The message's body; ``ChunkStreamEncoder`` takes at most 0xFFFFFF bytes (just under 16 MiB).
     public var payload: [UInt8]
 
+    /// A message of `type` on message stream `streamID` (default 0, the connection) stamped `timestamp`
+    /// milliseconds (default 0).
+    /// - Parameters:
+    ///   - type: The message type.
+    ///   - streamID: The message stream: 0 for the connection, or the id `createStream` returned.
+    ///   - timestamp: Milliseconds; wraps at 2³².
+    ///   - payload: The message's body.
     public init(type: RTMPMessageType, streamID: UInt32 = 0, timestamp: UInt32 = 0, payload: [UInt8]) {
         self.type = type
         self.streamID = streamID
@@ -51,9 +75,13 @@ public struct RTMPMessage: Hashable, Sendable {
 
 /// The RTMP chunk-stream ids this client uses.
 public enum ChunkStreamID {
+    /// 2: protocol control messages (Set Chunk Size, Acknowledgement, User Control, …), as the spec requires.
     public static let control: UInt32 = 2
+    /// 3: command messages (`connect`, `createStream`, `publish`, `FCUnpublish`, …).
     public static let command: UInt32 = 3
+    /// 4: audio messages (the AAC sequence header and frames).
     public static let audio: UInt32 = 4
+    /// 5: data messages (onMetaData).
     public static let data: UInt32 = 5
     /// The largest id a three-byte basic header can carry.
     public static let maximum: UInt32 = 65_599
@@ -83,6 +111,8 @@ public struct ChunkStreamEncoder: Sendable {
     public private(set) var chunkSize = 128
     private var streams: [UInt32: ChunkHeaderState] = [:]
 
+    /// An encoder with the spec's initial chunk size of 128 bytes and no chunk stream history (the first message
+    /// on each chunk stream gets a full fmt 0 header).
     public init() {}
 
     /// Chunks for a Set Chunk Size message (sent at the current size), after which this encoder uses `size`.
@@ -196,6 +226,7 @@ public struct ChunkStreamDecoder: Sendable {
     private var readIndex = 0
     private var streams: [UInt32: (header: ChunkHeaderState, partial: [UInt8])] = [:]
 
+    /// A decoder with the spec's initial chunk size of 128 bytes, no bytes buffered and the default limits.
     public init() {}
 
     /// Bytes received and not yet consumed.
@@ -211,7 +242,7 @@ public struct ChunkStreamDecoder: Sendable {
     }
 
     /// The next complete message, or nil when more bytes are needed.
-    /// - Throws: ``AudioError`` `.protocolError` for malformed chunks; the decoder is unusable afterwards.
+    /// - Throws: ``/AudioCore/AudioError`` `.protocolError` for malformed chunks; the decoder is unusable afterwards.
     public mutating func nextMessage() throws(AudioError) -> (message: RTMPMessage, chunkStream: UInt32)? {
         while true {
             guard let (message, chunkStream) = try nextChunk() else { return nil }

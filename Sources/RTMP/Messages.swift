@@ -5,18 +5,28 @@ import MediaContainers
 public enum ProtocolControl {
     /// User Control event types.
     public enum UserControlEvent: UInt16, Sendable {
+        /// Stream Begin (0), Stream EOF (1), Stream Dry (2), Set Buffer Length (3) and Stream Is Recorded (4):
+        /// events about a message stream, whose first 4-byte value is the stream id (Set Buffer Length adds a
+        /// buffer length in milliseconds). The publisher reads them and acts on none.
         case streamBegin = 0, streamEOF = 1, streamDry = 2, setBufferLength = 3, streamIsRecorded = 4
+        /// Ping Request (6) and Ping Response (7), whose 4-byte value is a timestamp: the publisher answers each
+        /// Ping Request with a Ping Response carrying the same value.
         case pingRequest = 6, pingResponse = 7
     }
 
+    /// A Set Chunk Size message announcing `size` bytes (the spec's range is 1 … 0x7FFFFFFF). It only builds the
+    /// message: to send it and switch an encoder to the new size, use
+    /// ``ChunkStreamEncoder/setChunkSizeMessage(_:)``.
     public static func setChunkSize(_ size: Int) -> RTMPMessage {
         RTMPMessage(type: .setChunkSize, payload: uint32(UInt32(size)))
     }
 
+    /// An Acknowledgement message carrying `sequenceNumber`: the bytes received so far (modulo 2³²).
     public static func acknowledgement(sequenceNumber: UInt32) -> RTMPMessage {
         RTMPMessage(type: .acknowledgement, payload: uint32(sequenceNumber))
     }
 
+    /// A Window Acknowledgement Size message: the peer is to acknowledge each time `size` more bytes have come in.
     public static func windowAcknowledgementSize(_ size: UInt32) -> RTMPMessage {
         RTMPMessage(type: .windowAcknowledgementSize, payload: uint32(size))
     }
@@ -27,7 +37,7 @@ public enum ProtocolControl {
     }
 
     /// The event and its first 4-byte value, from a User Control payload.
-    /// - Throws: ``AudioError`` `.protocolError` when shorter than 6 bytes.
+    /// - Throws: ``/AudioCore/AudioError`` `.protocolError` when shorter than 6 bytes.
     public static func parseUserControl(_ payload: [UInt8]) throws(AudioError) -> (event: UInt16, value: UInt32) {
         guard payload.count >= 6 else { throw ChunkStreamDecoder.error("a User Control message shorter than 6 bytes") }
         return (UInt16(payload[0]) << 8 | UInt16(payload[1]), readUInt32(payload, 2))
@@ -35,7 +45,7 @@ public enum ProtocolControl {
 
     /// The 4-byte number a Set Chunk Size, Acknowledgement, Window Acknowledgement Size or Set Peer Bandwidth
     /// message starts with.
-    /// - Throws: ``AudioError`` `.protocolError` when shorter than 4 bytes.
+    /// - Throws: ``/AudioCore/AudioError`` `.protocolError` when shorter than 4 bytes.
     public static func parseUInt32(_ message: RTMPMessage) throws(AudioError) -> UInt32 {
         guard message.payload.count >= 4 else {
             throw ChunkStreamDecoder.error("a \(message.type) message shorter than 4 bytes")
@@ -52,11 +62,21 @@ public enum ProtocolControl {
 
 /// An AMF0 command message: name, transaction id, command object, arguments.
 public struct RTMPCommand: Hashable, Sendable {
+    /// The command's name (`connect`, `createStream`, `publish`, `_result`, `onStatus`, …).
     public var name: String
+    /// The number that pairs a command with its answer: a `_result` or `_error` repeats the one it answers.
     public var transactionID: Double
+    /// The command object: `connect`'s properties, a `_result`'s server properties; null for most commands.
     public var object: AMF0Value
+    /// The values after the command object (a stream key, a stream id, an onStatus info object, …).
     public var arguments: [AMF0Value]
 
+    /// A command to send.
+    /// - Parameters:
+    ///   - name: The command's name.
+    ///   - transactionID: The number its answer will repeat.
+    ///   - object: The command object; null by default.
+    ///   - arguments: The values after the command object; none by default.
     public init(_ name: String, transactionID: Double, object: AMF0Value = .null, arguments: [AMF0Value] = []) {
         self.name = name
         self.transactionID = transactionID
@@ -65,7 +85,7 @@ public struct RTMPCommand: Hashable, Sendable {
     }
 
     /// Reads a command from a type-20 message's payload.
-    /// - Throws: ``AudioError`` `.protocolError` when it is not AMF0 of the command shape.
+    /// - Throws: ``/AudioCore/AudioError`` `.protocolError` when it is not AMF0 of the command shape.
     public init(payload: [UInt8]) throws(AudioError) {
         let values: [AMF0Value]
         do { values = try AMF0.decodeAll(payload) } catch {
@@ -89,7 +109,7 @@ public struct RTMPCommand: Hashable, Sendable {
     /// - Returns: nil for a message that is not a command, or whose first value is not a name; and for a command
     ///   whose AMF is damaged, when it is not a reply (see below): like a command this client does not know, it is
     ///   nothing to act on.
-    /// - Throws: ``AudioError`` `.protocolError` when a reply (`_result`, `_error`, `onStatus`) is damaged
+    /// - Throws: ``/AudioCore/AudioError`` `.protocolError` when a reply (`_result`, `_error`, `onStatus`) is damaged
     ///   (truncated, nested too deep, an unknown marker): acting on part of a reply would be guessing.
     public init?(message: RTMPMessage) throws(AudioError) {
         guard message.type == .commandAMF0 || message.type == .commandAMF3 else { return nil }
@@ -132,6 +152,8 @@ public struct RTMPCommand: Hashable, Sendable {
         return (values, nil)
     }
 
+    /// The command as an AMF0 command message (type 20) on message stream `streamID`: 0 (the default) for the
+    /// connection's commands, the stream's id for `publish`.
     public func message(streamID: UInt32 = 0) -> RTMPMessage {
         RTMPMessage(
             type: .commandAMF0, streamID: streamID,
@@ -171,12 +193,16 @@ public struct RTMPCommand: Hashable, Sendable {
 
 /// The simple RTMP handshake (RTMP §5.2): C0+C1 out, S0+S1+S2 in (checked), C2 out.
 public struct RTMPHandshake: Sendable {
+    /// The RTMP version C0 asks for and S0 must answer with: 3.
     public static let version: UInt8 = 3
+    /// The size of C1, C2, S1 and S2: 1536 bytes.
     public static let packetSize = 1536
     /// C0 and C1: version 3, a 4-byte time, 4 zero bytes (so the server answers with the simple handshake), and
     /// 1528 random bytes.
     public let c0c1: [UInt8]
 
+    /// A handshake with a fresh C0+C1, stamped `time` (milliseconds, the epoch of this side's timestamps; 0 by
+    /// default).
     public init(time: UInt32 = 0) {
         var bytes = [Self.version] + ProtocolControl.uint32(time) + [0, 0, 0, 0]
         var generator = SystemRandomNumberGenerator()
@@ -190,8 +216,9 @@ public struct RTMPHandshake: Sendable {
         c0c1 = bytes
     }
 
-    /// The bytes S0+S1 take, and S2.
+    /// The bytes S0+S1 take: 1537.
     public static let s0s1Size = 1 + packetSize
+    /// The bytes S2 takes: 1536.
     public static let s2Size = packetSize
     /// The bytes S0+S1+S2 take.
     public static let responseSize = 1 + 2 * packetSize
@@ -200,7 +227,7 @@ public struct RTMPHandshake: Sendable {
     /// S2 is read, as librtmp does: a server may send S2 only once it has C2 (the spec allows either order), and
     /// one that sends S0+S1+S2 at once is served just as well.
     /// - Parameter s0s1: at least ``s0s1Size`` bytes; the rest is left to the caller.
-    /// - Throws: ``AudioError`` `.protocolError` naming what answered instead.
+    /// - Throws: ``/AudioCore/AudioError`` `.protocolError` naming what answered instead.
     public func c2(answering s0s1: ArraySlice<UInt8>) throws(AudioError) -> [UInt8] {
         precondition(s0s1.count >= Self.s0s1Size)
         let s0 = s0s1[s0s1.startIndex]

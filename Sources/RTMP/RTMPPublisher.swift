@@ -8,13 +8,21 @@ import Synchronization
 
 /// What a published AAC stream announces in onMetaData and its sequence header.
 public struct AACStreamDescription: Hashable, Sendable {
+    /// The sample rate in Hz (for `audiosamplerate`).
     public var sampleRate: Double
+    /// Channels: 1 is announced as mono, 2 or more as stereo (for `stereo` and the FLV audio tags' flag).
     public var channelCount: Int
     /// Bits per second (for `audiodatarate`).
     public var bitRate: Int
     /// The encoder's AudioSpecificConfig (the sequence header's body).
     public var audioSpecificConfig: [UInt8]
 
+    /// A description of an AAC stream; ``RTMPPublisher/init(url:stream:configuration:)`` checks it.
+    /// - Parameters:
+    ///   - sampleRate: The sample rate in Hz; more than 0.
+    ///   - channelCount: The channel count; 1 or more.
+    ///   - bitRate: Bits per second; more than 0.
+    ///   - audioSpecificConfig: The encoder's AudioSpecificConfig, which must parse.
     public init(sampleRate: Double, channelCount: Int, bitRate: Int, audioSpecificConfig: [UInt8]) {
         self.sampleRate = sampleRate
         self.channelCount = channelCount
@@ -26,7 +34,7 @@ public struct AACStreamDescription: Hashable, Sendable {
 /// Publishes one AAC audio stream to an RTMP server (nginx-rtmp, a CDN's ingest), reconnecting when the
 /// connection drops.
 ///
-/// sample: description: AACStreamDescription, packet: AACPacket
+/// <!-- sample: description: AACStreamDescription, packet: AACPacket -->
 /// ```swift
 /// let publisher = try RTMPPublisher(url: RTMPURL("rtmp://127.0.0.1/live/key"), stream: description)
 /// try await publisher.start()            // connect → … → publish; throws if that fails
@@ -38,6 +46,8 @@ public struct AACStreamDescription: Hashable, Sendable {
 /// than the stream, the oldest are dropped and counted. Timestamps are the caller's (from sample time), kept
 /// monotonic, and carry on across reconnects; each new connection re-sends onMetaData and the sequence header.
 public final class RTMPPublisher: Sendable {
+    /// How a publisher queues, waits, reconnects, secures and logs: every field has a default, and
+    /// ``validate()`` (which ``RTMPPublisher/init(url:stream:configuration:)`` calls) checks the ranges.
     public struct Configuration: Sendable {
         /// The send queue's bound, in milliseconds of audio.
         public var queueMilliseconds: Int64 = 2000
@@ -62,6 +72,8 @@ public final class RTMPPublisher: Sendable {
         public var reconnect = true
         /// The first reconnect waits this long (± 25 % jitter), doubling up to ``maximumReconnectDelay``.
         public var initialReconnectDelay = 0.5
+        /// The longest reconnect delay, in seconds before jitter, that the doubling stops at; at least
+        /// ``initialReconnectDelay``.
         public var maximumReconnectDelay = 8.0
         /// Give up after this many failed reconnect attempts in a row (nil: never).
         public var maximumReconnectAttempts: Int? = nil
@@ -74,13 +86,14 @@ public final class RTMPPublisher: Sendable {
         /// connection made and lost. Stream keys never appear.
         public var logger = Logger(label: "liveaudio.rtmp")
 
+        /// A configuration with every field at its default.
         public init() {}
 
         /// The longest any timeout, delay or interval may be: one day.
         public static let maximumSeconds = 86_400.0
 
         /// Checks every field, naming the first one out of range.
-        /// - Throws: ``AudioError`` `.invalidParameter`.
+        /// - Throws: ``/AudioCore/AudioError`` `.invalidParameter`.
         public func validate() throws(AudioError) {
             func out(_ field: String, _ value: Any, _ range: String) -> AudioError {
                 AudioError(.invalidParameter, "RTMP publisher configuration: \(field) must be \(range), got \(value)")
@@ -119,12 +132,29 @@ public final class RTMPPublisher: Sendable {
         }
     }
 
+    /// Where a publisher is in its life, as ``RTMPStatistics/state`` reports it.
+    ///
+    /// - `idle`: made, ``RTMPPublisher/start()`` not yet called.
+    /// - `connecting`: ``RTMPPublisher/start()`` is making the first connection (TCP and TLS, the handshake,
+    ///   `connect`, `createStream`, `publish`).
+    /// - `publishing`: the server took `publish`; queued frames are being sent.
+    /// - `reconnecting`: an established stream's connection was lost; waiting out the reconnect delay, then
+    ///   connecting again, until publishing again.
+    /// - `stopping`: ``RTMPPublisher/stop(drainTimeout:)`` is sending what is queued, then FCUnpublish and
+    ///   deleteStream.
+    /// - `stopped`: stopped; the publisher is done.
+    /// - `failed`: the first connection failed, or a lost one was not (or could no longer be) reconnected; the
+    ///   publisher is done, and ``RTMPStatistics/lastError`` says why. Stopping leaves it failed.
     public enum State: String, Sendable {
+        /// One of a publisher's states (its raw value is the case's name); see ``RTMPPublisher/State``.
         case idle, connecting, publishing, reconnecting, stopping, stopped, failed
     }
 
+    /// Where this publisher publishes.
     public let url: RTMPURL
+    /// The AAC stream it publishes, as its onMetaData and sequence header announce it.
     public let stream: AACStreamDescription
+    /// The settings it was made with (validated).
     public let configuration: Configuration
     /// Reports every ``Configuration/statisticsInterval`` seconds and on each change of state, until stopped.
     public let statistics: AsyncStream<RTMPStatistics>
@@ -149,8 +179,15 @@ public final class RTMPPublisher: Sendable {
         var latencies = LatencyWindow()
     }
 
-    /// - Throws: ``AudioError`` `.invalidParameter` for a stream or configuration that cannot be published,
-    ///   `.connectionFailed` when the TLS configuration cannot be used.
+    /// A publisher to `url` for `stream`, idle until ``start()``: it checks the stream and the configuration, and
+    /// for an rtmps:// URL sets up TLS; it connects to nothing yet.
+    /// - Parameters:
+    ///   - url: Where to publish.
+    ///   - stream: The AAC stream to publish.
+    ///   - configuration: How to queue, wait and reconnect; the defaults unless given.
+    /// - Throws: ``/AudioCore/AudioError`` `.corruptFile` when the stream's AudioSpecificConfig does not parse,
+    ///   `.invalidParameter` for a stream or configuration that cannot be published, `.connectionFailed` when the
+    ///   TLS configuration cannot be used.
     public init(url: RTMPURL, stream: AACStreamDescription, configuration: Configuration = Configuration()) throws(AudioError) {
         _ = try AudioSpecificConfig(parsing: stream.audioSpecificConfig)
         guard stream.channelCount >= 1, stream.sampleRate > 0, stream.bitRate > 0 else {
@@ -188,7 +225,7 @@ public final class RTMPPublisher: Sendable {
     /// Connects, performs the handshake, `connect`, `createStream` and `publish`, and starts sending.
     ///
     /// Returns once the server said NetStream.Publish.Start. Frames sent before that wait in the queue.
-    /// - Throws: ``AudioError``: `.connectionFailed` (refused, unreachable, unknown host, TLS),
+    /// - Throws: ``/AudioCore/AudioError``: `.connectionFailed` (refused, unreachable, unknown host, TLS),
     ///   `.protocolError` (bad handshake or chunks), `.rejected` (connect or publish refused — the server's
     ///   description is in the message), `.timedOut`, `.connectionLost`, `.invalidState` when already started.
     ///   The first connection is not retried; later drops are (see ``Configuration/reconnect``).
@@ -217,8 +254,14 @@ public final class RTMPPublisher: Sendable {
     }
 
     /// Queues one raw AAC frame (no ADTS header) stamped `milliseconds` from sample time. Any thread; never waits.
-    /// - Parameter captureTime: when the frame's first sample was captured (``monotonicNanoseconds()``), for the
-    ///   latency figures in ``RTMPStatistics``.
+    ///
+    /// When the queue spans more than ``Configuration/queueMilliseconds``, the oldest frames are dropped (and
+    /// counted); after ``stop(drainTimeout:)`` frames are ignored.
+    /// - Parameters:
+    ///   - aacFrame: One raw AAC frame, without an ADTS header.
+    ///   - milliseconds: The frame's timestamp in milliseconds, from sample time.
+    ///   - captureTime: When the frame's first sample was captured (``/AudioCore/monotonicNanoseconds()``), for
+    ///     the latency figures in ``RTMPStatistics``; nil (the default) leaves the frame out of them.
     public func send(aacFrame: [UInt8], timestamp milliseconds: Int64, captureTime: UInt64? = nil) {
         var body = [UInt8]()
         body.reserveCapacity(aacFrame.count + 2)

@@ -22,23 +22,33 @@ public struct RTMPStatistics: Sendable, CustomStringConvertible {
 
     /// Capture-to-socket latency over the most recent frames, in milliseconds.
     public struct Latency: Sendable, Hashable {
+        /// The median latency, in milliseconds.
         public var p50: Double
+        /// The 99th-percentile latency, in milliseconds.
         public var p99: Double
+        /// The longest latency, in milliseconds.
         public var maximum: Double
         /// Frames the percentiles cover.
         public var count: Int
     }
 
+    /// The publisher's state when the figures were taken.
     public var state: RTMPPublisher.State
+    /// Bytes written to the socket over every connection: chunks of media, commands and control.
     public var bytesSent: Int64
+    /// Audio frames sent.
     public var packetsSent: Int
+    /// Frames dropped: pushed out of a full queue, lost in a failed write, or left unsent at stop.
     public var droppedPackets: Int
+    /// Successful reconnections.
     public var reconnects: Int
+    /// The timestamp (ms) of the last frame sent; -1 before the first.
     public var lastTimestamp: Int64
     /// Audio bits per second over the last interval.
     public var bitRate: Double
-    /// Frames waiting in the send queue, and the milliseconds of audio they span.
+    /// Frames waiting in the send queue.
     public var queuedPackets: Int
+    /// The milliseconds of audio the queued frames span (the newest's timestamp minus the oldest's).
     public var queuedMilliseconds: Int64
     /// From each frame's first captured sample to its bytes entering the socket; nil when frames carry no
     /// capture time.

@@ -1,5 +1,6 @@
 import AudioCore
 
+/// The error codes of RTMP publishing, added to ``/AudioCore/AudioError``'s.
 extension AudioError.Code {
     /// A publishing URL that cannot be used (wrong scheme, no stream key, bad port, …).
     public static let invalidURL = AudioError.Code(fourCC: "url?")
@@ -22,15 +23,19 @@ extension AudioError.Code {
 /// `connect`); the last segment, with any query string, is the stream key (what goes in `publish`). The key is a
 /// secret: ``description`` and every error message show the URL with the key replaced by `<key>`.
 public struct RTMPURL: Hashable, Sendable, CustomStringConvertible {
+    /// How to connect: plain TCP or TLS.
     public enum Scheme: String, Hashable, Sendable {
+        /// `rtmp` is RTMP over plain TCP (default port 1935); `rtmps` is RTMP over TLS (default port 443).
         case rtmp, rtmps
         /// 1935 for rtmp, 443 for rtmps.
         public var defaultPort: Int { self == .rtmp ? 1935 : 443 }
     }
 
+    /// The URL's scheme: `rtmp` or `rtmps` (written in any case in the URL).
     public let scheme: Scheme
     /// A name or an address (IPv6 without brackets).
     public let host: String
+    /// The TCP port: the URL's, 1 … 65535, or the scheme's default (1935 for rtmp, 443 for rtmps).
     public let port: Int
     /// The application, with its instance when there is one (`live`, `live/studio`).
     public let app: String
@@ -38,7 +43,7 @@ public struct RTMPURL: Hashable, Sendable, CustomStringConvertible {
     public let streamKey: String
 
     /// Parses `string`.
-    /// - Throws: ``AudioError`` `.invalidURL`, saying what is wrong; the message never contains the key.
+    /// - Throws: ``/AudioCore/AudioError`` `.invalidURL`, saying what is wrong; the message never contains the key.
     public init(_ string: String) throws(AudioError) {
         func bad(_ why: String) -> AudioError {
             AudioError(.invalidURL, "not a usable RTMP URL: \(why) (expected rtmp://host[:port]/app/stream-key)")

@@ -8,8 +8,8 @@ extension SongChart {
     /// the next one starts (the last, 4 s after its last word starts). Lines are sorted by time.
     ///
     /// The text is UTF-8 (with or without a byte order mark), or CP1252 when it is not valid UTF-8 (a warning).
-    /// - Throws: ``AudioError`` `.invalidChart` naming the file and line: a time tag that is not a time, an offset
-    ///   that is not a number, a file with no timed line.
+    /// - Throws: ``/AudioCore/AudioError`` `.invalidChart` naming the file and line: a time tag that is not a time, an
+    ///   offset that is not a number, a file with no timed line.
     public static func lrc(bytes: [UInt8], name: String = "lyrics", folder: String = ".") throws(AudioError) -> SongChart {
         let body = ChartText.withoutByteOrderMark(bytes)
         var warnings: [String] = []

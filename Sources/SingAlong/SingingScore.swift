@@ -33,17 +33,21 @@ public enum SingingDifficulty: String, Sendable, CaseIterable {
 ///   and rap 1) over the song's sum of beats × factors — and 1,000 of line bonus, shared equally by the lines that
 ///   have judged notes, each line's share times its hit ratio (the weight of its hit beats over its weight).
 /// - Estimates come in the song's time (seconds of its audio): the round trip from the singer's mouth to the
-///   recording is taken off before — see ``PitchEstimate``. A key change moves the notes (``keyShiftCents``), for
-///   the estimates added after it.
+///   recording is taken off before — see ``/AudioCore/PitchEstimate``. A key change moves the notes
+///   (``keyShiftCents``), for the estimates added after it.
 ///
 /// Fed estimates in order of time (``add(_:)``), it scores as the song goes (``result``: the beats judged so far)
 /// and at the end (``finish()``). Usable without a device: `liveaudio score` feeds it the pitch of a recorded take.
 public struct SingingScore: Sendable {
+    /// The score of one line of the voice.
     public struct LineResult: Sendable, Equatable {
         /// The line's place in the voice's lines.
         public var index: Int
+        /// The line's text.
         public var text: String
+        /// When the line starts, in seconds of the song's audio.
         public var start: Double
+        /// When the line ends, in seconds of the song's audio.
         public var end: Double
         /// Hit beats' weight over the line's weight, 0 … 1.
         public var hitRatio: Double
@@ -53,26 +57,33 @@ public struct SingingScore: Sendable {
         public var rating: String
     }
 
+    /// A score: the total, its parts and each judged line's score.
     public struct Result: Sendable, Equatable {
         /// 0 … 10,000: ``notes`` + ``golden`` + ``lineBonus``, rounded.
         public var total: Int
-        /// Points from normal and rap notes, from golden (and golden rap) notes, and the line bonus.
+        /// Points from normal and rap notes.
         public var notes: Double
+        /// Points from golden and golden rap notes.
         public var golden: Double
+        /// Points from the line bonus: at most ``SingingScore/lineBonusPoints``.
         public var lineBonus: Double
         /// Each judged line so far (every line with judged notes, at the end).
         public var lines: [LineResult]
-        /// Beats judged and hit (of every scored note kind).
+        /// Beats judged (of every scored note kind).
         public var beatsJudged: Int
+        /// Beats judged and hit (of every scored note kind).
         public var beatsHit: Int
     }
 
     /// The most beats a part may have to judge: over an hour at the fastest usual tempo (each takes a few words of
     /// memory).
     public static let beatLimit = 1_000_000
+    /// The points all the notes are worth together: 9,000.
     public static let notePoints = 9_000.0
+    /// The points the line bonus is worth in all: 1,000.
     public static let lineBonusPoints = 1_000.0
 
+    /// How close to the note a sung beat must be (set at creation; ``SingingDifficulty/medium`` by default).
     public let difficulty: SingingDifficulty
     /// Cents the song is transposed by (a key change): the notes' pitches move with it.
     public var keyShiftCents: Double = 0
@@ -100,14 +111,16 @@ public struct SingingScore: Sendable {
     private var cursor = 0
     private var latest = -Double.infinity
 
+    /// A score of one part of `chart`, with no estimates yet.
     /// - Parameters:
     ///   - chart: an UltraStar chart (with notes).
-    ///   - voice: the part sung (`P1` is 1); a duet's other part is not scored.
-    ///   - estimateInterval: seconds between the tracker's estimates (its hop): each estimate counts for the
-    ///     beats within half of it either side, so every beat is judged however short.
+    ///   - number: the part sung (`P1` is 1, the default); a duet's other part is not scored.
+    ///   - difficulty: how close to the note a sung beat must be (default ``SingingDifficulty/medium``).
+    ///   - estimateInterval: seconds between the tracker's estimates (its hop, default 0.01): each estimate counts for
+    ///     the beats within half of it either side, so every beat is judged however short.
     ///   - within: the song's seconds that play (a session's region): only the notes wholly inside are judged, and
     ///     only lines with such notes share the line bonus.
-    /// - Throws: ``AudioError`` `.invalidChart` when the chart has no notes or no such part, or more than
+    /// - Throws: ``/AudioCore/AudioError`` `.invalidChart` when the chart has no notes or no such part, or more than
     ///   ``beatLimit`` beats to judge.
     public init(
         chart: SongChart, voice number: Int = 1, difficulty: SingingDifficulty = .medium, estimateInterval: Double = 0.01,

@@ -10,9 +10,9 @@ import Glibc
 #endif
 
 /// A song to sing along to: its lyrics in lines of syllables, each syllable timed, and — from an UltraStar chart —
-/// the melody as notes the singer is scored against. Read from an UltraStar TXT chart (``ultraStar(bytes:name:folder:)``)
-/// or from LRC lyrics (``lrc(bytes:name:)``), which have words and times but no notes; ``load(path:)`` picks by the
-/// file's extension.
+/// the melody as notes the singer is scored against. Read from an UltraStar TXT chart
+/// (``ultraStar(bytes:name:folder:)``) or from LRC lyrics (``lrc(bytes:name:folder:)``), which have words and times but
+/// no notes; ``load(path:)`` picks by the file's extension.
 ///
 /// Times are seconds of the song's audio file (an UltraStar chart's `#GAP` and `#BPM` applied; an LRC file's
 /// `[offset:]` applied).
@@ -25,8 +25,11 @@ public struct SongChart: Sendable, Equatable {
         case lrc
     }
 
+    /// The file format the chart was read from.
     public var format: Format
+    /// The song's title: `#TITLE` (UltraStar) or `[ti:]` (LRC); empty when absent.
     public var title: String
+    /// The song's artist: `#ARTIST` (UltraStar) or `[ar:]` (LRC); empty when absent.
     public var artist: String
     /// Every header as written, keys in capitals without the `#` (UltraStar) or the id tags (LRC: `AR`, `TI`, …),
     /// those LiveAudio does not use included.
@@ -35,8 +38,9 @@ public struct SongChart: Sendable, Equatable {
     public var beatsPerMinute: Double?
     /// `#GAP`: milliseconds from the audio's start to beat 0 (0 when absent).
     public var gapMilliseconds: Double
-    /// `#START` (seconds) and `#END` (milliseconds): where a game starts and ends the song; nil when absent.
+    /// `#START` in seconds: where a game starts the song; nil when absent (and for LRC).
     public var startSeconds: Double?
+    /// `#END` in milliseconds: where a game ends the song; nil when absent (and for LRC).
     public var endMilliseconds: Double?
     /// The folder the chart's file references are relative to.
     public var folder: String
@@ -52,6 +56,7 @@ public struct SongChart: Sendable, Equatable {
         public var number: Int
         /// The `#P1` … `#P9` header's name for it, if any.
         public var name: String?
+        /// The part's lyric lines, in order of time.
         public var lines: [Line]
 
         /// Every syllable of the part, in order.
@@ -62,10 +67,12 @@ public struct SongChart: Sendable, Equatable {
 
     /// A lyric line (a phrase): its syllables in order.
     public struct Line: Sendable, Equatable {
+        /// The line's syllables, in order.
         public var syllables: [Syllable]
         /// When the line is sung, in seconds: from its first syllable's start (an LRC line: its time tag, which may
         /// come before its first word's time) to its last syllable's end.
         public var start: Double
+        /// When the line ends, in seconds (see ``start``).
         public var end: Double
         /// The line's text: its syllables joined as written (UltraStar syllables carry their own spaces).
         public var text: String { syllables.map(\.text).joined().trimmingSpaces }
@@ -74,8 +81,12 @@ public struct SongChart: Sendable, Equatable {
     /// A piece of text sung at a time: an UltraStar note's syllable, or an LRC word (or a whole line without word
     /// times).
     public struct Syllable: Sendable, Equatable {
+        /// The text as written (UltraStar syllables carry their own spaces).
         public var text: String
+        /// When it starts, in seconds of the song's audio.
         public var start: Double
+        /// When it ends, in seconds of the song's audio: an UltraStar note's last beat's end; an LRC word's next
+        /// word's start (the last word's: its line's end).
         public var end: Double
         /// The note (UltraStar); nil for LRC text.
         public var note: Note?
@@ -83,8 +94,11 @@ public struct SongChart: Sendable, Equatable {
 
     /// An UltraStar note.
     public struct Note: Sendable, Equatable {
+        /// The note type.
         public var kind: NoteKind
+        /// The beat the note starts on, counted from beat 0 at `#GAP` (a `#RELATIVE` file's offsets applied).
         public var startBeat: Int
+        /// The note's length in beats.
         public var beats: Int
         /// Semitones from C4 (middle C, MIDI 60): 5 is F4, −2 is A♯3. Meaningless for rap and freestyle notes.
         public var pitch: Int
@@ -142,8 +156,8 @@ public struct SongChart: Sendable, Equatable {
 
     /// The audio file to play, from the headers in this order: `#INSTRUMENTAL` (the accompaniment alone, what a
     /// karaoke plays), else `#AUDIO`, else `#MP3` — relative to the chart's folder.
-    /// - Throws: ``AudioError`` `.invalidChart` when no header names one, `.fileIO` naming the header and the path
-    ///   when that file is missing.
+    /// - Throws: ``/AudioCore/AudioError`` `.invalidChart` when no header names one, `.fileIO` naming the header and
+    ///   the path when that file is missing.
     public func songPath() throws(AudioError) -> String {
         let order = ["INSTRUMENTAL", "AUDIO", "MP3"]
         guard let key = order.first(where: { !(headers[$0] ?? "").isEmpty }), let value = headers[key] else {
@@ -153,7 +167,7 @@ public struct SongChart: Sendable, Equatable {
     }
 
     /// The `#VOCALS` file (the voice alone), if the chart names one. Relative to the chart's folder.
-    /// - Throws: ``AudioError`` `.fileIO` when it is named but missing.
+    /// - Throws: ``/AudioCore/AudioError`` `.fileIO` when it is named but missing.
     public func vocalsPath() throws(AudioError) -> String? {
         guard let value = headers["VOCALS"], !value.isEmpty else { return nil }
         return try existingReference("VOCALS", value)
@@ -174,8 +188,8 @@ public struct SongChart: Sendable, Equatable {
     // MARK: Loading
 
     /// Reads a chart: LRC lyrics for a `.lrc` file, an UltraStar chart otherwise.
-    /// - Throws: ``AudioError`` `.fileIO` when the file cannot be read; `.invalidChart` with the file, line and
-    ///   field for what is wrong in it.
+    /// - Throws: ``/AudioCore/AudioError`` `.fileIO` when the file cannot be read; `.invalidChart` with the file, line
+    ///   and field for what is wrong in it.
     public static func load(path: String) throws(AudioError) -> SongChart {
         guard let data = FileManager.default.contents(atPath: path) else {
             let exists = FileManager.default.fileExists(atPath: path)

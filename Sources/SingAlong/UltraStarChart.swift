@@ -17,10 +17,11 @@ extension SongChart {
     ///   note types are read as freestyle; `B` (BPM change) lines are ignored, as UltraStar Deluxe does; both with
     ///   a warning. A note of no length is freestyle.
     /// - Parameters:
+    ///   - bytes: the file's contents.
     ///   - name: what messages call the file (its path).
     ///   - folder: the folder its file references are relative to.
-    /// - Throws: ``AudioError`` `.invalidChart` naming the file, the line and the field: no `#BPM`, a field that is
-    ///   not a number, a note that starts before the one before it ends, a version this parser does not read.
+    /// - Throws: ``/AudioCore/AudioError`` `.invalidChart` naming the file, the line and the field: no `#BPM`, a field
+    ///   that is not a number, a note that starts before the one before it ends, a version this parser does not read.
     public static func ultraStar(bytes: [UInt8], name: String = "chart", folder: String = ".") throws(AudioError) -> SongChart {
         var parser = UltraStarParser(name: name)
         return try parser.parse(bytes, folder: folder)

@@ -482,7 +482,7 @@ enum VoiceMaterial {
         }
     }
 
-    /// examples/clean-take.json, as a user runs it with `liveaudio render`: a take recorded with the accompaniment
+    /// Examples/graphs/clean-take.json, as a user runs it with `liveaudio render`: a take recorded with the accompaniment
     /// coming out of a speaker, and the accompaniment itself, next to the graph file; the rendered take has the echo
     /// 25 dB down after the first 2 s (the output file starts the unit's latency late).
     @Test("The example graph cleans a recorded take against its accompaniment")
@@ -494,7 +494,7 @@ enum VoiceMaterial {
         try writeWAV(dir.file("take.wav"), channels: [mic])
         try writeWAV(dir.file("accompaniment.wav"), channels: [far])
         let example = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-            .appendingPathComponent("../../examples/clean-take.json").standardized.path
+            .appendingPathComponent("../../Examples/graphs/clean-take.json").standardized.path
         try FileManager.default.copyItem(atPath: example, toPath: dir.file("clean-take.json"))
         let loaded = try GraphFile.load(path: dir.file("clean-take.json"))
         _ = try FileRenderer(loaded: loaded).render(to: dir.file("clean.wav"))

@@ -110,14 +110,14 @@ func probe(_ arguments: [String], environment: [String: String] = [:]) async thr
     /// Ear monitoring on a real device thread — the JACK dummy driver's process thread at 128 frames, and the
     /// virtual device's thread with random 1–512-frame cycles as fast as it can go: the microphone in iOS capture code's
     /// Int16 to a MicrophoneSource ring (its consumer sleeping 150 ms of every 400, so it overflows), the voice chain of
-    /// examples/voice-chain.json mixed with a read-ahead accompaniment, effect parameters, bypasses and
+    /// Examples/graphs/voice-chain.json mixed with a read-ahead accompaniment, effect parameters, bypasses and
     /// mute moving from a control thread — on JACK at the graph's rate, on JACK at 44.1 kHz (through the rate
     /// conversion), and on a virtual device whose capture clock runs 0.1 % fast (through the drift bridge) and whose
     /// playback stalls for 40 ms every 4 s (the bridge's resync), with a pitch tracker on the voice. Not one allocation on the device thread once
     /// warmed up; a deliberate allocation on that thread is counted, so the zero means something.
     @Test func deviceThreadsNeverAllocate() async throws {
         let graph = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-            .appendingPathComponent("../../examples/voice-chain.json").standardized.path
+            .appendingPathComponent("../../Examples/graphs/voice-chain.json").standardized.path
         let jack = try await JACKServer.started(periodFrames: 128)
         defer { jack.stop() }
         // A server at 44.1 kHz under the 48 kHz graph: the device thread runs the rate conversion too.
@@ -154,7 +154,7 @@ func probe(_ arguments: [String], environment: [String: String] = [:]) async thr
     /// the library (and its mutex) runs on the unit's worker thread, and the device thread never waits for it.
     @Test func jackThreadWithVoiceProcessing() async throws {
         let graph = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-            .appendingPathComponent("../../examples/voice-chain.json").standardized.path
+            .appendingPathComponent("../../Examples/graphs/voice-chain.json").standardized.path
         let jack = try await JACKServer.started(periodFrames: 128)
         defer { jack.stop() }
         let dir = try TemporaryDirectory()
@@ -196,7 +196,7 @@ func probe(_ arguments: [String], environment: [String: String] = [:]) async thr
     /// the device's and is not counted; a deliberate allocation, free and lock on the thread are.
     @Test func alsaThreadNeverAllocatesOrLocksThroughXruns() async throws {
         let graph = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-            .appendingPathComponent("../../examples/voice-chain.json").standardized.path
+            .appendingPathComponent("../../Examples/graphs/voice-chain.json").standardized.path
         let pulse = try await PulseAudioServer.started(sinks: ["mic", "spk"])
         defer { pulse.stop() }
         // Readers on both monitors: an idle null sink renders far ahead, and new streams on it wait for seconds.

@@ -225,7 +225,7 @@ import TestSupport
         try pulse.keepMonitorAlive("spk")
         let r = try await runTool(
             liveaudio,
-            ["monitor", "--input", "pulse:mic.monitor", "--output", "pulse:spk", "--graph", "examples/voice-chain.json",
+            ["monitor", "--input", "pulse:mic.monitor", "--output", "pulse:spk", "--graph", "Examples/graphs/voice-chain.json",
              "--duration", "4"],
             environment: pulse.environment)
         #expect(r.status == 0, "\(r.stderr)")

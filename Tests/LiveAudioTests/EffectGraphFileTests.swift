@@ -72,7 +72,7 @@ import TestSupport
     func voiceChainExampleRenders(_ name: String, nodes: [String]) throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
-        let example = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../examples/\(name)").standardized.path
+        let example = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../Examples/graphs/\(name)").standardized.path
         try FileManager.default.copyItem(atPath: example, toPath: dir.file(name))
         // Two seconds of a voice-like signal: a 180 Hz buzz with a syllable envelope, −12 dBFS peaks.
         let voice = (0..<96_000).map { i -> Float in

@@ -331,7 +331,7 @@ import TestSupport
         defer { dir.remove() }
         let liveaudio = productsDirectory + "/liveaudio"
         let chain = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-            .appendingPathComponent("../../examples/voice-chain.json").standardized.path
+            .appendingPathComponent("../../Examples/graphs/voice-chain.json").standardized.path
         try FFmpeg.run(["-f", "lavfi", "-i", "sine=frequency=330:sample_rate=48000:duration=2.5", "-ac", "2", "-b:a", "128k", dir.file("song.m4a")])
         try writeWAV(dir.file("voice.wav"), channels: [SignalCheck.testSignal(seconds: 4)[0]], sampleType: .int16)
         try FileManager.default.createDirectory(atPath: dir.file("take"), withIntermediateDirectories: true)
@@ -568,7 +568,7 @@ import TestSupport
         defer { dir.remove() }
         let liveaudio = productsDirectory + "/liveaudio"
         let chain = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-            .appendingPathComponent("../../examples/voice-chain.json").standardized.path
+            .appendingPathComponent("../../Examples/graphs/voice-chain.json").standardized.path
         try FFmpeg.run(["-f", "lavfi", "-i", "sine=frequency=330:sample_rate=48000:duration=3", "-ac", "2", dir.file("song.wav")])
         try writeWAV(dir.file("voice.wav"), channels: [SignalCheck.testSignal(seconds: 4)[0]], sampleType: .int16)
         try FileManager.default.createDirectory(atPath: dir.file("take"), withIntermediateDirectories: true)

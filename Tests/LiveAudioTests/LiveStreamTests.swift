@@ -12,7 +12,7 @@ func writeTwoTones(_ path: String, seconds: Double) throws {
 }
 
 var examplesDirectory: String {
-    URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../examples").standardized.path
+    URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../Examples/graphs").standardized.path
 }
 
 @Suite("Live-stream session", .serialized)

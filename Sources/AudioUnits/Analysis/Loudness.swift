@@ -29,6 +29,16 @@ public struct LoudnessReading: Hashable, Sendable {
     /// Seconds of audio measured.
     public var duration: Double
 
+    /// Creates a reading from values already measured; ``silent`` is the reading of nothing.
+    ///
+    /// - Parameters:
+    ///   - momentary: The momentary loudness in LUFS, `-infinity` for none.
+    ///   - shortTerm: The short-term loudness in LUFS, `-infinity` for none.
+    ///   - integrated: The gated integrated loudness in LUFS, `-infinity` for none.
+    ///   - loudnessRange: The loudness range in LU, 0 for none.
+    ///   - truePeak: The highest true peak in dBTP, `-infinity` for none.
+    ///   - samplePeak: The highest sample in dBFS, `-infinity` for none.
+    ///   - duration: Seconds of audio measured.
     public init(
         momentary: Double, shortTerm: Double, integrated: Double, loudnessRange: Double, truePeak: Double,
         samplePeak: Double, duration: Double
@@ -115,8 +125,11 @@ public struct LoudnessChannelWeights: Hashable, Sendable {
 ///
 /// Thread safety: one thread at a time; ``process(_:)`` neither allocates nor locks (the render thread may call it).
 public struct LoudnessKernel: ~Copyable {
+    /// The sample rate of the audio measured, in Hz (8 kHz … 384 kHz).
     public let sampleRate: Double
+    /// The number of channels measured (1 or more); each block given to ``process(_:)`` must have this many.
     public let channelCount: Int
+    /// The BS.1770 weight of each channel, from ``LoudnessChannelWeights/init(channelCount:)``.
     public let channelWeights: LoudnessChannelWeights
     static let bins = 1000
     static let lowest = -70.0

@@ -77,11 +77,12 @@ public final class LoudnessMeter: Sendable {
     }
 }
 
-/// Measures its input's loudness and passes nothing on: a graph sink (``RenderGraph/addSink(_:)``) whose
+/// Measures its input's loudness and passes nothing on: a graph sink (``/AudioGraph/RenderGraph/addSink(_:)``) whose
 /// ``LoudnessReading`` any thread reads (``LoudnessMeter``): the sessions meter
 /// their programme with one.
 public final class LoudnessMeterUnit: RenderUnit {
     public let core: UnitCore
+    /// The meter the render thread feeds; read it (or ``read()``) from any thread.
     public let meter: LoudnessMeter
 
     /// - Parameter format: the input's format (a graph format; 1 … 8 channels).

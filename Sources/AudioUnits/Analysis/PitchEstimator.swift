@@ -30,8 +30,14 @@ import Glibc
 /// Thread safety: one thread at a time. ``process(_:count:emit:)`` neither allocates nor locks (buffers are made at
 /// init), so it may run on a render thread; the ``PitchTrackerUnit`` runs it on a worker.
 public final class PitchEstimator {
+    /// What the estimator looks for and how: the frequency range, the hop, and the thresholds of YIN and voicing.
+    ///
+    /// The initializer checks it: the range within 40 Hz … 2 kHz and at least an octave wide, the hop 1 … 50 ms.
     public struct Configuration: Sendable, Equatable {
+        /// The lowest fundamental looked for, in Hz: 65 (C2) by default. It sets the longest period, and so the
+        /// analysis frame's length.
         public var minimumFrequency: Double = 65
+        /// The highest fundamental looked for, in Hz: 1,100 (C♯6) by default.
         public var maximumFrequency: Double = 1_100
         /// Seconds between estimates.
         public var hop: Double = 0.01
@@ -46,10 +52,13 @@ public final class PitchEstimator {
         /// start of a voice has no pitch until its frame holds enough of it.
         public var lookAhead = true
 
+        /// The defaults: 65 … 1,100 Hz, a 10 ms hop, threshold 0.15, voicing 0.35, silence −55 dBFS, look-ahead on.
         public init() {}
     }
 
+    /// The input's sample rate, in Hz (16 kHz … 384 kHz).
     public let sampleRate: Double
+    /// The configuration the estimator was made with.
     public let configuration: Configuration
     /// The input samples per analysed sample: 1 below 32 kHz, else the rate over 22,050 (at least 2).
     let decimation: Int
@@ -98,8 +107,13 @@ public final class PitchEstimator {
     let bridgedAnalyses: Int
     static let bridge = 0.5
 
-    /// - Throws: ``AudioError`` `.unsupportedSampleRate` below 16 kHz or above 384 kHz; `.invalidParameter` for a
-    ///   range that is empty or outside 40 Hz … 2 kHz, a hop outside 1 … 50 ms.
+    /// Makes an estimator for mono input at `sampleRate`; its buffers are all allocated here.
+    ///
+    /// - Parameters:
+    ///   - sampleRate: The input's rate in Hz, 16 kHz … 384 kHz.
+    ///   - configuration: The range, hop and thresholds; the defaults by default.
+    /// - Throws: ``/AudioCore/AudioError`` `.unsupportedSampleRate` below 16 kHz or above 384 kHz;
+    ///   `.invalidParameter` for a range outside 40 Hz … 2 kHz or narrower than an octave, a hop outside 1 … 50 ms.
     public init(sampleRate: Double, configuration: Configuration = .init()) throws(AudioError) {
         guard sampleRate >= 16_000, sampleRate <= 384_000 else {
             throw AudioError(.unsupportedSampleRate, "pitch tracking: rates must be 16000 … 384000 Hz, got \(sampleRate)")

@@ -7,22 +7,23 @@ import Synchronization
 /// so it sits inline in a chain or, as a graph sink, beside one (a session puts it on the dry voice after voice
 /// processing). Node type `pitchTracker` in graph files.
 ///
-/// - **Real time** (``RenderUnit/willRender(_:)`` told ``RenderingMode/realTime(maximumCycleFrames:)``): the render
-///   thread copies the voice into a ring (a second, and at least the largest cycle) and wakes a job on a
-///   ``WorkerPool`` (the shared `la-work` threads), which runs the estimator — the render thread does no analysis,
-///   allocates nothing, locks nothing. Frames that find the ring full are dropped and counted (``droppedFrames``):
-///   the estimator starts again where the voice resumes, so estimates keep their times; so it does when the
-///   graph's time jumps (a device reopened).
+/// - **Real time** (``/AudioGraph/RenderUnit/willRender(_:)`` told
+///   ``/AudioGraph/RenderingMode/realTime(maximumCycleFrames:)``): the render thread copies the voice into a ring (a
+///   second, and at least the largest cycle) and wakes a job on a ``/AudioCore/WorkerPool`` (the shared `la-work`
+///   threads), which runs the estimator — the render thread does no analysis, allocates nothing, locks nothing.
+///   Frames that find the ring full are dropped and counted (``droppedFrames``): the estimator starts again where the
+///   voice resumes, so estimates keep their times; so it does when the graph's time jumps (a device reopened).
 /// - **Offline** (told so, or never told): the estimator runs on the rendering thread, so an offline render gets
 ///   every estimate before its next cycle.
 /// - **Reading**: ``latest`` (any thread) for a display; ``readEstimates(_:)`` (one reader thread) drains every
 ///   estimate in order for a scorer — up to 4,096 (41 s at the default hop) are held for it, later ones counted in
 ///   ``droppedEstimates``.
-/// - **Time**: an estimate's ``PitchEstimate/time`` is seconds of the graph's sample time at the voice it describes
-///   (the estimator's stamp plus the sample time of the first frame its clock counts from: the first rendered since
-///   the reset, or the first after a break).
+/// - **Time**: an estimate's ``/AudioCore/PitchEstimate/time`` is seconds of the graph's sample time at the voice it
+///   describes (the estimator's stamp plus the sample time of the first frame its clock counts from: the first
+///   rendered since the reset, or the first after a break).
 public final class PitchTrackerUnit: RenderUnit {
     public let core: UnitCore
+    /// The estimator's range, hop and thresholds, as given at init.
     public let configuration: PitchEstimator.Configuration
 
     private let shared: Shared
@@ -137,8 +138,9 @@ public final class PitchTrackerUnit: RenderUnit {
     ///   - format: the input's format (any channel count: the channels are averaged).
     ///   - configuration: the estimator's range, hop and thresholds.
     ///   - pool: where the real-time analysis runs.
-    /// - Throws: ``AudioError`` `.invalidFormat` for a format the graph cannot carry, what ``PitchEstimator`` throws
-    ///   for the rate or configuration, `.resourceUnavailable` when the pool's thread cannot start.
+    /// - Throws: ``/AudioCore/AudioError`` `.invalidFormat` for a format the graph cannot carry, what
+    ///   ``PitchEstimator`` throws for the rate or configuration, `.resourceUnavailable` when the pool's thread cannot
+    ///   start.
     public init(
         format: StreamFormat, configuration: PitchEstimator.Configuration = .init(), pool: WorkerPool = .shared
     ) throws(AudioError) {

@@ -85,7 +85,9 @@ public struct TruePeakFilter: Sendable {
 /// A running true-peak measurement over any number of channels: the history each channel's filter needs, kept
 /// between calls, in fixed storage. Used by one thread at a time; never allocates after its init.
 public struct TruePeakMeter: ~Copyable {
+    /// The oversampling filter for the sample rate given at init.
     public let filter: TruePeakFilter
+    /// The number of channels; every block given to ``process(_:)`` or ``framePeaks(_:into:)`` must have this many.
     public let channelCount: Int
     /// Per channel: `taps − 1` samples of history, then room for a chunk of input.
     private let scratch: UnsafeMutablePointer<Float>
@@ -93,6 +95,11 @@ public struct TruePeakMeter: ~Copyable {
     private static let chunk = 256
     private var stride: Int { TruePeakFilter.taps - 1 + Self.chunk }
 
+    /// Makes a meter with silent history; its storage is all allocated here.
+    ///
+    /// - Parameters:
+    ///   - sampleRate: The input's rate in Hz; it sets the filter's oversampling factor (``TruePeakFilter/factor``).
+    ///   - channelCount: The number of channels measured.
     public init(sampleRate: Double, channelCount: Int) {
         filter = TruePeakFilter(sampleRate: sampleRate)
         self.channelCount = channelCount

@@ -6,7 +6,7 @@ import Synchronization
 /// that run at different rates. Its input runs at `inputFormat`'s rate and the nodes upstream render at that rate,
 /// pulled as the conversion needs them; its output runs at `outputFormat`'s.
 ///
-/// - Rates: 8 kHz … 192 kHz, any ratio, through libsoxr (``SampleRateConverter``) at `quality` (default
+/// - Rates: 8 kHz … 192 kHz, any ratio, through libsoxr (``/AudioCore/SampleRateConverter``) at `quality` (default
 ///   `.high`); equal rates pass samples through unchanged. The output is the input at the output's rate, aligned:
 ///   sample n of the output is the input at time n / outputRate.
 /// - Channels: `channelMap[c]` is the input channel output channel c takes (−1: silence). Without one, equal
@@ -19,15 +19,26 @@ import Synchronization
 /// unit is prepared and primed).
 public final class ConverterUnit: RenderUnit {
     public let core: UnitCore
+    /// The libsoxr quality the rate conversion runs at (`.high` by default); unused when the rates are equal.
     public let quality: SampleRateConverter.Quality
+    /// The input channel each output channel takes (−1: silence): the map given, or the default one. For a mono
+    /// output of a multichannel input the default reads `[0]`, though the output is the average of every channel.
     public let channelMap: [Int]
     /// The converter and the input pulled ahead of it: the render thread's (made in allocateRenderResources).
     private let kernel: RenderThreadBound<ConverterKernel>
     /// ``latency`` in seconds (the bits of a `Double`): set when the unit is prepared, read from any thread.
     private let lookahead = Atomic<UInt64>(Double(0).bitPattern)
 
-    /// - Throws: ``AudioError`` `.unsupportedSampleRate` for a rate outside 8–192 kHz, `.invalidParameter` for a
-    ///   channel map of the wrong length or naming a channel the input lacks.
+    /// Makes a converter from `inputFormat` to `outputFormat`; libsoxr is set up later, when the unit is prepared.
+    ///
+    /// - Parameters:
+    ///   - inputFormat: The input's rate and channel count (a graph format).
+    ///   - outputFormat: The output's rate and channel count (a graph format).
+    ///   - quality: The libsoxr quality for the rate conversion; `.high` by default.
+    ///   - channelMap: For each output channel, the input channel it takes (0-based) or −1 for silence; nil (the
+    ///     default) for the default mapping described above.
+    /// - Throws: ``/AudioCore/AudioError`` `.unsupportedSampleRate` for a rate outside 8–192 kHz, `.invalidParameter`
+    ///   for a channel map of the wrong length or naming a channel the input lacks.
     public init(
         inputFormat: StreamFormat, outputFormat: StreamFormat, quality: SampleRateConverter.Quality = .high,
         channelMap: [Int]? = nil

@@ -21,10 +21,10 @@ import Glibc
 ///   at reset. To do that the unit reads its input ahead of its output: ``latency`` is that look-ahead, what the
 ///   unit adds when its input is live (a microphone): found at prepare for the current rate and pitch by running
 ///   the engine on silence (once per configuration in the process, on two threads when there are two cores; a
-///   second unit set up alike reuses the figures), and raised (never lowered until reset) if a later cycle needs more — a higher rate
-///   needs more. A unit told it renders offline before it is prepared (``willRender(_:)``; `liveaudio render` does)
-///   skips that run and finds the look-ahead as it renders. A live input cannot be played faster than it arrives:
-///   rates above 1 are for files.
+///   second unit set up alike reuses the figures), and raised (never lowered until reset) if a later cycle needs
+///   more — a higher rate needs more. A unit told it renders offline before it is prepared (``willRender(_:)``;
+///   `liveaudio render` does) skips that run and finds the look-ahead as it renders. A live input cannot be played
+///   faster than it arrives: rates above 1 are for files.
 ///
 /// Thread safety: as every unit. The library is called from the render thread only (and from prepare/reset on
 /// the control thread, never while rendering); in real-time mode it neither allocates nor locks inside its
@@ -39,16 +39,23 @@ public final class TimePitchUnit: RenderUnit {
         case finer
     }
 
+    /// `rate`: playback speed, 1/32 … 32 (2 plays twice as fast), default 1, ramped over 50 ms.
     public static let rateSpec = ParameterSpec(
         "rate", name: "Rate", range: 1.0 / 32...32, unit: .generic, default: 1, smoothingTime: 0.05)
+    /// `pitch`: the shift in cents, −2400 … +2400 (two octaves each way), default 0, ramped over 50 ms.
     public static let pitchSpec = ParameterSpec(
         "pitch", name: "Pitch", range: -2400...2400, unit: .cents, default: 0, smoothingTime: 0.05)
+    /// `formant`: formant preservation, 0 (off, the default) … 1 (on from 0.5); applied at the next cycle, unramped.
     public static let formantSpec = ParameterSpec(
         "formant", name: "Formant preservation", range: 0...1, unit: .boolean, default: 0, smoothingTime: 0)
 
+    /// The librubberband engine, fixed at init (``Quality/finer`` by default).
     public let quality: Quality
+    /// The playback speed (``rateSpec``); set it from any thread.
     public let rate: Parameter
+    /// The pitch shift in cents (``pitchSpec``); set it from any thread.
     public let pitch: Parameter
+    /// Formant preservation, 0 or 1 (``formantSpec``); set it from any thread.
     public let formant: Parameter
 
     /// Frames the FIFO holds beyond the graph's largest cycle: the look-ahead of the highest rates.
@@ -66,7 +73,13 @@ public final class TimePitchUnit: RenderUnit {
     /// False once the host has said it renders offline (``willRender(_:)``): prepare then skips the look-ahead runs.
     private let preparesForRealTime = Atomic<Bool>(true)
 
-    /// - Throws: ``AudioError`` `.invalidFormat` for a format the graph cannot carry.
+    /// Makes a unit with every parameter at its default (rate 1, pitch 0, formant off).
+    ///
+    /// - Parameters:
+    ///   - format: The input and output format (a graph format, 8 kHz … 192 kHz).
+    ///   - quality: The librubberband engine; ``Quality/finer`` by default.
+    /// - Throws: ``/AudioCore/AudioError`` `.invalidFormat` for a format the graph cannot carry,
+    ///   `.unsupportedSampleRate` for a rate outside 8 kHz … 192 kHz.
     public init(format: StreamFormat, quality: Quality = .finer) throws(AudioError) {
         let f = try StreamFormat.graph(sampleRate: format.sampleRate, channelCount: format.channelCount)
         guard f.sampleRate >= 8_000, f.sampleRate <= 192_000 else {

@@ -6,6 +6,10 @@ import Darwin
 
 /// The filter shapes of the Audio EQ Cookbook (R. Bristow-Johnson), each a second-order section.
 public enum BiquadType: String, CaseIterable, Sendable {
+    /// The shapes (one declaration, so each case carries this whole list): `peak`, a bell boosting or cutting `gain`
+    /// dB around the frequency; `lowShelf` and `highShelf`, `gain` dB below or above it; `lowPass` and `highPass`,
+    /// 12 dB per octave past it; `bandPass`, 0 dB peak gain at it; `notch`, a null at it; `allPass`, unity gain with
+    /// the phase turning through it.
     case peak, lowShelf, highShelf, lowPass, highPass, bandPass, notch, allPass
 
     /// True for the shapes whose response depends on a gain (peak and shelves).
@@ -17,8 +21,18 @@ public enum BiquadType: String, CaseIterable, Sendable {
 /// Normalized biquad coefficients (a0 = 1): y[n] = b0·x[n] + b1·x[n−1] + b2·x[n−2] − a1·y[n−1] − a2·y[n−2].
 /// Double precision, so low corner frequencies at high sample rates keep their exact response.
 public struct BiquadCoefficients: Sendable, Equatable {
+    /// The coefficients of the difference equation above (one declaration, so each carries this line): feed-forward
+    /// `b0`, `b1`, `b2`; feedback `a1`, `a2`.
     public var b0: Double, b1: Double, b2: Double, a1: Double, a2: Double
 
+    /// Makes a section from coefficients already divided by a0.
+    ///
+    /// - Parameters:
+    ///   - b0: The gain of the input sample x[n].
+    ///   - b1: The gain of x[n−1].
+    ///   - b2: The gain of x[n−2].
+    ///   - a1: The gain of y[n−1], subtracted.
+    ///   - a2: The gain of y[n−2], subtracted.
     public init(b0: Double, b1: Double, b2: Double, a1: Double, a2: Double) {
         self.b0 = b0
         self.b1 = b1
@@ -93,6 +107,7 @@ public struct BiquadCoefficients: Sendable, Equatable {
 /// The state of one biquad over a pair of channels (direct form I, both channels in the two lanes).
 public struct BiquadPairState: Sendable {
     @usableFromInline var x1 = SIMD2<Double>(), x2 = SIMD2<Double>(), y1 = SIMD2<Double>(), y2 = SIMD2<Double>()
+    /// A cleared state: both channels' past inputs and outputs zero (silence before).
     public init() {}
 }
 

@@ -19,11 +19,16 @@ import Darwin
 /// `wetDryMix` 0 … 100 % (50).
 public final class DelayUnit: RenderUnit {
     public let core: UnitCore
+    /// The longest `delayTime`, in seconds (2): the top of the parameter's range and the length the line is made for.
     public static let maximumDelayTime = 2.0
     private let p: [Parameter]
     /// Delay line, glide, ramps and low-pass state: the render thread's.
     private let kernel: RenderThreadBound<DelayKernel>
 
+    /// Makes a delay with every parameter at its default (1 s, 50 % feedback, 15 kHz low-pass, 50 % mix).
+    ///
+    /// - Parameter format: The input and output format; only its rate and channel count are used.
+    /// - Throws: ``/AudioCore/AudioError`` `.invalidFormat` for a format the graph cannot carry.
     public init(format: StreamFormat) throws(AudioError) {
         let f = try StreamFormat.graph(sampleRate: format.sampleRate, channelCount: format.channelCount)
         let nyquist = Float(f.sampleRate / 2)

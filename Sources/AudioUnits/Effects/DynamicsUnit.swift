@@ -43,6 +43,10 @@ public final class DynamicsUnit: RenderUnit {
     /// The envelope (dB bits), written by the render thread each cycle; any thread reads it.
     private let meter = Atomic<UInt32>(Float(0).bitPattern)
 
+    /// Makes a compressor with every parameter at its default (−20 dB threshold, ratio 4, hard knee, expander off).
+    ///
+    /// - Parameter format: The input and output format; only its rate and channel count are used.
+    /// - Throws: ``/AudioCore/AudioError`` `.invalidFormat` for a format the graph cannot carry.
     public init(format: StreamFormat) throws(AudioError) {
         let f = try StreamFormat.graph(sampleRate: format.sampleRate, channelCount: format.channelCount)
         p = Self.specs.map { Parameter($0, owner: "dynamics") }

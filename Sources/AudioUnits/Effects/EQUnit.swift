@@ -25,6 +25,7 @@ struct FilterBankKernel: Sendable {
 
 /// One band of an ``EQUnit``.
 public struct EQBand: Sendable, Hashable {
+    /// The band's shape, fixed once the unit is made.
     public var type: BiquadType
     /// Centre or corner frequency in Hz.
     public var frequency: Double
@@ -34,8 +35,18 @@ public struct EQBand: Sendable, Hashable {
     public var q: Double
     /// Width in octaves instead of Q (peak, band-pass and notch only).
     public var bandwidth: Double?
+    /// True to start with the band bypassed (its `bypass.N` parameter at 1); false by default.
     public var bypass: Bool
 
+    /// Describes a band; ``EQUnit/init(format:bands:)`` checks the values against its parameters' ranges.
+    ///
+    /// - Parameters:
+    ///   - type: The band's shape.
+    ///   - frequency: Centre or corner frequency in Hz (10 Hz … 0.49 × the sample rate).
+    ///   - gain: Gain in dB (−96 … +24) for peak and shelves; 0 by default.
+    ///   - q: Quality factor (0.05 … 40); 0.7071 (Butterworth) by default.
+    ///   - bandwidth: Width in octaves (0.05 … 5) instead of `q`, for peak, band-pass and notch only; nil by default.
+    ///   - bypass: True to start with the band bypassed; false by default.
     public init(_ type: BiquadType, frequency: Double, gain: Double = 0, q: Double = 0.5.squareRoot(), bandwidth: Double? = nil, bypass: Bool = false) {
         self.type = type
         self.frequency = frequency
@@ -53,7 +64,9 @@ public struct EQBand: Sendable, Hashable {
 /// (0 or 1; the band fades out and in over 10 ms). A band's shape is fixed when the unit is created.
 /// Responses are exactly the cookbook's at the graph's sample rate.
 public final class EQUnit: RenderUnit {
+    /// The most bands a unit takes: 16.
     public static let maximumBands = 16
+    /// Each band's shape, in order (band N is `bandTypes[N]`); fixed when the unit is made.
     public let bandTypes: [BiquadType]
     public let core: UnitCore
     let filters: FilterBankKernel
@@ -62,8 +75,9 @@ public final class EQUnit: RenderUnit {
     /// cookbook formulas degenerate.
     public static func maximumFrequency(_ sampleRate: Double) -> Float { Float(sampleRate * 0.49) }
 
-    /// - Throws: ``AudioError`` `.invalidParameter` naming the band parameter and its range, or when there are
-    ///   more than 16 bands or a bandwidth is given for a shape that has none.
+    /// - Throws: ``/AudioCore/AudioError`` `.invalidParameter` naming the band parameter and its range, or when
+    ///   there are more than 16 bands or a bandwidth is given for a shape that has none; `.invalidFormat` for a
+    ///   format the graph cannot carry.
     public init(format: StreamFormat, bands: [EQBand]) throws(AudioError) {
         guard bands.count <= Self.maximumBands else {
             throw AudioError(.invalidParameter, "eq: at most \(Self.maximumBands) bands, got \(bands.count)")
@@ -130,6 +144,14 @@ public final class LowPassUnit: RenderUnit {
     public let core: UnitCore
     let filters: FilterBankKernel
 
+    /// Makes a low-pass with its parameters set to `cutoff` and `resonance`.
+    ///
+    /// - Parameters:
+    ///   - format: The input and output format; only its rate and channel count are used.
+    ///   - cutoff: The cutoff in Hz (10 Hz … 0.49 × the sample rate); 6900 by default.
+    ///   - resonance: The gain at the cutoff relative to Butterworth, in dB (−20 … +40); 0 by default.
+    /// - Throws: ``/AudioCore/AudioError`` `.invalidParameter` for a value outside its range, `.invalidFormat` for a
+    ///   format the graph cannot carry.
     public init(format: StreamFormat, cutoff: Double = 6900, resonance: Double = 0) throws(AudioError) {
         let (parameters, band) = try resonantBand(kind: "lowpass", type: .lowPass, format: format, cutoff: cutoff, defaultCutoff: 6900, resonance: resonance)
         filters = try FilterBankKernel(format: format, bands: [band])
@@ -147,6 +169,14 @@ public final class HighPassUnit: RenderUnit {
     public let core: UnitCore
     let filters: FilterBankKernel
 
+    /// Makes a high-pass with its parameters set to `cutoff` and `resonance`.
+    ///
+    /// - Parameters:
+    ///   - format: The input and output format; only its rate and channel count are used.
+    ///   - cutoff: The cutoff in Hz (10 Hz … 0.49 × the sample rate); 80 by default.
+    ///   - resonance: The gain at the cutoff relative to Butterworth, in dB (−20 … +40); 0 by default.
+    /// - Throws: ``/AudioCore/AudioError`` `.invalidParameter` for a value outside its range, `.invalidFormat` for a
+    ///   format the graph cannot carry.
     public init(format: StreamFormat, cutoff: Double = 80, resonance: Double = 0) throws(AudioError) {
         let (parameters, band) = try resonantBand(kind: "highpass", type: .highPass, format: format, cutoff: cutoff, defaultCutoff: 80, resonance: resonance)
         filters = try FilterBankKernel(format: format, bands: [band])
@@ -164,6 +194,14 @@ public final class BandPassUnit: RenderUnit {
     public let core: UnitCore
     let filters: FilterBankKernel
 
+    /// Makes a band-pass with its parameters set to `frequency` and `bandwidth`.
+    ///
+    /// - Parameters:
+    ///   - format: The input and output format; only its rate and channel count are used.
+    ///   - frequency: The centre frequency in Hz (10 Hz … 0.49 × the sample rate); 1000 by default.
+    ///   - bandwidth: The width in octaves between the −3 dB points (0.05 … 5); 1 by default.
+    /// - Throws: ``/AudioCore/AudioError`` `.invalidParameter` for a value outside its range, `.invalidFormat` for a
+    ///   format the graph cannot carry.
     public init(format: StreamFormat, frequency: Double = 1000, bandwidth: Double = 1) throws(AudioError) {
         let top = EQUnit.maximumFrequency(format.sampleRate)
         let f = Parameter(ParameterSpec("frequency", name: "Centre frequency", range: 10...top, unit: .hertz, default: min(1000, top)), owner: "bandpass")

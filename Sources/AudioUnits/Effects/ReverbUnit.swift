@@ -56,24 +56,34 @@ import Darwin
 /// Memory: two delay buffers sized for 1 s at the graph's sample rate (about 2.5 MB at 48 kHz), allocated when
 /// the unit is prepared.
 ///
-/// Thread safety: like every ``RenderUnit``: parameters (and ``tailTime``) from any thread; `render` on the
+/// Thread safety: like every ``/AudioGraph/RenderUnit``: parameters (and ``tailTime``) from any thread; `render` on the
 /// render thread only, where they never allocate, lock, log or do I/O; the rest is
 /// control-thread API.
 public final class ReverbUnit: RenderUnit {
     public let core: UnitCore
+    /// `wetDryMix`: the share of the reverberated signal in %, 0 … 100, default 50; 20 ms ramps.
     public static let wetDryMixSpec = ParameterSpec(
         "wetDryMix", name: "Wet/dry mix", range: 0...100, unit: .percent, default: 50)
+    /// `gain`: the whole output's gain in dB, −20 … +20, default 0; 20 ms ramps.
     public static let gainSpec = ParameterSpec("gain", name: "Gain", range: -20...20, unit: .decibels, default: 0)
+    /// `minDelayTime`: the shortest delay line and earliest reflection in seconds, 0.0001 … 1, default 0.008; glides
+    /// over at least 50 ms.
     public static let minDelayTimeSpec = ParameterSpec(
         "minDelayTime", name: "Minimum delay time", range: 0.0001...1, unit: .seconds, default: 0.008,
         smoothingTime: 0.05)
+    /// `maxDelayTime`: the longest delay line and latest reflection in seconds, 0.0001 … 1, default 0.050; glides
+    /// over at least 50 ms.
     public static let maxDelayTimeSpec = ParameterSpec(
         "maxDelayTime", name: "Maximum delay time", range: 0.0001...1, unit: .seconds, default: 0.050,
         smoothingTime: 0.05)
+    /// `decayTimeAt0Hz`: the time to decay by 60 dB at low frequencies in seconds, 0.001 … 20, default 1.
     public static let decayTimeAt0HzSpec = ParameterSpec(
         "decayTimeAt0Hz", name: "Decay time at 0 Hz", range: 0.001...20, unit: .seconds, default: 1)
+    /// `decayTimeAtNyquist`: the time to decay by 60 dB at the Nyquist frequency in seconds, 0.001 … 20, default 0.5.
     public static let decayTimeAtNyquistSpec = ParameterSpec(
         "decayTimeAtNyquist", name: "Decay time at Nyquist", range: 0.001...20, unit: .seconds, default: 0.5)
+    /// `randomizeReflections`: the number of early-reflection taps, 1 … 1000 (rounded), default 1; unramped, taken
+    /// at the next 32-frame block.
     public static let randomizeReflectionsSpec = ParameterSpec(
         "randomizeReflections", name: "Early reflections", range: 1...1000, unit: .generic, default: 1,
         smoothingTime: 0)
@@ -94,15 +104,15 @@ public final class ReverbUnit: RenderUnit {
     private let kernel = RenderThreadBound(ReverbKernel())
 
     /// A reverb with the input and output channel counts of `format` (a graph format, see
-    /// ``StreamFormat/graph(sampleRate:channelCount:)``).
-    /// - Throws: ``AudioError`` `.invalidFormat` when `format` is not a valid graph format.
+    /// ``/AudioCore/StreamFormat/graph(sampleRate:channelCount:)``).
+    /// - Throws: ``/AudioCore/AudioError`` `.invalidFormat` when `format` is not a valid graph format.
     public convenience init(format: StreamFormat) throws(AudioError) {
         try self.init(format: format, inputChannelCount: format.channelCount)
     }
 
     /// A reverb whose output has `format`'s channel count and whose input has `inputChannelCount` channels:
     /// 1 (mono in, for instance stereo out) or `format.channelCount`.
-    /// - Throws: ``AudioError`` `.invalidFormat` for another input channel count or an invalid format.
+    /// - Throws: ``/AudioCore/AudioError`` `.invalidFormat` for another input channel count or an invalid format.
     public init(format: StreamFormat, inputChannelCount: Int) throws(AudioError) {
         guard inputChannelCount == 1 || inputChannelCount == format.channelCount else {
             throw AudioError(

@@ -6,6 +6,7 @@ import AudioGraph
 /// `amplitude`: linear, 0 … 1, default 0.1, smoothed.
 public final class NoiseUnit: RenderUnit {
     public let core: UnitCore
+    /// The generator's seed (1 by default); ``reset()`` starts the sequence over from it.
     public let seed: UInt64
     private let amplitude: Parameter
     /// The generator and the amplitude ramp: the render thread's.
@@ -16,6 +17,14 @@ public final class NoiseUnit: RenderUnit {
         var generator: Xoshiro256
     }
 
+    /// Makes a noise source with no inputs and one output.
+    ///
+    /// - Parameters:
+    ///   - format: The output format; only its rate and channel count are used.
+    ///   - amplitude: The peak amplitude, linear, 0 … 1; 0.1 by default.
+    ///   - seed: The generator's seed; 1 by default.
+    /// - Throws: ``/AudioCore/AudioError`` `.invalidFormat` for a format the graph cannot carry, `.invalidParameter`
+    ///   for an amplitude outside 0 … 1.
     public init(format: StreamFormat, amplitude: Float = 0.1, seed: UInt64 = 1) throws(AudioError) {
         let f = try StreamFormat.graph(sampleRate: format.sampleRate, channelCount: format.channelCount)
         self.seed = seed

@@ -21,6 +21,14 @@ public final class ToneUnit: RenderUnit {
         var phase: Double = 0  // in cycles, 0 ..< 1
     }
 
+    /// Makes a sine source with no inputs and one output, its phase at 0.
+    ///
+    /// - Parameters:
+    ///   - format: The output format; only its rate and channel count are used.
+    ///   - frequency: The frequency in Hz, 0 … the Nyquist frequency; 440 by default.
+    ///   - amplitude: The peak amplitude, linear, 0 … 1; 0.5 by default.
+    /// - Throws: ``/AudioCore/AudioError`` `.invalidFormat` for a format the graph cannot carry, `.invalidParameter`
+    ///   for a frequency or amplitude outside its range.
     public init(format: StreamFormat, frequency: Float = 440, amplitude: Float = 0.5) throws(AudioError) {
         let f = try StreamFormat.graph(sampleRate: format.sampleRate, channelCount: format.channelCount)
         let nyquist = Float(format.sampleRate / 2)

@@ -4,6 +4,7 @@ import AudioGraph
 /// Applies a gain in decibels, smoothed over 20 ms so changes never click. `gain`: −96 … +24 dB, default 0.
 public final class GainUnit: RenderUnit {
     public let core: UnitCore
+    /// `gain`: the gain in dB, −96 … +24, default 0, ramped over 20 ms.
     public static let gainSpec = ParameterSpec(
         "gain", name: "Gain", range: -96...24, unit: .decibels, default: 0)
 
@@ -11,7 +12,9 @@ public final class GainUnit: RenderUnit {
     private let smoothed = RenderThreadBound(SmoothedValue(1, rampFrames: 0))
     private let gainParameter: Parameter
 
-    /// - Parameters: format: the input and output format (graph layout).
+    /// - Parameters:
+    ///   - format: the input and output format (graph layout).
+    ///   - gain: the starting gain in dB, −96 … +24; 0 by default.
     public init(format: StreamFormat, gain: Float = 0) throws(AudioError) {
         let f = try StreamFormat.graph(sampleRate: format.sampleRate, channelCount: format.channelCount)
         gainParameter = Parameter(Self.gainSpec, owner: "gain")

@@ -3,9 +3,13 @@ import Synchronization
 
 /// A peak and RMS reading, linear (1.0 = full scale).
 public struct MeterReading: Hashable, Sendable {
+    /// The largest absolute sample, over every channel, linear.
     public let peak: Float
+    /// The root mean square of every sample of every channel, linear.
     public let rms: Float
+    /// ``peak`` in dBFS (`-infinity` for silence).
     public var peakDecibels: Float { 20 * log10f(peak) }
+    /// ``rms`` in dBFS (`-infinity` for silence).
     public var rmsDecibels: Float { 20 * log10f(rms) }
 }
 
@@ -26,6 +30,7 @@ public final class LevelMeter: Sendable {
     private let sumSquares = Atomic<UInt64>(0)  // Double bits
     private let count = Atomic<Int>(0)
 
+    /// A meter that has measured nothing yet (a reading of 0 peak, 0 RMS).
     public init() {}
 
     /// Control thread: the levels since the last reading.

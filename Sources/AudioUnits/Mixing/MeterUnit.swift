@@ -1,11 +1,12 @@
 import AudioCore
 import AudioGraph
 
-/// Meters its input and passes nothing on: a graph sink (``RenderGraph/addSink(_:)``) whose level any thread reads
-/// — peak and RMS since the last read (``LevelMeter``). Where a meter must not depend on a volume after it (a voice
-/// meter beside a monitor mix), it taps the signal before that volume.
+/// Meters its input and passes nothing on: a graph sink (``/AudioGraph/RenderGraph/addSink(_:)``) whose level any
+/// thread reads — peak and RMS since the last read (``LevelMeter``). Where a meter must not depend on a volume after
+/// it (a voice meter beside a monitor mix), it taps the signal before that volume.
 public final class MeterUnit: RenderUnit {
     public let core: UnitCore
+    /// The meter the render thread feeds; ``read()`` reads it.
     public let meter = LevelMeter()
 
     /// - Parameter format: the input's format (a graph format).

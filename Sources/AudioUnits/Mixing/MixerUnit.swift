@@ -14,6 +14,7 @@ import AudioGraph
 /// readable from the control thread.
 public final class MixerUnit: RenderUnit {
     public let core: UnitCore
+    /// The number of input buses (1 … 64), fixed at init.
     public let busCount: Int
     private let volumes: [Parameter]
     private let pans: [Parameter]
@@ -22,6 +23,7 @@ public final class MixerUnit: RenderUnit {
     /// The gain and pan ramps: the render thread's.
     private let state: RenderThreadBound<RenderState>
     private let busMeters: [LevelMeter]
+    /// Peak and RMS of the output, after `masterVolume`; read it from the control thread.
     public let masterMeter = LevelMeter()
 
     private struct RenderState {

@@ -25,8 +25,8 @@ public final class SampleDelayUnit: RenderUnit {
     ///   - delayFrames: the delay to start with.
     ///   - maximumDelayFrames: the longest delay it will be set to (default 2 s at the format's rate); the line holds
     ///     this many frames and a cycle more, allocated when the unit is prepared.
-    /// - Throws: ``AudioError`` `.invalidFormat` for a format that is not a graph format, `.invalidParameter` for a
-    ///   negative maximum or a delay outside 0 … the maximum.
+    /// - Throws: ``/AudioCore/AudioError`` `.invalidFormat` for a format that is not a graph format,
+    ///   `.invalidParameter` for a maximum outside 0 … 2²⁶ (67,108,864) frames or a delay outside 0 … the maximum.
     public init(format: StreamFormat, delayFrames: Int = 0, maximumDelayFrames: Int? = nil) throws(AudioError) {
         let f = try StreamFormat.graph(sampleRate: format.sampleRate, channelCount: format.channelCount)
         let maximum = maximumDelayFrames ?? Int((2 * f.sampleRate).rounded())
@@ -44,7 +44,7 @@ public final class SampleDelayUnit: RenderUnit {
     public var delayFrames: Int { requested.load(ordering: .relaxed) }
 
     /// Sets the delay in frames; the next render cycle applies it. Any thread.
-    /// - Throws: ``AudioError`` `.invalidParameter` outside 0 … ``maximumDelayFrames``.
+    /// - Throws: ``/AudioCore/AudioError`` `.invalidParameter` outside 0 … ``maximumDelayFrames``.
     public func setDelayFrames(_ frames: Int) throws(AudioError) {
         guard (0...maximumDelayFrames).contains(frames) else {
             throw AudioError(

@@ -15,9 +15,11 @@ public final class BufferPlayerUnit: RenderUnit, FiniteSource {
     private let finished = Atomic<Bool>(false)
 
     /// - Parameters:
-    ///   - buffer: the audio; its ``PCMBuffer/frameLength`` frames play. The player keeps it; do not change it
-    ///     while the player is in a graph.
+    ///   - buffer: the audio; its ``/AudioCore/PCMBuffer/frameLength`` frames play. The player keeps it; do not
+    ///     change it while the player is in a graph.
     ///   - sampleRate: the rate the audio was recorded at (must be the graph's).
+    ///   - loop: whether playback wraps to the start at the end (``loops``); false by default.
+    /// - Throws: ``/AudioCore/AudioError`` `.invalidFormat` for a rate or channel count the graph cannot carry.
     public init(buffer: PCMBuffer, sampleRate: Double, loop: Bool = false) throws(AudioError) {
         let f = try StreamFormat.graph(sampleRate: sampleRate, channelCount: buffer.channelCount)
         self.buffer = buffer

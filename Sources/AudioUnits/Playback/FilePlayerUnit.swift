@@ -13,34 +13,43 @@ import Synchronization
 /// player.onEnd = { print("done") }
 /// ```
 ///
-/// - **Formats**: anything the decoder reads (``AudioFile/open(path:sampleRate:channelCount:)``), resampled to the
-///   unit's rate while read. The output has the file's channel count.
-/// - **Timeline**: a schedule starts at a sample time of the render (``RenderTimeStamp/sampleTime``: frames since
-///   the graph was reset offline, the device's frame counter in real time), to the sample, or as soon as the reader
-///   has its first frames (`at: nil`). A start already past when the render sees it skips the frames that should
-///   have played, so the region stays on the timeline; so does a reader that falls behind (counted in
+/// - **Formats**: anything the decoder reads (``/AudioCodecs/AudioFile/open(path:sampleRate:channelCount:)``),
+///   resampled to the unit's rate while read. The output has the file's channel count.
+/// - **Timeline**: a schedule starts at a sample time of the render (``/AudioCore/RenderTimeStamp/sampleTime``:
+///   frames since the graph was reset offline, the device's frame counter in real time), to the sample, or as soon
+///   as the reader has its first frames (`at: nil`). A start already past when the render sees it skips the frames
+///   that should have played, so the region stays on the timeline; so does a reader that falls behind (counted in
 ///   ``underruns``). Regions start and end as they are in the file: nothing is faded there.
 /// - **Changes while running**: ``schedule(_:at:)`` replaces what plays, ``seek(toFrame:)`` moves inside it,
 ///   ``pause()``/``resume()`` hold the position and ``stop()`` ends it; each fades over ``rampTime`` (5 ms), so
 ///   nothing clicks. Each may be called before the graph is initialized or started, too.
 /// - **Read-out**: ``state``, ``position`` (the file frame playing), ``completedSchedules`` and ``onEnd``.
 ///
-/// File reading never happens on the render thread: a ``ReadAheadWorker`` (or, offline, the renderer's
-/// ``RenderUnit/prefetch(frames:)`` before each cycle) decodes into a fixed ring the render reads. The render
-/// thread never allocates, locks or waits; control calls and the reader meet under a lock of their own.
+/// File reading never happens on the render thread: a ``/AudioGraph/ReadAheadWorker`` (or, offline, the renderer's
+/// ``/AudioGraph/RenderUnit/prefetch(frames:)`` before each cycle) decodes into a fixed ring the render reads. The
+/// render thread never allocates, locks or waits; control calls and the reader meet under a lock of their own.
 /// The reader's state is the reader thread's, the render state the render thread's; the commands reach the render
 /// thread through a sequence lock, and what each side reports through atomics.
 ///
-/// A graph reset (``RenderGraph/reset()``) starts the current schedule over from its first frame.
+/// A graph reset (``/AudioGraph/RenderGraph/reset()``) starts the current schedule over from its first frame.
 public final class FilePlayerUnit: RenderUnit, FiniteSource {
     public let core: UnitCore
     /// A stretch of the file: `frameCount` frames from `startFrame` (nil: to the end of the file), played once
     /// and then `loopCount` more times (``endless``: until stopped or replaced). Frames count at the unit's rate.
     public struct Region: Hashable, Sendable {
+        /// The file frame the region starts at (0 or more, inside the file); 0 by default.
         public var startFrame: Int64
+        /// The region's length in frames (1 or more), or nil (the default) for up to the end of the file.
         public var frameCount: Int64?
+        /// Passes played after the first (0 or more; ``endless`` for ever); 0 by default: the region plays once.
         public var loopCount: Int
 
+        /// Describes a region; ``FilePlayerUnit/schedule(_:at:)`` checks it against the file.
+        ///
+        /// - Parameters:
+        ///   - startFrame: The file frame the region starts at; 0 by default.
+        ///   - frameCount: The region's length in frames, or nil (the default) for up to the end of the file.
+        ///   - loopCount: Passes played after the first, or ``endless``; 0 by default.
         public init(startFrame: Int64 = 0, frameCount: Int64? = nil, loopCount: Int = 0) {
             self.startFrame = startFrame
             self.frameCount = frameCount
@@ -53,12 +62,15 @@ public final class FilePlayerUnit: RenderUnit, FiniteSource {
         public static let endless = Int.max
     }
 
+    /// What the player is doing, as ``FilePlayerUnit/state`` reports it.
     public enum State: Int, Sendable, CustomStringConvertible {
         /// Nothing scheduled (never, or after ``stop()``).
         case stopped
         /// Scheduled, its start time not reached (or the reader not ready yet).
         case scheduled
+        /// The schedule is sounding: its start time reached and its frames being rendered.
         case playing
+        /// Playing, but held by ``FilePlayerUnit/pause()`` (faded out) until ``FilePlayerUnit/resume()``.
         case paused
         /// The schedule played to its end.
         case finished
@@ -69,9 +81,11 @@ public final class FilePlayerUnit: RenderUnit, FiniteSource {
     /// Fades of pause, resume, seek, stop and replacement.
     public static let rampTime = 0.005
 
+    /// The path of the file played, as the reader gives it.
     public let path: String
     /// The file's length at the unit's rate (an estimate when the reader says it is not exact).
     public let fileFrames: Int64
+    /// The rate the unit plays at, in Hz: its output's, the file's unless the reader resamples.
     public let sampleRate: Double
     /// The reader's ``AudioFileReader/isFrameCountExact``, taken when the unit is made (as ``fileFrames`` is).
     private let fileFramesAreExact: Bool
@@ -165,10 +179,11 @@ public final class FilePlayerUnit: RenderUnit, FiniteSource {
 
     /// Opens `path` and reads its header.
     /// - Parameters:
+    ///   - path: the audio file to play.
     ///   - sampleRate: the rate to play at, resampling when the file's differs (nil: the file's rate).
     ///   - channelCount: the channels to play (nil: the file's; others are mixed as FFmpeg mixes them).
-    /// - Throws: ``AudioError`` from ``AudioFile/open(path:sampleRate:channelCount:)`` (missing, unreadable,
-    ///   unsupported or corrupt file).
+    /// - Throws: ``/AudioCore/AudioError`` from ``/AudioCodecs/AudioFile/open(path:sampleRate:channelCount:)``
+    ///   (missing, unreadable, unsupported or corrupt file).
     public convenience init(path: String, sampleRate: Double? = nil, channelCount: Int? = nil) throws(AudioError) {
         try self.init(reader: AudioFile.open(path: path, sampleRate: sampleRate, channelCount: channelCount))
     }
@@ -194,8 +209,8 @@ public final class FilePlayerUnit: RenderUnit, FiniteSource {
     /// Plays `region` from the sample time `at` (nil: as soon as its first frames are read), replacing whatever
     /// was scheduled or playing (that fades out first). Any thread but the render thread; before or after the
     /// graph starts.
-    /// - Throws: ``AudioError`` `.invalidParameter` for a region outside the file (when its length is exact), an
-    ///   empty region, a negative start or loop count.
+    /// - Throws: ``/AudioCore/AudioError`` `.invalidParameter` for a region outside the file (when its length is
+    ///   exact), an empty region, a negative start, loop count or sample time.
     public func schedule(_ region: Region = .wholeFile, at sampleTime: Int64? = nil) throws(AudioError) {
         let exact = fileFramesAreExact
         guard region.startFrame >= 0, !exact || region.startFrame < fileFrames else {
@@ -229,8 +244,8 @@ public final class FilePlayerUnit: RenderUnit, FiniteSource {
 
     /// Moves playback to `frame` of the file, inside the scheduled region: at once if playing (faded), when
     /// resumed if paused, as the start point if the start time is still ahead. Loops left stay as they were.
-    /// - Throws: ``AudioError`` `.invalidState` when nothing is scheduled or it has finished; `.invalidParameter`
-    ///   for a frame outside the region.
+    /// - Throws: ``/AudioCore/AudioError`` `.invalidState` when nothing is scheduled or it has finished;
+    ///   `.invalidParameter` for a frame outside the region.
     public func seek(toFrame frame: Int64) throws(AudioError) {
         try control.withLock { (c: inout ControlState) throws(AudioError) in
             // Read under the control lock: no command can come between.
@@ -273,6 +288,8 @@ public final class FilePlayerUnit: RenderUnit, FiniteSource {
         set { control.withLock { $0.onEnd = newValue } }
     }
 
+    /// What the player is doing now: the latest command as the render thread last carried it out (``State/scheduled``
+    /// until the render has taken a new schedule). Any thread.
     public var state: State {
         let generation = latestGeneration.load(ordering: .acquiring)
         guard latestActive.load(ordering: .acquiring) else { return .stopped }

@@ -4,13 +4,14 @@ import AudioGraph
 import MediaContainers
 import Synchronization
 
-/// Plays an audio file — WAV, MP3, AAC, M4A, FLAC, Ogg, anything FFmpeg reads (``AudioFile/open(path:sampleRate:channelCount:)``)
-/// — read incrementally: memory stays the same however long the file is.
+/// Plays an audio file — WAV, MP3, AAC, M4A, FLAC, Ogg, anything FFmpeg reads
+/// (``/AudioCodecs/AudioFile/open(path:sampleRate:channelCount:)``) — read incrementally: memory stays the same
+/// however long the file is.
 ///
 /// File reading never happens on the render thread. A reader fills a fixed ring buffer ahead of it: a
-/// ``ReadAheadWorker`` on a thread of its own, or — when rendering offline without one — ``OfflineRenderer``
-/// calling ``prefetch(frames:)`` on its own thread before each cycle. If the ring runs dry before the end of the
-/// file the render outputs silence for the missing frames and counts an underrun.
+/// ``/AudioGraph/ReadAheadWorker`` on a thread of its own, or — when rendering offline without one —
+/// ``/AudioGraph/OfflineRenderer`` calling ``prefetch(frames:)`` on its own thread before each cycle. If the ring
+/// runs dry before the end of the file the render outputs silence for the missing frames and counts an underrun.
 ///
 /// The output has the file's channel count (a mono file feeding a stereo bus is copied to both channels) and runs
 /// at the rate given when it is made: files at another rate are resampled while they are read. A graph at
@@ -20,10 +21,12 @@ import Synchronization
 /// contents pass from it to the render thread through the ring's own counters, and the counts are atomic.
 public final class FileSourceUnit: RenderUnit, FiniteSource {
     public let core: UnitCore
+    /// The path of the file played, as the reader gives it.
     public let path: String
-    /// The frames the file holds at the unit's rate (an estimate when ``AudioFileReader/isFrameCountExact`` is
-    /// false).
+    /// The frames the file holds at the unit's rate (an estimate when
+    /// ``/MediaContainers/AudioFileReader/isFrameCountExact`` is false).
     public let frameCount: Int64
+    /// The rate the unit plays at, in Hz: its output's, the file's unless the reader resamples.
     public let sampleRate: Double
     /// The reader's ``AudioFileReader/isFrameCountExact``, taken when the unit is made (as ``frameCount`` is).
     private let frameCountIsExact: Bool
@@ -45,9 +48,11 @@ public final class FileSourceUnit: RenderUnit, FiniteSource {
     private let underrunCount = Atomic<Int>(0)
 
     /// Opens `path` and reads its header.
-    /// - Parameter sampleRate: the rate to play at, resampling when the file's differs (nil: the file's rate).
-    /// - Throws: ``AudioError`` from ``AudioFile/open(path:sampleRate:channelCount:)`` (missing, unreadable,
-    ///   unsupported or corrupt file).
+    /// - Parameters:
+    ///   - path: the audio file to play.
+    ///   - sampleRate: the rate to play at, resampling when the file's differs (nil: the file's rate).
+    /// - Throws: ``/AudioCore/AudioError`` from ``/AudioCodecs/AudioFile/open(path:sampleRate:channelCount:)``
+    ///   (missing, unreadable, unsupported or corrupt file).
     public convenience init(path: String, sampleRate: Double? = nil) throws(AudioError) {
         try self.init(reader: AudioFile.open(path: path, sampleRate: sampleRate))
     }

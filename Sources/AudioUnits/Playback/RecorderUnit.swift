@@ -7,17 +7,18 @@ import MediaContainers
 import Synchronization
 
 /// Passes its input through unchanged and records it to a WAV file: the render thread copies each cycle into a fixed
-/// ring, and a writer — a job on a ``WorkerPool`` (the shared `la-work` threads by default) — drains the ring into the
-/// file. What a session uses for stems (the
-/// accompaniment, the dry and the wet voice) taken at points of a graph that runs on a device thread.
+/// ring, and a writer — a job on a ``/AudioCore/WorkerPool`` (the shared `la-work` threads by default) — drains the
+/// ring into the file. What a session uses for stems (the accompaniment, the dry and the wet voice) taken at points
+/// of a graph that runs on a device thread.
 ///
 /// - **Alignment**: recorders in one graph see the same cycles, so their files line up frame for frame from the first
 ///   cycle each renders. ``skipFrames`` drops that many frames from the start of the file (a round-trip shift: a
 ///   voice recorded one round trip late lands where it was sung). A writer that falls behind by more than the ring
 ///   (``bufferedSeconds``) loses frames; they are written as silence, in place, so the file keeps its length and its
 ///   alignment, and counted in ``droppedFrames``.
-/// - **Offline** (no deadline: ``RenderUnit/willRender(_:)`` told ``RenderingMode/offline``, or never told) the render waits
-///   for the writer when the ring is full, so an offline render records every frame whatever the disk's speed.
+/// - **Offline** (no deadline: ``/AudioGraph/RenderUnit/willRender(_:)`` told ``/AudioGraph/RenderingMode/offline``,
+///   or never told) the render waits for the writer when the ring is full, so an offline render records every frame
+///   whatever the disk's speed.
 /// - **The file** is valid while recording: its header is brought up to date every half second; ``finish()`` drains
 ///   the ring and completes it. A write error (a full disk) stops the writing and is ``failure``; what was written
 ///   before stays valid. The render thread never allocates, locks, waits or does I/O: it copies and posts a
@@ -26,9 +27,13 @@ import Synchronization
 ///   in ``finish()``; the ring hands the frames over; counts and flags are atomic, ``failure`` is under a lock.
 public final class RecorderUnit: RenderUnit {
     public let core: UnitCore
+    /// The WAV file written, as given at init.
     public let path: String
-    /// Frames dropped from the start of what passes.
+    /// Frames dropped from the start of what passes, as given at init (``startRecording(atSampleTime:skipFrames:)``
+    /// replaces the count it applies, not this value).
     public let skipFrames: Int64
+    /// How far the writer may fall behind before frames are lost, in seconds (0.1 … 60, default 2): the ring's
+    /// length (at least 16,384 frames, whatever the rate).
     public let bufferedSeconds: Double
 
     private let shared: Shared
@@ -162,14 +167,17 @@ public final class RecorderUnit: RenderUnit {
     /// Creates `path` (truncating it) and adds the writer to `pool`.
     /// - Parameters:
     ///   - format: the bus format (the recorder's input and output); the file has its rate and channels.
+    ///   - path: the WAV file to write; created, or truncated if it exists.
     ///   - sampleType: the file's samples (Float32 keeps every sample exact).
     ///   - skipFrames: frames dropped from the start (0 or more).
     ///   - bufferedSeconds: how far the writer may fall behind before frames are lost (0.1 … 60).
     ///   - waitsForStart: record nothing until ``startRecording(atSampleTime:skipFrames:)`` (false: from the first
     ///     cycle).
-    ///   - pool: where the writer runs (``WorkerPool/shared``: a few threads for every recorder and encoder).
-    /// - Throws: ``AudioError`` `.fileIO` when the file cannot be created, `.invalidParameter` for bad buffering or
-    ///   skip, `.resourceUnavailable` when no thread can be started.
+    ///   - pool: where the writer runs (``/AudioCore/WorkerPool/shared``: a few threads for every recorder and
+    ///     encoder).
+    /// - Throws: ``/AudioCore/AudioError`` `.fileIO` when the file cannot be created, `.invalidParameter` for bad
+    ///   buffering or skip, `.invalidFormat` for a format a file or the graph cannot carry, `.resourceUnavailable`
+    ///   when no thread can be started.
     public init(
         format: StreamFormat, path: String, sampleType: SampleType = .float32, skipFrames: Int64 = 0,
         bufferedSeconds: Double = 2, waitsForStart: Bool = false, pool: WorkerPool = .shared

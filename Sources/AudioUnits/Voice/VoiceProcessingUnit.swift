@@ -29,7 +29,7 @@ import Glibc
 /// - Read-outs (properties): `voiceActivity` (the last frame held voice), `estimatedDelay` (the echo's delay as
 ///   the unit found it), `echoReturnLossEnhancement` (dB: how much weaker the output is than the microphone while
 ///   the far end plays, measured by this unit over about a second; meaningful while only the far end sounds).
-/// - The echo's delay: estimated by GCC-PHAT (``EchoDelayEstimator``) every quarter second; the reference is held
+/// - The echo's delay: estimated by GCC-PHAT (`EchoDelayEstimator`) every quarter second; the reference is held
 ///   back so that it reaches the canceller 40 ms before its echo, where the canceller does best.
 /// - Timing: the library works in 10 ms frames; at any cycle size (1 … the graph's largest, varying) the unit
 ///   collects them through fixed FIFOs, and the library's own delay, which depends on the modes, is made up to its
@@ -38,7 +38,7 @@ import Glibc
 /// - Threads: the library (which locks a mutex of its own in every call) runs on a worker thread of the unit's
 ///   own (`la-voice`); the render thread only hands it whole 10 ms frames and takes processed ones back, through
 ///   fixed single-producer, single-consumer FIFOs — no lock, no allocation. Without a deadline (offline, and until
-///   a host says otherwise through ``RenderUnit/willRender(_:)``) the render thread waits for the worker
+///   a host says otherwise through ``/AudioGraph/RenderUnit/willRender(_:)``) the render thread waits for the worker
 ///   each cycle, so the output is exactly the same as if it ran the library itself. In real time it never waits:
 ///   the output is held back by the largest cycle and half a 10 ms frame more, so the worker has a cycle to
 ///   process each frame, and ``latency`` counts it (at 256-frame cycles: 1,150 + 496 frames). A frame the worker
@@ -47,22 +47,31 @@ import Glibc
 /// Thread safety: as every unit; the worker is the unit's own and stops with it.
 public final class VoiceProcessingUnit: RenderUnit {
     public let core: UnitCore
+    /// `echoCancellation`: the echo canceller on (1, the default) or off (0).
     public static let echoCancellationSpec = ParameterSpec(
         "echoCancellation", name: "Echo cancellation", range: 0...1, unit: .boolean, default: 1, smoothingTime: 0)
+    /// `suppressionLevel`: the echo suppressor's aggressiveness, 0 low (the default), 1 moderate, 2 high.
     public static let suppressionLevelSpec = ParameterSpec(
         "suppressionLevel", name: "Echo suppression level", range: 0...2, unit: .generic, default: 0, smoothingTime: 0)
+    /// `noiseSuppression`: 0 off, 1 low, 2 moderate (the default), 3 high, 4 veryHigh.
     public static let noiseSuppressionSpec = ParameterSpec(
         "noiseSuppression", name: "Noise suppression", range: 0...4, unit: .generic, default: 2, smoothingTime: 0)
+    /// `gainControl`: 0 off, 1 adaptiveDigital (the default), 2 fixedDigital.
     public static let gainControlSpec = ParameterSpec(
         "gainControl", name: "Gain control", range: 0...2, unit: .generic, default: 1, smoothingTime: 0)
+    /// `targetLevel`: where the voice's louder peaks land, −31 … 0 dBFS, default −3; moves 1 dB a frame.
     public static let targetLevelSpec = ParameterSpec(
         "targetLevel", name: "Target level", range: -31...0, unit: .decibels, default: -3, smoothingTime: 0)
+    /// `compressionGain`: fixedDigital's gain, 0 … 90 dB, default 9; moves 1 dB a frame.
     public static let compressionGainSpec = ParameterSpec(
         "compressionGain", name: "Compression gain", range: 0...90, unit: .decibels, default: 9, smoothingTime: 0)
+    /// `limiter`: the library's limiter on (1, the default) or off (0).
     public static let limiterSpec = ParameterSpec(
         "limiter", name: "Limiter", range: 0...1, unit: .boolean, default: 1, smoothingTime: 0)
+    /// `highPassFilter`: the high-pass that removes rumble below about 80 Hz, on (1, the default) or off (0).
     public static let highPassFilterSpec = ParameterSpec(
         "highPassFilter", name: "High-pass filter", range: 0...1, unit: .boolean, default: 1, smoothingTime: 0)
+    /// `referenceDelay`: a hint of the echo's delay, 0 … 500 ms; 0 (the default): the unit finds it.
     public static let referenceDelaySpec = ParameterSpec(
         "referenceDelay", name: "Reference delay", range: 0...500, unit: .milliseconds, default: 0, smoothingTime: 0)
 
@@ -76,14 +85,23 @@ public final class VoiceProcessingUnit: RenderUnit {
     /// The rates the library runs at.
     public static let sampleRates: [Double] = [8_000, 16_000, 32_000, 48_000]
 
+    /// Echo cancellation on or off (``echoCancellationSpec``); set it from any thread.
     public let echoCancellation: Parameter
+    /// The echo suppressor's aggressiveness (``suppressionLevelSpec``); set it from any thread.
     public let suppressionLevel: Parameter
+    /// The noise suppression level (``noiseSuppressionSpec``); set it from any thread.
     public let noiseSuppression: Parameter
+    /// The gain control mode (``gainControlSpec``); set it from any thread.
     public let gainControl: Parameter
+    /// The gain control's target level in dBFS (``targetLevelSpec``); set it from any thread.
     public let targetLevel: Parameter
+    /// The fixed-digital gain in dB (``compressionGainSpec``); set it from any thread.
     public let compressionGain: Parameter
+    /// The limiter on or off (``limiterSpec``); set it from any thread.
     public let limiter: Parameter
+    /// The high-pass filter on or off (``highPassFilterSpec``); set it from any thread.
     public let highPassFilter: Parameter
+    /// The hint of the echo's delay in milliseconds (``referenceDelaySpec``); set it from any thread.
     public let referenceDelay: Parameter
 
     private let channelCount: Int
@@ -117,8 +135,8 @@ public final class VoiceProcessingUnit: RenderUnit {
     /// Worker → control side.
     private let readOuts = VoiceReadOuts()
 
-    /// - Throws: ``AudioError`` `.unsupportedSampleRate` off 8/16/32/48 kHz, `.invalidFormat` for more than two
-    ///   channels.
+    /// - Throws: ``/AudioCore/AudioError`` `.unsupportedSampleRate` off 8/16/32/48 kHz, `.invalidFormat` for more
+    ///   than two channels.
     public init(format: StreamFormat, referenceChannelCount: Int? = nil) throws(AudioError) {
         let f = try StreamFormat.graph(sampleRate: format.sampleRate, channelCount: format.channelCount)
         guard Self.sampleRates.contains(f.sampleRate) else {
@@ -353,7 +371,7 @@ public final class VoiceProcessingUnit: RenderUnit {
 
     /// Without a deadline (and until told otherwise) the render thread waits for the worker and the latency is the
     /// library's alone; with real-time cycles it never waits, and the latency grows by the largest cycle and half a
-    /// 10 ms frame. ``IOUnit`` and the live-stream session tell it what their devices run.
+    /// 10 ms frame. `IOUnit` and the live-stream session tell it what their devices run.
     public func willRender(_ mode: RenderingMode) {
         let cycleFrames = mode.maximumCycleFrames
         let waits = cycleFrames == nil

@@ -22,7 +22,7 @@ func sample0() async throws {
 func sample1() async throws {
     let mic = try StreamFormat.graph(sampleRate: 48_000, channelCount: 1)
     let out = try StreamFormat.graph(sampleRate: 48_000, channelCount: 2)
-    let loaded = try GraphFile.load(path: "examples/voice-chain.json", maximumFrames: 4096)
+    let loaded = try GraphFile.load(path: "Examples/graphs/voice-chain.json", maximumFrames: 4096)
     let io = try IOUnit(.init(backend: .alsa, inputFormat: mic, outputFormat: out, periodFrames: 256, periodCount: 3))
     try io.setInputUnit(loaded.inputUnits[0].unit)
     try io.setOutputGraph(loaded.graph)
@@ -99,7 +99,7 @@ func sample7(context: RenderContext) async throws {
 // docs/karaoke.md
 func sample8() async throws {
     var configuration = KaraokeSession.Configuration(song: "song.m4a")
-    configuration.voiceChain = "examples/voice-chain.json"
+    configuration.voiceChain = "Examples/graphs/voice-chain.json"
     configuration.backend = .jack
     configuration.stemsDirectory = "take1"
     configuration.roundTrip = .calibrate
@@ -172,7 +172,7 @@ func sample11(encoder: AACEncoder, packets: [AACPacket], capturedAt: UInt64) asy
 // docs/streaming.md
 func sample12() async throws {
     var configuration = LiveStreamSession.Configuration(input: .device(name: nil, backend: .alsa))
-    configuration.graphPath = "examples/voice-chain.json"
+    configuration.graphPath = "Examples/graphs/voice-chain.json"
     configuration.outputs = [.rtmp(try RTMPURL("rtmp://127.0.0.1/live/key")), .file("show.m4a"), .file("show.flv")]
     let session = try LiveStreamSession(configuration)   // checks graph, input, outputs, encoder settings
     try await session.start()                            // files open, every server accepts, then the input starts
@@ -195,24 +195,201 @@ func sample13(graph: RenderGraph) async throws {
     try io.start()
 }
 
+// Sources/LiveAudio/LiveAudio.docc/CaptureAndEarMonitoring.md
+func sample14(voiceChain: RenderUnit) async throws {
+    let voice = try StreamFormat.graph(sampleRate: 48_000, channelCount: 1)
+    let stereo = try StreamFormat.graph(sampleRate: 48_000, channelCount: 2)
+    let io = try IOUnit(.init(backend: .alsa, inputFormat: voice, outputFormat: stereo, periodFrames: 128, periodCount: 2))
+
+    let graph = try RenderGraph(format: stereo, maximumFrames: 1024)
+    let microphone = try graph.addNode(io.inputUnit(), name: "input")
+    let effects = try graph.addNode(voiceChain, name: "chain")      // mono in, stereo out: a reverb, say
+    try graph.connect(microphone, to: effects)
+    try graph.connect(effects, to: graph.output)
+    try io.setOutputGraph(graph)
+
+    let grant = try io.start()           // what the device really gave: rate, period, latency
+    print(grant)
+    Task { for await event in io.events { print(event) } }   // xruns, faults, reconnects, route changes
+    // …
+    io.stop()
+}
+
+// Sources/LiveAudio/LiveAudio.docc/CaptureAndEarMonitoring.md
+func sample15() async throws {
+    let mic = try MicrophoneSource(device: "default", sampleRate: 48_000, channels: 1, sampleType: .int16)
+    try mic.start()
+    for await buffer in mic.buffers {
+        print(buffer.sampleTime, buffer.hostTime)   // the first frame's sample time and capture time
+    }
+}
+
+// Sources/LiveAudio/LiveAudio.docc/GettingStarted.md
+func sample16() async throws {
+
+    let format = try StreamFormat.graph(sampleRate: 48_000, channelCount: 2)
+    let graph = try RenderGraph(format: format, maximumFrames: 1024)
+    let tone = try graph.addNode(ToneUnit(format: format, frequency: 220, amplitude: 0.3), name: "tone")
+    let room = try graph.addNode(ReverbUnit(format: format), name: "room")
+    let limiter = try graph.addNode(LimiterUnit(format: format), name: "limiter")
+    try graph.connect(tone, to: room)
+    try graph.connect(room, to: limiter)
+    try graph.connect(limiter, to: graph.output)
+    try graph.unit(room).setParameter("wetDryMix", 30)   // any thread, any time; smoothed while rendering
+    try graph.initialize()
+
+    let renderer = OfflineRenderer(graph: graph)
+    let file = try WAVFileWriter(
+        path: "tone.wav", format: StreamFormat(sampleRate: 48_000, channelCount: 2, sampleType: .int16, interleaved: true))
+    for _ in 0..<(4 * 48_000 / 1024) {
+        try file.write(try renderer.render(frames: 1024))  // the view is valid until the next render
+    }
+    try file.finish()
+}
+
+// Sources/LiveAudio/LiveAudio.docc/GettingStarted.md
+func sample17() async throws {
+    do {
+        _ = try StreamFormat.graph(sampleRate: 1_000_000, channelCount: 2)
+    } catch {
+        print(error.code, error.message)   // unsupportedSampleRate, and what the valid range is
+    }
+}
+
+// Sources/LiveAudio/LiveAudio.docc/GraphFiles.md
+func sample18() async throws {
+    let loaded = try GraphFile.load(path: "Examples/graphs/voice-chain.json", maximumFrames: 1024)
+    try loaded.units["room"]?.setParameter("wetDryMix", 35)
+    print(loaded.graph.renderOrder, loaded.inputUnits.map(\.id))
+}
+
+// Sources/LiveAudio/LiveAudio.docc/GraphFiles.md
+func sample19() async throws {
+    var registry = UnitRegistry.standard
+    registry.register("boost") { (fields: inout NodeFields) throws(AudioError) -> RenderUnit in
+        let decibels = try fields.number("gain", default: 6, in: 0...24, unit: " dB")
+        return try GainUnit(format: fields.format, gain: Float(decibels))
+    }
+    let loaded = try GraphFile.load(path: "voice.json", registry: registry)
+}
+
+// Sources/LiveAudio/LiveAudio.docc/KaraokeSessions.md
+func sample20() async throws {
+    var configuration = KaraokeSession.Configuration(song: "song.m4a")
+    configuration.voiceChain = "Examples/graphs/voice-chain.json"
+    configuration.backend = .jack
+    configuration.keyAdjustable = true                  // a time-pitch in the song's path: the key can change live
+    configuration.stemsDirectory = "take1"               // accompaniment.wav, voice-dry.wav, voice-wet.wav, song.wav
+    configuration.outputs = [.file("take1/song.m4a")]    // and any rtmp:// URLs
+    let session = try KaraokeSession(configuration)
+    try await session.start()
+
+    session.accompanimentVolume = -3                     // dB, live, click-free
+    session.voiceVolume = 2
+    session.isVoiceMuted = false
+    try session.setKey(cents: 100)                       // a semitone up
+    try session.seekSong(toSeconds: 42)                  // heard at once: what was rendered ahead is dropped
+    let summary = await session.stop()                   // completes the files, unpublishes
+    print(summary.seconds, summary.xruns, summary.loudness.summaryText)
+}
+
+// Sources/LiveAudio/LiveAudio.docc/KaraokeSessions.md
+func sample21() async throws {
+    func follow(_ session: KaraokeSession) async throws {
+        let monitor = SnapshotMonitor { session.snapshot() }
+        defer { monitor.stop() }
+        for await snapshot in monitor.updates() {
+            print(snapshot.position, snapshot.singAlong?.line?.text ?? "")
+            if snapshot.songState == .ended || snapshot.stopRequested { break }
+        }
+    }
+}
+
+// Sources/LiveAudio/LiveAudio.docc/LiveStreaming.md
+func sample22() async throws {
+    var configuration = LiveStreamSession.Configuration(input: .device(name: nil, backend: .alsa))
+    configuration.graphPath = "Examples/graphs/voice-chain.json"
+    configuration.outputs = [try .init(parsing: "rtmp://127.0.0.1/live/key"), .file("show.m4a")]
+    configuration.bitRate = 128_000
+    let session = try LiveStreamSession(configuration)  // the graph, the input, each output, the encoder's settings
+
+    try await session.start()          // files open, every server accepts, then the input starts
+    session.volume = 0.8               // 0 … 4, ramped: no click
+    try session.unit(named: "room")?.parameter("wetDryMix").set(35)   // a unit of the voice chain, live
+    print(session.meters.input.peakDecibels, session.statistics.loudness.statusText)
+    let summary = await session.stop() // encodes what is buffered, finishes the files, unpublishes
+    print(summary.statistics)
+}
+
+// Sources/LiveAudio/LiveAudio.docc/LiveStreaming.md
+func sample23(encoder: AACEncoder, packets: [AACPacket]) async throws {
+    let publisher = try RTMPPublisher(
+        url: RTMPURL("rtmp://127.0.0.1/live/key"),
+        stream: AACStreamDescription(sampleRate: 48_000, channelCount: 2, bitRate: 128_000,
+                                     audioSpecificConfig: encoder.audioSpecificConfig))
+    try await publisher.start()            // throws if the server refuses or is not there
+    for packet in packets {                // any thread; never waits
+        publisher.send(aacFrame: packet.data, timestamp: packet.streamMilliseconds)
+    }
+    await publisher.stop()                 // sends what is queued, FCUnpublish, deleteStream
+}
+
+// Sources/LiveAudio/LiveAudio.docc/WritingAUnit.md
+func sample24() async throws {
+    /// A tremolo: the input's level swung by a sine at `rate` Hz, `depth` deep.
+    final class TremoloUnit: RenderUnit {
+        let core: UnitCore
+        let rate = Parameter(ParameterSpec("rate", name: "Rate", range: 0.1...20, unit: .hertz, default: 5), owner: "tremolo")
+        let depth = Parameter(ParameterSpec("depth", name: "Depth", range: 0...1, unit: .linearGain, default: 0.5),
+                              owner: "tremolo")
+        /// What only the render thread touches while the graph renders: the type says so.
+        private let state = RenderThreadBound(State())
+        private struct State { var phase = 0.0; var sampleRate = 48_000.0 }
+
+        init(format: StreamFormat) throws(AudioError) {
+            let f = try StreamFormat.graph(sampleRate: format.sampleRate, channelCount: format.channelCount)
+            core = UnitCore(kind: "tremolo", inputs: [f], outputs: [f], parameters: [rate, depth])
+        }
+
+        func allocateRenderResources(_ spec: RenderSpec) throws(AudioError) {
+            state.whileStopped.sampleRate = spec.sampleRate
+        }
+
+        func reset() { state.whileStopped.phase = 0 }
+
+        func render(_ context: RenderContext) {
+            let input = context.input(0), output = context.output(0)
+            var s = state.onRenderThread
+            let step = Double(rate.value) / s.sampleRate, d = depth.value   // atomic loads
+            for i in 0..<context.frameCount {
+                let gain = 1 - d * 0.5 * (1 - Float(cos(2 * Double.pi * s.phase)))
+                for c in 0..<output.channelCount { output[c][i] = gain * input[c][i] }
+                s.phase += step
+                if s.phase >= 1 { s.phase -= 1 }
+            }
+            state.onRenderThread = s
+        }
+    }
+}
+
 // Sources/AudioCore/SampleRateConverter.swift
-func sample14(songBlock: BufferView, outputBlock: BufferView) async throws {
+func sample25(songBlock: BufferView, outputBlock: BufferView) async throws {
     let converter = try SampleRateConverter(inputRate: 44_100, outputRate: 48_000, channelCount: 2)
     let (consumed, produced) = converter.process(input: songBlock, output: outputBlock)
     let tail = converter.flush(into: outputBlock)   // after the last input
 }
 
 // Sources/AudioUnits/Playback/FilePlayerUnit.swift
-func sample15() async throws {
+func sample26() async throws {
     let player = try FilePlayerUnit(path: "song.m4a", sampleRate: 48_000)
     try player.schedule(.init(startFrame: 48_000 * 30, frameCount: 48_000 * 20, loopCount: 1), at: 96_000)
     player.onEnd = { print("done") }
 }
 
 // Sources/LiveAudio/KaraokeSession.swift
-func sample16() async throws {
+func sample27() async throws {
     var configuration = KaraokeSession.Configuration(song: "song.m4a")
-    configuration.voiceChain = "examples/voice-chain.json"
+    configuration.voiceChain = "Examples/graphs/voice-chain.json"
     configuration.stemsDirectory = "take1"          // accompaniment.wav, voice-dry.wav, voice-wet.wav, song.wav
     let session = try KaraokeSession(configuration)
     try await session.start()
@@ -223,9 +400,9 @@ func sample16() async throws {
 }
 
 // Sources/LiveAudio/LiveStreamSession.swift
-func sample17() async throws {
+func sample28() async throws {
     var configuration = LiveStreamSession.Configuration(input: .device(name: nil, backend: .alsa))
-    configuration.graphPath = "examples/voice-chain.json"
+    configuration.graphPath = "Examples/graphs/voice-chain.json"
     configuration.outputs = [.rtmp(try RTMPURL("rtmp://127.0.0.1/live/key")), .file("show.m4a")]
     let session = try LiveStreamSession(configuration)
     try await session.start()
@@ -235,7 +412,7 @@ func sample17() async throws {
 }
 
 // Sources/RTMP/RTMPPublisher.swift
-func sample18(description: AACStreamDescription, packet: AACPacket) async throws {
+func sample29(description: AACStreamDescription, packet: AACPacket) async throws {
     let publisher = try RTMPPublisher(url: RTMPURL("rtmp://127.0.0.1/live/key"), stream: description)
     try await publisher.start()            // connect → … → publish; throws if that fails
     publisher.send(aacFrame: packet.data, timestamp: packet.streamMilliseconds)   // any thread, never waits
