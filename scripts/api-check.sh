@@ -24,5 +24,5 @@ if ! git rev-parse --verify --quiet "$base^{commit}" > /dev/null; then
     exit 2
 fi
 products=(LiveAudio AudioCore AudioGraph AudioUnits MediaContainers AudioDevices AudioCodecs RTMP SingAlong LiveAudioStage)
-echo "api-check: the public API of ${products[*]} against $base ($(git rev-parse --short "$base"))"
+echo "api-check: the public API of ${products[*]} against $base ($(git rev-parse --short "$base^{commit}"))"
 "$SWIFT" package diagnose-api-breaking-changes "$base" --products "${products[@]}"

@@ -6,8 +6,9 @@ the LiveAudio catalogue lists every public type of the module with a summary.
   scripts/docs-check.py SYMBOL_GRAPH_DIR DOCS_DIR MODULE…
 
 SYMBOL_GRAPH_DIR holds the symbol graphs swift-docc-plugin extracted (one folder a module); DOCS_DIR is the built
-site. Symbols the compiler made (memberwise initializers, synthesized conformances) and members that take their
-documentation from a protocol requirement are not the code's to document and are not counted.
+site. Symbols the compiler made (synthesized conformances' members) are not the code's to document and are not
+counted; a member that implements a protocol requirement and has no comment of its own shows the requirement's (the
+symbol graph carries it, and DocC shows it), which counts.
 """
 import glob, json, os, sys
 
