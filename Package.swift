@@ -3,9 +3,12 @@
 // AAC encoding and live streaming.
 import PackageDescription
 
+/// Warnings are errors in debug builds (what `make test` builds). Through the warning-control setting rather than the
+/// compiler flag: SwiftPM suppresses a remote dependency's warnings, which the flag would contradict in the build of
+/// a package that depends on LiveAudio by URL.
 let strict: [SwiftSetting] = [
     .swiftLanguageMode(.v6),
-    .unsafeFlags(["-warnings-as-errors"], .when(configuration: .debug)),
+    .treatAllWarnings(as: .error, .when(configuration: .debug)),
 ]
 /// The modules whose code runs on the device thread every cycle (buffers and vector kernels, the graph's schedule, the
 /// units' DSP) are optimized in debug builds too: the tests run them against real sound servers with real deadlines,

@@ -8,7 +8,7 @@ set -euo pipefail
 out=${1:-out}
 bin=.build/release/liveaudio
 mkdir -p "$out/karaoke"
-test -f Examples/graphs/karaoke-accompaniment.wav -a -f Examples/graphs/karaoke-voice.wav || scripts/make-demo-karaoke.sh examples
+test -f Examples/graphs/karaoke-accompaniment.wav -a -f Examples/graphs/karaoke-voice.wav || scripts/make-demo-karaoke.sh Examples/graphs
 echo "demo: karaoke — the virtual device sings Examples/graphs/karaoke-voice.wav to Examples/graphs/karaoke-accompaniment.wav"
 # The take was made against the song from its first frame: no round trip to take back out.
 "$bin" karaoke Examples/graphs/karaoke-accompaniment.wav --graph Examples/graphs/voice-chain.json --backend virtual \
@@ -20,7 +20,7 @@ echo "      what the singer heard is $out/karaoke/headphones.wav. Play them with
 
 # Singing to a chart: a generated UltraStar chart over the same accompaniment, sung by a generated voice; each lyric
 # line is printed as it starts and rated as it ends, then the score.
-test -f Examples/graphs/karaoke-chart.txt -a -f Examples/graphs/karaoke-singer.wav || scripts/make-demo-chart.py examples
+test -f Examples/graphs/karaoke-chart.txt -a -f Examples/graphs/karaoke-singer.wav || scripts/make-demo-chart.py Examples/graphs
 mkdir -p "$out/karaoke-chart"
 echo "demo: karaoke with a chart — Examples/graphs/karaoke-chart.txt sung by Examples/graphs/karaoke-singer.wav, scored on hard"
 "$bin" karaoke Examples/graphs/karaoke-chart.txt --graph Examples/graphs/voice-chain.json --backend virtual \

@@ -6,10 +6,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 SWIFT=${SWIFT:-swift}
 "$SWIFT" build --package-path Examples
+bin=$("$SWIFT" build --package-path Examples --show-bin-path)
 out=.build/examples
 mkdir -p "$out"
 rm -f "$out/offline-render.wav"
-Examples/.build/debug/offline-render "$out/offline-render.wav" 4
+"$bin/offline-render" "$out/offline-render.wav" 4
 fields=$(ffprobe -v error -select_streams a:0 -show_entries stream=codec_name,sample_rate,channels,duration \
     -of default=noprint_wrappers=1 "$out/offline-render.wav")
 echo "$fields"

@@ -64,7 +64,7 @@ python3 scripts/soak.py --binary .build/debug/liveaudio --seconds "${TEST_SOAK_S
 if [ "$status" -ne 0 ]; then
     echo
     echo "== what failed =="
-    grep -hE "✘|error:|Fatal error|crashed|^fuzz-smoke:|^crash:|^hang:|^fuzz: .*FAILED|fuzz invariant|^SUMMARY|^soak: FAILED|^soak: .* exited|^examples: FAILED|^docs-check" .build/test-compute.log .build/test-fuzz.log \
+    grep -hE "✘|error:|Fatal error|crashed|^fuzz-smoke:|^crash:|^hang:|^fuzz: .*FAILED|fuzz invariant|^SUMMARY|^soak: FAILED|^soak: .* exited|^examples: FAILED|^docs-check|^ls: cannot" .build/test-compute.log .build/test-fuzz.log \
         .build/test-libfuzzer.log .build/test-docs.log .build/test-examples.log \
         .build/test-realtime.log .build/test-karaoke.log .build/test-soak.log | head -80
 fi

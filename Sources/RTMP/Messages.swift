@@ -14,11 +14,11 @@ public enum ProtocolControl {
         case pingRequest = 6, pingResponse = 7
     }
 
-    /// A Set Chunk Size message announcing `size` bytes (the spec's range is 1 … 0x7FFFFFFF). It only builds the
-    /// message: to send it and switch an encoder to the new size, use
+    /// A Set Chunk Size message announcing `size` bytes, clamped to the spec's range, 1 … 0x7FFFFFFF. It only builds
+    /// the message: to send it and switch an encoder to the new size, use
     /// ``ChunkStreamEncoder/setChunkSizeMessage(_:)``.
     public static func setChunkSize(_ size: Int) -> RTMPMessage {
-        RTMPMessage(type: .setChunkSize, payload: uint32(UInt32(size)))
+        RTMPMessage(type: .setChunkSize, payload: uint32(UInt32(min(max(size, 1), 0x7FFF_FFFF))))
     }
 
     /// An Acknowledgement message carrying `sequenceNumber`: the bytes received so far (modulo 2³²).

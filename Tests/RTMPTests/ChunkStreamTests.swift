@@ -807,3 +807,12 @@ struct RTMPHandshakeTests {
     }
 
 }
+
+/// A Set Chunk Size message for a size outside the spec's 1 … 0x7FFFFFFF announces the nearest size in it, instead
+/// of trapping on the conversion to 32 bits.
+@Test(arguments: [(-5, 1), (0, 1), (1, 1), (4096, 4096), (0x7FFF_FFFF, 0x7FFF_FFFF), (Int.max, 0x7FFF_FFFF)] as [(Int, UInt32)])
+func setChunkSizeIsClampedToTheSpecsRange(size: Int, announced: UInt32) throws {
+    let message = ProtocolControl.setChunkSize(size)
+    #expect(message.type == .setChunkSize)
+    #expect(try ProtocolControl.parseUInt32(message) == announced)
+}

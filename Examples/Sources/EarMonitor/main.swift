@@ -1,7 +1,7 @@
 // ear-monitor: the microphone in your headphones within a few milliseconds, through a unit of your own
 // (SoftClipUnit), a reverb and a limiter — what a singer hears while singing.
 //
-//   swift run ear-monitor [alsa|jack] [SECONDS]          (defaults: alsa, 10 s; Ctrl-C stops sooner)
+//   swift run ear-monitor [alsa|jack] [SECONDS]          (defaults: alsa, 10 s; Ctrl-C stops it sooner)
 //
 // ALSA's "default" device is PulseAudio or PipeWire on most desktops; with `jack`, a JACK server must be running.
 // Wear headphones: through speakers, the microphone hears itself.
@@ -19,7 +19,8 @@ do {
     let io = try IOUnit(.init(backend: backend, inputFormat: voice, outputFormat: stereo, periodFrames: 128,
                               periodCount: 2))
 
-    let graph = try RenderGraph(format: stereo, maximumFrames: 1024)
+    // As large as any period a device may grant (a JACK server at -p 2048 decides its own).
+    let graph = try RenderGraph(format: stereo, maximumFrames: DeviceRequest.maximumPeriodFrames)
     let microphone = try graph.addNode(io.inputUnit(), name: "input")
     let clip = try graph.addNode(SoftClipUnit(format: voice, driveDecibels: 6), name: "softClip")
     let room = try graph.addNode(ReverbUnit(format: stereo, inputChannelCount: 1), name: "room")
@@ -38,7 +39,19 @@ do {
         + "as the backend reports it")
     // Device events (xruns, faults, reconnects) arrive on an AsyncStream; read them off the device's thread.
     let events = Task { for await event in io.events { print(event) } }
-    try await Task.sleep(for: .seconds(seconds))
+    // Until the time is up or Ctrl-C: stop the device either way, so it is closed as it should be.
+    signal(SIGINT, SIG_IGN)
+    let interrupt = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())
+    let (interrupted, interruption) = AsyncStream.makeStream(of: Void.self)
+    interrupt.setEventHandler { interruption.yield() }
+    interrupt.resume()
+    await withTaskGroup(of: Void.self) { group in
+        group.addTask { try? await Task.sleep(for: .seconds(seconds)) }
+        group.addTask { for await _ in interrupted { return } }
+        await group.next()
+        group.cancelAll()
+    }
+    interrupt.cancel()
     io.stop()
     events.cancel()
 } catch {

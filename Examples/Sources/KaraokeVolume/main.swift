@@ -21,11 +21,17 @@ if let first = arguments.first, let named = DeviceBackend(rawValue: first) {
     arguments.removeFirst()
 }
 
-/// The terminal's lines, read on a thread of their own (readLine blocks) and handed over as an async sequence.
-let commands = AsyncStream<String> { continuation in
-    Thread.detachNewThread {
-        while let line = readLine() { continuation.yield(line.trimmingCharacters(in: .whitespaces)) }
-        continuation.finish()
+/// The terminal's lines, read on a thread of their own (readLine blocks), and an empty line every half second, so the
+/// loop below notices the song's end without a key being pressed. When the input ends (`< /dev/null`), the song plays
+/// to its end.
+let (commands, input) = AsyncStream.makeStream(of: String.self)
+Thread.detachNewThread {
+    while let line = readLine() { input.yield(line.trimmingCharacters(in: .whitespaces)) }
+}
+let ticker = Task {
+    while !Task.isCancelled {
+        try? await Task.sleep(for: .milliseconds(500))
+        input.yield("")
     }
 }
 
@@ -43,7 +49,9 @@ do {
     print("singing \(song); a+ a- v+ v- m k+ k- q")
 
     for await command in commands {
-        // Volumes, mutes and the key are atomics underneath: set them from any thread; the render thread ramps.
+        if session.songHasEnded { break }
+        if command.isEmpty { continue }
+        // Volumes, mutes and the key: from any thread but the render thread; the render thread ramps to them.
         switch command {
         case "a+": session.accompanimentVolume += 2
         case "a-": session.accompanimentVolume -= 2
@@ -55,12 +63,13 @@ do {
         case "q": break
         default: print("? a+ a- v+ v- m k+ k- q")
         }
-        if command == "q" || session.snapshot().songState == .ended { break }
+        if command == "q" { break }
         let s = session.snapshot()
         print(String(format: "%6.1f s  accompaniment %+.0f dB  voice %+.0f dB%@  key %+.0f cents",
                      s.position, session.accompanimentVolume, session.voiceVolume,
                      session.isVoiceMuted ? " (muted)" : "", session.keyCents))
     }
+    ticker.cancel()
     let summary = await session.stop()      // completes the files, unpublishes
     print("sang \(String(format: "%.1f", summary.seconds)) s; \(summary.xruns) xruns; "
         + "loudness \(summary.loudness.summaryText)")

@@ -42,7 +42,7 @@ do {
     while elapsed < seconds && !session.hasEnded && session.failure == nil {
         try await Task.sleep(for: .seconds(1))
         elapsed += 1
-        // Meters and statistics are safe to read from any thread: a VU display would poll them like this.
+        // Meters and statistics: read from any thread but the render thread; a VU display polls them like this.
         let peak = session.meters.input.peakDecibels
         print(String(format: "%4.0f s  input peak %6.1f dBFS  ", elapsed, peak) + session.statistics.loudness.statusText)
         if elapsed == 5 { session.volume = 0.8 }   // 0 … 4, ramped over one block: no click

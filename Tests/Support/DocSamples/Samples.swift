@@ -201,7 +201,8 @@ func sample14(voiceChain: RenderUnit) async throws {
     let stereo = try StreamFormat.graph(sampleRate: 48_000, channelCount: 2)
     let io = try IOUnit(.init(backend: .alsa, inputFormat: voice, outputFormat: stereo, periodFrames: 128, periodCount: 2))
 
-    let graph = try RenderGraph(format: stereo, maximumFrames: 1024)
+    // As large as any period a device may grant (a JACK server decides its own): a graph renders at most this many.
+    let graph = try RenderGraph(format: stereo, maximumFrames: DeviceRequest.maximumPeriodFrames)
     let microphone = try graph.addNode(io.inputUnit(), name: "input")
     let effects = try graph.addNode(voiceChain, name: "chain")      // mono in, stereo out: a reverb, say
     try graph.connect(microphone, to: effects)
@@ -221,7 +222,9 @@ func sample15() async throws {
     try mic.start()
     for await buffer in mic.buffers {
         print(buffer.sampleTime, buffer.hostTime)   // the first frame's sample time and capture time
+        if buffer.sampleTime > 10 * 48_000 { break }
     }
+    mic.stop()
 }
 
 // Sources/LiveAudio/LiveAudio.docc/GettingStarted.md
@@ -241,8 +244,11 @@ func sample16() async throws {
     let renderer = OfflineRenderer(graph: graph)
     let file = try WAVFileWriter(
         path: "tone.wav", format: StreamFormat(sampleRate: 48_000, channelCount: 2, sampleType: .int16, interleaved: true))
-    for _ in 0..<(4 * 48_000 / 1024) {
-        try file.write(try renderer.render(frames: 1024))  // the view is valid until the next render
+    var remaining = 4 * 48_000                              // 4 s
+    while remaining > 0 {
+        let frames = min(remaining, 1024)
+        try file.write(try renderer.render(frames: frames)) // the view is valid until the next render
+        remaining -= frames
     }
     try file.finish()
 }
@@ -252,7 +258,7 @@ func sample17() async throws {
     do {
         _ = try StreamFormat.graph(sampleRate: 1_000_000, channelCount: 2)
     } catch {
-        print(error.code, error.message)   // unsupportedSampleRate, and what the valid range is
+        print(error.code, error.message)   // invalidFormat, and the rates there may be (1 kHz–768 kHz)
     }
 }
 
