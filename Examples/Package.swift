@@ -11,17 +11,16 @@ let package = Package(
         .package(name: "LiveAudio", path: ".."),
     ],
     targets: [
-        .executableTarget(
-            name: "offline-render", dependencies: [.product(name: "LiveAudio", package: "LiveAudio")],
-            path: "Sources/OfflineRender", swiftSettings: [.swiftLanguageMode(.v6)]),
-        .executableTarget(
-            name: "ear-monitor", dependencies: [.product(name: "LiveAudio", package: "LiveAudio")],
-            path: "Sources/EarMonitor", swiftSettings: [.swiftLanguageMode(.v6)]),
-        .executableTarget(
-            name: "live-stream", dependencies: [.product(name: "LiveAudio", package: "LiveAudio")],
-            path: "Sources/LiveStream", swiftSettings: [.swiftLanguageMode(.v6)]),
-        .executableTarget(
-            name: "karaoke-volume", dependencies: [.product(name: "LiveAudio", package: "LiveAudio")],
-            path: "Sources/KaraokeVolume", swiftSettings: [.swiftLanguageMode(.v6)]),
+        example("offline-render", in: "OfflineRender"),
+        example("ear-monitor", in: "EarMonitor"),
+        example("live-stream", in: "LiveStream"),
+        example("karaoke-volume", in: "KaraokeVolume"),
     ]
 )
+
+/// An executable that uses LiveAudio, its sources in Sources/`folder`.
+func example(_ name: String, in folder: String) -> Target {
+    .executableTarget(
+        name: name, dependencies: [.product(name: "LiveAudio", package: "LiveAudio")], path: "Sources/\(folder)",
+        swiftSettings: [.swiftLanguageMode(.v6)])
+}

@@ -38,14 +38,7 @@ struct Encode: ParsableCommand {
     @Option(name: .customLong("sample-format"), help: "WAV samples: s16, s24, s32 or f32.")
     var sampleFormat: String = "s16"
 
-    @Option(
-        help: ArgumentHelp(
-            "Normalize to this integrated loudness (default -14 LUFS): measure, then a gain; a true-peak limiter holds the peaks if the gain would push them over --true-peak.",
-            valueName: "=LUFS"))
-    var normalize: String?
-
-    @Option(name: .customLong("true-peak"), parsing: .unconditional, help: "The true-peak ceiling for --normalize, dBTP.")
-    var truePeak: Double = -1
+    @OptionGroup var loudness: NormalizeOptions
 
     func run() throws {
         let stop = StopFlag()
@@ -55,7 +48,7 @@ struct Encode: ParsableCommand {
             let summary = try FileEncoding(
                 input: input, output: output, bitrate: bitrate, channels: channels, sampleRate: sampleRate,
                 profile: profile, sampleFormat: sampleFormat,
-                normalize: try NormalizeOption.target(normalize, default: -14, ceiling: truePeak), truePeakCeiling: truePeak
+                normalize: try loudness.target(), truePeakCeiling: loudness.truePeak
             ).run(stop: stop)
             print(summary)
         } catch {

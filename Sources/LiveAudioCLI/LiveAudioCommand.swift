@@ -64,14 +64,7 @@ struct Render: ParsableCommand {
     @Option(name: .customLong("sample-format"), help: "Output samples: f32 (32-bit float) or s16 (16-bit integer).")
     var sampleFormat: String = "f32"
 
-    @Option(
-        help: ArgumentHelp(
-            "Normalize the rendered audio to this integrated loudness (default -14 LUFS); a true-peak limiter holds the peaks under --true-peak if the gain would push them over.",
-            valueName: "=LUFS"))
-    var normalize: String?
-
-    @Option(name: .customLong("true-peak"), parsing: .unconditional, help: "The true-peak ceiling for --normalize, dBTP.")
-    var truePeak: Double = -1
+    @OptionGroup var loudness: NormalizeOptions
 
     func run() throws {
         do throws(AudioError) {
@@ -84,7 +77,7 @@ struct Render: ParsableCommand {
             if let duration, !(duration.isFinite && duration >= 0 && duration <= 86_400) {
                 throw AudioError(.invalidFormat, "--duration must be between 0 and 86400 seconds, got \(duration)")
             }
-            let target = try NormalizeOption.target(normalize, default: -14, ceiling: truePeak)
+            let target = try loudness.target()
             let loaded = try GraphFile.load(path: graph, maximumFrames: max(blockFrames, 1))
             // With --normalize: rendered in 32-bit float to a hidden file beside the output, then normalised into a
             // second one that is renamed over the output (an earlier file there stays until then).
@@ -111,7 +104,7 @@ struct Render: ParsableCommand {
                 defer { unlink(temporary) }
                 let summary = try FileEncoding(
                     input: renderTo, output: temporary, bitrate: nil, channels: nil, sampleRate: nil, profile: "aac-lc",
-                    sampleFormat: sampleFormat, normalize: target, truePeakCeiling: truePeak
+                    sampleFormat: sampleFormat, normalize: target, truePeakCeiling: loudness.truePeak
                 ).run(stop: stop)
                 if stop.isSet {
                     throw AudioError(.invalidState, "stopped before the end: nothing was written to '\(output)'")

@@ -70,6 +70,25 @@ struct Loudness: ParsableCommand {
 /// `--normalize[=LUFS]`: an option whose value may be left out. ArgumentParser wants a value for an option, so a
 /// bare `--normalize` is rewritten to `--normalize=default` before parsing, and each command reads "default" as its
 /// own target (−14 LUFS for files, −18 LUFS for a karaoke accompaniment).
+/// `--normalize[=LUFS]` and `--true-peak` as `encode` and `render` take them (`karaoke` has its own: another default,
+/// and the true peak is the session's).
+struct NormalizeOptions: ParsableArguments {
+    @Option(
+        help: ArgumentHelp(
+            "Normalize to this integrated loudness (default -14 LUFS): measure, then a gain; a true-peak limiter holds the peaks if the gain would push them over --true-peak.",
+            valueName: "=LUFS"))
+    var normalize: String?
+
+    @Option(name: .customLong("true-peak"), parsing: .unconditional, help: "The true-peak ceiling for --normalize, dBTP.")
+    var truePeak: Double = -1
+
+    /// The target in LUFS, or nil without `--normalize`.
+    /// - Throws: ``AudioError`` `.invalidParameter` for a value that is not a number of LUFS, or out of range.
+    func target() throws(AudioError) -> Double? {
+        try NormalizeOption.target(normalize, default: -14, ceiling: truePeak)
+    }
+}
+
 enum NormalizeOption {
     /// A loudness given apart (`--normalize -16`) is taken as the option's value: a negative number would otherwise
     /// read as an option.

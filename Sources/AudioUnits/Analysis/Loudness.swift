@@ -321,33 +321,30 @@ public struct LoudnessKernel: ~Copyable {
 
     /// The gated loudness of everything measured (−inf when no block reached −70 LUFS).
     public var integrated: Double {
-        var count = 0
+        guard let all = Self.meanEnergy(count: gatingCount, energy: gatingEnergy, from: 0) else { return -.infinity }
+        let gate = Self.loudness(all) - 10
+        guard let gated = Self.meanEnergy(count: gatingCount, energy: gatingEnergy, from: Self.firstBin(above: gate))
+        else { return -.infinity }
+        return Self.loudness(gated)
+    }
+
+    /// The mean energy of the values in bins `first` and above of a histogram, or nil when they hold none.
+    private static func meanEnergy(
+        count: UnsafeMutablePointer<Int>, energy: UnsafeMutablePointer<Double>, from first: Int
+    ) -> Double? {
+        var n = 0
         var sum = 0.0
-        for b in 0..<Self.bins {
-            count += gatingCount[b]
-            sum += gatingEnergy[b]
+        for b in first..<bins {
+            n += count[b]
+            sum += energy[b]
         }
-        guard count > 0 else { return -.infinity }
-        let gate = Self.loudness(sum / Double(count)) - 10
-        count = 0
-        sum = 0
-        for b in Self.firstBin(above: gate)..<Self.bins {
-            count += gatingCount[b]
-            sum += gatingEnergy[b]
-        }
-        return count > 0 ? Self.loudness(sum / Double(count)) : -.infinity
+        return n > 0 ? sum / Double(n) : nil
     }
 
     /// The loudness range in LU (0 until a short-term value reached −70 LUFS).
     public var loudnessRange: Double {
-        var count = 0
-        var sum = 0.0
-        for b in 0..<Self.bins {
-            count += shortCount[b]
-            sum += shortEnergy[b]
-        }
-        guard count > 0 else { return 0 }
-        let first = Self.firstBin(above: Self.loudness(sum / Double(count)) - 20)
+        guard let all = Self.meanEnergy(count: shortCount, energy: shortEnergy, from: 0) else { return 0 }
+        let first = Self.firstBin(above: Self.loudness(all) - 20)
         var gated = 0
         for b in first..<Self.bins { gated += shortCount[b] }
         guard gated > 0 else { return 0 }
