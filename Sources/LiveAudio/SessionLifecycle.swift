@@ -140,7 +140,12 @@ struct SessionLifecycle {
 final class LockedLifecycle: Sendable {
     private let lifecycle: Locked<SessionLifecycle>
 
-    init(name: String) { lifecycle = Locked(SessionLifecycle(name: name)) }
+    init(name: String) {
+        self.name = name
+        lifecycle = Locked(SessionLifecycle(name: name))
+    }
+    /// What the session is called in messages.
+    let name: String
 
     var state: SessionLifecycle.State { lifecycle.withLock { $0.state } }
 

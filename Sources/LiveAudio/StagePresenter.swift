@@ -52,18 +52,29 @@ public struct KaraokeStagePresenter: StagePresenter {
     }
 
     public func hello(canControl: Bool) -> String {
+        Self.hello(
+            canControl: canControl, title: title, artist: artist, keyAdjustable: session.timePitch != nil,
+            chart: session.configuration.chart, part: session.configuration.part)
+    }
+
+    /// The karaoke `hello`: the song's title, artist and chart lines (the part sung), and what the page may do.
+    static func hello(canControl: Bool, title: String, artist: String, keyAdjustable: Bool, chart: SongChart?, part: Int) -> String {
         var o = JSONObject()
         o.add("type", "hello")
         o.add("kind", "karaoke")
+        song(&o, title: title, artist: artist, keyAdjustable: keyAdjustable, chart: chart, part: part)
+        o.add("canControl", canControl)
+        return o.json
+    }
+
+    /// A song's fields, in `hello` and in a room's `song` event.
+    static func song(_ o: inout JSONObject, title: String, artist: String, keyAdjustable: Bool, chart: SongChart?, part: Int) {
         o.add("title", title)
         o.add("artist", artist)
-        o.add("canControl", canControl)
-        o.add("keyAdjustable", session.timePitch != nil)
-        let chart = session.configuration.chart
-        let lines = chart?.voice(session.configuration.part)?.lines ?? chart?.voices.first?.lines ?? []
+        o.add("keyAdjustable", keyAdjustable)
+        let lines = chart?.voice(part)?.lines ?? chart?.voices.first?.lines ?? []
         o.add("hasNotes", chart?.hasNotes ?? false)
         o.add("lines", raw: "[" + lines.map(Self.line).joined(separator: ",") + "]")
-        return o.json
     }
 
     static func line(_ line: SongChart.Line) -> String {
@@ -86,7 +97,9 @@ public struct KaraokeStagePresenter: StagePresenter {
         return o.json
     }
 
-    public func tick(_ s: KaraokeSnapshot, wallMilliseconds: Double) -> String {
+    public func tick(_ s: KaraokeSnapshot, wallMilliseconds: Double) -> String { Self.tick(s, wallMilliseconds: wallMilliseconds) }
+
+    static func tick(_ s: KaraokeSnapshot, wallMilliseconds: Double) -> String {
         var o = JSONObject()
         o.add("type", "tick")
         o.add("wallMs", wallMilliseconds)
@@ -113,7 +126,9 @@ public struct KaraokeStagePresenter: StagePresenter {
         return o.json
     }
 
-    public func events(_ s: KaraokeSnapshot) -> [(type: String, json: String)] {
+    public func events(_ s: KaraokeSnapshot) -> [(type: String, json: String)] { Self.events(s) }
+
+    static func events(_ s: KaraokeSnapshot) -> [(type: String, json: String)] {
         var status = JSONObject()
         status.add("type", "status")
         status.add("regionStart", s.regionStart)

@@ -23,8 +23,11 @@ struct Karaoke: AsyncParsableCommand {
             completes the files.
             """)
 
-    @Argument(help: "The song (the accompaniment): any file FFmpeg reads; or an UltraStar chart (.txt), whose song is played and sung to.")
-    var song: String
+    @Argument(help: "The songs, played in order in one room: each any file FFmpeg reads, or an UltraStar chart (.txt), whose song is played and sung to.")
+    var songs: [String] = []
+
+    @Option(help: "Seconds between two songs: the room plays on (the voice, the stream) meanwhile.")
+    var gap: Double = 5
 
     @Option(help: "Lyrics to show with any song: an LRC file (or an UltraStar chart, whose notes are then scored).")
     var lyrics: String?
@@ -88,13 +91,13 @@ struct Karaoke: AsyncParsableCommand {
 
     @OptionGroup var destinations: EncodedOutputOptions
 
-    @Option(help: "Record accompaniment.wav, voice-dry.wav, voice-wet.wav and song.wav into this folder.")
+    @Option(help: "Record accompaniment.wav, voice-dry.wav, voice-wet.wav and song.wav into this folder (with several songs, into a numbered folder in it for each: 01, 02, ...).")
     var stems: String?
 
     @Option(name: .customLong("latency-ms"), help: "The round trip in ms, or 'calibrate' (default: what the device reports).")
     var latencyMs: String?
 
-    @Option(help: "Seconds to run (default: until the song ends, q on the screen, or Ctrl-C).")
+    @Option(help: "Seconds to run (default: until the last song ends, q on the screen, or Ctrl-C).")
     var duration: Double?
 
     @Flag(name: .customLong("no-screen"), help: "On a terminal too, print a status line a second instead of the live screen.")
@@ -107,203 +110,104 @@ struct Karaoke: AsyncParsableCommand {
 
     func run() async throws {
         do throws(AudioError) {
+            let plans = try songPlans()
             try validateDuration(duration)
-            // A chart names its song (its #INSTRUMENTAL, else #AUDIO or #MP3); --lyrics shows words with any song.
-            let chart: SongChart? =
-                song.lowercased().hasSuffix(".txt") ? try SongChart.load(path: song) : try lyrics.map { path throws(AudioError) in try SongChart.load(path: path) }
-            if song.lowercased().hasSuffix(".txt"), lyrics != nil {
-                throw AudioError(.invalidParameter, "--lyrics is for a song without a chart: \(song) is a chart and has its own")
+            guard gap.isFinite, (0...3600).contains(gap) else {
+                throw AudioError(.invalidParameter, "--gap must be between 0 and 3600 seconds, got \(gap)")
             }
-            for warning in chart?.warnings ?? [] { StandardStream.error("liveaudio: warning: \(warning)\n") }
             guard (1...9).contains(part) else { throw AudioError(.invalidParameter, "--part must be 1 … 9, got \(part)") }
-            if let chart, chart.hasNotes, chart.voice(part) == nil {
-                throw AudioError(.invalidParameter, "--part \(part): the chart has \(chart.voices.map { "P\($0.number)" }.joined(separator: ", "))")
-            }
-            if scoreFile != nil, chart?.hasNotes != true {
-                throw AudioError(.invalidParameter, "--score-file needs a chart with notes (an UltraStar .txt)")
-            }
-            let songPath = try chart.flatMap { c throws(AudioError) in song.lowercased().hasSuffix(".txt") ? try c.songPath() : nil } ?? song
-            var c = KaraokeSession.Configuration(song: songPath)
-            c.chart = chart
-            c.part = part
-            c.difficulty = difficulty
-            c.voiceChain = graph ?? (FileManager.default.fileExists(atPath: "Examples/graphs/voice-chain.json") ? "Examples/graphs/voice-chain.json" : nil)
-            c.backend = try options.parsedBackend()
-            c.inputDevice = input
-            c.outputDevice = output
-            c.periodFrames = options.period ?? DeviceOptions.monitorBuffering.period
-            c.periodCount = options.periods ?? DeviceOptions.monitorBuffering.periods
-            c.jackServer = options.jackServer
-            c.virtual = try options.virtualOptions()
-            c.reconnect = options.reconnect
-            c.reconnectTimeout = try validReconnectTimeout(options.reconnectTimeout)
-            guard let clocks = DeviceClocks(rawValue: options.clocks) else {
-                throw AudioError(.invalidParameter, "--clocks must be auto, one or two, got '\(options.clocks)'")
-            }
-            c.clocks = clocks
             guard (-24...24).contains(key) else { throw AudioError(.invalidParameter, "--key must be between -24 and 24 semitones, got \(key)") }
             guard (0.25...4).contains(tempo) else { throw AudioError(.invalidParameter, "--tempo must be between 0.25 and 4, got \(tempo)") }
-            c.keyCents = key * 100
-            c.tempo = tempo
-            c.accompanimentVolume = try Self.decibels(accompanimentVolume, "--accompaniment-volume")
-            c.accompanimentLoudness = try NormalizeOption.target(normalize, default: -18, ceiling: c.accompanimentTruePeak)
-            c.voiceVolume = try Self.decibels(voiceVolume, "--voice-volume")
-            c.monitorVoiceVolume = try Self.decibels(monitorVoiceVolume, "--monitor-voice-volume")
-            c.voiceProcessing = voiceProcessing
-            c.recordPath = record
-            c.outputs = try destinations.parsedOutputs()
-            c.bitRate = try destinations.parsedBitRate()
-            // On the screen, the outputs' line says how each connection is; log lines would scroll it away.
-            c.rtmp = try destinations.rtmpConfiguration(logLevel: Terminal.isInteractive && !noScreen ? .critical : .warning)
-            c.stemsDirectory = stems
-            let timingCapacity = CycleTimingLine.capacity(duration: duration, sampleRate: c.sampleRate)
-            if timing { c.cycleTimingCapacity = timingCapacity }
-            if let stems { try? FileManager.default.createDirectory(atPath: stems, withIntermediateDirectories: true) }
-            switch latencyMs {
-            case nil: c.roundTrip = .device
-            case "calibrate": c.roundTrip = .calibrate
-            case let text?:
-                guard let ms = Double(text), ms >= 0, ms <= 2000 else {
-                    throw AudioError(.invalidParameter, "--latency-ms must be between 0 and 2000, or 'calibrate', got '\(text)'")
-                }
-                c.roundTrip = .milliseconds(ms)
-            }
             guard start >= 0, end.map({ $0 > start }) ?? true, loop >= 0 else {
                 throw AudioError(.invalidParameter, "--start must be 0 or more, --end after it, --loop 0 or more")
             }
+            if scoreFile != nil, !plans.contains(where: { (try? $0.get().chart?.hasNotes) == true }) {
+                throw AudioError(.invalidParameter, "--score-file needs a chart with notes (an UltraStar .txt)")
+            }
             let interactive = Terminal.isInteractive && !noScreen
             let stageConfiguration = try stage.configuration()
-            // On the screen and the stage the key may change while singing: the time-pitch is always in.
-            c.keyAdjustable = interactive || stageConfiguration != nil
-            // In seconds: the session converts them at its rate (the voice chain's, read once, by the session).
-            c.regionInSeconds = KaraokeSession.RegionInSeconds(start: start, end: end, loopCount: loop)
-            let session = try KaraokeSession(c)
-            let lastEvent = EventLine()
-            let events = interactive ? lastEvent.follow(session.deviceEvents) : printEvents(session.deviceEvents)
-            let stop = StopFlag()
-            // A signal stops the session at once, a start in progress too (a calibration, a server that does not
-            // answer); the loops below then find the flag and collect the summary.
-            let signals = StopSignals {
-                stop.set()
-                Task { _ = await session.stop() }
-            }
-            do throws(AudioError) {
-                try await session.start()
-            } catch where stop.isSet {
-                events.cancel()
-                withExtendedLifetime(signals) {}
-                note("karaoke: stopped before the song started: nothing was recorded")
-                return
-            }
-            let deviceRate = session.deviceGrant?.sampleRate ?? session.sampleRate
-            if let n = session.accompanimentNormalization {
-                note("karaoke: " + NormalizeOption.describe(n))
-            }
-            note("karaoke: \(session.deviceGrant.map { "\($0)" } ?? "") ; round trip \(String(cFormat: "%.2f", Double(session.roundTripFrames) * 1000 / session.sampleRate)) ms (\(session.roundTripSource)\(session.calibrations > 1 ? ", \(session.calibrations) calibrations: an xrun, a lost click or clicks apart in the first" : ""))")
-            let bound = ClockBound(duration: duration, grace: 0)
-            let title = chart.map { [$0.artist, $0.title].filter { !$0.isEmpty }.joined(separator: " – ") } ?? FilePath.lastComponent(song)
-            // One reader of the session's state for every display: the screen, the status line, the stage.
-            let monitor = SnapshotMonitor { session.snapshot() }
-            defer { monitor.stop() }
-            var stageServer: StageServer<KaraokeStagePresenter>?
-            if let stageConfiguration {
-                do throws(AudioError) {
-                    let presenter = KaraokeStagePresenter(
-                        session: session, title: chart.map(\.title).flatMap { $0.isEmpty ? nil : $0 } ?? FilePath.lastComponent(song),
-                        artist: chart?.artist ?? "")
-                    stageServer = try await StageServer.start(stageConfiguration, presenter: presenter, monitor: monitor)
-                    note("karaoke: the stage is at \(stageServer!.url)")
-                } catch {
-                    _ = await session.stop()
-                    throw error
-                }
-            }
-            if interactive {
-                let terminal = Terminal()
-                terminal.enterRawMode()
-                // Ctrl-Z would leave the terminal without echo behind a stopped screen: it does nothing here.
-                signal(SIGTSTP, SIG_IGN)
-                defer {
-                    signal(SIGTSTP, SIG_DFL)
-                    terminal.restore()
-                }
-                let screen = KaraokeScreen(session: session, title: title)
-                var message: String?
-                keys: while !stop.isSet, !bound.hasPassed, !session.songHasEnded, !session.isStopRequested, session.failure == nil {
-                    for key in terminal.readKeys() {
-                        if key == UInt8(ascii: "q") || key == UInt8(ascii: "Q") { break keys }
-                        message = screen.handle(key)
-                        if message == nil { monitor.refresh() }
-                    }
-                    terminal.draw(screen.lines(monitor.latest, event: lastEvent.text, note: message))
-                    try? await Task.sleep(nanoseconds: 100_000_000)
-                }
-            }
-            var lastLine = monotonicNanoseconds()
-            // Off a terminal, with a chart: each lyric line as it starts, each line's score as it ends.
-            var shownLine = -1
-            var ratedLines = 0
-            while !interactive, !stop.isSet, !bound.hasPassed, !session.songHasEnded, !session.isStopRequested, session.failure == nil {
-                try? await Task.sleep(nanoseconds: 50_000_000)
-                if let s = session.singAlong {
-                    if let index = s.lineIndex, let line = s.line, index > shownLine, line.start <= s.position {
-                        shownLine = index
-                        StandardStream.output(String(cFormat: "%7.2f s  ", line.start) + "♪ " + line.text + "\n")
-                    }
-                    let rated = s.score?.lines ?? []
-                    while ratedLines < rated.count {
-                        StandardStream.output("         " + ScoreReport.line(rated[ratedLines]) + "\n")
-                        ratedLines += 1
-                    }
-                }
-                if monotonicNanoseconds() - lastLine >= 1_000_000_000 {
-                    lastLine = monotonicNanoseconds()
-                    let s = monitor.latest
-                    let line = String(
-                        cFormat: "%.1f / %.1f s  voice %.1f dB  accompaniment %.1f dB  output %.1f dB  round trip %.2f ms",
-                        s.position, Double(session.player.fileFrames) / session.sampleRate,
-                        s.voice.peak ?? -.infinity, s.accompaniment.peak ?? -.infinity, s.output.peak ?? -.infinity,
-                        s.roundTripMilliseconds) + "  xruns \(s.xruns)  \(s.loudness.statusText)"
-                    let outputs = s.outputs.map { " | \($0)" }.joined()
-                    StandardStream.output(line + outputs + "\n")
-                }
-            }
-            // The stage shows the end, then closes; the session stops after it (its files complete).
-            monitor.refresh()
-            if let stageServer {
-                await stageServer.stop()
-                note("karaoke: the stage served \(stageServer.pagesServed) pages; \(stageServer.droppedSlowClients) were disconnected for not reading")
-            }
-            let summary = await session.stop()
-            withExtendedLifetime(signals) {}
-            events.cancel()
-            print(
-                "karaoke: \(String(cFormat: "%.2f", summary.seconds)) s; round trip \(summary.roundTripFrames) frames "
-                    + "(\(summary.roundTripSource)); xruns \(summary.xruns), accompaniment underruns "
-                    + "\(summary.accompanimentUnderruns), recorded \(summary.recordedFrames) frames, dropped \(summary.droppedFrames)")
-            print("karaoke: the song's loudness: \(summary.loudness.summaryText)")
-            for output in summary.outputs { print("  \(output)") }
-            if let score = summary.score, let chart {
-                // The lines that ended after the last look (off a terminal).
-                if !interactive {
-                    for line in score.lines.dropFirst(ratedLines) { StandardStream.output("         " + ScoreReport.line(line) + "\n") }
-                }
-                print("karaoke: " + ScoreReport.summary(score, title: chart.title, artist: chart.artist, difficulty: difficulty))
-                if let scoreFile {
-                    try ScoreReport.write(
-                        score.json(difficulty: difficulty, roundTripSeconds: Double(summary.roundTripFrames) / session.sampleRate), to: scoreFile)
-                }
-            }
-            if timing { CycleTimingLine.print(session.cycleTimings, sampleRate: deviceRate, capacity: timingCapacity) }
-            if let error = summary.error { throw error }
-            for output in summary.outputs {
-                if let r = output.rtmp, r.state == .failed {
-                    throw r.lastError ?? AudioError(.connectionLost, "\(output.output) failed")
-                }
-            }
+            let room = try KaraokeRoom(try roomConfiguration(interactive: interactive))
+            let evening = KaraokeEvening(
+                command: self, room: room, plans: plans, interactive: interactive, stageConfiguration: stageConfiguration)
+            try await evening.run()
         } catch {
             throw fail(error)
         }
+    }
+
+    /// Each song argument as a plan: its chart read (a failure kept for its turn, so the others still play — but a
+    /// single song's is thrown at once), its audio, its title.
+    func songPlans() throws(AudioError) -> [Result<SongPlan, AudioError>] {
+        guard !songs.isEmpty else { throw AudioError(.invalidParameter, "karaoke needs a song: liveaudio karaoke SONG...") }
+        if lyrics != nil, songs.count > 1 {
+            throw AudioError(.invalidParameter, "--lyrics is for one song; give several songs as UltraStar charts (.txt) for their words")
+        }
+        var plans: [Result<SongPlan, AudioError>] = []
+        for (i, song) in songs.enumerated() {
+            let plan = Result { () throws(AudioError) in try SongPlan(song, number: i + 1, lyrics: lyrics, part: part) }
+            if songs.count == 1, case .failure(let error) = plan { throw error }
+            plans.append(plan)
+        }
+        return plans
+    }
+
+    /// The room's settings from the options.
+    func roomConfiguration(interactive: Bool) throws(AudioError) -> KaraokeRoom.Configuration {
+        var c = KaraokeRoom.Configuration()
+        c.voiceChain = graph ?? (FileManager.default.fileExists(atPath: "Examples/graphs/voice-chain.json") ? "Examples/graphs/voice-chain.json" : nil)
+        c.backend = try options.parsedBackend()
+        c.inputDevice = input
+        c.outputDevice = output
+        c.periodFrames = options.period ?? DeviceOptions.monitorBuffering.period
+        c.periodCount = options.periods ?? DeviceOptions.monitorBuffering.periods
+        c.jackServer = options.jackServer
+        c.virtual = try options.virtualOptions()
+        c.reconnect = options.reconnect
+        c.reconnectTimeout = try validReconnectTimeout(options.reconnectTimeout)
+        guard let clocks = DeviceClocks(rawValue: options.clocks) else {
+            throw AudioError(.invalidParameter, "--clocks must be auto, one or two, got '\(options.clocks)'")
+        }
+        c.clocks = clocks
+        c.accompanimentVolume = try Self.decibels(accompanimentVolume, "--accompaniment-volume")
+        c.voiceVolume = try Self.decibels(voiceVolume, "--voice-volume")
+        c.monitorVoiceVolume = try Self.decibels(monitorVoiceVolume, "--monitor-voice-volume")
+        c.voiceProcessing = voiceProcessing
+        c.recordPath = record
+        c.outputs = try destinations.parsedOutputs()
+        c.bitRate = try destinations.parsedBitRate()
+        // On the screen, the outputs' line says how each connection is; log lines would scroll it away.
+        c.rtmp = try destinations.rtmpConfiguration(logLevel: interactive ? .critical : .warning)
+        if timing { c.cycleTimingCapacity = CycleTimingLine.capacity(duration: duration, sampleRate: c.sampleRate) }
+        switch latencyMs {
+        case nil: c.roundTrip = .device
+        case "calibrate": c.roundTrip = .calibrate
+        case let text?:
+            guard let ms = Double(text), ms >= 0, ms <= 2000 else {
+                throw AudioError(.invalidParameter, "--latency-ms must be between 0 and 2000, or 'calibrate', got '\(text)'")
+            }
+            c.roundTrip = .milliseconds(ms)
+        }
+        return c
+    }
+
+    /// A take's settings: the song's, and the options every take shares.
+    func takeConfiguration(_ plan: SongPlan, keyAdjustable: Bool) throws(AudioError) -> KaraokeTake.Configuration {
+        var c = KaraokeTake.Configuration(song: plan.audio)
+        c.chart = plan.chart
+        c.part = part
+        c.difficulty = difficulty
+        c.keyCents = key * 100
+        c.tempo = tempo
+        c.keyAdjustable = keyAdjustable
+        c.accompanimentLoudness = try NormalizeOption.target(normalize, default: -18, ceiling: c.accompanimentTruePeak)
+        // In seconds: the take converts them at the room's rate.
+        c.regionInSeconds = KaraokeSession.RegionInSeconds(start: start, end: end, loopCount: loop)
+        if let stems {
+            let folder = songs.count == 1 ? stems : FilePath.join(stems, String(cFormat: "%02d", plan.number))
+            try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+            c.stemsDirectory = folder
+        }
+        return c
     }
 
     static func decibels(_ text: String, _ option: String) throws(AudioError) -> Double {

@@ -60,11 +60,11 @@ final class Terminal {
 /// snapshots (``KaraokeSnapshot``, from the run's one ``SnapshotMonitor``) and acts through ``KaraokeControl``s:
 /// one client of the session among others (the web stage).
 final class KaraokeScreen {
-    let session: KaraokeSession
-    let title: String
+    let room: KaraokeRoom
+    var title: String
 
-    init(session: KaraokeSession, title: String) {
-        self.session = session
+    init(room: KaraokeRoom, title: String) {
+        self.room = room
         self.title = title
     }
 
@@ -88,13 +88,13 @@ final class KaraokeScreen {
 
     static let help = [
         "keys: a/A accompaniment -/+1 dB   v/V voice in the song   m/M voice in the headphones",
-        "      k/K key -/+1 semitone   1/2 mute accompaniment/voice   space pause/resume   q quit",
+        "      k/K key -/+1 semitone   1/2 mute accompaniment/voice   space pause/resume   n next song   q quit",
     ]
 
     /// Applies one key (`q` is the caller's); returns a note for the screen when it could not.
     func handle(_ key: UInt8) -> String? {
         guard let control = Self.control(for: key) else { return nil }
-        do throws(AudioError) { try session.perform(control) } catch { return error.message }
+        do throws(AudioError) { try room.perform(control) } catch { return error.message }
         return nil
     }
 

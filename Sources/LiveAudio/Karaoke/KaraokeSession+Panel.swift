@@ -140,47 +140,74 @@ public enum KaraokeControl: Sendable, Hashable {
 
 extension KaraokeSession {
     /// The session now, for a display; reads the meters (see ``KaraokeSnapshot``). Any thread but the render thread.
-    public func snapshot() -> KaraokeSnapshot {
-        let m = meters
-        let rate = sampleRate
-        let regionStart = Double(region.startFrame) / rate
-        let regionEnd = Double(region.frameCount.map { region.startFrame + $0 } ?? player.fileFrames) / rate
-        let songState: KaraokeSnapshot.SongState =
-            songHasEnded ? .ended : isSongPaused ? .paused : .playing
-        return KaraokeSnapshot(
-            taken: Double(monotonicNanoseconds()) / 1e9, position: songPosition, regionStart: regionStart,
-            regionEnd: regionEnd, songState: songState, voice: LevelReading(m.voice),
-            monitorVoice: LevelReading(m.monitorVoice), accompaniment: LevelReading(m.accompaniment),
-            output: LevelReading(m.output), loudness: m.loudness, accompanimentVolume: accompanimentVolume, voiceVolume: voiceVolume,
-            monitorVoiceVolume: monitorVoiceVolume, isAccompanimentMuted: isAccompanimentMuted,
-            isVoiceMuted: isVoiceMuted, keyCents: keyCents, keyAdjustable: timePitch != nil,
-            tempo: configuration.tempo, roundTripMilliseconds: Double(roundTripFrames) * 1000 / rate,
-            roundTripSource: roundTripSource, xruns: xruns, droppedFrames: droppedFrames,
-            underruns: player.underruns, outputs: outputStatistics.map(\.description), singAlong: singAlong,
-            stopRequested: isStopRequested)
-    }
+    public func snapshot() -> KaraokeSnapshot { room.snapshot(of: take) }
 
     /// True while the song is held by ``pauseSong()``.
-    public var isSongPaused: Bool { player.state == .paused }
+    public var isSongPaused: Bool { take.isSongPaused }
 
     /// True once a display asked for the stop (``KaraokeControl/stop``); the session runs on until its owner
     /// calls ``stop()``.
-    public var isStopRequested: Bool { stopRequest.load(ordering: .acquiring) }
+    public var isStopRequested: Bool { room.isStopRequested }
 
     /// Does what a display asks. Any thread but the render thread.
     /// - Throws: ``/AudioCore/AudioError`` `.invalidParameter` for a value out of range (the session unchanged),
     ///   `.invalidState` for a key change without a time-pitch or a seek before the start, as the calls it makes.
     public func perform(_ control: KaraokeControl) throws(AudioError) {
+        do throws(AudioError) { try room.perform(control, on: take) } catch {
+            throw error.code == .invalidState && error.message.hasPrefix("the song starts with the take")
+                ? AudioError(.invalidState, "the song starts with the session: seek or play a part once it has started") : error
+        }
+    }
+}
+
+extension KaraokeRoom {
+    /// The room now, with the take playing (if any), for a display; reads the meters. Any thread but the render
+    /// thread.
+    public func snapshot() -> KaraokeSnapshot { snapshot(of: currentTake) }
+
+    /// The room now with `take`'s song (between takes: the song ended, nothing playing).
+    func snapshot(of take: KaraokeTake?) -> KaraokeSnapshot {
+        let m = meters
+        let rate = sampleRate
+        let region = take?.region ?? .wholeFile
+        let regionStart = Double(region.startFrame) / rate
+        let regionEnd = take.map { Double(region.frameCount.map { region.startFrame + $0 } ?? $0.player.fileFrames) / rate } ?? 0
+        let songState: KaraokeSnapshot.SongState =
+            take.map { $0.songHasEnded ? .ended : $0.isSongPaused ? .paused : .playing } ?? .ended
+        return KaraokeSnapshot(
+            taken: Double(monotonicNanoseconds()) / 1e9, position: take?.songPosition ?? 0, regionStart: regionStart,
+            regionEnd: regionEnd, songState: songState, voice: LevelReading(m.voice),
+            monitorVoice: LevelReading(m.monitorVoice), accompaniment: LevelReading(m.accompaniment),
+            output: LevelReading(m.output), loudness: m.loudness, accompanimentVolume: accompanimentVolume, voiceVolume: voiceVolume,
+            monitorVoiceVolume: monitorVoiceVolume, isAccompanimentMuted: isAccompanimentMuted,
+            isVoiceMuted: isVoiceMuted, keyCents: take?.keyCents ?? 0, keyAdjustable: take?.timePitch != nil,
+            tempo: take?.configuration.tempo ?? 1, roundTripMilliseconds: Double(roundTripFrames) * 1000 / rate,
+            roundTripSource: roundTripSource, xruns: xruns, droppedFrames: droppedFrames + (take?.droppedFrames ?? 0),
+            underruns: take?.player.underruns ?? 0, outputs: outputStatistics.map(\.description), singAlong: take?.singAlong,
+            stopRequested: isStopRequested)
+    }
+
+    /// Does what a display asks, the song's controls on the take playing. Any thread but the render thread.
+    /// - Throws: ``/AudioCore/AudioError`` `.invalidParameter` for a value out of range (the room unchanged),
+    ///   `.invalidState` for a song's control between takes, a key change without a time-pitch or a seek before the
+    ///   take plays.
+    public func perform(_ control: KaraokeControl) throws(AudioError) { try perform(control, on: currentTake) }
+
+    func perform(_ control: KaraokeControl, on take: KaraokeTake?) throws(AudioError) {
+        func playing() throws(AudioError) -> KaraokeTake {
+            guard let take else { throw AudioError(.invalidState, "no song is playing: the song's controls act on a take") }
+            return take
+        }
         switch control {
         case .setVolume(let which, let dB):
-            guard dB == -.infinity || (dB.isFinite && dB >= -96 && dB <= 12) else {
+            guard VolumeRange.contains(dB) else {
                 throw AudioError(.invalidParameter, "a volume is -inf or -96 … 12 dB, got \(dB)")
             }
             setVolume(which, dB)
         case .stepVolume(let which, let by):
             guard by.isFinite, abs(by) <= 24 else { throw AudioError(.invalidParameter, "a volume step is at most 24 dB, got \(by)") }
             let dB = volume(which)
-            setVolume(which, dB == -.infinity ? (by > 0 ? -40 : -.infinity) : (dB + by < -60 ? -.infinity : min(12, dB + by)))
+            setVolume(which, dB == -.infinity ? (by > 0 ? -40 : -.infinity) : (dB + by < -60 ? -.infinity : min(VolumeRange.highest, dB + by)))
         case .setMuted(let which, let on):
             switch which {
             case .accompaniment: isAccompanimentMuted = on
@@ -195,18 +222,21 @@ extension KaraokeSession {
             guard cents.isFinite, abs(cents) <= 2400 else {
                 throw AudioError(.invalidParameter, "the key is -2400 … 2400 cents, got \(cents)")
             }
-            try setKey(cents: cents)
+            try playing().setKey(cents: cents)
         case .stepKey(let semitones):
             guard semitones.isFinite, abs(semitones) <= 48 else {
                 throw AudioError(.invalidParameter, "a key step is at most 48 semitones, got \(semitones)")
             }
-            try setKey(cents: max(-2400, min(2400, keyCents + semitones * 100)))
-        case .pause: pauseSong()
-        case .resume: resumeSong()
-        case .togglePause: if isSongPaused { resumeSong() } else { pauseSong() }
+            let take = try playing()
+            try take.setKey(cents: max(-2400, min(2400, take.keyCents + semitones * 100)))
+        case .pause: try playing().pauseSong()
+        case .resume: try playing().resumeSong()
+        case .togglePause:
+            let take = try playing()
+            if take.isSongPaused { take.resumeSong() } else { take.pauseSong() }
         case .seek(let seconds):
             guard seconds.isFinite else { throw AudioError(.invalidParameter, "a seek needs a time in seconds") }
-            try seekSong(toSeconds: seconds)
+            try playing().seekSong(toSeconds: seconds)
         case .stop: stopRequest.store(true, ordering: .releasing)
         }
     }

@@ -1,0 +1,360 @@
+import AudioCore
+import AudioGraph
+import AudioUnits
+import FoundationEssentials
+import SingAlong
+import Synchronization
+
+/// One song sung in a ``KaraokeRoom``: its song path (rendered ahead on a worker: the player, a key or tempo change,
+/// the region, the loudness gain), its chart follower and score, its stems. Made for a room, played by
+/// ``KaraokeRoom/play(_:after:)``, ended by ``KaraokeRoom/finish(_:)``; a take plays once.
+///
+/// Its stems are the session's (`accompaniment.wav`, `voice-dry.wav`, `voice-wet.wav`, `song.wav` and with a chart
+/// `pitch.csv`), in frame k the accompaniment rendered at the take's frame k and the voice sung to it.
+public final class KaraokeTake: Sendable {
+    /// What a take is made from: the song, its region, key and tempo, its chart, its loudness and its stems.
+    public struct Configuration: Sendable {
+        /// The accompaniment: any file the decoder reads.
+        public var song: String
+        /// What of the song plays, in frames at the room's rate.
+        public var region = FilePlayerUnit.Region.wholeFile
+        /// What of the song plays, in seconds: when given, taken instead of ``region``.
+        public var regionInSeconds: KaraokeSession.RegionInSeconds?
+        /// Key change in cents, −2400 … 2400 (default 0).
+        public var keyCents = 0.0
+        /// The song's tempo, a rate 1/32 … 32 (default 1).
+        public var tempo = 1.0
+        /// Put the time-pitch unit in even at key 0 and tempo 1, so the key can change while singing.
+        public var keyAdjustable = false
+        /// A chart to sing along to: lyrics shown and, with notes, the voice scored against ``part``.
+        public var chart: SongChart?
+        /// The duet part sung (`P1` is 1).
+        public var part = 1
+        /// How strictly the sung pitch is scored (default `.medium`).
+        public var difficulty = SingingDifficulty.medium
+        /// Plays the accompaniment at this integrated loudness, LUFS; nil: the song as it is.
+        public var accompanimentLoudness: Double?
+        /// The ceiling for the accompaniment's true peak under ``accompanimentLoudness``, dBTP.
+        public var accompanimentTruePeak = -1.0
+        /// Where songs' measurements are kept between runs (nil: measured every time).
+        public var loudnessCache: LoudnessCache? = LoudnessCache()
+        /// A folder (that exists) for the take's stems.
+        public var stemsDirectory: String?
+
+        /// A take of `song`, everything else at its default.
+        public init(song: String) { self.song = song }
+    }
+
+    /// What a take did.
+    public struct Summary: Sendable {
+        /// The take's number in its room, from 1.
+        public let number: Int
+        /// The song played.
+        public let song: String
+        /// Seconds from the take's start (where its stems begin) to its end, on the room's timeline.
+        public let seconds: Double
+        /// The room's sample time the take started at (its stems' frame 0), or 0 when it never played.
+        public let startTime: Int64
+        /// Cycles that found the accompaniment short.
+        public let accompanimentUnderruns: Int
+        /// Frames in the longest stem (0 without stems).
+        public let recordedFrames: Int64
+        /// Frames the stems' writers fell too far behind for.
+        public let droppedFrames: Int64
+        /// The first error completing a stem, or the song's worker's.
+        public let error: AudioError?
+        /// The score, with a chart that has notes.
+        public let score: SingingScore.Result?
+        /// How the accompaniment was normalised, with ``Configuration/accompanimentLoudness``.
+        public let normalization: KaraokeSession.AccompanimentNormalization?
+    }
+
+    /// The configuration the take was made with.
+    public let configuration: Configuration
+    /// The room the take plays in.
+    public let room: KaraokeRoom
+    /// The take's rate: its room's.
+    public var sampleRate: Double { room.sampleRate }
+    /// The accompaniment's player, rendered ahead on the song's worker.
+    public let player: FilePlayerUnit
+    /// What of the song plays, in frames.
+    public let region: FilePlayerUnit.Region
+    /// The time-pitch unit, when the key or tempo changes (or may).
+    public let timePitch: TimePitchUnit?
+    /// The song's path, rendered ahead of the device on a worker.
+    let song: RenderAheadSource
+    let follower: SingAlongFollower?
+    let recorders: [Recorder]
+    let normalized = Locked<KaraokeSession.AccompanimentNormalization?>(nil)
+    let state = Locked<TakeState>(TakeState())
+
+    struct TakeState {
+        var number = 0
+        var scheduled = false
+        var startTime: Int64 = 0
+        var roundTrip = 0
+        var endSeen: Int64?
+        /// The first file frame of the region playing (the pause does not go back before it).
+        var songRegionStart: Int64 = 0
+        /// The take's stages in the room's graph.
+        var nodes: [NodeID] = []
+        var summary: Summary?
+    }
+
+    /// What a stem is shifted by: nothing (the accompaniment), the round trip (the dry voice), or the round trip and
+    /// the chain's latency (the wet voice, the song).
+    enum Shift { case none, roundTrip, roundTripAndChain }
+
+    /// A stem recorder: its name, what it is shifted by, and the room's stage it records (nil: the take's song).
+    struct Recorder {
+        let name: String
+        let unit: RecorderUnit
+        let shift: Shift
+        let stage: String?
+    }
+
+    /// Checks and builds the take for `room`: the song opened, the region, the time-pitch, the stems created.
+    /// - Throws: ``/AudioCore/AudioError``: a song that cannot be played (the message names it), a region outside
+    ///   it, a stems folder that does not exist, a chart part it does not have.
+    public init(_ configuration: Configuration, room: KaraokeRoom) throws(AudioError) {
+        self.configuration = configuration
+        self.room = room
+        if let dir = configuration.stemsDirectory { try Preflight.checkFolder(dir, role: "stems folder") }
+        let format = room.graph.format
+        player = try Self.songPlayer(configuration, format: format)
+        let songFormat = player.outputFormats[0]
+        region = configuration.regionInSeconds?.frames(at: format.sampleRate) ?? configuration.region
+        try player.schedule(region, at: .max)
+        timePitch = try Self.timePitch(configuration, format: songFormat)
+        song = try Self.songAhead(player, timePitch, format: songFormat)
+        recorders = try Self.recorders(configuration, room: room)
+        let playing = region
+        let micFormat = room.microphone.outputFormats[0]
+        follower = try configuration.chart.map { chart throws(AudioError) in
+            try SingAlongFollower(
+                chart: chart, part: configuration.part, difficulty: configuration.difficulty, format: micFormat,
+                region: playing, pitchPath: configuration.stemsDirectory.map { FilePath.join($0, "pitch.csv") })
+        }
+        follower?.setKey(cents: configuration.keyCents, fromGraphFrame: .min)
+    }
+
+    deinit {
+        song.stop()
+        for r in recorders { _ = try? r.unit.finish() }
+        _ = follower?.finish()
+    }
+
+    // MARK: In the room
+
+    /// The accompaniment's loudness normalisation, linear (1 without one).
+    var normalizationGain: Float { normalized.withLock { $0 }.map { VolumeRange.gain($0.gain) } ?? 1 }
+
+    /// How the accompaniment was normalised (once measured, with ``Configuration/accompanimentLoudness``).
+    public var accompanimentNormalization: KaraokeSession.AccompanimentNormalization? { normalized.withLock { $0 } }
+
+    /// Adds the take's stages to `room`'s graph — the song on the accompaniment's bus for its number, the stem
+    /// recorders and the pitch tracker as sinks — and starts them at `startTime`.
+    func attach(to room: KaraokeRoom, number: Int, startTime: Int64, roundTrip: Int, cycleFrames: Int) throws(AudioError) {
+        let graph = room.graph
+        var g = StageGraph(graph, known: room.stages)
+        let prefix = "take-\(number)"
+        do throws(AudioError) {
+            try g.add("\(prefix)-song", song)
+            state.withLock { $0.nodes.append(g["\(prefix)-song"]!) }
+            try graph.connect(g["\(prefix)-song"]!, to: room.stages["accompaniment"]!, inputBus: (number - 1) % 2)
+            for r in recorders {
+                try g.add("\(prefix)-\(r.name)", r.unit, from: [r.stage ?? "\(prefix)-song"], sink: true)
+                state.withLock { $0.nodes.append(g["\(prefix)-\(r.name)"]!) }
+            }
+            if let tracker = follower?.tracker {
+                try g.add("\(prefix)-pitch", tracker, from: ["mic"], sink: true)
+                state.withLock { $0.nodes.append(g["\(prefix)-pitch"]!) }
+            }
+        } catch {
+            throw AudioError(error.code, "take \(number) (\(FilePath.lastComponent(configuration.song))): \(error.message)")
+        }
+        let dry = roundTrip
+        let wet = dry + room.chainLatencyFrames
+        for r in recorders {
+            let skip: Int = switch r.shift {
+                case .none: 0
+                case .roundTrip: dry
+                case .roundTripAndChain: wet
+                }
+            r.unit.startRecording(atSampleTime: startTime, skipFrames: Int64(skip))
+        }
+        // The song's path renders on its own timeline from 0, ahead; its frame 0 plays at the start time.
+        try player.schedule(region, at: 0)
+        try song.start(atSampleTime: startTime, cycleFrames: cycleFrames)
+        state.withLock {
+            $0.number = number
+            $0.roundTrip = dry
+            $0.startTime = startTime
+            $0.songRegionStart = region.startFrame
+            $0.scheduled = true
+        }
+        try follower?.start(graphFrame: startTime, songFrame: region.startFrame, tempo: configuration.tempo, roundTrip: Int64(dry))
+    }
+
+    /// Takes the take's stages out of the room's graph and stops its song's worker.
+    func detach() {
+        song.stop()
+        let nodes = state.withLock { s -> [NodeID] in
+            defer { s.nodes = [] }
+            return s.nodes
+        }
+        for node in nodes { try? room.graph.removeNode(node) }
+    }
+
+    /// Completes the stems and the score, once nothing renders the take any more.
+    func complete(at now: Int64) -> Summary {
+        if let done = finalSummary { return done }
+        var failure: AudioError?
+        var recorded: Int64 = 0
+        var dropped: Int64 = 0
+        for r in recorders {
+            do throws(AudioError) { recorded = max(recorded, try r.unit.finish()) } catch { if failure == nil { failure = error } }
+            dropped += r.unit.droppedFrames
+        }
+        let score = follower?.finish()
+        let s = state.withLock { $0 }
+        let summary = Summary(
+            number: s.number, song: configuration.song,
+            seconds: s.scheduled ? Double(max(0, now - s.startTime)) / sampleRate : 0, startTime: s.startTime,
+            accompanimentUnderruns: player.underruns + song.underruns, recordedFrames: recorded, droppedFrames: dropped,
+            error: failure ?? song.failure, score: score, normalization: accompanimentNormalization)
+        state.withLock { $0.summary = summary }
+        return summary
+    }
+
+    /// The summary, once the take has ended.
+    var finalSummary: Summary? { state.withLock { $0.summary } }
+
+    /// The take's number in its room (from 1), 0 until it plays.
+    public var number: Int { state.withLock { $0.number } }
+
+    /// The room's sample time the take starts at (its stems' frame 0); nil until it is played.
+    public var startTime: Int64? { state.withLock { $0.scheduled ? $0.startTime : nil } }
+
+    /// Frames the stems' writers fell too far behind for, so far.
+    public var droppedFrames: Int64 { recorders.reduce(0) { $0 + $1.unit.droppedFrames } }
+
+    /// True once the song has played to its end and what follows it has passed: the song's look-ahead and the
+    /// time-pitch's, the round trip the recordings are shifted by, the voice chain's tail time, and 0.1 s. Poll it.
+    public var songHasEnded: Bool {
+        guard player.hasFinished else { return false }
+        let now = room.timeline.sampleTime
+        // The voice chain's tail too (a reverb's decay, a delay's echoes of the last words sung), at its settings now;
+        // an echo that never dies away (feedback 100 %) is cut after the longest reverb decay there is.
+        let chainTail = min(room.graph.tailTime(of: room.wetVoice), Double(ReverbUnit.decayTimeAt0HzSpec.range.upperBound))
+        let tail = Int64((song.lookAhead + (timePitch?.latency ?? 0) + chainTail + 0.1) * sampleRate)
+        let shift = Int64(room.chainLatencyFrames)
+        return state.withLock { s -> Bool in
+            guard s.scheduled else { return false }
+            if s.endSeen == nil { s.endSeen = now }
+            return now >= s.endSeen! + tail + Int64(s.roundTrip) + shift
+        }
+    }
+
+    /// The song's loudness from the cache, or measured on a thread of its own; the gain for the target, stopped at
+    /// the true-peak ceiling. Once: a take measured already keeps its figure. `stopped` breaks a measurement off.
+    func measureLoudness(stopped: @escaping @Sendable () -> Bool) async throws(AudioError) {
+        guard let target = configuration.accompanimentLoudness, normalized.withLock({ $0 }) == nil else { return }
+        try LoudnessNormalization.check(target: target, ceiling: configuration.accompanimentTruePeak)
+        let path = configuration.song
+        let cache = configuration.loudnessCache
+        var measured: (integrated: Double, truePeak: Double)
+        var cached = false
+        if let hit = cache?.lookUp(path) {
+            measured = hit
+            cached = true
+        } else {
+            let result: Result<FileLoudness, AudioError> = await withCheckedContinuation { continuation in
+                do throws(AudioError) {
+                    _ = try WorkerThread(name: "la-loudness") {
+                        continuation.resume(returning: Result { () throws(AudioError) in
+                            try FileLoudness.measure(path: path, stopped: stopped)
+                        })
+                    }
+                } catch {
+                    continuation.resume(returning: .failure(error))
+                }
+            }
+            let m = try result.get()
+            measured = (m.reading.integrated, m.reading.truePeak)
+            cache?.store(path, integrated: measured.integrated, truePeak: measured.truePeak)
+        }
+        let n: KaraokeSession.AccompanimentNormalization
+        if measured.integrated.isFinite {
+            let g = KaraokeSession.AccompanimentNormalization.gain(
+                wanted: target - measured.integrated, room: configuration.accompanimentTruePeak - measured.truePeak)
+            n = .init(
+                measured: measured.integrated, truePeak: measured.truePeak, cached: cached, gain: g.gain, target: target,
+                limitedByTruePeak: g.byTruePeak, limitedByMixer: g.byMixer)
+        } else {
+            n = .init(
+                measured: measured.integrated, truePeak: measured.truePeak, cached: cached, gain: 0, target: target,
+                limitedByTruePeak: false, limitedByMixer: false)
+        }
+        normalized.withLock { $0 = n }
+    }
+
+    // MARK: Parts
+
+    /// The accompaniment's player, at the room's rate and channel count.
+    static func songPlayer(_ configuration: Configuration, format: StreamFormat) throws(AudioError) -> FilePlayerUnit {
+        do throws(AudioError) {
+            return try FilePlayerUnit(path: configuration.song, sampleRate: format.sampleRate, channelCount: format.channelCount)
+        } catch {
+            throw AudioError(error.code, "the song '\(configuration.song)' cannot be played: \(error.message)")
+        }
+    }
+
+    /// The song's time-pitch, when the key or the tempo changes (or may).
+    static func timePitch(_ configuration: Configuration, format: StreamFormat) throws(AudioError) -> TimePitchUnit? {
+        guard configuration.keyCents != 0 || configuration.tempo != 1 || configuration.keyAdjustable else { return nil }
+        let unit = try TimePitchUnit(format: format)
+        try unit.pitch.set(Float(configuration.keyCents))
+        try unit.rate.set(Float(configuration.tempo))
+        return unit
+    }
+
+    /// The song's path — its player and time-pitch — rendered ahead of the device on a worker.
+    static func songAhead(_ player: FilePlayerUnit, _ timePitch: TimePitchUnit?, format: StreamFormat) throws(AudioError) -> RenderAheadSource {
+        do throws(AudioError) {
+            let graph = try RenderGraph(format: format, maximumFrames: 1024)
+            let node = try graph.addNode(player, name: "song")
+            if let timePitch {
+                let shifted = try graph.addNode(timePitch, name: "timePitch")
+                try graph.connect(node, to: shifted)
+                try graph.connect(shifted, to: graph.output)
+            } else {
+                try graph.connect(node, to: graph.output)
+            }
+            return try RenderAheadSource(graph: graph, maximumCycleFrames: KaraokeRoom.maximumFrames)
+        } catch {
+            throw AudioError(error.code, "stage 'song' (renderAhead): \(error.message)")
+        }
+    }
+
+    /// The stem recorders the configuration asks for, in the stems folder: the accompaniment, the dry and the wet
+    /// voice, the song.
+    static func recorders(_ configuration: Configuration, room: KaraokeRoom) throws(AudioError) -> [Recorder] {
+        guard let folder = configuration.stemsDirectory else { return [] }
+        let format = room.graph.format
+        let wanted: [(name: String, file: String, shift: Shift, stage: String?, channels: Int)] = [
+            ("accompaniment", "accompaniment.wav", .none, nil, format.channelCount),
+            ("voice-dry", "voice-dry.wav", .roundTrip, "mic", room.microphone.outputFormats[0].channelCount),
+            ("voice-wet", "voice-wet.wav", .roundTripAndChain, "wet", try room.graph.unit(room.wetVoice).outputFormats[0].channelCount),
+            ("song", "song.wav", .roundTripAndChain, "song-mix", format.channelCount),
+        ]
+        var made: [Recorder] = []
+        for w in wanted {
+            let unit = try RecorderUnit(
+                format: try .graph(sampleRate: format.sampleRate, channelCount: w.channels), path: FilePath.join(folder, w.file),
+                waitsForStart: true)
+            made.append(Recorder(name: w.name, unit: unit, shift: w.shift, stage: w.stage))
+        }
+        return made
+    }
+}
