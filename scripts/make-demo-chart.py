@@ -2,7 +2,7 @@
 """Makes the karaoke demo's chart and its singer: an UltraStar chart (karaoke-chart.txt) of a melody over the
 accompaniment's chords (C – Am – F – G, 2 s each, 16 s; scripts/make-demo-karaoke.sh makes that file), and a voice
 singing it (karaoke-singer.wav): a harmonic tone with a vowel's formants, a 5.5 Hz vibrato and breath noise,
-half a second late — the virtual microphone starts with the device, the song half a second after it. Standard
+on time — karaoke's virtual microphone starts with the song (--input-start song), its frame 0 sung to the song's. Standard
 library only. 48 kHz 16-bit mono.
 
 Usage: scripts/make-demo-chart.py [DIR]   (default Examples/graphs/)
@@ -44,8 +44,8 @@ chart.append("E")
 with open(os.path.join(d, "karaoke-chart.txt"), "w") as f:
     f.write("\n".join(chart) + "\n")
 
-# The singer: each note from its start to its end (a beat is 1/16 s), 0.5 s late, 19 s in all.
-late = 0.5
+# The singer: each note from its start to its end (a beat is 1/16 s), on time, 19 s in all.
+late = 0.0
 beat_seconds = 60 / (bpm * 4)
 total = int(19 * rate)
 samples = [0.0] * total

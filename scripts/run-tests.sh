@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 SWIFT=${SWIFT:-swift}
 REALTIME='\.(TerminalDisplayTests|KaraokeNormalizeTests|VoiceProcessingRealTimeTests|PulseAudioDeviceTests|JACKDeviceTests|DeviceCommandTests|PublisherTests|PublisherErrorTests|MisbehavingServerTests|InteroperabilityTests|LiveStreamTests|LiveStreamLifecycleTests|SessionResourceTests|StreamCommandTests|FaultInjectionTests)/'
 # Suites that run alone, after phase 2 (phase 3).
-ALONE='\.(KaraokeSessionTests|StageTests)/'
+ALONE='\.(KaraokeSessionTests|KaraokeRoomTests|StageTests)/'
 mkdir -p .build
 status=0
 echo "== phase 1: computing tests =="

@@ -68,6 +68,8 @@ public final class IOUnit: @unchecked Sendable {
     let condition = BlockingCondition()
     private var supervisor: DeviceSupervisor
     private var driver: (AudioDriver, DeviceSupervisor.DriverID)?
+    /// Where a held virtual capture's file starts (``VirtualDeviceOptions/capturesFromStartTime``).
+    private let captureStart = CaptureStart()
     private var supervisorThread: WorkerThread?
     private var stopping = false
     var isRunning = false
@@ -223,6 +225,13 @@ public final class IOUnit: @unchecked Sendable {
     /// that would not settle). Control thread.
     public func report(warning: String) {
         continuation.yield(.warning(warning))
+    }
+
+    /// With a virtual device that holds its capture (``VirtualDeviceOptions/capturesFromStartTime``): the capture
+    /// file's frame 0 arrives at the device's sample time `sampleTime`, silence before it. Other devices ignore it.
+    /// Any thread but the render thread; the first call counts.
+    public func startCapture(atSampleTime sampleTime: Int64) {
+        if captureStart.sampleTime == .max { captureStart.set(sampleTime) }
     }
 
     /// Stops cycles and closes the device. The unit can be started again; sample time continues.
@@ -404,7 +413,7 @@ public final class IOUnit: @unchecked Sendable {
         switch configuration.backend {
         case .alsa: try ALSADriver(request: request)
         case .jack: try JACKDriver(request: request, server: configuration.jackServer)
-        case .virtual: try VirtualDriver(request: request, options: configuration.virtual)
+        case .virtual: try VirtualDriver(request: request, options: configuration.virtual, captureStart: captureStart)
         }
     }
 

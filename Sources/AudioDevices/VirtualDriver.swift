@@ -42,6 +42,10 @@ public struct VirtualDeviceOptions: Hashable, Sendable {
     /// nil: everything until the stop. A player that knows its file's length gives it, so that a device run as fast
     /// as possible does not write the silence it renders between the file's end and the stop.
     public var playbackFrames: Int64?
+    /// Whether the capture file waits (silence meanwhile) until the I/O unit says at which sample time its frame 0
+    /// arrives (``IOUnit/startCapture(atSampleTime:)``): how a karaoke room puts a recorded singer's first frame on
+    /// the song's first (default false: the file's frame 0 is the device's first cycle).
+    public var capturesFromStartTime = false
 
     /// When a virtual device's playback stalls and for how long (see ``VirtualDeviceOptions/playbackStall``).
     public struct PlaybackStall: Sendable, Hashable {
@@ -85,6 +89,15 @@ public struct VirtualDeviceOptions: Hashable, Sendable {
     }
 }
 
+/// Where a held virtual capture starts (``VirtualDeviceOptions/capturesFromStartTime``): set by the control thread,
+/// read by the device's thread each cycle; it outlives the driver (a reconnect opens another).
+final class CaptureStart: Sendable {
+    private let value = Atomic<Int64>(.max)
+    /// The device sample time at which the file's frame 0 arrives; `.max` until set.
+    var sampleTime: Int64 { value.load(ordering: .acquiring) }
+    func set(_ sampleTime: Int64) { value.store(sampleTime, ordering: .releasing) }
+}
+
 /// The virtual backend: a WAV file as the microphone, a WAV file as the speaker.
 ///
 /// Its own thread plays the device: it reads the capture file (silence once it has ended), runs the handler, and
@@ -105,6 +118,8 @@ final class VirtualDriver: AudioDriver, @unchecked Sendable {
     private let ended = Atomic<Bool>(false)
     private var thread: WorkerThread?
     private var finished = false
+    /// The device sample time at which the capture file's frame 0 arrives (`.max`: not yet; silence meanwhile).
+    private let captureStart: CaptureStart
 
     var xrunCount: Int { 0 }
     /// True once the capture file has been read to its end.
@@ -112,9 +127,10 @@ final class VirtualDriver: AudioDriver, @unchecked Sendable {
     /// Frames written to the playback file so far.
     var framesWritten: Int64 { writer?.framesWritten ?? 0 }
 
-    init(request: DeviceRequest, options: VirtualDeviceOptions) throws(AudioError) {
+    init(request: DeviceRequest, options: VirtualDeviceOptions, captureStart: CaptureStart = CaptureStart()) throws(AudioError) {
         try request.validate()
         self.options = options
+        self.captureStart = captureStart
         let cycle = options.maximumCycle(period: request.periodFrames)
         switch options.callbackSizes {
         case .fixed: break
@@ -263,9 +279,13 @@ final class VirtualDriver: AudioDriver, @unchecked Sendable {
                 let inputFrames = Int(Int64(captureDue.rounded(.down)) - captured)
                 captured += Int64(inputFrames)
                 let fileView = fileFloat.view(frames: inputFrames)
-                var got = 0
+                // Held: silence until the capture's start time, the file's frame 0 on it.
+                let from = options.capturesFromStartTime ? captureStart.sampleTime : 0
+                let held = from > sampleTime ? Int(min(Int64(inputFrames), from - sampleTime)) : 0
+                if held > 0 { fileView.prefix(held).clear() }
+                var got = held
                 do throws(AudioError) {
-                    got = try reader.read(into: fileView)
+                    if held < inputFrames { got += try reader.read(into: fileView.slice(from: held, frames: inputFrames - held)) }
                 } catch {
                     return error
                 }

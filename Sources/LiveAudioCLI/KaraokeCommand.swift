@@ -47,6 +47,11 @@ struct Karaoke: AsyncParsableCommand {
     @Option(help: "The microphone (for --backend virtual, the WAV file read as the microphone).")
     var input: String?
 
+    @Option(
+        name: .customLong("input-start"),
+        help: "With --backend virtual, where the microphone file starts: song (default: its frame 0 is sung to the first song's frame 0, as a take recorded to the song) or device (with the device, half a second and any calibration before the song).")
+    var inputStart: String = "song"
+
     @Option(help: "The headphones (for --backend virtual, the WAV file written as the speaker).")
     var output: String?
 
@@ -162,6 +167,11 @@ struct Karaoke: AsyncParsableCommand {
         c.periodCount = options.periods ?? DeviceOptions.monitorBuffering.periods
         c.jackServer = options.jackServer
         c.virtual = try options.virtualOptions()
+        switch inputStart {
+        case "song": c.virtual.capturesFromStartTime = true
+        case "device": c.virtual.capturesFromStartTime = false
+        default: throw AudioError(.invalidParameter, "--input-start must be song or device, got '\(inputStart)'")
+        }
         c.reconnect = options.reconnect
         c.reconnectTimeout = try validReconnectTimeout(options.reconnectTimeout)
         guard let clocks = DeviceClocks(rawValue: options.clocks) else {

@@ -164,13 +164,14 @@ struct KaraokeEvening {
             for line in score.lines.dropFirst(ratedAlready) { StandardStream.output("         " + ScoreReport.line(line) + "\n") }
         }
         guard plans.count > 1 else { return }
-        print(
-            "karaoke: take \(summary.number) (\(plan.title)): \(String(cFormat: "%.2f", summary.seconds)) s, accompaniment underruns "
-                + "\(summary.accompanimentUnderruns), recorded \(summary.recordedFrames) frames, dropped \(summary.droppedFrames)")
+        StandardStream.output(
+            "karaoke: take \(plan.number) (\(plan.title)): \(String(cFormat: "%.2f", summary.seconds)) s, accompaniment underruns "
+                + "\(summary.accompanimentUnderruns), recorded \(summary.recordedFrames) frames, dropped \(summary.droppedFrames)\n")
         if let score = summary.score, let chart = plan.chart {
-            print("karaoke: take \(summary.number): " + ScoreReport.summary(score, title: chart.title, artist: chart.artist, difficulty: command.difficulty))
+            StandardStream.output(
+                "karaoke: take \(plan.number): " + ScoreReport.summary(score, title: chart.title, artist: chart.artist, difficulty: command.difficulty) + "\n")
         }
-        if let error = summary.error { note("karaoke: take \(summary.number): \(error.message)") }
+        if let error = summary.error { note("karaoke: take \(plan.number): \(error.message)") }
     }
 
     /// The evening's summary, the scores, the score file, the timing; an error for what failed.
@@ -195,7 +196,7 @@ struct KaraokeEvening {
             let json = score.json(difficulty: command.difficulty, roundTripSeconds: Double(evening.roundTripFrames) / room.sampleRate)
             scores.append(
                 plans.count == 1 ? json
-                    : "{\"take\":\(summary.number),\"song\":\(plan.argument.jsonLiteral),\"title\":\(chart.title.jsonLiteral),\"score\":\(json)}")
+                    : "{\"take\":\(plan.number),\"song\":\(plan.argument.jsonLiteral),\"title\":\(chart.title.jsonLiteral),\"score\":\(json)}")
         }
         if let scoreFile = command.scoreFile, !scores.isEmpty {
             try ScoreReport.write(plans.count == 1 ? scores[0] : "{\"takes\":[" + scores.joined(separator: ",") + "]}\n", to: scoreFile)

@@ -386,7 +386,7 @@ import TestSupport
         let chart = try SongChart.load(path: dir.file("chart.txt"))
         let seconds = chart.voices[0].lines.last!.end + 1
         try writeWAV(dir.file("song.wav"), channels: [[Float](repeating: 0, count: Int(seconds * 48_000))], sampleType: .int16)
-        let singer = GeneratedSinger(chart: chart, late: 0.5, snr: 30)
+        let singer = GeneratedSinger(chart: chart, snr: 30)
         try singer.write(to: dir.file("voice.wav"))
         try FileManager.default.createDirectory(atPath: dir.file("take"), withIntermediateDirectories: true)
         let run = try await runTool(
@@ -475,7 +475,7 @@ import TestSupport
         try text.write(toFile: dir.file("duet.txt"), atomically: true, encoding: .utf8)
         let chart = try SongChart.load(path: dir.file("duet.txt"))
         try writeWAV(dir.file("song.wav"), channels: [[Float](repeating: 0, count: 5 * 48_000)], sampleType: .int16)
-        try GeneratedSinger(chart: chart, part: 2, late: 0.5, snr: 30).write(to: dir.file("voice.wav"))
+        try GeneratedSinger(chart: chart, part: 2, snr: 30).write(to: dir.file("voice.wav"))
         try FileManager.default.createDirectory(atPath: dir.file("take"), withIntermediateDirectories: true)
         let run = try await runTool(
             liveaudio,
@@ -534,7 +534,7 @@ import TestSupport
         let chart = try SongChart.load(path: dir.file("chart.txt"))
         let seconds = chart.voices[0].lines.last!.end + 2
         try writeWAV(dir.file("song.wav"), channels: [[Float](repeating: 0, count: Int(seconds * 48_000))], sampleType: .int16)
-        try GeneratedSinger(chart: chart, late: 0.5, snr: 30).write(to: dir.file("voice.wav"))
+        try GeneratedSinger(chart: chart, snr: 30).write(to: dir.file("voice.wav"))
         let command = [liveaudio, "karaoke", "chart.txt", "--backend", "virtual", "--input", "voice.wav", "--output", "out.wav",
                        "--latency-ms", "0"].map { "'\($0)'" }.joined(separator: " ")
         let terminal = try TmuxTerminal(command: command, directory: dir.path)

@@ -31,8 +31,8 @@ struct StageTests {
         let chart = try SongChart.load(path: dir.file("chart.txt"))
         let tone = (0..<(seconds * 48_000)).map { Float(0.25 * sin(2 * Double.pi * 1000 * Double($0) / 48_000)) }
         try writeWAV(dir.file("song.wav"), channels: [tone, tone], sampleType: .int16)
-        // The song starts half a second into the capture on the virtual device (as the karaoke tests sing).
-        try GeneratedSinger(chart: chart, late: 0.5, snr: 30).write(to: dir.file("voice.wav"))
+        // The microphone file starts with the song on the virtual device (karaoke's --input-start song).
+        try GeneratedSinger(chart: chart, snr: 30).write(to: dir.file("voice.wav"))
         try FileManager.default.createDirectory(atPath: dir.file("take"), withIntermediateDirectories: true)
         return chart
     }

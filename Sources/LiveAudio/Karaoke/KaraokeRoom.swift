@@ -176,6 +176,9 @@ public final class KaraokeRoom: Sendable {
         var cycleFrames = 0
         /// Takes played so far.
         var takes = 0
+        /// Where the last take's song ended on the room's timeline (its last frame's sample time): the gap before the
+        /// next take runs from there.
+        var lastSongEnd: Int64 = 0
         /// Held weakly: the take's owner keeps it (a take holds its room).
         weak var current: KaraokeTake?
     }
@@ -340,6 +343,9 @@ public final class KaraokeRoom: Sendable {
         let startTime = timeline.sampleTime + Int64(sampleRate * Self.startLead)
         recorder?.startRecording(atSampleTime: startTime, skipFrames: Int64(wet))
         encoderTap?.start(atSampleTime: startTime, skipFrames: Int64(wet))
+        // A recorded singer (a virtual device holding its capture) sings frame 0 to the room's first frame: it arrives
+        // one round trip later, where the dry stem's frame 0 is taken.
+        io.startCapture(atSampleTime: Int64((Double(startTime + Int64(dry)) * grant.sampleRate / sampleRate).rounded()))
         state.withLock {
             $0.roundTrip = dry
             $0.source = source
@@ -401,9 +407,11 @@ public final class KaraokeRoom: Sendable {
 
     // MARK: Takes
 
-    /// Plays `take` from `gap` seconds from now (at the room's first frame when that is later: a take given right
-    /// after the start begins with the room), its loudness measured first when it asks for normalisation. The take
-    /// playing before must have been finished (``finish(_:)``).
+    /// Plays `take` `gap` seconds after the last take's song ended (its last frame; with no take before, from now),
+    /// or a quarter of a second from now when that is later (the song's worker fills its ring meanwhile) — at the
+    /// room's first frame when that is later still (a take given right after the start begins with the room). Its
+    /// loudness is measured first when it asks for normalisation. The take playing before must have been finished
+    /// (``finish(_:)``).
     /// - Throws: ``/AudioCore/AudioError`` `.invalidState` before the start, after the stop, while another take plays
     ///   or for a take played before; from the loudness measurement or the graph.
     public func play(_ take: KaraokeTake, after gap: Double = 0) async throws(AudioError) {
@@ -415,9 +423,10 @@ public final class KaraokeRoom: Sendable {
         try checkRunning()
         let s = state.withLock { $0 }
         // The song's worker needs a moment to fill its ring: a quarter of a second at least.
-        let earliest = timeline.sampleTime + Int64(sampleRate * max(gap, 0.25))
+        let now = timeline.sampleTime
+        let afterLast = (s.takes == 0 ? now : s.lastSongEnd) + Int64((gap * sampleRate).rounded())
         do throws(AudioError) {
-            try schedule(take, at: max(s.startTime, earliest))
+            try schedule(take, at: max(s.startTime, now + Int64(sampleRate / 4), afterLast))
         } catch {
             unschedule(take)
             throw error
@@ -482,8 +491,13 @@ public final class KaraokeRoom: Sendable {
                 try? await Task.sleep(nanoseconds: 2_000_000)
             }
         }
-        let summary = take.complete(at: timeline.sampleTime)
-        state.withLock { if $0.current === take { $0.current = nil } }
+        let now = timeline.sampleTime
+        let summary = take.complete(at: now)
+        let ended = take.nominalSongEnd ?? take.seenSongEnd ?? now
+        state.withLock {
+            if $0.current === take { $0.current = nil }
+            $0.lastSongEnd = min(ended, now)
+        }
         return summary
     }
 

@@ -59,6 +59,7 @@ extension KaraokeTake {
 
     /// Tells the score where the song is from now on (after a pause, resume, seek or new region).
     private func songMoved() {
+        state.withLock { $0.moved = true }
         follower?.moved(
             graphFrame: room.timeline.sampleTime, songFrame: heardFrame(),
             rate: player.state == .paused ? 0 : (timePitch?.currentRate ?? configuration.tempo))

@@ -96,6 +96,8 @@ public final class KaraokeTake: Sendable {
         var endSeen: Int64?
         /// The first file frame of the region playing (the pause does not go back before it).
         var songRegionStart: Int64 = 0
+        /// The song was paused, sought or given another region: its end is no longer its start plus its length.
+        var moved = false
         /// The take's stages in the room's graph.
         var nodes: [NodeID] = []
         var summary: Summary?
@@ -229,6 +231,19 @@ public final class KaraokeTake: Sendable {
 
     /// The summary, once the take has ended.
     var finalSummary: Summary? { state.withLock { $0.summary } }
+
+    /// The room's sample time the song's last frame plays at, when the take has played it straight through (its
+    /// region, its loops, at its tempo): where the gap before the next take starts. nil otherwise.
+    var nominalSongEnd: Int64? {
+        let s = state.withLock { $0 }
+        guard s.scheduled, !s.moved, region.loopCount != FilePlayerUnit.Region.endless else { return nil }
+        let length = region.frameCount ?? max(0, player.fileFrames - region.startFrame)
+        let played = Double(length) * Double(region.loopCount + 1) / configuration.tempo
+        return s.startTime + Int64(played.rounded())
+    }
+
+    /// Where the song ended as seen by ``songHasEnded``'s first look after it (nil before).
+    var seenSongEnd: Int64? { state.withLock { $0.endSeen } }
 
     /// The take's number in its room (from 1), 0 until it plays.
     public var number: Int { state.withLock { $0.number } }

@@ -1,0 +1,163 @@
+import Foundation
+import LiveAudio
+import Testing
+import TestSupport
+
+/// The room: songs back to back in one run — one device, one live stream, one file for the evening — each a take with
+/// stems that hold the sync rule and a score of its own.
+@Suite(.serialized) struct KaraokeRoomTests {
+    /// A chart of three lines over `seconds` of song (`song`, written beside it), its notes a melody.
+    static func chart(_ dir: TemporaryDirectory, name: String, song: String, title: String, shift: Int) throws -> SongChart {
+        var text = "#TITLE:\(title)\n#ARTIST:Room Tests\n#MP3:\(song)\n#BPM:280\n#GAP:600\n"
+        let pitches = [-5, -3, 0, 2, 4, 2, 0, -1, -3, 0, 4, 7]
+        var beat = 0
+        for line in 0..<3 {
+            for n in 0..<4 {
+                text += ": \(beat) \(4 + (n + line) % 3) \(pitches[(line * 4 + n + shift) % pitches.count]) la\n"
+                beat += 5 + (n + line) % 3
+            }
+            text += "- \(beat)\n"
+            beat += 3
+        }
+        try text.write(toFile: dir.file(name), atomically: true, encoding: .utf8)
+        return try SongChart.load(path: dir.file(name))
+    }
+
+    /// A quiet tone of `seconds` at `frequency`, stereo, 16-bit: an accompaniment.
+    static func tone(_ path: String, frequency: Double, seconds: Double) throws {
+        let n = Int(seconds * 48_000)
+        let x = (0..<n).map { Float(0.1 * sin(2 * Double.pi * frequency * Double($0) / 48_000)) }
+        try writeWAV(path, channels: [x, x], sampleType: .int16)
+    }
+
+    /// Three songs — two charts and a plain audio file — in one room on the virtual device, with stems, an M4A for
+    /// the evening and a live stream to nginx-rtmp: one publish; the FLV the server recorded decodes, its timestamps
+    /// step by no more than 100 ms and it lasts the songs and the gaps; each take's dry stem is the microphone from
+    /// the take's first frame on, to the sample (the singer's file starts with the first song, the next takes
+    /// start one gap after the song before ends); each take's song is its accompaniment and its wet voice; each
+    /// chart's score is `liveaudio score` of its dry stem within 1 %.
+    @Test func threeSongsBackToBackInOneRoom() async throws {
+        let server = try NginxRTMPServer()
+        defer { server.remove() }
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let liveaudio = productsDirectory + "/liveaudio"
+        let chain = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .appendingPathComponent("../../Examples/graphs/voice-chain.json").standardized.path
+        // Longer than the voice chain's tail (its reverb and echoes), which a take waits out before it ends.
+        let gap = 5.0
+        let first = try Self.chart(dir, name: "one.txt", song: "one.wav", title: "One", shift: 0)
+        let third = try Self.chart(dir, name: "three.txt", song: "three.wav", title: "Three", shift: 5)
+        let lengths = [first.voices[0].lines.last!.end + 1, 2.5, third.voices[0].lines.last!.end + 1]
+        try Self.tone(dir.file("one.wav"), frequency: 220, seconds: lengths[0])
+        try Self.tone(dir.file("two.wav"), frequency: 330, seconds: lengths[1])
+        try Self.tone(dir.file("three.wav"), frequency: 440, seconds: lengths[2])
+        // The singer sings the first chart from the file's first frame (the first song's) and the third from where
+        // the third take starts: two songs and two gaps later.
+        let thirdStart = lengths[0] + gap + lengths[1] + gap
+        let one = GeneratedSinger(chart: first, snr: 30).samples
+        let three = GeneratedSinger(chart: third, late: thirdStart, snr: 30).samples
+        var voice = [Float](repeating: 0, count: three.count + 48_000)
+        for (i, v) in one.enumerated() { voice[i] += v }
+        for (i, v) in three.enumerated() { voice[i] += v }
+        try writeWAV(dir.file("voice.wav"), channels: [voice], sampleType: .int16)
+        try FileManager.default.createDirectory(atPath: dir.file("stems"), withIntermediateDirectories: true)
+        let run = try await runTool(
+            liveaudio,
+            ["karaoke", dir.file("one.txt"), dir.file("two.wav"), dir.file("three.txt"), "--gap", "\(gap)", "--graph", chain,
+             "--backend", "virtual", "--input", dir.file("voice.wav"), "--output", dir.file("out.wav"), "--stems", dir.file("stems"), "--latency-ms", "0",
+             "--difficulty", "easy", "--record", dir.file("evening.m4a"), "--to", server.url("room"),
+             "--score-file", dir.file("scores.json")])
+        #expect(run.status == 0, "\(run.stderr)")
+        server.stop()
+        // One publish for the whole run, one recording.
+        #expect(server.log.components(separatedBy: "publish: name=").count - 1 == 1, "\(server.log)")
+        let recorded = server.recordedFiles(start: 1)
+        #expect(recorded.count == 1, "\(recorded)")
+        let evening = try #require(
+            run.stdout.split(separator: "\n").first { $0.hasPrefix("karaoke: ") && $0.contains(" s; round trip") }, "\(run.stdout)")
+        let seconds = try #require(Double(evening.dropFirst("karaoke: ".count).split(separator: " ")[0]))
+        let songsAndGaps = lengths.reduce(0, +) + 2 * gap
+        // The last take ends once the voice chain's tail (its reverb, about 3 s) has passed.
+        #expect(seconds >= songsAndGaps && seconds <= songsAndGaps + 4.5, "the evening \(seconds) s for \(songsAndGaps) s of songs and gaps")
+        #expect(evening.contains("3 of 3 songs sung"), "\(evening)")
+        for file in [dir.file("evening.m4a")] + recorded {
+            let check = try runProcess("ffmpeg", ["-v", "error", "-i", file, "-f", "null", "-"])
+            #expect(check.status == 0 && check.stderr.isEmpty, "\(file): \(check.stderr)")
+            let probe = try runProcess(
+                "ffprobe", ["-v", "error", "-select_streams", "a", "-show_entries", "packet=pts_time", "-of", "csv=p=0", file])
+            let times = probe.stdout.split(separator: "\n").compactMap { Double($0.trimmingCharacters(in: .whitespaces)) }
+            let steps = zip(times.dropFirst(), times).map { $0 - $1 }
+            #expect(!times.isEmpty && steps.allSatisfy { $0 > 0 && $0 <= 0.1 }, "\(file): a step of \(steps.max() ?? 0) s")
+            let duration = (times.last ?? 0) - (times.first ?? 0)
+            #expect(abs(duration - seconds) <= 0.1, "\(file): \(duration) s of packets for an evening of \(seconds) s")
+        }
+        // The takes' stems.
+        let microphone = try FFmpeg.decode(dir.file("voice.wav"), channels: 1)[0]
+        let starts = [0, lengths[0] + gap, lengths[0] + gap + lengths[1] + gap].map { Int(($0 * 48_000).rounded()) }
+        for take in 1...3 {
+            let folder = dir.file("stems/0\(take)")
+            let dry = try FFmpeg.decode(folder + "/voice-dry.wav", channels: 1)[0]
+            let accompaniment = try FFmpeg.decode(folder + "/accompaniment.wav", channels: 2)
+            // The chain's reverb makes the wet voice stereo.
+            let wet = try FFmpeg.decode(folder + "/voice-wet.wav", channels: 2)
+            let song = try FFmpeg.decode(folder + "/song.wav", channels: 2)
+            let length = Int(lengths[take - 1] * 48_000)
+            #expect(dry.count >= length, "take \(take): \(dry.count) frames of dry voice for a song of \(length)")
+            // The dry stem is the microphone from the take's start, to the sample (allowing the first frames of a
+            // start that missed by a frame would hide nothing: they must be equal).
+            let start = starts[take - 1]
+            let n = min(dry.count, microphone.count - start, length)
+            let mismatched = (0..<n).filter { dry[$0] != microphone[start + $0] }.count
+            #expect(mismatched == 0, "take \(take): \(mismatched) of \(n) dry frames differ from the microphone at \(start)")
+            // The accompaniment stem starts with the song's first frame.
+            let original = try FFmpeg.decode(dir.file(["one.wav", "two.wav", "three.wav"][take - 1]), channels: 2)[0]
+            #expect(Array(accompaniment[0].prefix(4800)) == Array(original.prefix(4800)), "take \(take): the accompaniment stem's start")
+            // The song is the accompaniment and the wet voice, frame for frame.
+            let m = min(accompaniment[0].count, wet[0].count, song[0].count)
+            for c in 0..<2 {
+                var residual = 0.0, level = 0.0
+                for t in 0..<m {
+                    let r = Double(song[c][t] - accompaniment[c][t] - wet[c][t])
+                    residual += r * r
+                    level += Double(song[c][t] * song[c][t])
+                }
+                #expect(10 * log10(max(residual, 1e-30) / max(level, 1e-30)) < -90, "take \(take) channel \(c)")
+            }
+        }
+        // The charts' scores: one per take with a chart, each the dry stem's offline within 1 %.
+        let json = try #require(
+            JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: dir.file("scores.json")))) as? [String: Any])
+        let takes = try #require(json["takes"] as? [[String: Any]])
+        #expect(takes.compactMap { $0["take"] as? Int } == [1, 3], "\(takes)")
+        for entry in takes {
+            let take = try #require(entry["take"] as? Int)
+            let live = try #require((entry["score"] as? [String: Any])?["total"] as? Int)
+            let chart = take == 1 ? "one.txt" : "three.txt"
+            let offline = try await runTool(liveaudio, ["score", dir.file(chart), dir.file("stems/0\(take)/voice-dry.wav"), "--difficulty", "easy"])
+            let scored = Int(offline.stdout.split(separator: "\n").first?.split(separator: ": ")[1].split(separator: " ")[0] ?? "") ?? -1
+            #expect(live >= 8_000, "take \(take) sung in tune: \(live)")
+            #expect(abs(Double(scored - live)) <= 0.01 * Double(max(live, 1)), "take \(take): live \(live), the dry stem offline \(scored)")
+        }
+        #expect(run.stdout.contains("karaoke: take 1 (Room Tests – One)") && run.stdout.contains("karaoke: take 3 (Room Tests – Three)"), "\(run.stdout)")
+    }
+
+    /// A song that is missing or cannot be decoded is refused with a message naming it; the room goes on to the next
+    /// song, and the run ends with an error naming the refused songs.
+    @Test func aSongThatCannotBePlayedIsSkipped() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        try Self.tone(dir.file("good.wav"), frequency: 330, seconds: 1.5)
+        try Data("not audio at all".utf8).write(to: URL(fileURLWithPath: dir.file("broken.wav")))
+        try writeWAV(dir.file("voice.wav"), channels: [[Float](repeating: 0, count: 48_000)], sampleType: .int16)
+        let run = try await runTool(
+            productsDirectory + "/liveaudio",
+            ["karaoke", dir.file("missing.m4a"), dir.file("good.wav"), dir.file("broken.wav"), "--gap", "0.5", "--backend", "virtual",
+             "--input", dir.file("voice.wav"), "--output", dir.file("out.wav"), "--stems", dir.file("stems"), "--latency-ms", "0"])
+        #expect(run.status == 1, "\(run.stdout) \(run.stderr)")
+        #expect(run.stderr.contains("skipped") && run.stderr.contains("missing.m4a") && run.stderr.contains("broken.wav"), "\(run.stderr)")
+        #expect(run.stdout.contains("karaoke: take 2 (good.wav)") && run.stdout.contains("1 of 3 songs sung"), "\(run.stdout)")
+        #expect(run.stderr.contains("2 of 3 songs could not be played"), "\(run.stderr)")
+        #expect(FileManager.default.fileExists(atPath: dir.file("stems/02/song.wav")), "the good song's stems in its numbered folder")
+    }
+}
