@@ -103,7 +103,7 @@ let package = Package(
             name: "LiveAudio",
             dependencies: [
                 "AudioCore", "AudioGraph", "AudioUnits", "MediaContainers", "AudioDevices", "AudioCodecs", "RTMP",
-                "SingAlong",
+                "SingAlong", "CSystemCalls",
             ],
             swiftSettings: strict),
         // The web stage: a page for the room (lyrics, pitch lane, meters, controls) served over HTTP and a WebSocket
@@ -152,7 +152,7 @@ let package = Package(
             swiftSettings: [.swiftLanguageMode(.v6), .unsafeFlags(["-suppress-warnings"])]),
 
         // Test support: sessions in a process of their own — the threads a take runs, what a stop leaves behind.
-        .executableTarget(name: "SessionProbe", dependencies: ["LiveAudio"], path: "Tests/Support/SessionProbe", swiftSettings: strict),
+        .executableTarget(name: "SessionProbe", dependencies: ["LiveAudio", "CAllocationProbe"], path: "Tests/Support/SessionProbe", swiftSettings: strict),
 
         // Benchmark: N RTMP streams from one process to a local server (`make bench`).
         .executableTarget(name: "RTMPLoad", dependencies: ["LiveAudio"], path: "Tests/Support/RTMPLoad", swiftSettings: strict),

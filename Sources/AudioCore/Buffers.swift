@@ -1,3 +1,7 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// A non-owning view of Float32 non-interleaved audio: `channelCount` channels of `frameCount` frames each,
 /// channel `c` starting at `base + c * channelStride`.
 ///
@@ -138,13 +142,35 @@ public final class PCMBuffer: @unchecked Sendable {
         self.capacity = capacity
         self.frameLength = 0
         self.channelStride = (max(capacity, 1) + 15) & ~15
-        let raw = UnsafeMutableRawPointer.allocate(
-            byteCount: channelStride * channelCount * MemoryLayout<Float>.stride, alignment: 64)
-        storage = raw.bindMemory(to: Float.self, capacity: channelStride * channelCount)
-        storage.initialize(repeating: 0, count: channelStride * channelCount)
+        let bytes = channelStride * channelCount * MemoryLayout<Float>.stride
+        // A large buffer (a ring of seconds, a recorder's) gets pages of its own, zeroed by the kernel and given back
+        // whole when it is freed: through the allocator they would stay with the process after it (its arenas keep
+        // what they had), and a room that makes and frees a take's rings song after song would grow by them.
+        if bytes >= Self.mappedBytes, let pages = mmap(nil, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0),
+            pages != MAP_FAILED
+        {
+            mappedByteCount = bytes
+            storage = pages.bindMemory(to: Float.self, capacity: channelStride * channelCount)
+        } else {
+            mappedByteCount = 0
+            let raw = UnsafeMutableRawPointer.allocate(byteCount: bytes, alignment: 64)
+            storage = raw.bindMemory(to: Float.self, capacity: channelStride * channelCount)
+            storage.initialize(repeating: 0, count: channelStride * channelCount)
+        }
     }
 
-    deinit { UnsafeMutableRawPointer(storage).deallocate() }
+    /// Buffers of this many bytes or more are mapped pages of their own (256 KiB).
+    static let mappedBytes = 256 << 10
+    /// The bytes mapped for the storage; 0 when it came from the allocator.
+    private let mappedByteCount: Int
+
+    deinit {
+        if mappedByteCount > 0 {
+            munmap(storage, mappedByteCount)
+        } else {
+            UnsafeMutableRawPointer(storage).deallocate()
+        }
+    }
 
     /// A view of the first `frames` frames (at most ``capacity``).
     @inlinable

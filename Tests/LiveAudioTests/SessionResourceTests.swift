@@ -9,7 +9,10 @@ import TestSupport
     /// threads of ours besides the background pool's (`la-work`: one per processor at most, and no more than its
     /// five jobs), each named la-*; and a karaoke or live-stream session stopped in any state — made and never
     /// started, running (stopped twice), stopped while its start waits on a server that never answers, after a start
-    /// that failed — leaves no thread and no file descriptor (a file, a socket to a server, a pipe) behind.
+    /// that failed — leaves no thread and no file descriptor (a file, a socket to a server, a pipe) behind. Ten takes
+    /// back to back in one room (stems, M4A and RTMP for the evening, a key change each): after the tenth the process
+    /// has the threads, descriptors and (within 1 MB) the resident memory and heap it had after the first, and each
+    /// finished take has been freed.
     @Test func aTakesThreadsAndWhatAStoppedSessionLeavesBehind() async throws {
         let jack = try await JACKServer.started(periodFrames: 256)
         defer { jack.stop() }
@@ -41,6 +44,20 @@ import TestSupport
         ] {
             let left = try #require(states[name] as? [String: [String]], "\(name): \(states)")
             #expect(left["threads"] == [] && left["descriptors"] == [], "\(name) left \(left)")
+        }
+        // Ten takes in one room: the tenth leaves the threads, descriptors and memory the first left.
+        let takes = try #require(report["roomTakes"] as? [[String: Any]], "\(report)")
+        #expect(takes.count == 10 && report["roomError"] as? String == "" && report["roomTakeCount"] as? Int == 10, "\(report)")
+        if takes.count == 10 {
+            let (first, last) = (takes[0], takes[9])
+            #expect(first["threads"] as? [String] == last["threads"] as? [String], "threads after take 1 and take 10: \(first) \(last)")
+            #expect(first["descriptors"] as? Int == last["descriptors"] as? Int, "descriptors after take 1 and take 10: \(first) \(last)")
+            let grown = (last["residentBytes"] as? Int ?? 0) - (first["residentBytes"] as? Int ?? 0)
+            #expect(grown <= 1 << 20, "resident memory grew \(grown) bytes from take 1 to take 10")
+            let heap = (last["heapInUse"] as? Int ?? 0) - (first["heapInUse"] as? Int ?? 0)
+            #expect(heap <= 1 << 20, "the heap in use grew \(heap) bytes from take 1 to take 10")
+            #expect(takes.allSatisfy { $0["previousTakeAlive"] as? Bool == false }, "a finished take was kept: \(takes)")
+            #expect(takes.allSatisfy { ($0["recorded"] as? Int ?? 0) >= 48_000 && $0["error"] as? String == "" }, "\(takes)")
         }
         for name in ["karaoke", "stream"] {
             let error = states["\(name) stop during start: start's error"] as? String ?? ""

@@ -8,6 +8,7 @@
 #endif
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <sched.h>
 #include <sys/eventfd.h>
@@ -34,6 +35,11 @@ static inline int la_start_writeback(int fd, long long offset, long long count) 
 /// and the page faults it took (minor and major: memory touched for the first time, or paged in), from getrusage
 /// with RUSAGE_THREAD. Returns 0, or -1 with errno set.
 int la_thread_usage(long long *cpu_nanoseconds, long long *voluntary, long long *involuntary, long long *page_faults);
+
+/// Gives the allocator's free memory back to the system (glibc's malloc_trim(0): the free top of every arena, and
+/// the free pages within them): what a long-running host calls after freeing a lot at once, off any real-time
+/// thread. Returns 1 when memory was given back.
+static inline int la_release_free_memory(void) { return malloc_trim(0); }
 
 /// Names the calling thread (at most 15 bytes are kept), for ps, top and debuggers.
 static inline void la_set_thread_name(const char *name) { pthread_setname_np(pthread_self(), name); }

@@ -3,6 +3,7 @@ import AudioCore
 import AudioDevices
 import AudioGraph
 import AudioUnits
+import CSystemCalls
 import FoundationEssentials
 import Synchronization
 
@@ -419,6 +420,9 @@ public final class KaraokeRoom: Sendable {
             throw AudioError(.invalidParameter, "the gap before a take is 0 … 3600 s, got \(gap)")
         }
         try checkRunning()
+        // What the takes before made and freed (a stretcher, a decoder, a pitch tracker) goes back to the system: the
+        // allocator would keep it, and an evening of takes would grow by what each left in its arenas.
+        _ = la_release_free_memory()
         try await take.measureLoudness(stopped: { [lifecycle] in lifecycle.state != .running })
         try checkRunning()
         let s = state.withLock { $0 }
@@ -491,6 +495,8 @@ public final class KaraokeRoom: Sendable {
                 try? await Task.sleep(nanoseconds: 2_000_000)
             }
         }
+        // The schedules that held the take's units, freed now rather than at the next change of the graph.
+        graph.collectGarbage()
         let now = timeline.sampleTime
         let summary = take.complete(at: now)
         let ended = take.nominalSongEnd ?? take.seenSongEnd ?? now

@@ -1,3 +1,4 @@
+import CAllocationProbe
 import Foundation
 import LiveAudio
 
@@ -76,6 +77,26 @@ func streamConfiguration(_ url: String, jackServer: String = jack) throws -> Liv
     c.reconnectDevice = false
     return c
 }
+
+/// The process's resident memory in bytes (/proc/self/statm's second field, in pages).
+func residentBytes() -> Int {
+    let fields = ((try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8)) ?? "").split(separator: " ")
+    return fields.count > 1 ? (Int(fields[1]) ?? 0) * Int(sysconf(Int32(_SC_PAGESIZE))) : 0
+}
+
+/// The least resident memory over ten readings 20 ms apart: what the process holds, without what the running room
+/// (its encoder, its connection) has in hand for a moment.
+func quietResidentBytes() async -> Int {
+    var least = Int.max
+    for _ in 0..<10 {
+        least = min(least, residentBytes())
+        await seconds(0.02)
+    }
+    return least
+}
+
+/// Bytes of heap the allocator has handed out and not had back (mallinfo2's uordblks).
+func heapInUse() -> Int { Int(allocation_probe_heap_in_use()) }
 
 func seconds(_ s: Double) async { try? await Task.sleep(nanoseconds: UInt64(s * 1e9)) }
 
@@ -176,6 +197,52 @@ do {
     }
     states["stream failed start, then stopped"] = leftovers(since: base)
     report["states"] = states
+
+    // Ten takes back to back in one room (stems, M4A and RTMP for the evening): after each, the process's threads
+    // (by name), descriptors and resident memory — the tenth must leave what the first left.
+    do {
+        try FileManager.default.createDirectory(atPath: folder + "/room", withIntermediateDirectories: true)
+        var r = KaraokeRoom.Configuration()
+        r.backend = .jack
+        r.jackServer = jack
+        r.inputDevice = "self"
+        r.outputDevice = "self"
+        r.periodFrames = 256
+        r.roundTrip = .milliseconds(10)
+        r.reconnect = false
+        r.recordPath = folder + "/room/evening.m4a"
+        r.outputs = [try LiveStreamSession.Output(parsing: rtmpURL)]
+        let room = try KaraokeRoom(r)
+        try await room.start()
+        var takes: [[String: Any]] = []
+        weak var previous: KaraokeTake?
+        for n in 1...10 {
+            let stems = folder + "/room/take-\(n)"
+            try FileManager.default.createDirectory(atPath: stems, withIntermediateDirectories: true)
+            var c = KaraokeTake.Configuration(song: song)
+            c.regionInSeconds = KaraokeSession.RegionInSeconds(start: 0, end: 1)
+            c.keyAdjustable = true
+            c.stemsDirectory = stems
+            let take = try KaraokeTake(c, room: room)
+            try await room.play(take, after: 0.2)
+            try take.setKey(cents: n % 2 == 0 ? 200 : -100)
+            while !take.songHasEnded { await seconds(0.02) }
+            let summary = await room.finish(take)
+            await seconds(0.3)
+            let now = Snapshot.now()
+            takes.append([
+                "threads": now.threads.values.filter { !$0.contains("qos") }.sorted(),
+                "descriptors": now.descriptors.count, "residentBytes": await quietResidentBytes(),
+                "recorded": Int(summary.recordedFrames), "error": summary.error.map { "\($0)" } ?? "",
+                "previousTakeAlive": previous != nil, "heapInUse": heapInUse(),
+            ])
+            previous = take
+        }
+        let evening = await room.stop()
+        report["roomTakes"] = takes
+        report["roomError"] = evening.error.map { "\($0)" } ?? ""
+        report["roomTakeCount"] = evening.takes
+    }
 } catch {
     report["error"] = "\(error)"
 }
