@@ -420,8 +420,15 @@ public final class RTMPPublisher: Sendable {
             channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
                 .connectTimeout(.nanoseconds(Int64(configuration.connectTimeout * 1e9)))
                 .channelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
-                .channelInitializer { channel in
-                    channel.eventLoop.makeCompletedFuture {
+                .channelInitializer { [weak self] channel in
+                    // Known from before the TCP connect completes, so a stop closes it there instead of waiting out
+                    // the connect timeout.
+                    let stopping = self?.shared.withLock { s -> Bool in
+                        s.channel = channel
+                        return s.stopping
+                    } ?? true
+                    if stopping { return channel.eventLoop.makeFailedFuture(ChannelError.ioOnClosedChannel) }
+                    return channel.eventLoop.makeCompletedFuture {
                         if let sslContext {
                             let isAddress = (try? SocketAddress(ipAddress: host, port: 0)) != nil
                             let tls = try NIOSSLClientHandler(context: sslContext, serverHostname: isAddress ? nil : host)
@@ -432,6 +439,7 @@ public final class RTMPPublisher: Sendable {
                 }
                 .connect(host: url.host, port: url.port).get()
         } catch {
+            shared.withLock { $0.channel = nil }
             throw AudioError(.connectionFailed, "cannot connect to \(url): \(Self.describe(error))")
         }
         shared.withLock { $0.channel = channel }

@@ -160,4 +160,35 @@ import TestSupport
         #expect(run.stderr.contains("2 of 3 songs could not be played"), "\(run.stderr)")
         #expect(FileManager.default.fileExists(atPath: dir.file("stems/02/song.wav")), "the good song's stems in its numbered folder")
     }
+
+    /// Ctrl-C while an RTMP output is still in its TCP connect (a server whose accept queue is full: the handshake
+    /// hangs until the connect timeout, 5 s) ends the run within a second, exit status 0, and leaves no partial file.
+    @Test func ctrlCWhileAnOutputConnectsEndsTheRunAtOnce() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        try Self.tone(dir.file("song.wav"), frequency: 330, seconds: 3)
+        try writeWAV(dir.file("voice.wav"), channels: [[Float](repeating: 0, count: 48_000)], sampleType: .int16)
+        let server = try SilentListener(backlog: 0)
+        server.fillQueue()
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: productsDirectory + "/liveaudio")
+        process.arguments = [
+            "karaoke", dir.file("song.wav"), "--backend", "virtual", "--input", dir.file("voice.wav"), "--output", dir.file("out.wav"),
+            "--latency-ms", "0", "--record", dir.file("song.m4a"), "--to", "rtmp://127.0.0.1:\(server.port)/live/x",
+        ]
+        let errors = Pipe()
+        process.standardError = errors
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        try await Task.sleep(nanoseconds: 1_500_000_000)
+        #expect(process.isRunning, "the run waits for the server")
+        let sent = Date()
+        process.interrupt()
+        while process.isRunning, Date().timeIntervalSince(sent) < 10 { try await Task.sleep(nanoseconds: 10_000_000) }
+        let took = Date().timeIntervalSince(sent)
+        let stderr = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(took < 1, "the run ended \(took) s after Ctrl-C: \(stderr)")
+        #expect(process.terminationStatus == 0 && stderr.contains("stopped before the song started"), "\(process.terminationStatus): \(stderr)")
+        #expect(!FileManager.default.fileExists(atPath: dir.file("song.m4a")), "a file of a run that never started is not left")
+    }
 }

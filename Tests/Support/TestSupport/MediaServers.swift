@@ -192,8 +192,8 @@ public final class SilentListener: @unchecked Sendable {
     public let port: Int
     private let fd: Int32
 
-    /// Listens on `port` (0: one the kernel picks).
-    public init(port: Int = 0) throws {
+    /// Listens on `port` (0: one the kernel picks), with `backlog` connections queued at most.
+    public init(port: Int = 0, backlog: Int32 = 16) throws {
         // Close-on-exec: a child another test spawns while this listens would otherwise inherit the port and keep
         // it listening for its whole life — the next server given the port then fails to bind, while connections
         // to the port still succeed.
@@ -205,7 +205,7 @@ public final class SilentListener: @unchecked Sendable {
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
         let ok = withUnsafeMutablePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(fd, $0, length) == 0 && listen(fd, 16) == 0 && getsockname(fd, $0, &length) == 0
+                bind(fd, $0, length) == 0 && listen(fd, backlog) == 0 && getsockname(fd, $0, &length) == 0
             }
         }
         guard ok else {
@@ -216,5 +216,27 @@ public final class SilentListener: @unchecked Sendable {
         self.port = Int(UInt16(bigEndian: address.sin_port))
     }
 
-    deinit { close(fd) }
+    deinit {
+        close(fd)
+        fillers.forEach { close($0) }
+    }
+
+    private var fillers: [Int32] = []
+
+    /// Fills the accept queue with connections nobody accepts, so that a further connect hangs in its TCP handshake
+    /// (the kernel drops its SYN) until the connector's own timeout: a server that cannot be reached in time.
+    public func fillQueue() {
+        for _ in 0..<3 {
+            let c = socket(AF_INET, Int32(SOCK_STREAM.rawValue | SOCK_CLOEXEC.rawValue | SOCK_NONBLOCK.rawValue), 0)
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            address.sin_port = UInt16(port).bigEndian
+            _ = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(c, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+            fillers.append(c)
+        }
+        usleep(200_000)
+    }
 }
