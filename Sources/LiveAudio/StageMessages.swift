@@ -135,6 +135,7 @@ public enum StageMessages {
                 guard seconds >= 0 else { throw refuse("seek: seconds must be 0 or more") }
                 control = .seek(seconds: seconds)
             case "stop": control = .stop
+            case "skip": control = .skip
             default: throw refuse("unknown action \(Self.shown(action))")
             }
             return Request(id: id, control: .karaoke(control))

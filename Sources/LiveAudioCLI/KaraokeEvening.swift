@@ -240,7 +240,9 @@ struct TakeDisplay {
     /// the room fails, or `until` says so.
     func follow(_ take: KaraokeTake, title: String, until: () -> Bool) async -> Outcome {
         var outcome = Outcome()
-        func going() -> Bool { !until() && !take.songHasEnded && !room.isStopRequested && room.failure == nil }
+        func going() -> Bool {
+            !until() && !take.songHasEnded && !room.isStopRequested && room.failure == nil && !room.takeSkipRequest()
+        }
         if interactive {
             let terminal = Terminal()
             terminal.enterRawMode()

@@ -191,4 +191,42 @@ import TestSupport
         #expect(process.terminationStatus == 0 && stderr.contains("stopped before the song started"), "\(process.terminationStatus): \(stderr)")
         #expect(!FileManager.default.fileExists(atPath: dir.file("song.m4a")), "a file of a run that never started is not left")
     }
+
+    /// The room's stage in headless Chromium: the page shows each take's title in turn and the next song's countdown
+    /// between takes; "Next song" on the page ends the take playing (the run goes on to the next song).
+    @Test func theStageFollowsTheEvening() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let first = try Self.chart(dir, name: "one.txt", song: "one.wav", title: "One", shift: 0)
+        let third = try Self.chart(dir, name: "three.txt", song: "three.wav", title: "Three", shift: 5)
+        let firstLength = first.voices[0].lines.last!.end + 1
+        try Self.tone(dir.file("one.wav"), frequency: 220, seconds: firstLength)
+        try Self.tone(dir.file("two.wav"), frequency: 330, seconds: 2)
+        try Self.tone(dir.file("three.wav"), frequency: 440, seconds: third.voices[0].lines.last!.end + 1)
+        try writeWAV(dir.file("voice.wav"), channels: [[Float](repeating: 0, count: 48_000)], sampleType: .int16)
+        let run = try await runTool(
+            StageTests.python,
+            [StageTests.repository + "/Tests/Support/stage/stage_room.py", "--out", dir.file("results.json"), "--cwd", dir.path,
+             "--skip-at", "1.5", "--", productsDirectory + "/liveaudio", "karaoke", "one.txt", "two.wav", "three.txt", "--gap", "3",
+             "--backend", "virtual", "--input", "voice.wav", "--output", "out.wav", "--latency-ms", "0", "--web", "127.0.0.1:0"])
+        let r = try #require(
+            try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: dir.file("results.json")))) as? [String: Any],
+            "\(run.stderr)")
+        let errors = r["errors"] as? [String] ?? []
+        #expect(errors.isEmpty, "\(errors)\n\((r["stderr"] as? [String] ?? []).suffix(20).joined(separator: "\n"))")
+        #expect((r["exitStatus"] as? Int) == 0, "\((r["stderr"] as? [String] ?? []).suffix(5))")
+        let titles = r["titles"] as? [String] ?? []
+        #expect(titles.filter { $0 != "LiveAudio" } == ["One", "two.wav", "Three"], "the titles the page showed: \(titles)")
+        let countdowns = r["countdowns"] as? [String] ?? []
+        #expect(countdowns.contains { $0.hasPrefix("Next: two.wav in ") } && countdowns.contains { $0.hasPrefix("Next: Three in ") },
+                "the countdowns the page showed: \(countdowns)")
+        let skippedAt = try #require(r["skippedAt"] as? Double)
+        let stdout = r["stdout"] as? [String] ?? []
+        let take1 = try #require(stdout.first { $0.hasPrefix("karaoke: take 1 ") }, "\(stdout)")
+        let seconds = Double(take1.split(separator: ": ")[2].split(separator: " ")[0]) ?? .infinity
+        #expect(seconds < firstLength - 0.5 && seconds >= skippedAt, "take 1 lasted \(seconds) s, skipped at \(skippedAt) s of \(firstLength)")
+        let ended = r["endWallMs"] as? Double ?? .infinity
+        let console = (r["console"] as? [[String: Any]] ?? []).filter { ($0["timestamp"] as? Double ?? 0) < ended - 1000 }
+        #expect(console.isEmpty, "\(console)")
+    }
 }

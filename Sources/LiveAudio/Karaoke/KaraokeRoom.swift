@@ -162,6 +162,8 @@ public final class KaraokeRoom: Sendable {
     private let finalSummary = Locked<(Summary, KaraokeTake.Summary?)?>(nil)
     /// Set by ``KaraokeControl/stop``.
     let stopRequest = Atomic<Bool>(false)
+    /// Set by ``KaraokeControl/skip``, taken by ``takeSkipRequest()``.
+    let skipRequest = Atomic<Bool>(false)
 
     struct Volumes {
         var accompaniment = 0.0, voice = 0.0, monitorVoice = 0.0

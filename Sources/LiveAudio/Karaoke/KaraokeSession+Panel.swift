@@ -136,6 +136,8 @@ public enum KaraokeControl: Sendable, Hashable {
     case seek(seconds: Double)
     /// Asks the session's owner to stop it (``KaraokeSession/isStopRequested``).
     case stop
+    /// Asks the room's owner to end the take playing and go on to the next song (``KaraokeRoom/takeSkipRequest()``).
+    case skip
 }
 
 extension KaraokeSession {
@@ -238,8 +240,13 @@ extension KaraokeRoom {
             guard seconds.isFinite else { throw AudioError(.invalidParameter, "a seek needs a time in seconds") }
             try playing().seekSong(toSeconds: seconds)
         case .stop: stopRequest.store(true, ordering: .releasing)
+        case .skip: skipRequest.store(true, ordering: .releasing)
         }
     }
+
+    /// True once, after a display asked to skip the take playing (``KaraokeControl/skip``): the owner ends it (the
+    /// room only carries the request). Any thread.
+    public func takeSkipRequest() -> Bool { skipRequest.exchange(false, ordering: .acquiringAndReleasing) }
 
     private func volume(_ which: KaraokeControl.Volume) -> Double {
         switch which {

@@ -7,7 +7,7 @@ const token = new URLSearchParams(location.search).get("token");
 
 // What the page knows, also for tests and for anyone curious in the console.
 const stage = {
-  connected: false, hello: null, tick: null, status: null, lyrics: null, score: null,
+  connected: false, hello: null, song: null, tick: null, status: null, lyrics: null, score: null,
   ticks: 0, connects: 0, closes: [], ended: false, lineChanges: [], lane: { line: -1, notes: [], points: [] }, replies: [],
   socket: null,
 };
@@ -32,6 +32,7 @@ function connect() {
     try { m = JSON.parse(event.data); } catch { return; }
     switch (m.type) {
       case "hello": onHello(m); break;
+      case "song": onSong(m); break;
       case "tick": onTick(m); break;
       case "status": onStatus(m); break;
       case "lyrics": onLyrics(m); break;
@@ -74,13 +75,38 @@ function decibels(db) {
 // hello: the kind of session, the title, the chart's lines, and whether this page may control.
 function onHello(m) {
   stage.hello = m;
+  showSong(m);
+  buildControls(m);
+  $("control-note").textContent = m.canControl ? "" : "Viewing only: the controls need the address with the token that the command printed.";
+}
+
+// The song's title, artist and lines: from hello, and again from a room's song event when the next take comes.
+function showSong(m) {
   $("title").textContent = m.title || "LiveAudio";
   $("artist").textContent = m.artist || "";
   document.title = `${m.title || "LiveAudio"} – stage`;
-  for (const e of document.querySelectorAll(".karaoke-only")) e.classList.toggle("hidden", m.kind !== "karaoke" || (m.lines.length === 0 && e.id === "lyrics"));
+  const kind = stage.hello ? stage.hello.kind : "karaoke";
+  for (const e of document.querySelectorAll(".karaoke-only")) e.classList.toggle("hidden", kind !== "karaoke" || (m.lines.length === 0 && e.id === "lyrics"));
   for (const e of document.querySelectorAll(".notes-only")) e.classList.toggle("hidden", !m.hasNotes);
-  buildControls(m);
-  $("control-note").textContent = m.canControl ? "" : "Viewing only: the controls need the address with the token that the command printed.";
+}
+
+// song (a room): the take playing or coming — its title, artist, lines — and the seconds until it starts.
+function onSong(m) {
+  const changed = !stage.song || stage.song.number !== m.number;
+  stage.song = m;
+  if (stage.hello) {
+    Object.assign(stage.hello, { title: m.title, artist: m.artist, lines: m.lines, hasNotes: m.hasNotes, keyAdjustable: m.keyAdjustable });
+  }
+  if (changed) {
+    // Another take: what the page showed of the last one goes.
+    stage.lyrics = null;
+    stage.score = null;
+    stage.lane = { line: -1, notes: [], points: [] };
+    $("line").textContent = "";
+    $("next").textContent = "";
+  }
+  showSong(m);
+  $("next-song").textContent = m.startsIn > 0 ? `Next: ${m.title || "the next song"} in ${m.startsIn} s` : "";
 }
 
 const meterNames = {
@@ -351,13 +377,14 @@ function buildControls(hello) {
     });
     mbox.append(b);
   }
-  for (const id of ["pause", "stop", "seek"]) $(id).disabled = !hello.canControl;
+  for (const id of ["pause", "stop", "seek", "skip"]) $(id).disabled = !hello.canControl;
 }
 
 $("key-up").addEventListener("click", () => send("key", { step: 1 }));
 $("key-down").addEventListener("click", () => send("key", { step: -1 }));
 $("pause").addEventListener("click", () => send(stage.status && stage.status.state === "paused" ? "resume" : "pause"));
 $("stop").addEventListener("click", () => send("stop"));
+$("skip").addEventListener("click", () => send("skip"));
 $("seek").addEventListener("change", () => send("seek", { seconds: Number($("seek").value) }));
 
 connect();
