@@ -145,8 +145,10 @@ public final class PCMBuffer: @unchecked Sendable {
         let bytes = channelStride * channelCount * MemoryLayout<Float>.stride
         // A large buffer (a ring of seconds, a recorder's) gets pages of its own, zeroed by the kernel and given back
         // whole when it is freed: through the allocator they would stay with the process after it (its arenas keep
-        // what they had), and a room that makes and frees a take's rings song after song would grow by them.
-        if bytes >= Self.mappedBytes, let pages = mmap(nil, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0),
+        // what they had), and a room that makes and frees a take's rings song after song would grow by them. The
+        // pages are faulted in here (MAP_POPULATE), as writing the zeros did: a render thread must not take a page
+        // fault the first time it writes into one.
+        if bytes >= Self.mappedBytes, let pages = mmap(nil, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0),
             pages != MAP_FAILED
         {
             mappedByteCount = bytes

@@ -229,4 +229,130 @@ import TestSupport
         let console = (r["console"] as? [[String: Any]] ?? []).filter { ($0["timestamp"] as? Double ?? 0) < ended - 1000 }
         #expect(console.isEmpty, "\(console)")
     }
+
+    /// Three songs back to back in one room on JACK (its dummy driver at 256 frames, our outputs patched to our inputs:
+    /// the voice is the song heard back, one round trip late, calibrated once for the evening): two charts whose
+    /// songs are their melodies sung, and a plain audio file. One publish to nginx-rtmp for the run, one M4A for the
+    /// evening; in every take the dry stem lines up with the accompaniment stem within 1 ms, and each chart's score —
+    /// in tune through the loop — is its dry stem's offline within 1 %.
+    @Test func threeSongsBackToBackOnJACK() async throws {
+        let jack = try await JACKServer.started(periodFrames: 256)
+        defer { jack.stop() }
+        let server = try NginxRTMPServer()
+        defer { server.remove() }
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let first = try Self.chart(dir, name: "one.txt", song: "one.wav", title: "One", shift: 0)
+        let third = try Self.chart(dir, name: "three.txt", song: "three.wav", title: "Three", shift: 5)
+        for (chart, file) in [(first, "one.wav"), (third, "three.wav")] {
+            let melody = GeneratedSinger(chart: chart, snr: 40).samples
+            try writeWAV(dir.file(file), channels: [melody, melody])
+        }
+        try writeWAV(dir.file("two.wav"), channels: [SignalCheck.testSignal(seconds: 3)[0]])
+        var r = KaraokeRoom.Configuration()
+        r.backend = .jack
+        r.jackServer = jack.name
+        r.inputDevice = "self"
+        r.outputDevice = "self"
+        r.periodFrames = 256
+        r.monitorVoiceVolume = -.infinity
+        r.roundTrip = .calibrate
+        r.outputs = [try LiveStreamSession.Output(parsing: server.url("room"))]
+        r.recordPath = dir.file("evening.m4a")
+        let room = try KaraokeRoom(r)
+        try await room.start()
+        var summaries: [KaraokeTake.Summary] = []
+        for (n, (song, chart)) in [("one.wav", first as SongChart?), ("two.wav", nil), ("three.wav", third)].enumerated() {
+            let stems = dir.file("take-\(n + 1)")
+            try FileManager.default.createDirectory(atPath: stems, withIntermediateDirectories: true)
+            var c = KaraokeTake.Configuration(song: dir.file(song))
+            c.chart = chart
+            c.difficulty = .hard
+            c.stemsDirectory = stems
+            let take = try KaraokeTake(c, room: room)
+            try await room.play(take, after: 1)
+            try await offPool {
+                let deadline = Date().addingTimeInterval(30)
+                while !take.songHasEnded, Date() < deadline { usleep(10_000) }
+            }
+            summaries.append(await room.finish(take))
+        }
+        let evening = await room.stop()
+        server.stop()
+        #expect(evening.error == nil && evening.takes == 3 && evening.roundTripSource == "calibration", "\(evening)")
+        #expect(server.log.components(separatedBy: "publish: name=").count - 1 == 1, "\(server.log)")
+        #expect(server.recordedFiles(start: 1).count == 1)
+        let check = try runProcess("ffmpeg", ["-v", "error", "-i", dir.file("evening.m4a"), "-f", "null", "-"])
+        #expect(check.status == 0 && check.stderr.isEmpty, "\(check.stderr)")
+        for (n, summary) in summaries.enumerated() {
+            #expect(summary.error == nil && summary.accompanimentUnderruns == 0 && summary.droppedFrames == 0, "take \(n + 1): \(summary)")
+            let stems = dir.file("take-\(n + 1)")
+            let accompaniment = try FFmpeg.decode(stems + "/accompaniment.wav", channels: 2)[0]
+            let dry = try FFmpeg.decode(stems + "/voice-dry.wav", channels: 1)[0]
+            let lag = SignalCheck.lag(of: Array(accompaniment.prefix(3 * 48_000)), in: dry, window: 48_000, search: 4800)
+            #expect(lag.map { abs($0) <= 48 } == true, "take \(n + 1): the voice is \(lag.map(String.init) ?? "nowhere") frames off the accompaniment")
+            guard n != 1, let live = summary.score else {
+                #expect(n == 1 && summary.score == nil, "take \(n + 1) has a score: \(summary)")
+                continue
+            }
+            let offline = try TakeScoring.score(take: stems + "/voice-dry.wav", chart: n == 0 ? first : third, difficulty: .hard)
+            print("room on JACK, take \(n + 1): live \(live.total), the dry stem \(offline.total)")
+            if evening.xruns == 0 { #expect(live.total >= 9_000, "take \(n + 1) in tune through the loop: \(live.total)") }
+            #expect(abs(Double(live.total - offline.total)) <= 0.01 * Double(max(live.total, 1)), "take \(n + 1): live \(live.total), offline \(offline.total)")
+        }
+    }
+
+    /// The RTMP server killed during the second take and started again: the publisher reconnects (the server records
+    /// a second stream), the run ends well, the second take's stems are complete and the evening's M4A decodes.
+    @Test func theServerKilledDuringATake() async throws {
+        let server = try NginxRTMPServer()
+        defer { server.remove() }
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        for (n, f) in [220.0, 330, 440].enumerated() { try Self.tone(dir.file("song\(n + 1).wav"), frequency: f, seconds: 3) }
+        try writeWAV(dir.file("voice.wav"), channels: [[Float](repeating: 0, count: 48_000)], sampleType: .int16)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: productsDirectory + "/liveaudio")
+        process.arguments = [
+            "karaoke", dir.file("song1.wav"), dir.file("song2.wav"), dir.file("song3.wav"), "--gap", "1", "--backend", "virtual",
+            "--input", dir.file("voice.wav"), "--output", dir.file("out.wav"), "--stems", dir.file("stems"), "--latency-ms", "0",
+            "--record", dir.file("evening.m4a"), "--to", server.url("room"), "--no-screen",
+        ]
+        let output = Pipe(), errors = Pipe()
+        process.standardOutput = output
+        process.standardError = errors
+        let lines = LineCollector()
+        output.fileHandleForReading.readabilityHandler = { lines.add($0.availableData) }
+        try process.run()
+        let deadline = Date().addingTimeInterval(30)
+        while !lines.text.contains("karaoke: take 1 "), Date() < deadline, process.isRunning { try await Task.sleep(nanoseconds: 20_000_000) }
+        // One second of gap, then half a second into take 2.
+        try await Task.sleep(nanoseconds: 1_500_000_000)
+        server.kill()
+        try await Task.sleep(nanoseconds: 1_000_000_000)
+        try server.start()
+        while process.isRunning, Date() < deadline.addingTimeInterval(30) { try await Task.sleep(nanoseconds: 50_000_000) }
+        output.fileHandleForReading.readabilityHandler = nil
+        let stderr = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(process.terminationStatus == 0, "\(stderr)\n\(lines.text)")
+        #expect(lines.text.contains("3 of 3 songs sung"), "\(lines.text)")
+        server.stop()
+        #expect(server.recordedFiles(start: 2).count == 1, "the publisher came back: \(server.log)")
+        for stem in ["accompaniment", "voice-dry", "voice-wet", "song"] {
+            let file = dir.file("stems/02/\(stem).wav")
+            let decoded = try FFmpeg.decode(file, channels: 1)[0]
+            #expect(decoded.count >= 3 * 48_000, "\(file): \(decoded.count) frames")
+        }
+        let check = try runProcess("ffmpeg", ["-v", "error", "-i", dir.file("evening.m4a"), "-f", "null", "-"])
+        #expect(check.status == 0 && check.stderr.isEmpty, "\(check.stderr)")
+    }
+}
+
+/// Standard output's lines as they come, from a pipe's handler.
+final class LineCollector: @unchecked Sendable {
+    // Unchecked Sendable: `data` under `lock`
+    private let lock = NSLock()
+    private var data = Data()
+    func add(_ more: Data) { lock.withLock { data.append(more) } }
+    var text: String { lock.withLock { String(decoding: data, as: UTF8.self) } }
 }

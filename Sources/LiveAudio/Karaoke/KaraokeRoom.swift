@@ -3,7 +3,6 @@ import AudioCore
 import AudioDevices
 import AudioGraph
 import AudioUnits
-import CSystemCalls
 import FoundationEssentials
 import Synchronization
 
@@ -21,11 +20,12 @@ import Synchronization
 /// try await k.start()
 /// for song in ["one.m4a", "two.m4a"] {
 ///     var c = KaraokeTake.Configuration(song: song)
-///     c.stemsDirectory = "stems-\(FilePath.lastComponent(song))"
+///     c.stemsDirectory = "stems-\(song)"
 ///     let take = try KaraokeTake(c, room: k)
 ///     try await k.play(take, after: 5)
 ///     while !take.songHasEnded { try await Task.sleep(nanoseconds: 100_000_000) }
 ///     let summary = await k.finish(take)
+///     print(summary.score?.total ?? 0)
 /// }
 /// _ = await k.stop()
 /// ```
@@ -408,107 +408,6 @@ public final class KaraokeRoom: Sendable {
         return (summary, takeSummary)
     }
 
-    // MARK: Takes
-
-    /// Plays `take` `gap` seconds after the last take's song ended (its last frame; with no take before, from now),
-    /// or a quarter of a second from now when that is later (the song's worker fills its ring meanwhile) — at the
-    /// room's first frame when that is later still (a take given right after the start begins with the room). Its
-    /// loudness is measured first when it asks for normalisation. The take playing before must have been finished
-    /// (``finish(_:)``).
-    /// - Throws: ``/AudioCore/AudioError`` `.invalidState` before the start, after the stop, while another take plays
-    ///   or for a take played before; from the loudness measurement or the graph.
-    public func play(_ take: KaraokeTake, after gap: Double = 0) async throws(AudioError) {
-        guard gap.isFinite, gap >= 0, gap <= 3600 else {
-            throw AudioError(.invalidParameter, "the gap before a take is 0 … 3600 s, got \(gap)")
-        }
-        try checkRunning()
-        // What the takes before made and freed (a stretcher, a decoder, a pitch tracker) goes back to the system: the
-        // allocator would keep it, and an evening of takes would grow by what each left in its arenas.
-        _ = la_release_free_memory()
-        try await take.measureLoudness(stopped: { [lifecycle] in lifecycle.state != .running })
-        try checkRunning()
-        let s = state.withLock { $0 }
-        // The song's worker needs a moment to fill its ring: a quarter of a second at least.
-        let now = timeline.sampleTime
-        let afterLast = (s.takes == 0 ? now : s.lastSongEnd) + Int64((gap * sampleRate).rounded())
-        do throws(AudioError) {
-            try schedule(take, at: max(s.startTime, now + Int64(sampleRate / 4), afterLast))
-        } catch {
-            unschedule(take)
-            throw error
-        }
-    }
-
-    private func checkRunning() throws(AudioError) {
-        switch lifecycle.state {
-        case .running: return
-        case .idle, .starting: throw AudioError(.invalidState, "a take plays in a room that has started")
-        case .stopping, .stopped: throw AudioError(.invalidState, "the karaoke room was stopped")
-        }
-    }
-
-    /// Adds the take's stages to the running graph and starts them at `startTime`.
-    private func schedule(_ take: KaraokeTake, at startTime: Int64) throws(AudioError) {
-        guard take.room === self else { throw AudioError(.invalidParameter, "the take was made for another room") }
-        let number = try state.withLock { s throws(AudioError) -> Int in
-            guard s.current == nil else {
-                throw AudioError(.invalidState, "take \(s.takes) is still playing: finish it before the next")
-            }
-            s.takes += 1
-            s.current = take
-            return s.takes
-        }
-        let s = state.withLock { $0 }
-        try take.attach(to: self, number: number, startTime: startTime, roundTrip: s.roundTrip, cycleFrames: s.cycleFrames)
-        volumes.withLock {
-            $0.normalization = take.normalizationGain
-            apply($0)
-        }
-    }
-
-    /// Takes a take that failed to start out of the graph.
-    private func unschedule(_ take: KaraokeTake) {
-        take.detach()
-        state.withLock { if $0.current === take { $0.current = nil } }
-    }
-
-    /// The take playing (from ``play(_:after:)`` to ``finish(_:)``), if any.
-    public var currentTake: KaraokeTake? { state.withLock { $0.current } }
-
-    /// Takes played so far, the one playing included.
-    public var takeCount: Int { state.withLock { $0.takes } }
-
-    /// Ends `take` where it is: its song stops (what is queued plays out), its stages leave the graph, its stems
-    /// and score are completed. The room, its voice and its outputs go on. Safe to call more than once.
-    public func finish(_ take: KaraokeTake) async -> KaraokeTake.Summary {
-        await finish(take, deviceStopped: false)
-    }
-
-    private func finish(_ take: KaraokeTake, deviceStopped: Bool) async -> KaraokeTake.Summary {
-        if let done = take.finalSummary { return done }
-        let removedAt = timeline.sampleTime
-        take.detach()
-        // The render thread takes the new schedule at its next cycle: once two cycles have passed, nothing renders
-        // the take's units (a stopped device renders nothing).
-        if !deviceStopped, io.isStarted {
-            let cycle = Int64(max(1, state.withLock { $0.cycleFrames }))
-            let deadline = monotonicNanoseconds() + 500_000_000
-            while timeline.sampleTime < removedAt + 2 * cycle, monotonicNanoseconds() < deadline, io.isStarted {
-                try? await Task.sleep(nanoseconds: 2_000_000)
-            }
-        }
-        // The schedules that held the take's units, freed now rather than at the next change of the graph.
-        graph.collectGarbage()
-        let now = timeline.sampleTime
-        let summary = take.complete(at: now)
-        let ended = take.nominalSongEnd ?? take.seenSongEnd ?? now
-        state.withLock {
-            if $0.current === take { $0.current = nil }
-            $0.lastSongEnd = min(ended, now)
-        }
-        return summary
-    }
-
     /// ``KaraokeSession``'s start lead, for tests.
     var startTime: Int64 { state.withLock { $0.startTime } }
 
@@ -523,95 +422,5 @@ public final class KaraokeRoom: Sendable {
     public var elapsed: Double {
         let s = state.withLock { $0 }
         return s.started ? Double(max(0, timeline.sampleTime - s.startTime)) / sampleRate : 0
-    }
-
-    // MARK: Parts
-
-    private static func encodedOutputs(
-        _ outputs: [LiveStreamSession.Output], _ c: Configuration, _ format: StreamFormat
-    ) throws(AudioError) -> EncodedOutputs {
-        try EncodedOutputs(
-            outputs: outputs, sampleRate: format.sampleRate, channelCount: format.channelCount, bitRate: c.bitRate,
-            rtmp: c.rtmp, bufferedSeconds: 2)
-    }
-
-    /// Checks the volumes and the record path; the encoded outputs (the configuration's, and the record path when
-    /// it is not a WAV), and the WAV the song is recorded to.
-    static func checkedOutputs(_ configuration: Configuration) throws(AudioError)
-        -> (outputs: [LiveStreamSession.Output], wavRecord: String?)
-    {
-        for (name, value) in [
-            ("accompaniment", configuration.accompanimentVolume), ("voice", configuration.voiceVolume),
-            ("monitor voice", configuration.monitorVoiceVolume),
-        ] where !VolumeRange.contains(value) {
-            throw AudioError(.invalidParameter, "the \(name) volume must be between -96 and +12 dB (or -inf), got \(value)")
-        }
-        var outputs = configuration.outputs
-        guard let path = configuration.recordPath else { return (outputs, nil) }
-        let wav = path.lowercased().hasSuffix(".wav")
-        if !wav {
-            do throws(AudioError) {
-                outputs.append(try LiveStreamSession.Output(parsing: path))
-            } catch {
-                throw AudioError(
-                    .unsupportedFile, "the song is recorded as .wav, .m4a, .mp4, .flv or .aac (ADTS); '\(path)' is none of those")
-            }
-        }
-        try Preflight.checkFolder(forWriting: path)
-        return (outputs, wav ? path : nil)
-    }
-
-    /// The device: the microphone in, the graph's format out, ear-monitoring conversion.
-    static func device(_ configuration: Configuration, input: InputUnit, format: StreamFormat) throws(AudioError) -> IOUnit {
-        var device = IOUnit.Configuration(
-            backend: configuration.backend, inputFormat: input.outputFormats[0], outputFormat: format,
-            inputDevice: configuration.inputDevice, outputDevice: configuration.outputDevice,
-            periodFrames: configuration.periodFrames, periodCount: configuration.periodCount, reconnect: configuration.reconnect,
-            jackServer: configuration.jackServer, virtual: configuration.virtual)
-        device.reconnectTimeout = configuration.reconnectTimeout
-        device.clocks = configuration.clocks
-        device.conversionQuality = .low
-        let io = try IOUnit(device)
-        try io.recordCycleTimings(capacity: configuration.cycleTimingCapacity)
-        return io
-    }
-
-    /// The voice chain loaded from its graph file (its output disconnected: the room wires the wet voice), or a
-    /// graph that is the microphone alone.
-    struct VoiceChain {
-        let graph: RenderGraph
-        let loaded: LoadedGraph?
-        let input: InputUnit
-        let mic: NodeID
-        /// The chain's last node: the wet voice.
-        let wet: NodeID
-        /// Seconds from the microphone to the wet voice.
-        let latency: Double
-
-        init(_ configuration: Configuration, maximumFrames: Int) throws(AudioError) {
-            guard let path = configuration.voiceChain else {
-                graph = try RenderGraph(
-                    format: try .graph(sampleRate: configuration.sampleRate, channelCount: configuration.channelCount),
-                    maximumFrames: maximumFrames)
-                loaded = nil
-                input = try InputUnit(sampleRate: configuration.sampleRate, channelCount: 1)
-                mic = try graph.addNode(input, name: "mic")
-                wet = mic
-                latency = 0
-                return
-            }
-            let loaded = try GraphFile.load(path: path, maximumFrames: maximumFrames, registry: configuration.unitRegistry)
-            let only = try loaded.onlyInput(as: "a voice chain", meaning: "the microphone", source: path)
-            guard let last = loaded.edges.first(where: { $0.to == "output" }).flatMap({ loaded.nodes[$0.from] }) else {
-                throw AudioError(.invalidGraphDescription, "'\(path)' connects nothing to its output: the wet voice goes there")
-            }
-            self.loaded = loaded
-            graph = loaded.graph
-            input = only.unit
-            mic = loaded.nodes[only.id]!
-            wet = last
-            latency = graph.latency
-            try graph.disconnect(graph.output)
-        }
     }
 }

@@ -98,6 +98,29 @@ func sample7(context: RenderContext) async throws {
 
 // docs/karaoke.md
 func sample8() async throws {
+    var room = KaraokeRoom.Configuration()
+    room.voiceChain = "Examples/graphs/voice-chain.json"
+    room.backend = .jack
+    room.outputs = [try .init(parsing: "rtmp://live.example.com/app/KEY")]   // one publish for the evening
+    room.recordPath = "evening.m4a"
+    let k = try KaraokeRoom(room)
+    try await k.start()                                          // the round trip found, the device open
+    for (n, song) in ["one.m4a", "two.m4a"].enumerated() {
+        var c = KaraokeTake.Configuration(song: song)
+        c.stemsDirectory = "take-\(n + 1)"                         // a folder that exists
+        c.accompanimentLoudness = -18                            // measured on a worker before the take plays
+        let take = try KaraokeTake(c, room: k)                   // a song that cannot be played is refused here
+        try await k.play(take, after: 5)
+        while !take.songHasEnded, !k.takeSkipRequest() { try await Task.sleep(nanoseconds: 100_000_000) }
+        let summary = await k.finish(take)                       // its stems complete, its score
+        print(summary.seconds, summary.score?.total ?? 0)
+    }
+    let evening = await k.stop()                                 // the outputs complete, unpublished
+    print(evening.takes, evening.outputs)
+}
+
+// docs/karaoke.md
+func sample9() async throws {
     var configuration = KaraokeSession.Configuration(song: "song.m4a")
     configuration.voiceChain = "Examples/graphs/voice-chain.json"
     configuration.backend = .jack
@@ -118,7 +141,7 @@ func sample8() async throws {
 }
 
 // docs/loudness.md
-func sample9(songMix: RenderGraph, song: NodeID) async throws {
+func sample10(songMix: RenderGraph, song: NodeID) async throws {
     // A meter on any signal of a graph: a sink, read from any thread.
     let meter = try LoudnessMeterUnit(format: songMix.format)
     let node = try songMix.addNode(meter)
@@ -140,7 +163,7 @@ func sample9(songMix: RenderGraph, song: NodeID) async throws {
 }
 
 // docs/stage.md
-func sample10() async throws {
+func sample11() async throws {
 
     func follow(_ session: KaraokeSession) async throws {
         // One monitor takes the snapshots (the meters' readings cover what played since the previous one); every
@@ -156,7 +179,7 @@ func sample10() async throws {
 }
 
 // docs/streaming.md
-func sample11(encoder: AACEncoder, packets: [AACPacket], capturedAt: UInt64) async throws {
+func sample12(encoder: AACEncoder, packets: [AACPacket], capturedAt: UInt64) async throws {
     let publisher = try RTMPPublisher(
         url: RTMPURL("rtmp://127.0.0.1/live/key"),
         stream: AACStreamDescription(sampleRate: 48_000, channelCount: 2, bitRate: 128_000,
@@ -170,7 +193,7 @@ func sample11(encoder: AACEncoder, packets: [AACPacket], capturedAt: UInt64) asy
 }
 
 // docs/streaming.md
-func sample12() async throws {
+func sample13() async throws {
     var configuration = LiveStreamSession.Configuration(input: .device(name: nil, backend: .alsa))
     configuration.graphPath = "Examples/graphs/voice-chain.json"
     configuration.outputs = [.rtmp(try RTMPURL("rtmp://127.0.0.1/live/key")), .file("show.m4a"), .file("show.flv")]
@@ -185,7 +208,7 @@ func sample12() async throws {
 }
 
 // docs/voice-processing.md
-func sample13(graph: RenderGraph) async throws {
+func sample14(graph: RenderGraph) async throws {
     let io = try IOUnit(IOUnit.Configuration(
         backend: .alsa, inputFormat: .graph(sampleRate: 48_000, channelCount: 1),
         outputFormat: .graph(sampleRate: 48_000, channelCount: 2)))
@@ -196,7 +219,7 @@ func sample13(graph: RenderGraph) async throws {
 }
 
 // Sources/LiveAudio/LiveAudio.docc/CaptureAndEarMonitoring.md
-func sample14(voiceChain: RenderUnit) async throws {
+func sample15(voiceChain: RenderUnit) async throws {
     let voice = try StreamFormat.graph(sampleRate: 48_000, channelCount: 1)
     let stereo = try StreamFormat.graph(sampleRate: 48_000, channelCount: 2)
     let io = try IOUnit(.init(backend: .alsa, inputFormat: voice, outputFormat: stereo, periodFrames: 128, periodCount: 2))
@@ -217,7 +240,7 @@ func sample14(voiceChain: RenderUnit) async throws {
 }
 
 // Sources/LiveAudio/LiveAudio.docc/CaptureAndEarMonitoring.md
-func sample15() async throws {
+func sample16() async throws {
     let mic = try MicrophoneSource(device: "default", sampleRate: 48_000, channels: 1, sampleType: .int16)
     try mic.start()
     for await buffer in mic.buffers {
@@ -228,7 +251,7 @@ func sample15() async throws {
 }
 
 // Sources/LiveAudio/LiveAudio.docc/GettingStarted.md
-func sample16() async throws {
+func sample17() async throws {
 
     let format = try StreamFormat.graph(sampleRate: 48_000, channelCount: 2)
     let graph = try RenderGraph(format: format, maximumFrames: 1024)
@@ -254,7 +277,7 @@ func sample16() async throws {
 }
 
 // Sources/LiveAudio/LiveAudio.docc/GettingStarted.md
-func sample17() async throws {
+func sample18() async throws {
     do {
         _ = try StreamFormat.graph(sampleRate: 1_000_000, channelCount: 2)
     } catch {
@@ -263,14 +286,14 @@ func sample17() async throws {
 }
 
 // Sources/LiveAudio/LiveAudio.docc/GraphFiles.md
-func sample18() async throws {
+func sample19() async throws {
     let loaded = try GraphFile.load(path: "Examples/graphs/voice-chain.json", maximumFrames: 1024)
     try loaded.units["room"]?.setParameter("wetDryMix", 35)
     print(loaded.graph.renderOrder, loaded.inputUnits.map(\.id))
 }
 
 // Sources/LiveAudio/LiveAudio.docc/GraphFiles.md
-func sample19() async throws {
+func sample20() async throws {
     var registry = UnitRegistry.standard
     registry.register("boost") { (fields: inout NodeFields) throws(AudioError) -> RenderUnit in
         let decibels = try fields.number("gain", default: 6, in: 0...24, unit: " dB")
@@ -280,7 +303,7 @@ func sample19() async throws {
 }
 
 // Sources/LiveAudio/LiveAudio.docc/KaraokeSessions.md
-func sample20() async throws {
+func sample21() async throws {
     var configuration = KaraokeSession.Configuration(song: "song.m4a")
     configuration.voiceChain = "Examples/graphs/voice-chain.json"
     configuration.backend = .jack
@@ -300,7 +323,7 @@ func sample20() async throws {
 }
 
 // Sources/LiveAudio/LiveAudio.docc/KaraokeSessions.md
-func sample21() async throws {
+func sample22() async throws {
     func follow(_ session: KaraokeSession) async throws {
         let monitor = SnapshotMonitor { session.snapshot() }
         defer { monitor.stop() }
@@ -311,8 +334,26 @@ func sample21() async throws {
     }
 }
 
+// Sources/LiveAudio/LiveAudio.docc/KaraokeSessions.md
+func sample23() async throws {
+    func evening(_ songs: [String]) async throws {
+        var configuration = KaraokeRoom.Configuration()
+        configuration.voiceChain = "Examples/graphs/voice-chain.json"
+        configuration.recordPath = "evening.m4a"
+        let room = try KaraokeRoom(configuration)
+        try await room.start()
+        for song in songs {
+            let take = try KaraokeTake(KaraokeTake.Configuration(song: song), room: room)
+            try await room.play(take, after: 5)        // five seconds after the last song's last frame
+            while !take.songHasEnded, !room.takeSkipRequest() { try await Task.sleep(nanoseconds: 100_000_000) }
+            print(await room.finish(take).seconds)
+        }
+        print(await room.stop().takes)
+    }
+}
+
 // Sources/LiveAudio/LiveAudio.docc/LiveStreaming.md
-func sample22() async throws {
+func sample24() async throws {
     var configuration = LiveStreamSession.Configuration(input: .device(name: nil, backend: .alsa))
     configuration.graphPath = "Examples/graphs/voice-chain.json"
     configuration.outputs = [try .init(parsing: "rtmp://127.0.0.1/live/key"), .file("show.m4a")]
@@ -328,7 +369,7 @@ func sample22() async throws {
 }
 
 // Sources/LiveAudio/LiveAudio.docc/LiveStreaming.md
-func sample23(encoder: AACEncoder, packets: [AACPacket]) async throws {
+func sample25(encoder: AACEncoder, packets: [AACPacket]) async throws {
     let publisher = try RTMPPublisher(
         url: RTMPURL("rtmp://127.0.0.1/live/key"),
         stream: AACStreamDescription(sampleRate: 48_000, channelCount: 2, bitRate: 128_000,
@@ -341,7 +382,7 @@ func sample23(encoder: AACEncoder, packets: [AACPacket]) async throws {
 }
 
 // Sources/LiveAudio/LiveAudio.docc/WritingAUnit.md
-func sample24() async throws {
+func sample26() async throws {
     /// A tremolo: the input's level swung by a sine at `rate` Hz, `depth` deep.
     final class TremoloUnit: RenderUnit {
         let core: UnitCore
@@ -379,21 +420,40 @@ func sample24() async throws {
 }
 
 // Sources/AudioCore/SampleRateConverter.swift
-func sample25(songBlock: BufferView, outputBlock: BufferView) async throws {
+func sample27(songBlock: BufferView, outputBlock: BufferView) async throws {
     let converter = try SampleRateConverter(inputRate: 44_100, outputRate: 48_000, channelCount: 2)
     let (consumed, produced) = converter.process(input: songBlock, output: outputBlock)
     let tail = converter.flush(into: outputBlock)   // after the last input
 }
 
 // Sources/AudioUnits/Playback/FilePlayerUnit.swift
-func sample26() async throws {
+func sample28() async throws {
     let player = try FilePlayerUnit(path: "song.m4a", sampleRate: 48_000)
     try player.schedule(.init(startFrame: 48_000 * 30, frameCount: 48_000 * 20, loopCount: 1), at: 96_000)
     player.onEnd = { print("done") }
 }
 
-// Sources/LiveAudio/KaraokeSession.swift
-func sample27() async throws {
+// Sources/LiveAudio/Karaoke/KaraokeRoom.swift
+func sample29() async throws {
+    var room = KaraokeRoom.Configuration()
+    room.voiceChain = "Examples/graphs/voice-chain.json"
+    room.outputs = [try .init(parsing: "rtmp://127.0.0.1/live/room")]
+    let k = try KaraokeRoom(room)
+    try await k.start()
+    for song in ["one.m4a", "two.m4a"] {
+        var c = KaraokeTake.Configuration(song: song)
+        c.stemsDirectory = "stems-\(song)"
+        let take = try KaraokeTake(c, room: k)
+        try await k.play(take, after: 5)
+        while !take.songHasEnded { try await Task.sleep(nanoseconds: 100_000_000) }
+        let summary = await k.finish(take)
+        print(summary.score?.total ?? 0)
+    }
+    _ = await k.stop()
+}
+
+// Sources/LiveAudio/Karaoke/KaraokeSession.swift
+func sample30() async throws {
     var configuration = KaraokeSession.Configuration(song: "song.m4a")
     configuration.voiceChain = "Examples/graphs/voice-chain.json"
     configuration.stemsDirectory = "take1"          // accompaniment.wav, voice-dry.wav, voice-wet.wav, song.wav
@@ -406,7 +466,7 @@ func sample27() async throws {
 }
 
 // Sources/LiveAudio/LiveStreamSession.swift
-func sample28() async throws {
+func sample31() async throws {
     var configuration = LiveStreamSession.Configuration(input: .device(name: nil, backend: .alsa))
     configuration.graphPath = "Examples/graphs/voice-chain.json"
     configuration.outputs = [.rtmp(try RTMPURL("rtmp://127.0.0.1/live/key")), .file("show.m4a")]
@@ -418,7 +478,7 @@ func sample28() async throws {
 }
 
 // Sources/RTMP/RTMPPublisher.swift
-func sample29(description: AACStreamDescription, packet: AACPacket) async throws {
+func sample32(description: AACStreamDescription, packet: AACPacket) async throws {
     let publisher = try RTMPPublisher(url: RTMPURL("rtmp://127.0.0.1/live/key"), stream: description)
     try await publisher.start()            // connect → … → publish; throws if that fails
     publisher.send(aacFrame: packet.data, timestamp: packet.streamMilliseconds)   // any thread, never waits
