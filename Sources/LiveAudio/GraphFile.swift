@@ -511,6 +511,15 @@ public enum GraphFile {
     public static func load(path: String, maximumFrames: Int = 4096, registry: UnitRegistry = .standard)
         throws(AudioError) -> LoadedGraph
     {
+        try load(path: path, maximumFrames: maximumFrames, registry: registry, into: nil)
+    }
+
+    /// Reads the graph in `path` and builds it — into `existing` when given (its nodes named `prefix` + id, its
+    /// connections to `output` left for the caller: what is connected there is in ``LoadedGraph/edges``), or as a
+    /// graph of its own.
+    static func load(
+        path: String, maximumFrames: Int = 4096, registry: UnitRegistry = .standard, into existing: RenderGraph?, prefix: String = ""
+    ) throws(AudioError) -> LoadedGraph {
         guard let data = FileManager.default.contents(atPath: path) else {
             let exists = FileManager.default.fileExists(atPath: path)
             throw AudioError(.fileIO, "cannot read graph file '\(path)'" + (exists ? "" : ": no such file"))
@@ -518,7 +527,7 @@ public enum GraphFile {
         let base = FilePath.folder(of: path)
         return try build(
             JSONValue.parse(data, source: "graph file '\(path)'"), baseDirectory: base,
-            maximumFrames: maximumFrames, registry: registry)
+            maximumFrames: maximumFrames, registry: registry, into: existing, prefix: prefix)
     }
 
     /// Builds a graph from JSON text.
@@ -530,9 +539,10 @@ public enum GraphFile {
             maximumFrames: maximumFrames, registry: registry)
     }
 
-    static func build(_ root: JSONValue, baseDirectory: String, maximumFrames: Int, registry: UnitRegistry)
-        throws(AudioError) -> LoadedGraph
-    {
+    static func build(
+        _ root: JSONValue, baseDirectory: String, maximumFrames: Int, registry: UnitRegistry, into existing: RenderGraph? = nil,
+        prefix: String = ""
+    ) throws(AudioError) -> LoadedGraph {
         func fail(_ message: String) -> AudioError { AudioError(.invalidGraphDescription, message) }
         guard case .object(let top) = root else { throw fail("a graph file holds a JSON object, got \(root.kindName)") }
         for key in top.keys where !["sampleRate", "channels", "nodes", "connections"].contains(key) {
@@ -553,7 +563,11 @@ public enum GraphFile {
             channels = Int(d)
         }
         let format = try StreamFormat.graph(sampleRate: rate, channelCount: channels)
-        let graph = try RenderGraph(format: format, maximumFrames: maximumFrames)
+        if let existing, existing.format != format {
+            throw fail("the graph is \(formatHz(rate)), \(channels) channels; the one it joins runs at \(existing.format)")
+        }
+        let graph: RenderGraph
+        if let existing { graph = existing } else { graph = try RenderGraph(format: format, maximumFrames: maximumFrames) }
 
         guard case .array(let nodeList)? = top["nodes"] else { throw fail("field 'nodes' must be an array of nodes") }
         struct Declared {
@@ -637,7 +651,7 @@ public enum GraphFile {
                 hasOwnRate: d.values["sampleRate"] != nil, sourceFormat: sourceFormat)
             let unit = try registry.make(&fields)
             do throws(AudioError) {
-                nodes[d.id] = try graph.addNode(unit, name: d.id)
+                nodes[d.id] = try graph.addNode(unit, name: prefix + d.id)
             } catch {
                 throw AudioError(error.code, "node '\(d.id)' (\(d.type)): \(error.message)")
             }
@@ -647,6 +661,11 @@ public enum GraphFile {
 
         var edges: [(from: String, to: String)] = []
         for c in connections {
+            // Joining another graph: what leads to the output is the caller's to connect.
+            if existing != nil, c.to == "output" {
+                edges.append((c.from, c.to))
+                continue
+            }
             let destination = c.to == "output" ? graph.output : nodes[c.to]!
             do throws(AudioError) {
                 try graph.connect(nodes[c.from]!, outputBus: c.fromBus, to: destination, inputBus: c.toBus)

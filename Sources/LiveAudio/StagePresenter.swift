@@ -110,6 +110,7 @@ public struct KaraokeStagePresenter: StagePresenter {
         m.add("monitorVoice", raw: s.monitorVoice.json)
         m.add("accompaniment", raw: s.accompaniment.json)
         m.add("output", raw: s.output.json)
+        for (i, v) in s.voices.enumerated() { m.add("voice-\(i + 1)", raw: v.json) }
         o.add("meters", raw: m.json)
         o.add("loudness", raw: s.loudness.json)
         if let sung = s.singAlong?.sung {

@@ -38,6 +38,12 @@ struct Karaoke: AsyncParsableCommand {
     @Option(help: "The part of a duet chart to sing: 1 (P1) or 2 (P2).")
     var part: Int = 1
 
+    @Option(help: "Voices: the first N channels of the input device (of the WAV file with --backend virtual), one singer each, with a copy of the voice chain, stems and a score of their own (1 … 8).")
+    var voices: Int = 1
+
+    @Option(help: "With several voices, the part each sings, in voice order (e.g. 2,1; default: voice N sings PN when the chart has it, else --part).")
+    var parts: String?
+
     @Option(name: .customLong("score-file"), help: "Write the score as JSON to this file (with a chart).")
     var scoreFile: String?
 
@@ -149,7 +155,7 @@ struct Karaoke: AsyncParsableCommand {
         }
         var plans: [Result<SongPlan, AudioError>] = []
         for (i, song) in songs.enumerated() {
-            let plan = Result { () throws(AudioError) in try SongPlan(song, number: i + 1, lyrics: lyrics, part: part) }
+            let plan = Result { () throws(AudioError) in try SongPlan(song, number: i + 1, lyrics: lyrics, part: voices == 1 && parts == nil ? part : nil) }
             if songs.count == 1, case .failure(let error) = plan { throw error }
             plans.append(plan)
         }
@@ -178,6 +184,10 @@ struct Karaoke: AsyncParsableCommand {
             throw AudioError(.invalidParameter, "--clocks must be auto, one or two, got '\(options.clocks)'")
         }
         c.clocks = clocks
+        guard (1...KaraokeRoom.Configuration.maximumVoices).contains(voices) else {
+            throw AudioError(.invalidParameter, "--voices must be 1 … \(KaraokeRoom.Configuration.maximumVoices), got \(voices)")
+        }
+        c.voiceCount = voices
         c.accompanimentVolume = try Self.decibels(accompanimentVolume, "--accompaniment-volume")
         c.voiceVolume = try Self.decibels(voiceVolume, "--voice-volume")
         c.monitorVoiceVolume = try Self.decibels(monitorVoiceVolume, "--monitor-voice-volume")
@@ -200,11 +210,22 @@ struct Karaoke: AsyncParsableCommand {
         return c
     }
 
+    /// `--parts 2,1`: the part each voice sings.
+    func parsedParts() throws(AudioError) -> [Int]? {
+        guard let parts else { return nil }
+        let list = parts.split(separator: ",").map { Int(String($0).filter { $0 != " " }) }
+        guard !list.isEmpty, list.count <= voices, list.allSatisfy({ $0.map { (1...9).contains($0) } == true }) else {
+            throw AudioError(.invalidParameter, "--parts takes up to --voices parts 1 … 9, separated by commas (e.g. 2,1), got '\(parts)'")
+        }
+        return list.compactMap { $0 }
+    }
+
     /// A take's settings: the song's, and the options every take shares.
     func takeConfiguration(_ plan: SongPlan, keyAdjustable: Bool) throws(AudioError) -> KaraokeTake.Configuration {
         var c = KaraokeTake.Configuration(song: plan.audio)
         c.chart = plan.chart
         c.part = part
+        c.parts = try parsedParts()
         c.difficulty = difficulty
         c.keyCents = key * 100
         c.tempo = tempo

@@ -16,7 +16,8 @@ struct SongPlan: Sendable {
     let title: String
     let artist: String
 
-    init(_ song: String, number: Int, lyrics: String?, part: Int) throws(AudioError) {
+    /// - Parameter part: the part the one voice sings, checked here (nil: several voices, checked by the take).
+    init(_ song: String, number: Int, lyrics: String?, part: Int?) throws(AudioError) {
         argument = song
         self.number = number
         let isChart = song.lowercased().hasSuffix(".txt")
@@ -26,7 +27,7 @@ struct SongPlan: Sendable {
         // A chart names its song (its #INSTRUMENTAL, else #AUDIO or #MP3); --lyrics shows words with any song.
         let chart: SongChart? = isChart ? try SongChart.load(path: song) : try lyrics.map { path throws(AudioError) in try SongChart.load(path: path) }
         for warning in chart?.warnings ?? [] { StandardStream.error("liveaudio: warning: \(warning)\n") }
-        if let chart, chart.hasNotes, chart.voice(part) == nil {
+        if let chart, let part, chart.hasNotes, chart.voice(part) == nil {
             throw AudioError(.invalidParameter, "--part \(part): \(song) has \(chart.voices.map { "P\($0.number)" }.joined(separator: ", "))")
         }
         self.chart = chart
@@ -163,11 +164,20 @@ struct KaraokeEvening {
             // The lines that ended after the last look.
             for line in score.lines.dropFirst(ratedAlready) { StandardStream.output("         " + ScoreReport.line(line) + "\n") }
         }
+        let voices = summary.scores.count
+        if voices > 1, let chart = plan.chart {
+            for (i, score) in summary.scores.enumerated() {
+                guard let score else { continue }
+                StandardStream.output(
+                    "karaoke: take \(plan.number), voice \(i + 1) (P\(summary.parts[i])): "
+                        + ScoreReport.summary(score, title: chart.title, artist: chart.artist, difficulty: command.difficulty) + "\n")
+            }
+        }
         guard plans.count > 1 else { return }
         StandardStream.output(
             "karaoke: take \(plan.number) (\(plan.title)): \(String(cFormat: "%.2f", summary.seconds)) s, accompaniment underruns "
                 + "\(summary.accompanimentUnderruns), recorded \(summary.recordedFrames) frames, dropped \(summary.droppedFrames)\n")
-        if let score = summary.score, let chart = plan.chart {
+        if voices <= 1, let score = summary.score, let chart = plan.chart {
             StandardStream.output(
                 "karaoke: take \(plan.number): " + ScoreReport.summary(score, title: chart.title, artist: chart.artist, difficulty: command.difficulty) + "\n")
         }
@@ -187,19 +197,29 @@ struct KaraokeEvening {
                 + (plans.count > 1 ? "; \(takes.count) of \(plans.count) songs sung" : ""))
         print("karaoke: the song's loudness: \(evening.loudness.summaryText)")
         for output in evening.outputs { print("  \(output)") }
+        // One song and one voice: its score alone, as ever; else every take's, and with several voices every voice's.
+        let single = plans.count == 1 && command.voices == 1
         var scores: [String] = []
+        let roundTrip = Double(evening.roundTripFrames) / room.sampleRate
         for p in played {
             guard let summary = p.summary, let score = summary.score, let plan = p.plan, let chart = plan.chart else { continue }
-            if plans.count == 1 {
+            if single {
                 print("karaoke: " + ScoreReport.summary(score, title: chart.title, artist: chart.artist, difficulty: command.difficulty))
+                scores.append(score.json(difficulty: command.difficulty, roundTripSeconds: roundTrip))
+                continue
             }
-            let json = score.json(difficulty: command.difficulty, roundTripSeconds: Double(evening.roundTripFrames) / room.sampleRate)
-            scores.append(
-                plans.count == 1 ? json
-                    : "{\"take\":\(plan.number),\"song\":\(plan.argument.jsonLiteral),\"title\":\(chart.title.jsonLiteral),\"score\":\(json)}")
+            let head = "{\"take\":\(plan.number),\"song\":\(plan.argument.jsonLiteral),\"title\":\(chart.title.jsonLiteral),"
+            if command.voices == 1 {
+                scores.append(head + "\"score\":\(score.json(difficulty: command.difficulty, roundTripSeconds: roundTrip))}")
+            } else {
+                let voices = summary.scores.enumerated().compactMap { i, s in
+                    s.map { "{\"voice\":\(i + 1),\"part\":\(summary.parts[i]),\"score\":\($0.json(difficulty: command.difficulty, roundTripSeconds: roundTrip))}" }
+                }
+                scores.append(head + "\"voices\":[" + voices.joined(separator: ",") + "]}")
+            }
         }
         if let scoreFile = command.scoreFile, !scores.isEmpty {
-            try ScoreReport.write(plans.count == 1 ? scores[0] : "{\"takes\":[" + scores.joined(separator: ",") + "]}\n", to: scoreFile)
+            try ScoreReport.write(single ? scores[0] : "{\"takes\":[" + scores.joined(separator: ",") + "]}\n", to: scoreFile)
         }
         if command.timing {
             CycleTimingLine.print(
@@ -294,6 +314,7 @@ struct TakeDisplay {
                     s.position, Double(take.player.fileFrames) / room.sampleRate,
                     s.voice.peak ?? -.infinity, s.accompaniment.peak ?? -.infinity, s.output.peak ?? -.infinity,
                     s.roundTripMilliseconds) + "  xruns \(s.xruns)  \(s.loudness.statusText)"
+                    + (s.voices.isEmpty ? "" : "  voices " + s.voices.map { String(cFormat: "%.1f", $0.peak ?? -.infinity) }.joined(separator: "/") + " dB")
                 let outputs = s.outputs.map { " | \($0)" }.joined()
                 StandardStream.output(line + outputs + "\n")
             }

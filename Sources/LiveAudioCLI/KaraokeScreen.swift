@@ -127,6 +127,9 @@ final class KaraokeScreen {
             "liveaudio karaoke - \(title)  [\(state)]",
             bar + " \(Self.clock(position)) / \(Self.clock(length))",
             meter("voice", s.voice, voiceExtra),
+        ]
+        for (i, v) in s.voices.enumerated() { lines.append(meter("  voice \(i + 1)", v, "")) }
+        lines += [
             meter("accompaniment", s.accompaniment, accompanimentExtra),
             meter("output", s.output, ""),
             "loudness      " + s.loudness.statusText + "  (the song)"

@@ -215,7 +215,7 @@ function onTick(m) {
       row.id = `meter-${name}`;
       const label = document.createElement("label");
       label.htmlFor = `meter-${name}-bar`;
-      label.textContent = meterNames[name] || name;
+      label.textContent = meterNames[name] || (name.startsWith("voice-") ? `Voice ${name.slice(6)}` : name);
       const bar = document.createElement("meter");
       bar.id = `meter-${name}-bar`;
       bar.min = -60; bar.max = 0; bar.low = -18; bar.high = -6; bar.optimum = -20;

@@ -346,6 +346,53 @@ import TestSupport
         let check = try runProcess("ffmpeg", ["-v", "error", "-i", dir.file("evening.m4a"), "-f", "null", "-"])
         #expect(check.status == 0 && check.stderr.isEmpty, "\(check.stderr)")
     }
+
+    /// Two voices singing a duet (the virtual device's microphone a two-channel file: a generated singer per part):
+    /// each voice's dry stem is its channel, to the sample, and each part scored on its own voice is in tune on
+    /// `hard`; with the parts swapped (`--parts 2,1`) both score low.
+    @Test func twoVoicesSingADuet() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let liveaudio = productsDirectory + "/liveaudio"
+        var text = "#TITLE:Duet\n#ARTIST:Two\n#MP3:song.wav\n#BPM:240\n#GAP:500\n#P1:Low\n#P2:High\nP1\n"
+        for n in 0..<10 { text += ": \(n * 8) 6 \([-5, -3, -1, 0, 2][n % 5]) lo\n" }
+        text += "P2\n"
+        for n in 0..<10 { text += ": \(n * 8) 6 \([4, 7, 9, 11, 12][n % 5]) hi\n" }
+        try text.write(toFile: dir.file("duet.txt"), atomically: true, encoding: .utf8)
+        let chart = try SongChart.load(path: dir.file("duet.txt"))
+        try Self.tone(dir.file("song.wav"), frequency: 110, seconds: 6)
+        let low = GeneratedSinger(chart: chart, part: 1, snr: 30, seed: 1).samples
+        let high = GeneratedSinger(chart: chart, part: 2, snr: 30, seed: 2).samples
+        let n = max(low.count, high.count)
+        try writeWAV(dir.file("voices.wav"), channels: [low + [Float](repeating: 0, count: n - low.count), high + [Float](repeating: 0, count: n - high.count)], sampleType: .int16)
+        func sing(_ extra: [String], stems: String) async throws -> [[String: Any]] {
+            try FileManager.default.createDirectory(atPath: dir.file(stems), withIntermediateDirectories: true)
+            let run = try await runTool(
+                liveaudio,
+                ["karaoke", dir.file("duet.txt"), "--voices", "2", "--backend", "virtual", "--input", dir.file("voices.wav"),
+                 "--output", dir.file("out.wav"), "--stems", dir.file(stems), "--latency-ms", "0", "--difficulty", "hard",
+                 "--score-file", dir.file(stems + "/scores.json")] + extra)
+            #expect(run.status == 0, "\(run.stderr)")
+            let json = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: dir.file(stems + "/scores.json")))) as? [String: Any]
+            let takes = json?["takes"] as? [[String: Any]] ?? []
+            return takes.first?["voices"] as? [[String: Any]] ?? []
+        }
+        func total(_ v: [String: Any]) -> Int { (v["score"] as? [String: Any])?["total"] as? Int ?? -1 }
+        let duet = try await sing([], stems: "duet")
+        #expect(duet.map { $0["part"] as? Int } == [1, 2], "\(duet)")
+        #expect(duet.count == 2 && duet.allSatisfy { total($0) >= 9_500 }, "each part on its own voice: \(duet.map(total))")
+        let microphone = try FFmpeg.decode(dir.file("voices.wav"), channels: 2)
+        for v in 0..<2 {
+            let dry = try FFmpeg.decode(dir.file("duet/voice-\(v + 1)-dry.wav"), channels: 1)[0]
+            let m = min(dry.count, microphone[v].count)
+            #expect(m > 4 * 48_000 && (0..<m).allSatisfy { dry[$0] == microphone[v][$0] }, "voice \(v + 1)'s dry stem is its channel")
+            #expect(FileManager.default.fileExists(atPath: dir.file("duet/pitch-\(v + 1).csv")))
+        }
+        let swapped = try await sing(["--parts", "2,1"], stems: "swapped")
+        print("duet on two voices: \(duet.map(total)); the parts swapped: \(swapped.map(total))")
+        #expect(swapped.map { $0["part"] as? Int } == [2, 1], "\(swapped)")
+        #expect(swapped.count == 2 && swapped.allSatisfy { total($0) < 3_000 }, "the parts swapped: \(swapped.map(total))")
+    }
 }
 
 /// Standard output's lines as they come, from a pipe's handler.

@@ -56,42 +56,92 @@ extension KaraokeRoom {
         return io
     }
 
-    /// The voice chain loaded from its graph file (its output disconnected: the room wires the wet voice), or a
-    /// graph that is the microphone alone.
-    struct VoiceChain {
+    /// The room's voices: the microphone (one input unit, every voice's channels), and for each voice its channels
+    /// picked out of it (the dry voice) and its copy of the voice chain (its last node: the wet voice). The first
+    /// voice's chain makes the graph, as a graph file does; the others join it, their nodes named `voice-N/…`.
+    struct Voices {
         let graph: RenderGraph
-        let loaded: LoadedGraph?
-        let input: InputUnit
-        let mic: NodeID
-        /// The chain's last node: the wet voice.
-        let wet: NodeID
+        /// Each voice's chain as loaded (empty without a voice chain).
+        let loaded: [LoadedGraph]
+        let microphone: InputUnit
+        /// Each voice's channels of the microphone.
+        let dry: [NodeID]
+        /// Each voice's chain's last node (its dry node without a chain).
+        let wet: [NodeID]
+        let dryFormat: StreamFormat
+        let wetFormat: StreamFormat
         /// Seconds from the microphone to the wet voice.
         let latency: Double
 
         init(_ configuration: Configuration, maximumFrames: Int) throws(AudioError) {
+            let count = configuration.voiceCount
+            guard (1...Configuration.maximumVoices).contains(count) else {
+                throw AudioError(.invalidParameter, "a room has 1 … \(Configuration.maximumVoices) voices, got \(count)")
+            }
             guard let path = configuration.voiceChain else {
+                let rate = configuration.sampleRate
                 graph = try RenderGraph(
-                    format: try .graph(sampleRate: configuration.sampleRate, channelCount: configuration.channelCount),
-                    maximumFrames: maximumFrames)
-                loaded = nil
-                input = try InputUnit(sampleRate: configuration.sampleRate, channelCount: 1)
-                mic = try graph.addNode(input, name: "mic")
-                wet = mic
+                    format: try .graph(sampleRate: rate, channelCount: configuration.channelCount), maximumFrames: maximumFrames)
+                loaded = []
+                microphone = try InputUnit(sampleRate: rate, channelCount: count)
+                let mic = try graph.addNode(microphone, name: "microphone")
+                var picked: [NodeID] = []
+                for i in 0..<count {
+                    let pick = try graph.addNode(
+                        try ChannelPickUnit(sampleRate: rate, inputChannels: count, first: i, count: 1), name: "voice-\(i + 1)")
+                    try graph.connect(mic, to: pick)
+                    picked.append(pick)
+                }
+                dry = picked
+                wet = picked
+                dryFormat = try .graph(sampleRate: rate, channelCount: 1)
+                wetFormat = dryFormat
                 latency = 0
                 return
             }
-            let loaded = try GraphFile.load(path: path, maximumFrames: maximumFrames, registry: configuration.unitRegistry)
-            let only = try loaded.onlyInput(as: "a voice chain", meaning: "the microphone", source: path)
-            guard let last = loaded.edges.first(where: { $0.to == "output" }).flatMap({ loaded.nodes[$0.from] }) else {
-                throw AudioError(.invalidGraphDescription, "'\(path)' connects nothing to its output: the wet voice goes there")
+            var loaded: [LoadedGraph] = []
+            var picks: [(node: NodeID, unit: ChannelPickUnit)] = []
+            var wet: [NodeID] = []
+            var latency = 0.0
+            for i in 0..<count {
+                // The chain's input node is this voice's channels of the one microphone.
+                var registry = configuration.unitRegistry
+                registry.register("input") { (f: inout NodeFields) throws(AudioError) in
+                    let channels = try f.integer("channels", default: 1, in: 1...64)
+                    return try ChannelPickUnit(
+                        sampleRate: f.format.sampleRate, inputChannels: count * channels, first: i * channels, count: channels)
+                }
+                let chain = try GraphFile.load(
+                    path: path, maximumFrames: maximumFrames, registry: registry, into: loaded.first?.graph,
+                    prefix: i == 0 ? "" : "voice-\(i + 1)/")
+                let inputs = chain.nodeIDs.compactMap { id in (chain.units[id] as? ChannelPickUnit).map { (chain.nodes[id]!, $0) } }
+                guard inputs.count == 1 else {
+                    throw AudioError(
+                        .invalidGraphDescription,
+                        "a voice chain needs exactly one node of type \"input\" (the microphone); '\(path)' has \(inputs.count)")
+                }
+                guard let last = chain.edges.first(where: { $0.to == "output" }).flatMap({ chain.nodes[$0.from] }) else {
+                    throw AudioError(.invalidGraphDescription, "'\(path)' connects nothing to its output: the wet voice goes there")
+                }
+                if i == 0 {
+                    latency = chain.graph.latency
+                    try chain.graph.disconnect(chain.graph.output)
+                }
+                loaded.append(chain)
+                picks.append(inputs[0])
+                wet.append(last)
             }
+            graph = loaded[0].graph
+            let perVoice = picks[0].unit.outputFormats[0].channelCount
+            microphone = try InputUnit(sampleRate: graph.format.sampleRate, channelCount: count * perVoice)
+            let mic = try graph.addNode(microphone, name: "microphone")
+            for p in picks { try graph.connect(mic, to: p.node) }
             self.loaded = loaded
-            graph = loaded.graph
-            input = only.unit
-            mic = loaded.nodes[only.id]!
-            wet = last
-            latency = graph.latency
-            try graph.disconnect(graph.output)
+            self.wet = wet
+            self.latency = latency
+            dry = picks.map(\.node)
+            dryFormat = picks[0].unit.outputFormats[0]
+            wetFormat = try graph.unit(wet[0]).outputFormats[0]
         }
     }
 }

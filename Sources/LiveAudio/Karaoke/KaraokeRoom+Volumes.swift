@@ -69,7 +69,15 @@ extension KaraokeRoom {
     }
 
     /// A unit of the voice chain by its id in the graph file, for live control (`"room"` → its reverb).
-    public func unit(named id: String) -> RenderUnit? { loaded?.units[id] }
+    public func unit(named id: String) -> RenderUnit? { loaded.first?.units[id] }
+
+    /// A unit of voice `voice`'s chain (1 … ``Configuration/voiceCount``) by its id in the graph file.
+    public func unit(named id: String, voice: Int) -> RenderUnit? {
+        loaded.indices.contains(voice - 1) ? loaded[voice - 1].units[id] : nil
+    }
+
+    /// Each voice's wet level since the previous reading (one reading with one voice).
+    public var voiceLevels: [MeterReading] { voiceMeters.map { $0.read() } }
 
     /// The device's cycles so far, as ``Configuration/cycleTimingCapacity`` asked.
     public var cycleTimings: [CycleTiming] { io.cycleTimings }

@@ -96,6 +96,11 @@ public final class KaraokeRoom: Sendable {
         public var roundTrip = KaraokeSession.RoundTrip.device
         /// Cycles of the device to record the timing of: 0, none.
         public var cycleTimingCapacity = 0
+        /// The voices: each the next channels of the input device (as many as the voice chain's `input` node has,
+        /// one without a chain) with a copy of the voice chain, its own stems, pitch and score; 1 … 8 (default 1).
+        public var voiceCount = 1
+        /// The most voices a room has.
+        public static let maximumVoices = 8
 
         /// A room with every setting at its default.
         public init() {}
@@ -130,17 +135,24 @@ public final class KaraokeRoom: Sendable {
     /// The room's rate in Hz: the voice chain's, or ``Configuration/sampleRate`` without one.
     public let sampleRate: Double
     let graph: RenderGraph
-    let loaded: LoadedGraph?
-    /// The microphone's unit (its channels are the dry voice's).
+    /// Each voice's chain as loaded (empty without a voice chain).
+    let loaded: [LoadedGraph]
+    /// The room's voices: their channels of the microphone and their chains.
+    let voices: Voices
+    /// The microphone's unit: every voice's channels.
     let microphone: InputUnit
     let monitor: MixerUnit
     /// Takes' songs come in here, take n on bus n mod 2 (one ends while the next is made).
     let accompaniment: MixerUnit
+    /// The wet voice (every voice's, mixed) before any volume.
     let voiceMeter: MeterUnit
+    /// Each voice's wet voice (the one ``voiceMeter`` with one voice).
+    let voiceMeters: [MeterUnit]
     let songLoudness: LoudnessMeterUnit
     let songMix: MixerUnit
     let songDelay: SampleDelayUnit
-    /// The stages takes connect to: "mic", "wet", "accompaniment", "song-mix".
+    /// The room's stages by name: takes connect to "mic" (the first voice's dry voice), "voice-N-dry",
+    /// "voice-N-wet", "wet" (every voice), "accompaniment" and "song-mix".
     let stages: [String: NodeID]
     let wetVoice: NodeID
     let timeline: TimelineTap
@@ -199,21 +211,24 @@ public final class KaraokeRoom: Sendable {
         self.configuration = configuration
         lifecycle = LockedLifecycle(name: lifecycleName)
         let (outputs, wavRecord) = try Self.checkedOutputs(configuration)
-        let chain = try VoiceChain(configuration, maximumFrames: Self.maximumFrames)
+        if configuration.voiceProcessing, configuration.voiceCount > 1 {
+            throw AudioError(.invalidParameter, "voice processing takes one voice; the room has \(configuration.voiceCount)")
+        }
+        let chain = try Voices(configuration, maximumFrames: Self.maximumFrames)
         let format = chain.graph.format
         let rate = format.sampleRate
         graph = chain.graph
         loaded = chain.loaded
-        wetVoice = chain.wet
-        microphone = chain.input
+        voices = chain
+        microphone = chain.microphone
         sampleRate = rate
         chainLatencyFrames = Int((chain.latency * rate).rounded())
         roomOutputs = outputs
         let encoded = outputs.isEmpty ? nil : try Self.encodedOutputs(outputs, configuration, format)
         self.encoded.withLock { $0 = encoded }
-        let io = try Self.device(configuration, input: chain.input, format: format)
+        let io = try Self.device(configuration, input: chain.microphone, format: format)
         self.io = io
-        try io.setInputUnit(chain.input)
+        try io.setInputUnit(chain.microphone)
         try io.setOutputGraph(chain.graph)
         let canceller = try configuration.voiceProcessing ? io.enableVoiceProcessing(reference: .graphTap) : nil
         try canceller?.echoCancellation.set(1)
@@ -223,12 +238,15 @@ public final class KaraokeRoom: Sendable {
         songDelay = try SampleDelayUnit(format: format, maximumDelayFrames: Int((Self.maximumShift * rate).rounded()))
         songMix = try MixerUnit(format: format, inputs: 2)
         monitor = try MixerUnit(format: format, inputs: 2)
-        voiceMeter = try MeterUnit(format: try chain.graph.unit(chain.wet).outputFormats[0])
+        voiceMeter = try MeterUnit(format: chain.wetFormat)
+        voiceMeters = chain.wet.count == 1 ? [voiceMeter] : try chain.wet.map { _ throws(AudioError) in try MeterUnit(format: chain.wetFormat) }
+        // Several voices are mixed into one wet voice for the song and the headphones; one is that voice.
+        let voiceMix = chain.wet.count == 1 ? nil : try MixerUnit(format: chain.wetFormat, inputs: chain.wet.count)
         songLoudness = try LoudnessMeterUnit(format: format)
         encoderTap = encoded == nil ? nil : EncoderTap(format: format)
         timeline = TimelineTap(format: format)
         calibration = try configuration.roundTrip == .calibrate
-            ? CalibrationClicks(format: format, micChannels: chain.input.outputFormats[0].channelCount) : nil
+            ? CalibrationClicks(format: format, micChannels: chain.dryFormat.channelCount) : nil
         routeGate = RouteGate(format: format, route: io.outputRoute)
         recorder = try wavRecord.map { path throws(AudioError) in
             try RecorderUnit(format: format, path: path, waitsForStart: true)
@@ -237,7 +255,17 @@ public final class KaraokeRoom: Sendable {
         // The graph, a stage an entry. The accompaniment is what the takes bring (silence between them); the song mix
         // is the accompaniment delayed by the round trip and the wet voice; the monitor is the accompaniment and the
         // wet voice; the encoder's tap, the loudness and the voice meter lead nowhere (sinks, rendered every cycle).
-        var g = StageGraph(chain.graph, known: ["mic": chain.mic, "wet": chain.wet])
+        var known: [String: NodeID] = ["mic": chain.dry[0]]
+        for (i, (dry, wet)) in zip(chain.dry, chain.wet).enumerated() {
+            known["voice-\(i + 1)-dry"] = dry
+            known["voice-\(i + 1)-wet"] = wet
+        }
+        if voiceMix == nil { known["wet"] = chain.wet[0] }
+        var g = StageGraph(chain.graph, known: known)
+        if let voiceMix { try g.add("wet", voiceMix, from: chain.wet.indices.map { "voice-\($0 + 1)-wet" }) }
+        if voiceMeters.count > 1 {
+            for (i, meter) in voiceMeters.enumerated() { try g.add("voice-\(i + 1)-meter", meter, from: ["voice-\(i + 1)-wet"], sink: true) }
+        }
         try g.add("accompaniment", accompaniment)
         try g.add("song-delay", songDelay, from: ["accompaniment"])
         try g.add("song-mix", songMix, from: ["song-delay", "wet"])
@@ -251,7 +279,8 @@ public final class KaraokeRoom: Sendable {
         if let calibration { try g.add("calibration", calibration, from: ["timeline", "mic"]) }
         try g.add("route-gate", routeGate, from: [calibration == nil ? "timeline" : "calibration"])
         try g.output(from: "route-gate")
-        stages = ["mic": chain.mic, "wet": chain.wet, "accompaniment": g["accompaniment"]!, "song-mix": g["song-mix"]!]
+        stages = g.nodes
+        wetVoice = g["wet"]!
         volumes.withLock {
             $0.accompaniment = configuration.accompanimentVolume
             $0.voice = configuration.voiceVolume

@@ -95,6 +95,9 @@ public struct KaraokeSnapshot: Sendable {
     public var singAlong: SingAlongReadout?
     /// A display asked the session to stop (``KaraokeControl/stop``): its owner should call ``KaraokeSession/stop()``.
     public var stopRequested: Bool
+    /// Each voice's wet level, with several voices (``KaraokeRoom/Configuration/voiceCount``); empty with one, whose
+    /// level is ``voice``.
+    public var voices: [LevelReading] = []
 }
 
 /// What a display may do to a running karaoke session: the terminal's keys and the web stage's controls are these.
@@ -186,7 +189,7 @@ extension KaraokeRoom {
             tempo: take?.configuration.tempo ?? 1, roundTripMilliseconds: Double(roundTripFrames) * 1000 / rate,
             roundTripSource: roundTripSource, xruns: xruns, droppedFrames: droppedFrames + (take?.droppedFrames ?? 0),
             underruns: take?.player.underruns ?? 0, outputs: outputStatistics.map(\.description), singAlong: take?.singAlong,
-            stopRequested: isStopRequested)
+            stopRequested: isStopRequested, voices: voiceMeters.count > 1 ? voiceLevels.map(LevelReading.init) : [])
     }
 
     /// Does what a display asks, the song's controls on the take playing. Any thread but the render thread.

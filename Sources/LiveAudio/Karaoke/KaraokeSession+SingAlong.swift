@@ -16,6 +16,8 @@ import Glibc
 /// time. A key change counts from when the singer hears it.
 final class SingAlongFollower: Sendable {
     let chart: SongChart
+    /// The part sung (`P1` is 1).
+    let part: Int
     /// The part sung: its lines are the ones shown, its notes the ones scored (the first part for lyrics alone).
     let voice: SongChart.Voice?
     let tracker: PitchTrackerUnit?
@@ -52,6 +54,7 @@ final class SingAlongFollower: Sendable {
     ) throws(AudioError) {
         self.region = region
         self.chart = chart
+        self.part = part
         voice = chart.hasNotes ? chart.voice(part) : chart.voices.first
         sampleRate = format.sampleRate
         guard chart.hasNotes else {

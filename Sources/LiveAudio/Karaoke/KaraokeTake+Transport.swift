@@ -60,14 +60,19 @@ extension KaraokeTake {
     /// Tells the score where the song is from now on (after a pause, resume, seek or new region).
     private func songMoved() {
         state.withLock { $0.moved = true }
-        follower?.moved(
-            graphFrame: room.timeline.sampleTime, songFrame: heardFrame(),
-            rate: player.state == .paused ? 0 : (timePitch?.currentRate ?? configuration.tempo))
+        let (now, heard) = (room.timeline.sampleTime, heardFrame())
+        let rate = player.state == .paused ? 0 : (timePitch?.currentRate ?? configuration.tempo)
+        for f in followers { f.moved(graphFrame: now, songFrame: heard, rate: rate) }
     }
 
     /// The chart's lyrics where the song is, the voice's pitch and the note to sing, and the score so far; nil
     /// without ``Configuration/chart``. Any thread.
     public var singAlong: SingAlongReadout? { follower?.readout(at: songPosition) }
+
+    /// ``singAlong`` for voice `voice` (1 … the room's voices): its part's lyrics, its pitch and its score.
+    public func singAlong(voice: Int) -> SingAlongReadout? {
+        followers.indices.contains(voice - 1) ? followers[voice - 1].readout(at: songPosition) : nil
+    }
 
     /// Moves the song to `seconds` of the file, inside the region playing (at once, faded).
     /// - Throws: ``/AudioCore/AudioError`` `.invalidParameter` outside the region, `.invalidState` before the take
@@ -107,7 +112,7 @@ extension KaraokeTake {
         try timePitch.pitch.set(Float(cents))
         // The singer hears the new key once what is rendered ahead has played: from then on it is scored in it.
         let heard = room.timeline.sampleTime + Int64(((song.lookAhead + timePitch.latency) * sampleRate).rounded())
-        follower?.setKey(cents: cents, fromGraphFrame: heard)
+        for f in followers { f.setKey(cents: cents, fromGraphFrame: heard) }
     }
 
     /// The key change in cents now: the time-pitch unit's pitch, 0 without one.

@@ -28,8 +28,12 @@ public final class KaraokeTake: Sendable {
         public var keyAdjustable = false
         /// A chart to sing along to: lyrics shown and, with notes, the voice scored against ``part``.
         public var chart: SongChart?
-        /// The duet part sung (`P1` is 1).
+        /// The duet part sung (`P1` is 1) — by the room's one voice, or by every voice that ``parts`` and the chart
+        /// give no part of its own.
         public var part = 1
+        /// The part each voice sings (`[1, 2]`: voice 1 sings P1, voice 2 P2); nil: with several voices, voice N sings
+        /// PN when the chart has it (else ``part``), with one voice ``part``.
+        public var parts: [Int]?
         /// How strictly the sung pitch is scored (default `.medium`).
         public var difficulty = SingingDifficulty.medium
         /// Plays the accompaniment at this integrated loudness, LUFS; nil: the song as it is.
@@ -63,8 +67,12 @@ public final class KaraokeTake: Sendable {
         public let droppedFrames: Int64
         /// The first error completing a stem, or the song's worker's.
         public let error: AudioError?
-        /// The score, with a chart that has notes.
+        /// The score, with a chart that has notes: the first voice's.
         public let score: SingingScore.Result?
+        /// Each voice's score, with a chart (nil for a chart without notes); empty without a chart.
+        public let scores: [SingingScore.Result?]
+        /// The part each voice sang, with a chart.
+        public let parts: [Int]
         /// How the accompaniment was normalised, with ``Configuration/accompanimentLoudness``.
         public let normalization: KaraokeSession.AccompanimentNormalization?
     }
@@ -83,7 +91,10 @@ public final class KaraokeTake: Sendable {
     public let timePitch: TimePitchUnit?
     /// The song's path, rendered ahead of the device on a worker.
     let song: RenderAheadSource
-    let follower: SingAlongFollower?
+    /// Each voice's follower (lyrics, pitch, score), with a chart.
+    let followers: [SingAlongFollower]
+    /// The first voice's follower.
+    var follower: SingAlongFollower? { followers.first }
     let recorders: [Recorder]
     let normalized = Locked<KaraokeSession.AccompanimentNormalization?>(nil)
     let state = Locked<TakeState>(TakeState())
@@ -131,19 +142,32 @@ public final class KaraokeTake: Sendable {
         song = try Self.songAhead(player, timePitch, format: songFormat)
         recorders = try Self.recorders(configuration, room: room)
         let playing = region
-        let micFormat = room.microphone.outputFormats[0]
-        follower = try configuration.chart.map { chart throws(AudioError) in
-            try SingAlongFollower(
-                chart: chart, part: configuration.part, difficulty: configuration.difficulty, format: micFormat,
-                region: playing, pitchPath: configuration.stemsDirectory.map { FilePath.join($0, "pitch.csv") })
+        let dryFormat = room.voices.dryFormat
+        let voiceCount = room.voices.dry.count
+        var followers: [SingAlongFollower] = []
+        if let chart = configuration.chart {
+            for voice in 1...voiceCount {
+                let part = Self.part(of: voice, configuration, voices: voiceCount)
+                if chart.hasNotes, chart.voice(part) == nil {
+                    throw AudioError(
+                        .invalidParameter,
+                        "voice \(voice) sings P\(part), which the chart has not (it has \(chart.voices.map { "P\($0.number)" }.joined(separator: ", ")))")
+                }
+                let pitch = voiceCount == 1 ? "pitch.csv" : "pitch-\(voice).csv"
+                followers.append(
+                    try SingAlongFollower(
+                        chart: chart, part: part, difficulty: configuration.difficulty, format: dryFormat, region: playing,
+                        pitchPath: configuration.stemsDirectory.map { FilePath.join($0, pitch) }))
+            }
         }
-        follower?.setKey(cents: configuration.keyCents, fromGraphFrame: .min)
+        self.followers = followers
+        for f in followers { f.setKey(cents: configuration.keyCents, fromGraphFrame: .min) }
     }
 
     deinit {
         song.stop()
         for r in recorders { _ = try? r.unit.finish() }
-        _ = follower?.finish()
+        for f in followers { _ = f.finish() }
     }
 
     // MARK: In the room
@@ -168,9 +192,10 @@ public final class KaraokeTake: Sendable {
                 try g.add("\(prefix)-\(r.name)", r.unit, from: [r.stage ?? "\(prefix)-song"], sink: true)
                 state.withLock { $0.nodes.append(g["\(prefix)-\(r.name)"]!) }
             }
-            if let tracker = follower?.tracker {
-                try g.add("\(prefix)-pitch", tracker, from: ["mic"], sink: true)
-                state.withLock { $0.nodes.append(g["\(prefix)-pitch"]!) }
+            for (i, f) in followers.enumerated() {
+                guard let tracker = f.tracker else { continue }
+                try g.add("\(prefix)-pitch-\(i + 1)", tracker, from: ["voice-\(i + 1)-dry"], sink: true)
+                state.withLock { $0.nodes.append(g["\(prefix)-pitch-\(i + 1)"]!) }
             }
         } catch {
             throw AudioError(error.code, "take \(number) (\(FilePath.lastComponent(configuration.song))): \(error.message)")
@@ -195,7 +220,9 @@ public final class KaraokeTake: Sendable {
             $0.songRegionStart = region.startFrame
             $0.scheduled = true
         }
-        try follower?.start(graphFrame: startTime, songFrame: region.startFrame, tempo: configuration.tempo, roundTrip: Int64(dry))
+        for f in followers {
+            try f.start(graphFrame: startTime, songFrame: region.startFrame, tempo: configuration.tempo, roundTrip: Int64(dry))
+        }
     }
 
     /// Takes the take's stages out of the room's graph and stops its song's worker.
@@ -218,13 +245,14 @@ public final class KaraokeTake: Sendable {
             do throws(AudioError) { recorded = max(recorded, try r.unit.finish()) } catch { if failure == nil { failure = error } }
             dropped += r.unit.droppedFrames
         }
-        let score = follower?.finish()
+        let scores = followers.map { $0.finish() }
         let s = state.withLock { $0 }
         let summary = Summary(
             number: s.number, song: configuration.song,
             seconds: s.scheduled ? Double(max(0, now - s.startTime)) / sampleRate : 0, startTime: s.startTime,
             accompanimentUnderruns: player.underruns + song.underruns, recordedFrames: recorded, droppedFrames: dropped,
-            error: failure ?? song.failure, score: score, normalization: accompanimentNormalization)
+            error: failure ?? song.failure, score: scores.first ?? nil, scores: scores, parts: followers.map { $0.part },
+            normalization: accompanimentNormalization)
         state.withLock { $0.summary = summary }
         return summary
     }
@@ -316,6 +344,14 @@ public final class KaraokeTake: Sendable {
 
     // MARK: Parts
 
+    /// The part voice `voice` (from 1) sings: ``Configuration/parts``' entry, else with several voices the voice's own
+    /// number when the chart has that part, else ``Configuration/part``.
+    static func part(of voice: Int, _ c: Configuration, voices: Int) -> Int {
+        if let parts = c.parts, parts.indices.contains(voice - 1) { return parts[voice - 1] }
+        if voices > 1, c.chart?.voice(voice) != nil { return voice }
+        return c.part
+    }
+
     /// The accompaniment's player, at the room's rate and channel count.
     static func songPlayer(_ configuration: Configuration, format: StreamFormat) throws(AudioError) -> FilePlayerUnit {
         do throws(AudioError) {
@@ -357,12 +393,17 @@ public final class KaraokeTake: Sendable {
     static func recorders(_ configuration: Configuration, room: KaraokeRoom) throws(AudioError) -> [Recorder] {
         guard let folder = configuration.stemsDirectory else { return [] }
         let format = room.graph.format
-        let wanted: [(name: String, file: String, shift: Shift, stage: String?, channels: Int)] = [
-            ("accompaniment", "accompaniment.wav", .none, nil, format.channelCount),
-            ("voice-dry", "voice-dry.wav", .roundTrip, "mic", room.microphone.outputFormats[0].channelCount),
-            ("voice-wet", "voice-wet.wav", .roundTripAndChain, "wet", try room.graph.unit(room.wetVoice).outputFormats[0].channelCount),
-            ("song", "song.wav", .roundTripAndChain, "song-mix", format.channelCount),
+        let voices = room.voices
+        var wanted: [(name: String, file: String, shift: Shift, stage: String?, channels: Int)] = [
+            ("accompaniment", "accompaniment.wav", .none, nil, format.channelCount)
         ]
+        // One voice: voice-dry.wav and voice-wet.wav; several: voice-1-dry.wav, voice-1-wet.wav, …
+        for v in 1...voices.dry.count {
+            let name = voices.dry.count == 1 ? "voice" : "voice-\(v)"
+            wanted.append(("\(name)-dry", "\(name)-dry.wav", .roundTrip, "voice-\(v)-dry", voices.dryFormat.channelCount))
+            wanted.append(("\(name)-wet", "\(name)-wet.wav", .roundTripAndChain, "voice-\(v)-wet", voices.wetFormat.channelCount))
+        }
+        wanted.append(("song", "song.wav", .roundTripAndChain, "song-mix", format.channelCount))
         var made: [Recorder] = []
         for w in wanted {
             let unit = try RecorderUnit(
