@@ -61,12 +61,16 @@ protocol AudioDriver: AnyObject, Sendable {
     /// already say (for JACK, whose clients open whatever ports exist: whether the named client has input ports).
     /// Control thread, before start.
     var playbackReachable: Bool { get }
+    /// A failure the driver noticed where it could not report it (a JACK notification thread, which may do nothing
+    /// but note it): the I/O unit's supervisor looks every 100 ms and handles it as a fault. Any thread.
+    var fault: AudioError? { get }
 }
 
 extension AudioDriver {
     var inputHasEnded: Bool { false }
     var outputRouted: Bool { true }
     var playbackReachable: Bool { true }
+    var fault: AudioError? { nil }
 }
 
 /// Counters a driver's real-time thread updates and the control side reads.

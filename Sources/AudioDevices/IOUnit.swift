@@ -278,6 +278,8 @@ public final class IOUnit: @unchecked Sendable {
             }
             if stopping { return }
             reportCounters()
+            // What a driver noted where it could not report it (JACK's notification thread).
+            if let (running, id) = driver, let fault = running.fault { noteFault(fault, driver: id) }
             // The fault first: the route of a driver that failed says nothing.
             if let (error, id) = pendingFault.withLock({ f in defer { f = nil }; return f }) {
                 _ = perform(supervisor.fault(error, driver: id, now: monotonicNanoseconds()))

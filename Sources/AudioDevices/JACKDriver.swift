@@ -14,7 +14,7 @@ import Synchronization
 /// another rate is an error unless the request accepts other rates (the I/O unit then converts), the period is reported in the grant. A server that shuts down (or a buffer-size
 /// change, which would need new buffers) is a fault reported off the real-time thread.
 final class JACKDriver: AudioDriver, @unchecked Sendable {
-    // Unchecked Sendable: `handler`/`onFault`/`watcher` set before jack_activate; `sampleTime` the process thread's; `closed` control's
+    // Unchecked Sendable: `handler` set before jack_activate; `sampleTime` the process thread's; `closed` control's
     private(set) var grant: DeviceGrant
     private let client: OpaquePointer
     private let clientName: String
@@ -27,10 +27,7 @@ final class JACKDriver: AudioDriver, @unchecked Sendable {
     private let request: DeviceRequest
     private let counters = DriverCounters()
     private var handler: DeviceCycleHandler?
-    private var onFault: (@Sendable (AudioError) -> Void)?
     private let faultMessage = Atomic<Int>(0)  // 0 none, 1 server shut down, 2 buffer size changed
-    private let faultSignal = WakeSignal()
-    private var watcher: WorkerThread?
     private let active = Atomic<Bool>(false)
     private let stopping = Atomic<Bool>(false)
     private var sampleTime: Int64 = 0
@@ -133,13 +130,14 @@ final class JACKDriver: AudioDriver, @unchecked Sendable {
     func start(handler: DeviceCycleHandler, onFault: @escaping @Sendable (AudioError) -> Void) throws(AudioError) -> [String] {
         precondition(self.handler == nil, "a JACK driver starts once")
         self.handler = handler
-        self.onFault = onFault
+        // JACK's notices come on threads of its own, where nothing may be done but note them: the I/O unit's
+        // supervisor looks for them (``fault``), so `onFault` is not called.
+        _ = onFault
         let context = Unmanaged.passUnretained(self).toOpaque()
         jack_set_process_callback(client, jackProcess, context)
         jack_set_xrun_callback(client, jackXrun, context)
         jack_set_buffer_size_callback(client, jackBufferSize, context)
         jack_on_info_shutdown(client, jackShutdown, context)
-        watcher = try WorkerThread(name: "la-jack-watch") { [self] in watch() }
         guard jack_activate(client) == 0 else {
             throw AudioError(.deviceUnavailable, "JACK refused to activate client '\(clientName)'")
         }
@@ -153,8 +151,6 @@ final class JACKDriver: AudioDriver, @unchecked Sendable {
         guard !closed else { return }
         closed = true
         stopping.store(true, ordering: .releasing)
-        faultSignal.signal()
-        watcher?.join()
         if active.exchange(false, ordering: .acquiringAndReleasing), faultMessage.load(ordering: .acquiring) != 1 {
             jack_deactivate(client)
         }
@@ -177,20 +173,13 @@ final class JACKDriver: AudioDriver, @unchecked Sendable {
         return outputPorts.contains { jack_port_connected($0) > 0 }
     }
 
-    /// Waits for a shutdown or buffer-size notice and reports it as a fault, off JACK's threads.
-    private func watch() {
-        while !stopping.load(ordering: .acquiring) {
-            faultSignal.wait(timeout: 0.5)
-            if stopping.load(ordering: .acquiring) { return }
-            switch faultMessage.load(ordering: .acquiring) {
-            case 1:
-                onFault?(AudioError(.deviceUnavailable, "the JACK server shut down (or dropped this client)"))
-                return
-            case 2:
-                onFault?(AudioError(.deviceUnavailable, "the JACK server changed its buffer size; reopening"))
-                return
-            default: continue
-            }
+    /// A shutdown or buffer-size notice JACK gave (on a thread of its own, where nothing may be done but note it):
+    /// the I/O unit's supervisor looks for it every 100 ms and handles it as a fault.
+    var fault: AudioError? {
+        switch faultMessage.load(ordering: .acquiring) {
+        case 1: AudioError(.deviceUnavailable, "the JACK server shut down (or dropped this client)")
+        case 2: AudioError(.deviceUnavailable, "the JACK server changed its buffer size; reopening")
+        default: nil
         }
     }
 
@@ -322,7 +311,6 @@ final class JACKDriver: AudioDriver, @unchecked Sendable {
 
     fileprivate func noteFault(_ kind: Int) {
         _ = faultMessage.compareExchange(expected: 0, desired: kind, ordering: .acquiringAndReleasing)
-        faultSignal.signal()
     }
 
     fileprivate func noteBufferSize(_ frames: Int) {
