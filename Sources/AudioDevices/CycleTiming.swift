@@ -131,6 +131,9 @@ public struct CycleTimingSummary: Hashable, Sendable, CustomStringConvertible {
     public var blockedCycles: Int
     /// Cycles with an involuntary context switch (preempted).
     public var preemptedCycles: Int
+    /// Cycles after the first that took a page fault (memory touched for the first time on the device's thread; the
+    /// first cycle maps in the thread's stack and code).
+    public var faultedCycles: Int
     /// The most common cycle size, frames (the largest of equally common ones).
     public var typicalFrames: Int
 
@@ -142,6 +145,7 @@ public struct CycleTimingSummary: Hashable, Sendable, CustomStringConvertible {
         cpuMicroseconds = Percentiles(timings.filter(\.usageMeasured).map { Double($0.cpuTime) / 1000 })
         blockedCycles = timings.count(where: { $0.voluntarySwitches > 0 })
         preemptedCycles = timings.count(where: { $0.involuntarySwitches > 0 })
+        faultedCycles = timings.dropFirst().count(where: { $0.pageFaults > 0 })
         load = Percentiles(
             timings.filter { $0.frames > 0 }.map { Double($0.duration) / 1e9 / (Double($0.frames) / sampleRate) })
         var deviations: [Double] = []
@@ -165,7 +169,8 @@ public struct CycleTimingSummary: Hashable, Sendable, CustomStringConvertible {
             + "render \(row(renderMicroseconds)); callback jitter \(row(jitterMicroseconds)); "
             + "load p99 \(String(format2: load.p99 * 100)) %; "
             + "CPU p50 \(String(format2: cpuMicroseconds.p50)), p99 \(String(format2: cpuMicroseconds.p99)), "
-            + "max \(String(format2: cpuMicroseconds.max)) µs; cycles blocked \(blockedCycles), preempted \(preemptedCycles)"
+            + "max \(String(format2: cpuMicroseconds.max)) µs; cycles blocked \(blockedCycles), preempted \(preemptedCycles), "
+            + "faulted \(faultedCycles)"
     }
 }
 

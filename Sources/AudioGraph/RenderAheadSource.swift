@@ -28,6 +28,9 @@ public final class RenderAheadSource: RenderUnit {
     public let blockFrames: Int
     /// The look-ahead when the playing cycles are short: 20 ms.
     public static let minimumLookAhead = 0.02
+    /// The worker's SCHED_FIFO priority: 1, the lowest real-time priority — above every ordinary thread, below the
+    /// device's thread and a sound server's. Without the permission to take it, the worker runs at normal priority.
+    public static let workerPriority: Int32 = 1
     /// Frames over which a ``perform(_:)`` crossfades from what was queued to what follows the change: 5 ms.
     public let flushFadeFrames: Int
 
@@ -75,6 +78,9 @@ public final class RenderAheadSource: RenderUnit {
         /// The worker: takes changes, tops the ring up to the look-ahead, sleeps until woken (or 50 ms).
         func run() {
             threadID.store(la_thread_id(), ordering: .relaxed)
+            // Above every ordinary thread (a browser, a build, busy loops beside it) and below every real-time one (the
+            // device's, JACK's): the lowest real-time priority, when the system grants it; else as it is.
+            _ = RealtimeScheduling.promoteCurrentThread(priority: RenderAheadSource.workerPriority)
             while !stopping.load(ordering: .acquiring) {
                 if let p = control.withLock({ c -> Pending? in defer { c.pending = nil }; return c.pending }) {
                     apply(p)

@@ -469,6 +469,8 @@ func monitorThroughVirtualDevice(input: String, output: String, sizes: VirtualDe
             CycleTiming(start: UInt64(starts[3] + 1e9), duration: 1_000_000, sampleTime: 48_400, frames: 100,
                         cpuTime: 200_000, voluntarySwitches: 2, involuntarySwitches: 1, usageMeasured: true))
         timings[1].involuntarySwitches = 1
+        timings[0].pageFaults = 3  // the first cycle's do not count
+        timings[2].pageFaults = 1
         let s = CycleTimingSummary(timings, sampleRate: 48_000)
         #expect(s.jitterMicroseconds.count == 3)
         #expect(abs(s.jitterMicroseconds.p50 - 10) < 0.01 && abs(s.jitterMicroseconds.max - 15) < 0.01)
@@ -476,10 +478,10 @@ func monitorThroughVirtualDevice(input: String, output: String, sizes: VirtualDe
         #expect(abs(s.load.max - 1_000_000 / period) < 1e-9)
         #expect(s.description.hasPrefix("5 cycles of 100 frames (2.08 ms): render p50 500.00,"))
         #expect(s.cpuMicroseconds.max == 200 && s.cpuMicroseconds.p50 == 0)
-        #expect(s.blockedCycles == 1 && s.preemptedCycles == 2)
+        #expect(s.blockedCycles == 1 && s.preemptedCycles == 2 && s.faultedCycles == 1)
         // A cycle whose usage was not measured has no CPU time to show.
         #expect(CycleTimingSummary([CycleTiming(start: 0, duration: 9, sampleTime: 0, frames: 100)], sampleRate: 48_000).cpuMicroseconds.count == 0)
-        #expect(s.description.hasSuffix("CPU p50 0.00, p99 200.00, max 200.00 µs; cycles blocked 1, preempted 2"), "\(s.description)")
+        #expect(s.description.hasSuffix("CPU p50 0.00, p99 200.00, max 200.00 µs; cycles blocked 1, preempted 2, faulted 1"), "\(s.description)")
     }
 
     /// Run as fast as possible, the virtual device waits for a file source's read-ahead instead of outrunning it:
