@@ -160,7 +160,7 @@ let package = Package(
         // Fuzz targets: every parser that reads untrusted bytes, with its invariants (Tests/Support/FuzzTargets), as
         // one executable: a libFuzzer binary when built by scripts/fuzz.sh (-sanitize=fuzzer,address -D FUZZING),
         // a replayer of files otherwise. The tests replay the corpora and regressions through FuzzTargets.
-        .target(name: "FuzzTargets", dependencies: ["LiveAudio"], path: "Tests/Support/FuzzTargets", swiftSettings: strict),
+        .target(name: "FuzzTargets", dependencies: ["LiveAudio", "LiveAudioStage"], path: "Tests/Support/FuzzTargets", swiftSettings: strict),
         .target(name: "CLibFuzzer", path: "Tests/Support/CLibFuzzer"),
         .executableTarget(
             name: "LiveAudioFuzz", dependencies: ["FuzzTargets", "CLibFuzzer"], path: "Tests/Support/LiveAudioFuzz", swiftSettings: strict),
@@ -179,7 +179,9 @@ let package = Package(
         .testTarget(name: "SingAlongTests", dependencies: ["SingAlong", "TestSupport"], swiftSettings: strict),
         .testTarget(
             name: "LiveAudioTests",
-            dependencies: ["LiveAudio", "TestSupport", "LiveAudioCLI", "AllocationProbe", "SessionProbe", "DocSamples", "FuzzTargets"],
+            dependencies: [
+                "LiveAudio", "LiveAudioStage", "TestSupport", "LiveAudioCLI", "AllocationProbe", "SessionProbe", "DocSamples", "FuzzTargets",
+            ],
             swiftSettings: strict
         ),
     ]

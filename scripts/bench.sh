@@ -298,7 +298,7 @@ for p in $periods; do
     --graph Examples/graphs/voice-chain.json --duration "$seconds" --timing 2>"$work/monitor-$p.err") || true
   stop_jack
   echo "$out"
-  logged=$(grep -c 'XRun' "$work/jackd-$p.log" || true)
+  logged=$(python3 scripts/jackd_log.py notifications "$work/jackd-$p.log")
   # The peer on a fresh server at the same period.
   jack_name="labench$$peer$p"
   jackd -n "$jack_name" -d dummy -r 48000 -p "$p" -C 2 -P 2 >"$work/jackd-peer-$p.log" 2>&1 &
@@ -311,7 +311,7 @@ for p in $periods; do
   sleep "$seconds"
   # Counted before anything stops. The server stops first: jack_simple_client exits on its shutdown notice (it can
   # hang in its own SIGTERM handler), and a server whose clients were killed leaves its slot in JACK's registry.
-  peer=$(grep -c 'XRun' "$work/jackd-peer-$p.log" || true)
+  peer=$(python3 scripts/jackd_log.py notifications "$work/jackd-peer-$p.log")
   stop_jack
   sleep 1
   kill -9 "$peer1" "$peer2" 2>/dev/null || true

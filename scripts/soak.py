@@ -59,6 +59,9 @@ import signal
 import socket
 import subprocess
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import jackd_log  # noqa: E402 - beside this script
 import tempfile
 import threading
 import time
@@ -117,41 +120,16 @@ def last_match(path, pattern):
 # the rest is room for jackd's logger thread (an ordinary thread, which writes what the real-time threads queue) and
 # for the reader here, which stamps lines as they arrive (about 19 periods at 256 frames).
 STALL_WINDOW = 0.1
-STAMP = re.compile(r"^(\d+\.\d{6}) ")
 
 
 def jack_events(log):
-    """From a jackd log whose lines are stamped with the time they were read (see Processes.start; a line without a
-    stamp counts as read with the line before it): each late wake of the driver's thread ("wake", its time) and each
-    cycle the graph did not finish in ("cycle", the time of its first line, whether it is the wake's, and the clients
-    it named late with whether each was running its callback rather than not yet woken).
-
-    The timer line ("JackTimedDriver::Process XRun") is printed at the end of the cycle whose wake came late, and the
-    next cycle then comes at once, maybe before the clients it signalled have run: the first unfinished cycle after
-    it, when its first line comes within STALL_WINDOW of the wake's, is the late wake's. Timed from the cycle's first
-    line: jackd's logger can hold a line back until the next one comes."""
-    events, late_wake, begun, named, at = [], None, None, [], 0.0
+    """The late wakes and unfinished cycles of a stamped jackd log (scripts/jackd_log.py's events; see Processes.start
+    for the stamps), a late wake's cycle within STALL_WINDOW of it."""
     try:
         with open(log, errors="replace") as f:
-            for line in f:
-                m = STAMP.match(line)
-                at = float(m.group(1)) if m else at
-                client = re.search(r"client = (\S+) was not finished", line) or re.search(
-                    r"client (\S+) finished after current callback", line)
-                if "JackTimedDriver::Process XRun" in line:
-                    events.append(("wake", at, False, []))
-                    late_wake = at
-                elif client:
-                    begun = at if begun is None else begun
-                    named.append((client.group(1),
-                                  "state = Running" in line or "finished after current callback" in line))
-                elif "ProcessGraph" in line and "Process error" in line:
-                    begun = at if begun is None else begun
-                    events.append(("cycle", begun, late_wake is not None and begun - late_wake <= STALL_WINDOW, named))
-                    late_wake, begun, named = None, None, []
+            return jackd_log.events(f, STALL_WINDOW)
     except OSError:
-        pass
-    return events
+        return []
 
 
 def jack_xruns(events):

@@ -27,6 +27,9 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import jackd_log  # noqa: E402 - beside this script
+
 TRACING = "/sys/kernel/tracing"
 EVENTS = ["sched/sched_switch", "sched/sched_waking", "sched/sched_wakeup", "sched/sched_migrate_task"]
 LOOK = 0.6
@@ -94,7 +97,7 @@ def watch(args):
             with open(log, errors="replace") as f:
                 f.seek(old)
                 new = f.read()
-            if "XRun" not in new and "not finished" not in new and "Process error" not in new:
+            if not jackd_log.mentions_xrun(new):
                 continue
             time.sleep(0.05)  # the stall's last cycles into the buffer too
             write("tracing_on", "0")
@@ -162,7 +165,7 @@ def report(args):
         begin = max(max(first.values()), end - LOOK)
         span = [e for e in events if e[0] >= begin]
         print(f"== {os.path.basename(trace)} ({info[0]}): "
-              + " | ".join(l.strip() for l in info[1:10] if "XRun" in l or "not finished" in l))
+              + " | ".join(l.strip() for l in info[1:10] if (jackd_log.classify(l) or ("",))[0] in ("wake", "client")))
         last_wake, woken, waits = {}, {}, {}
 
         def waited(tid, t, cpu):

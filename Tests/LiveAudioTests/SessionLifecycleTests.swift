@@ -106,11 +106,11 @@ import Testing
 }
 
 /// A session's graph as named stages.
-@Suite struct StageGraphTests {
+@Suite struct GraphPartsTests {
     @Test func stagesConnectByNameAndAFailingStageNamesItself() throws {
         let format = try StreamFormat.graph(sampleRate: 48_000, channelCount: 2)
         let graph = try RenderGraph(format: format)
-        var g = StageGraph(graph)
+        var g = GraphParts(graph)
         try g.add("tone", ToneUnit(format: format))
         try g.add("trim", GainUnit(format: format, gain: -6), from: ["tone"])
         try g.add("meter", MeterUnit(format: format), from: ["trim"], sink: true)
@@ -121,14 +121,14 @@ import Testing
             try g.add("mix", MixerUnit(format: format, inputs: 2), from: ["tone", "nothing"])
             Issue.record("a stage fed by no stage was added")
         } catch {
-            #expect(error.message.hasPrefix("stage 'mix' (mixer): ") && error.message.contains("'nothing'"), "\(error)")
+            #expect(error.message.hasPrefix("part 'mix' (mixer): ") && error.message.contains("'nothing'"), "\(error)")
         }
         let mono = try StreamFormat.graph(sampleRate: 44_100, channelCount: 1)
         do {
             try g.add("other", GainUnit(format: mono), from: ["tone"])
             Issue.record("a stage at another rate was connected")
         } catch {
-            #expect(error.message.hasPrefix("stage 'other' (gain): "), "\(error)")
+            #expect(error.message.hasPrefix("part 'other' (gain): "), "\(error)")
         }
     }
 }

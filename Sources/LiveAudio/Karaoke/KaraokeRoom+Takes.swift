@@ -41,7 +41,7 @@ extension KaraokeRoom {
         }
     }
 
-    /// Adds the take's stages to the running graph and starts them at `startTime`.
+    /// Adds the take's parts to the running graph and starts them at `startTime`.
     func schedule(_ take: KaraokeTake, at startTime: Int64) throws(AudioError) {
         guard take.room === self else { throw AudioError(.invalidParameter, "the take was made for another room") }
         let number = try state.withLock { s throws(AudioError) -> Int in
@@ -72,7 +72,7 @@ extension KaraokeRoom {
     /// Takes played so far, the one playing included.
     public var takeCount: Int { state.withLock { $0.takes } }
 
-    /// Ends `take` where it is: its song stops (what is queued plays out), its stages leave the graph, its stems
+    /// Ends `take` where it is: its song stops (what is queued plays out), its parts leave the graph, its stems
     /// and score are completed. The room, its voice and its outputs go on. Safe to call more than once.
     public func finish(_ take: KaraokeTake) async -> KaraokeTake.Summary {
         await finish(take, deviceStopped: false)

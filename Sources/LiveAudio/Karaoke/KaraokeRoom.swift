@@ -151,9 +151,9 @@ public final class KaraokeRoom: Sendable {
     let songLoudness: LoudnessMeterUnit
     let songMix: MixerUnit
     let songDelay: SampleDelayUnit
-    /// The room's stages by name: takes connect to "mic" (the first voice's dry voice), "voice-N-dry",
+    /// The room's parts by name: takes connect to "mic" (the first voice's dry voice), "voice-N-dry",
     /// "voice-N-wet", "wet" (every voice), "accompaniment" and "song-mix".
-    let stages: [String: NodeID]
+    let parts: [String: NodeID]
     let wetVoice: NodeID
     let timeline: TimelineTap
     let routeGate: RouteGate
@@ -201,7 +201,7 @@ public final class KaraokeRoom: Sendable {
     /// Checks and builds everything that can be before the device opens.
     /// - Throws: ``/AudioCore/AudioError``: a voice chain without exactly one input node, a volume out of range, a
     ///   record path that is neither `.wav` nor an AAC file, an output given twice or in a folder that does not
-    ///   exist, a bad URL; a stage of the graph that cannot be built names itself.
+    ///   exist, a bad URL; a part of the graph that cannot be built names itself.
     public convenience init(_ configuration: Configuration) throws(AudioError) {
         try self.init(configuration, lifecycleName: "the karaoke room")
     }
@@ -252,7 +252,7 @@ public final class KaraokeRoom: Sendable {
             try RecorderUnit(format: format, path: path, waitsForStart: true)
         }
 
-        // The graph, a stage an entry. The accompaniment is what the takes bring (silence between them); the song mix
+        // The graph, a part an entry. The accompaniment is what the takes bring (silence between them); the song mix
         // is the accompaniment delayed by the round trip and the wet voice; the monitor is the accompaniment and the
         // wet voice; the encoder's tap, the loudness and the voice meter lead nowhere (sinks, rendered every cycle).
         var known: [String: NodeID] = ["mic": chain.dry[0]]
@@ -261,7 +261,7 @@ public final class KaraokeRoom: Sendable {
             known["voice-\(i + 1)-wet"] = wet
         }
         if voiceMix == nil { known["wet"] = chain.wet[0] }
-        var g = StageGraph(chain.graph, known: known)
+        var g = GraphParts(chain.graph, known: known)
         if let voiceMix { try g.add("wet", voiceMix, from: chain.wet.indices.map { "voice-\($0 + 1)-wet" }) }
         if voiceMeters.count > 1 {
             for (i, meter) in voiceMeters.enumerated() { try g.add("voice-\(i + 1)-meter", meter, from: ["voice-\(i + 1)-wet"], sink: true) }
@@ -279,7 +279,7 @@ public final class KaraokeRoom: Sendable {
         if let calibration { try g.add("calibration", calibration, from: ["timeline", "mic"]) }
         try g.add("route-gate", routeGate, from: [calibration == nil ? "timeline" : "calibration"])
         try g.output(from: "route-gate")
-        stages = g.nodes
+        parts = g.nodes
         wetVoice = g["wet"]!
         volumes.withLock {
             $0.accompaniment = configuration.accompanimentVolume

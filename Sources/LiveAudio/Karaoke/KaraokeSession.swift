@@ -271,7 +271,7 @@ public final class KaraokeSession: Sendable {
     /// - Throws: ``/AudioCore/AudioError``: a song that cannot be played, a voice chain without exactly one input node,
     ///   a volume out of range, a stems folder that does not exist, a record path that is neither `.wav` nor an AAC
     ///   file (`.m4a`, `.mp4`, `.flv`, `.aac`), an output given twice or in a folder that does not exist, a bad URL; a
-    ///   stage of the graph that cannot be built names itself.
+    ///   part of the graph that cannot be built names itself.
     public init(_ configuration: Configuration) throws(AudioError) {
         self.configuration = configuration
         room = try KaraokeRoom(configuration.roomConfiguration, lifecycleName: "the karaoke session")

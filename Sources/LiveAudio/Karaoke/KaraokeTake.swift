@@ -109,7 +109,7 @@ public final class KaraokeTake: Sendable {
         var songRegionStart: Int64 = 0
         /// The song was paused, sought or given another region: its end is no longer its start plus its length.
         var moved = false
-        /// The take's stages in the room's graph.
+        /// The take's parts in the room's graph.
         var nodes: [NodeID] = []
         var summary: Summary?
     }
@@ -118,7 +118,7 @@ public final class KaraokeTake: Sendable {
     /// the chain's latency (the wet voice, the song).
     enum Shift { case none, roundTrip, roundTripAndChain }
 
-    /// A stem recorder: its name, what it is shifted by, and the room's stage it records (nil: the take's song).
+    /// A stem recorder: its name, what it is shifted by, and the room's part it records (nil: the take's song).
     struct Recorder {
         let name: String
         let unit: RecorderUnit
@@ -178,16 +178,16 @@ public final class KaraokeTake: Sendable {
     /// How the accompaniment was normalised (once measured, with ``Configuration/accompanimentLoudness``).
     public var accompanimentNormalization: KaraokeSession.AccompanimentNormalization? { normalized.withLock { $0 } }
 
-    /// Adds the take's stages to `room`'s graph — the song on the accompaniment's bus for its number, the stem
+    /// Adds the take's parts to `room`'s graph — the song on the accompaniment's bus for its number, the stem
     /// recorders and the pitch tracker as sinks — and starts them at `startTime`.
     func attach(to room: KaraokeRoom, number: Int, startTime: Int64, roundTrip: Int, cycleFrames: Int) throws(AudioError) {
         let graph = room.graph
-        var g = StageGraph(graph, known: room.stages)
+        var g = GraphParts(graph, known: room.parts)
         let prefix = "take-\(number)"
         do throws(AudioError) {
             try g.add("\(prefix)-song", song)
             state.withLock { $0.nodes.append(g["\(prefix)-song"]!) }
-            try graph.connect(g["\(prefix)-song"]!, to: room.stages["accompaniment"]!, inputBus: (number - 1) % 2)
+            try graph.connect(g["\(prefix)-song"]!, to: room.parts["accompaniment"]!, inputBus: (number - 1) % 2)
             for r in recorders {
                 try g.add("\(prefix)-\(r.name)", r.unit, from: [r.stage ?? "\(prefix)-song"], sink: true)
                 state.withLock { $0.nodes.append(g["\(prefix)-\(r.name)"]!) }
@@ -225,7 +225,7 @@ public final class KaraokeTake: Sendable {
         }
     }
 
-    /// Takes the take's stages out of the room's graph and stops its song's worker.
+    /// Takes the take's parts out of the room's graph and stops its song's worker.
     func detach() {
         song.stop()
         let nodes = state.withLock { s -> [NodeID] in
@@ -384,7 +384,7 @@ public final class KaraokeTake: Sendable {
             }
             return try RenderAheadSource(graph: graph, maximumCycleFrames: KaraokeRoom.maximumFrames)
         } catch {
-            throw AudioError(error.code, "stage 'song' (renderAhead): \(error.message)")
+            throw AudioError(error.code, "part 'song' (renderAhead): \(error.message)")
         }
     }
 

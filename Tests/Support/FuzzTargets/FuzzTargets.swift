@@ -1,5 +1,6 @@
 import Foundation
 import LiveAudio
+import LiveAudioStage
 
 #if canImport(Glibc)
 import Glibc

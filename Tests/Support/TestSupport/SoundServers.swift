@@ -377,12 +377,17 @@ public final class JACKServer: @unchecked Sendable {
     /// ("JackTimedDriver::Process XRun") and one for each client it named late ("was not finished", "finished after
     /// current callback"). A client counts at most as many xruns as it was sent. Why each came is not read here:
     /// tests judge a session by its own per-cycle evidence (CPU time, switches, page faults), not by the server's log.
+    /// Read by scripts/jackd_log.py, the one reader of jackd's log (the soak and the benchmarks read it there too).
     public static func xrunNotifications(inLog log: String) -> Int {
-        log.split(separator: "\n").count { line in
-            line.contains("JackTimedDriver::Process XRun")
-                || (line.contains("client = ") && line.contains(" was not finished"))
-                || (line.contains("XRun: client ") && line.contains(" finished after current callback"))
-        }
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .appendingPathComponent("../../../scripts/jackd_log.py").standardized.path
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("jackd-\(UUID().uuidString).log").path
+        defer { try? FileManager.default.removeItem(atPath: file) }
+        guard (try? log.write(toFile: file, atomically: true, encoding: .utf8)) != nil,
+            let read = try? runProcess("python3", [script, "notifications", file]), read.status == 0,
+            let count = Int(read.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
+        else { return -1 }
+        return count
     }
 
     /// Kills the server at once (SIGKILL, by PID), as a crash would.

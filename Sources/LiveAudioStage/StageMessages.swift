@@ -1,4 +1,5 @@
 import AudioCore
+import LiveAudio
 import FoundationEssentials
 
 /// The stage's messages, both ways, as JSON text: what the server sends a page (``StageMessages``' encoders) and

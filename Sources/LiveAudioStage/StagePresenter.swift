@@ -1,4 +1,5 @@
 import AudioCore
+import LiveAudio
 import AudioUnits
 import SingAlong
 

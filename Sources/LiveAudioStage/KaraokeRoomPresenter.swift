@@ -1,4 +1,5 @@
 import AudioCore
+import LiveAudio
 import SingAlong
 
 /// The stage of a karaoke room: ``KaraokeStagePresenter``'s page for the take playing, and a `song` event each time
