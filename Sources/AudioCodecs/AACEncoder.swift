@@ -7,16 +7,26 @@ import MediaContainers
 public enum AACProfile: String, Sendable, CaseIterable {
     /// AAC Low Complexity, `"aac-lc"`: the one profile LiveAudio encodes, and the default.
     case lc = "aac-lc"
-    /// AAC Main, `"aac-main"`; refused by ``AACEncoderSettings/validate()``.
-    case main = "aac-main"
-    /// High-Efficiency AAC (SBR), `"he-aac"`; refused by ``AACEncoderSettings/validate()``.
-    case heAAC = "he-aac"
-    /// HE-AAC v2 (SBR and parametric stereo), `"he-aac-v2"`; refused by ``AACEncoderSettings/validate()``.
-    case heAACv2 = "he-aac-v2"
-    /// AAC Low Delay, `"aac-ld"`; refused by ``AACEncoderSettings/validate()``.
-    case ld = "aac-ld"
-    /// AAC Enhanced Low Delay, `"aac-eld"`; refused by ``AACEncoderSettings/validate()``.
-    case eld = "aac-eld"
+
+    /// The profile named `name` (any case): `aac-lc`.
+    /// - Throws: ``/AudioCore/AudioError`` `.invalidParameter`: for another AAC profile (`aac-main`, `he-aac`,
+    ///   `he-aac-v2`, `aac-ld`, `aac-eld`) that LiveAudio encodes AAC-LC only, for any other name that it is unknown.
+    public init(parsing name: String) throws(AudioError) {
+        let key = name.lowercased()
+        if let profile = AACProfile(rawValue: key) {
+            self = profile
+            return
+        }
+        guard Self.refused.contains(key) else {
+            throw AudioError(.invalidParameter, "unknown AAC profile '\(name)'; the profile is aac-lc")
+        }
+        throw AudioError(
+            .invalidParameter,
+            "\(key) is not supported: LiveAudio encodes AAC-LC only (FFmpeg's encoder writes broken \(key) streams); ask for aac-lc")
+    }
+
+    /// The other AAC profiles, which FFmpeg's encoder takes and writes broken streams for.
+    static let refused: Set<String> = ["aac-main", "he-aac", "he-aac-v2", "aac-ld", "aac-eld"]
 }
 
 /// What the encoder makes: rate, channels, bit rate, profile.
@@ -55,12 +65,6 @@ public struct AACEncoderSettings: Hashable, Sendable {
 
     /// Checks every field; the messages say what is allowed.
     public func validate() throws(AudioError) {
-        guard profile == .lc else {
-            throw AudioError(
-                .invalidFormat,
-                "\(profile.rawValue) is not supported: LiveAudio encodes AAC-LC only (FFmpeg's encoder writes broken "
-                    + "\(profile.rawValue) streams); ask for aac-lc")
-        }
         guard Self.sampleRates.contains(sampleRate) else {
             throw AudioError(
                 .unsupportedSampleRate,

@@ -5,20 +5,20 @@ import Synchronization
 /// device clock; capture and playback share it) and two host times (CLOCK_MONOTONIC ns): when the first captured
 /// frame reached the device, and when the first output frame will leave it. A host time the backend cannot tell
 /// is the cycle's start.
-public struct DeviceCycleTime: Hashable, Sendable {
+struct DeviceCycleTime: Hashable, Sendable {
     /// The sample time of the cycle's first frame: frames since the driver's stream started, on the device clock.
-    public var sampleTime: Int64
+    var sampleTime: Int64
     /// CLOCK_MONOTONIC nanoseconds when the cycle's first captured frame reached the device.
-    public var inputHostTime: UInt64
+    var inputHostTime: UInt64
     /// CLOCK_MONOTONIC nanoseconds when the cycle's first output frame will leave the device.
-    public var outputHostTime: UInt64
+    var outputHostTime: UInt64
 
     /// A cycle's time from its three parts.
     /// - Parameters:
     ///   - sampleTime: the sample time of the cycle's first frame, in frames.
     ///   - inputHostTime: CLOCK_MONOTONIC nanoseconds when the first captured frame reached the device.
     ///   - outputHostTime: CLOCK_MONOTONIC nanoseconds when the first output frame will leave the device.
-    public init(sampleTime: Int64, inputHostTime: UInt64, outputHostTime: UInt64) {
+    init(sampleTime: Int64, inputHostTime: UInt64, outputHostTime: UInt64) {
         self.sampleTime = sampleTime
         self.inputHostTime = inputHostTime
         self.outputHostTime = outputHostTime

@@ -30,14 +30,6 @@ public typealias CaptureHandler = @Sendable (_ buffer: RawBufferView, _ timeStam
 /// Thread safety: configure before ``start()``; ``start()``, ``stop()`` and the counters from any control thread.
 public final class IOUnit: @unchecked Sendable {
     // Unchecked Sendable: control state under `condition`; bus parts set only while stopped; device state in `cycle`
-    /// The unit's two buses, numbered as RemoteIO numbers them.
-    public enum Bus: Int, Sendable {
-        /// Bus 0: playback, the speaker.
-        case output = 0
-        /// Bus 1: capture, the microphone.
-        case input = 1
-    }
-
     /// The settings the unit was made with (fixed for its life).
     public let configuration: Configuration
     /// What happened on the device: start, xruns, faults, reconnects, warnings. Never fed from the render thread.

@@ -76,6 +76,13 @@ struct FileEncoding {
     var normalize: Double? = nil
     var truePeakCeiling = -1.0
 
+    /// `--profile`: aac-lc (another AAC profile is refused with why).
+    func parsedProfile() throws(AudioError) -> AACProfile {
+        do throws(AudioError) { return try AACProfile(parsing: profile) } catch {
+            throw AudioError(error.code, "--profile: " + error.message)
+        }
+    }
+
     static func parseBitRate(_ text: String) throws(AudioError) -> Int {
         let t = text.lowercased()
         let scale = t.hasSuffix("k") ? 1000.0 : 1.0
@@ -138,11 +145,7 @@ struct FileEncoding {
             }
             if bitrate != nil { throw AudioError(.invalidParameter, "--bitrate is for AAC; WAV is uncompressed") }
         case .aac:
-            guard AACProfile(rawValue: profile.lowercased()) != nil else {
-                throw AudioError(
-                    .invalidParameter,
-                    "unknown --profile '\(profile)'; profiles: " + AACProfile.allCases.map(\.rawValue).joined(separator: ", "))
-            }
+            _ = try parsedProfile()
             _ = try bitrate.map(Self.parseBitRate)
         }
         let started = Date()
@@ -157,7 +160,7 @@ struct FileEncoding {
             // The encoder's own checks (profile, bit rate for the rate and channels, rate), before any measuring.
             try AACEncoderSettings(
                 sampleRate: reader.sampleRate, channelCount: reader.channelCount, bitRate: try bitrate.map(Self.parseBitRate),
-                profile: AACProfile(rawValue: profile.lowercased()) ?? .lc
+                profile: try parsedProfile()
             ).validate()
         }
         let reopen = { () throws(AudioError) -> any AudioFileReader & Sendable in
@@ -179,11 +182,7 @@ struct FileEncoding {
         var interrupted = false
         switch kind {
         case .aac(let container):
-            guard let profileValue = AACProfile(rawValue: profile.lowercased()) else {
-                throw AudioError(
-                    .invalidParameter,
-                    "unknown --profile '\(profile)'; profiles: " + AACProfile.allCases.map(\.rawValue).joined(separator: ", "))
-            }
+            let profileValue = try parsedProfile()
             let settings = AACEncoderSettings(
                 sampleRate: reader.sampleRate, channelCount: reader.channelCount,
                 bitRate: try bitrate.map(Self.parseBitRate), profile: profileValue)

@@ -160,8 +160,8 @@ public struct AMF0Reader {
     /// and bounded (see ``AMF3Reader/maximumExpandedValues``).
     private var references = AMFReferenceTable()
 
-    /// The bytes read, all of them (not only what is left).
-    public var bytes: [UInt8] { cursor.bytes }
+    /// The bytes not read yet: from ``offset`` to the end of the input.
+    public var remaining: ArraySlice<UInt8> { cursor.bytes[min(cursor.offset, cursor.bytes.count)...] }
     /// The offset of the next value.
     public var offset: Int { cursor.offset }
 

@@ -50,8 +50,10 @@ func expectError(_ code: AudioError.Code, containing text: String, _ body: () th
 @Suite struct AACEncoderTests {
     /// What cannot be encoded is refused with a message that says what can.
     @Test func settingsAreValidated() {
-        expectError(.invalidFormat, containing: "AAC-LC only") { _ = try AACEncoder(settings: .init(profile: .heAAC)) }
-        expectError(.invalidFormat, containing: "AAC-LC only") { _ = try AACEncoder(settings: .init(profile: .heAACv2)) }
+        expectError(.invalidParameter, containing: "AAC-LC only") { _ = try AACProfile(parsing: "he-aac") }
+        expectError(.invalidParameter, containing: "AAC-LC only") { _ = try AACProfile(parsing: "HE-AAC-v2") }
+        expectError(.invalidParameter, containing: "unknown AAC profile") { _ = try AACProfile(parsing: "mp3") }
+        #expect((try? AACProfile(parsing: "AAC-LC")) == .lc)
         expectError(.unsupportedSampleRate, containing: "44100") { _ = try AACEncoder(settings: .init(sampleRate: 50_000)) }
         expectError(.invalidFormat, containing: "1 to 8 channels") { _ = try AACEncoder(settings: .init(channelCount: 0)) }
         expectError(.invalidFormat, containing: "1 to 8 channels") { _ = try AACEncoder(settings: .init(channelCount: 9)) }

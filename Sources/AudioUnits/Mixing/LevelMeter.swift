@@ -33,7 +33,9 @@ public final class LevelMeter: Sendable {
     /// A meter that has measured nothing yet (a reading of 0 peak, 0 RMS).
     public init() {}
 
-    /// Control thread: the levels since the last reading.
+    /// The levels since the previous reading, and starts the next measurement. Any thread but the render thread, one
+    /// reader at a time: each reading starts the next, so two readers would each see part of the levels (a
+    /// LiveAudio's `SnapshotMonitor` is the one reader of a session's meters).
     public func read() -> MeterReading {
         let v = packed.load(ordering: .acquiring)
         resetRequested.store(true, ordering: .releasing)

@@ -15,7 +15,8 @@ public final class MeterUnit: RenderUnit {
         core = UnitCore(kind: "meter", inputs: [f], outputs: [])
     }
 
-    /// The level since the last read, and starts the next measurement. Any thread.
+    /// The levels since the previous reading, and starts the next measurement: ``LevelMeter/read()``, with its thread
+    /// rules (any thread but the render thread, one reader at a time).
     public func read() -> MeterReading { meter.read() }
 
     public func render(_ context: RenderContext) { meter.accumulate(context.input(0)) }

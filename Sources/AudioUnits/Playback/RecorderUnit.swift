@@ -29,9 +29,10 @@ public final class RecorderUnit: RenderUnit {
     public let core: UnitCore
     /// The WAV file written, as given at init.
     public let path: String
-    /// Frames dropped from the start of what passes, as given at init (``startRecording(atSampleTime:skipFrames:)``
-    /// replaces the count it applies, not this value).
-    public let skipFrames: Int64
+    /// Frames dropped from the start of what is recorded: as given at init, or as the last
+    /// ``startRecording(atSampleTime:skipFrames:)`` asked.
+    public var skipFrames: Int64 { skip.load(ordering: .relaxed) }
+    private let skip: Atomic<Int64>
     /// How far the writer may fall behind before frames are lost, in seconds (0.1 … 60, default 2): the ring's
     /// length (at least 16,384 frames, whatever the rate).
     public let bufferedSeconds: Double
@@ -190,7 +191,7 @@ public final class RecorderUnit: RenderUnit {
             sampleRate: format.sampleRate, channelCount: format.channelCount, sampleType: sampleType, interleaved: true)
         let writer = try WAVFileWriter(path: path, format: file)
         self.path = path
-        self.skipFrames = skipFrames
+        skip = Atomic(skipFrames)
         self.bufferedSeconds = bufferedSeconds
         // At least four of the largest cycles a graph renders, whatever the rate.
         let ring = FrameRingBuffer(
@@ -261,6 +262,7 @@ public final class RecorderUnit: RenderUnit {
     /// first `skipFrames` of what it records: how recorders in a running graph start together, to the sample, with
     /// a shift known only once the device runs. Call once, before that time comes. Control thread.
     public func startRecording(atSampleTime sampleTime: Int64, skipFrames: Int64 = 0) {
+        skip.store(max(0, skipFrames), ordering: .relaxed)
         shared.skipRequest.store(max(0, skipFrames), ordering: .releasing)
         shared.recordFrom.store(sampleTime, ordering: .releasing)
     }

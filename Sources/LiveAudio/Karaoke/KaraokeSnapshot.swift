@@ -87,7 +87,8 @@ public struct KaraokeSnapshot: Sendable {
     public var xruns: Int
     /// Frames the recorders' or the encoder's writer fell too far behind for (silence in their place).
     public var droppedFrames: Int64
-    /// Cycles that found the song's file reader behind (``/AudioUnits/FilePlayerUnit/underruns``).
+    /// Cycles that found the accompaniment short — its file reader behind, or its look-ahead ring not filled in
+    /// time — as ``KaraokeSession/Summary/accompanimentUnderruns`` counts them.
     public var underruns: Int
     /// Each encoded output as a line (keys hidden).
     public var outputs: [String]
@@ -174,7 +175,7 @@ extension KaraokeRoom {
     func snapshot(of take: KaraokeTake?) -> KaraokeSnapshot {
         let m = meters
         let rate = sampleRate
-        let region = take?.region ?? .wholeFile
+        let region = take?.regionPlaying ?? .wholeFile
         let regionStart = Double(region.startFrame) / rate
         let regionEnd = take.map { Double(region.frameCount.map { region.startFrame + $0 } ?? $0.player.fileFrames) / rate } ?? 0
         let songState: KaraokeSnapshot.SongState =
@@ -188,7 +189,7 @@ extension KaraokeRoom {
             isVoiceMuted: isVoiceMuted, keyCents: take?.keyCents ?? 0, keyAdjustable: take?.timePitch != nil,
             tempo: take?.configuration.tempo ?? 1, roundTripMilliseconds: Double(roundTripFrames) * 1000 / rate,
             roundTripSource: roundTripSource, xruns: xruns, droppedFrames: droppedFrames + (take?.droppedFrames ?? 0),
-            underruns: take?.player.underruns ?? 0, outputs: outputStatistics.map(\.description), singAlong: take?.singAlong,
+            underruns: take?.accompanimentUnderruns ?? 0, outputs: outputStatistics.map(\.description), singAlong: take?.singAlong,
             stopRequested: isStopRequested, voices: voiceMeters.count > 1 ? voiceLevels.map(LevelReading.init) : [])
     }
 

@@ -93,7 +93,10 @@ extension KaraokeTake {
         let player = player
         let frames = region.frames(at: sampleRate)
         try changeSong { () throws(AudioError) in try player.schedule(frames) }
-        state.withLock { $0.songRegionStart = frames.startFrame }
+        state.withLock {
+            $0.songRegionStart = frames.startFrame
+            $0.regionPlaying = frames
+        }
         songMoved()
     }
 

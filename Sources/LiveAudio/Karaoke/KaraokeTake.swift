@@ -107,6 +107,8 @@ public final class KaraokeTake: Sendable {
         var endSeen: Int64?
         /// The first file frame of the region playing (the pause does not go back before it).
         var songRegionStart: Int64 = 0
+        /// The region playing: the take's, or the last ``KaraokeTake/playSong(_:)`` asked for.
+        var regionPlaying: FilePlayerUnit.Region?
         /// The song was paused, sought or given another region: its end is no longer its start plus its length.
         var moved = false
         /// The take's parts in the room's graph.
@@ -250,12 +252,19 @@ public final class KaraokeTake: Sendable {
         let summary = Summary(
             number: s.number, song: configuration.song,
             seconds: s.scheduled ? Double(max(0, now - s.startTime)) / sampleRate : 0, startTime: s.startTime,
-            accompanimentUnderruns: player.underruns + song.underruns, recordedFrames: recorded, droppedFrames: dropped,
+            accompanimentUnderruns: accompanimentUnderruns, recordedFrames: recorded, droppedFrames: dropped,
             error: failure ?? song.failure, score: scores.first ?? nil, scores: scores, parts: followers.map { $0.part },
             normalization: accompanimentNormalization)
         state.withLock { $0.summary = summary }
         return summary
     }
+
+    /// Cycles that found the accompaniment short so far: its file reader behind, or its look-ahead ring not filled in
+    /// time.
+    public var accompanimentUnderruns: Int { player.underruns + song.underruns }
+
+    /// What of the song plays now, in frames: the take's ``region``, or the last ``playSong(_:)`` asked for.
+    public var regionPlaying: FilePlayerUnit.Region { state.withLock { $0.regionPlaying } ?? region }
 
     /// The summary, once the take has ended.
     var finalSummary: Summary? { state.withLock { $0.summary } }
