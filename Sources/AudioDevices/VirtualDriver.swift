@@ -1,4 +1,5 @@
 import AudioCore
+import CSystemCalls
 import MediaContainers
 import Synchronization
 
@@ -204,6 +205,8 @@ final class VirtualDriver: AudioDriver, @unchecked Sendable {
     }
 
     private let nominalPeriod: Int
+    /// The real-time probe's hook (nil unless a test preloads it).
+    private let deviceCallHook = la_find_device_call_hook()
 
     deinit { stop() }
 
@@ -268,8 +271,11 @@ final class VirtualDriver: AudioDriver, @unchecked Sendable {
             if options.pacing == .realTime {
                 sleepUntil(monotonicNanoseconds: endTime)
             } else {
-                // No clock to keep: the device waits for files read ahead instead of playing silence for them.
+                // No clock to keep: the device waits for files read ahead instead of playing silence for them (its
+                // pacing: the device's own waiting, which the real-time probe leaves to it).
+                deviceCallHook?(1)
                 handler.prepareCycle(frames: frames)
+                deviceCallHook?(-1)
             }
             let host = options.pacing == .realTime ? endTime : monotonicNanoseconds()
 

@@ -23,6 +23,15 @@ static inline la_render_scope_hook la_find_render_scope_hook(void) {
     return (la_render_scope_hook)dlsym(RTLD_DEFAULT, "la_sync_probe_scope");
 }
 
+/// The real-time probe's hook for a device's own waiting that is not a library call (la_sync_probe_device_call), or
+/// NULL when the probe is not loaded: the virtual device calls it with +1 and −1 around its wait for the read-ahead
+/// when it runs as fast as possible (its pacing), so the probe leaves that wait to the device as it does ALSA's and
+/// JACK's own calls.
+typedef void (*la_device_call_hook)(int delta);
+static inline la_device_call_hook la_find_device_call_hook(void) {
+    return (la_device_call_hook)dlsym(RTLD_DEFAULT, "la_sync_probe_device_call");
+}
+
 /// Starts writeback of a written file range without waiting for it (sync_file_range with
 /// SYNC_FILE_RANGE_WRITE). Returns 0, or -1 with errno set.
 static inline int la_start_writeback(int fd, long long offset, long long count) {

@@ -43,6 +43,7 @@ void la_sync_probe_scope(int delta) {
     in_scope += delta;
     if (delta > 0 && watched) atomic_fetch_add_explicit(&scope_entries, 1, memory_order_relaxed);
 }
+void la_sync_probe_device_call(int delta) { in_device += delta; }
 void la_sync_probe_reset(void) {
     atomic_store(&lock_waits, 0);
     atomic_store(&frees, 0);

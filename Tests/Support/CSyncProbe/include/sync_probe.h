@@ -21,5 +21,9 @@ int64_t la_sync_probe_blocking_calls(void);
 int64_t la_sync_probe_scope_entries(void);
 /// Called by LiveAudio's I/O unit around each device cycle's handler (+1, −1), found with dlsym.
 void la_sync_probe_scope(int delta);
+/// Called by LiveAudio itself (+1, then -1) around a device's own waiting that is not a library call — the virtual
+/// device run as fast as possible, waiting for its file sources' read-ahead (its pacing): counted as the device's,
+/// as ALSA's and JACK's calls are.
+void la_sync_probe_device_call(int delta);
 void la_sync_probe_reset(void);
 #endif
