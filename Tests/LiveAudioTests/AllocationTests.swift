@@ -116,8 +116,8 @@ func probe(_ arguments: [String], environment: [String: String] = [:]) async thr
     /// playback stalls for 40 ms every 4 s (the bridge's resync), with a pitch tracker on the voice. Not one allocation on the device thread once
     /// warmed up; a deliberate allocation on that thread is counted, so the zero means something. The virtual
     /// device's wait for its file sources' read-ahead, run as fast as it goes (its pacing: a lock it shares with the
-    /// read-ahead worker), is the device's own, as ALSA's and JACK's calls are: it waited there about once in fifteen
-    /// runs under load, a wait the device is there to make.
+    /// read-ahead worker), is the device's own, as ALSA's and JACK's calls are; it is the one lock that thread takes,
+    /// and the likeliest source of the single lock wait counted about once in fifteen runs under load.
     @Test func deviceThreadsNeverAllocate() async throws {
         let graph = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
             .appendingPathComponent("../../Examples/graphs/voice-chain.json").standardized.path
