@@ -25,7 +25,7 @@ public enum StageMessages {
 
     /// The kind of session a stage shows, which decides the controls a page may send.
     public enum Kind: String, Sendable {
-        /// `karaoke`: a ``KaraokeSession``; `stream`: a ``LiveStreamSession``.
+        /// `karaoke`: a ``/LiveAudio/KaraokeSession``; `stream`: a ``/LiveAudio/LiveStreamSession``.
         case karaoke, stream
     }
 

@@ -10,7 +10,7 @@ import Glibc
 /// Turns a session's snapshots into the stage's messages (``StageMessages``), and the page's controls into the
 /// session's: one for a karaoke session, one for a live stream. The server holds one and never looks inside.
 public protocol StagePresenter: Sendable {
-    /// The session's snapshot type (``KaraokeSnapshot``, ``StreamSnapshot``), which ``tick(_:wallMilliseconds:)``
+    /// The session's snapshot type (``/LiveAudio/KaraokeSnapshot``, ``/LiveAudio/StreamSnapshot``), which ``tick(_:wallMilliseconds:)``
     /// and ``events(_:)`` turn into messages.
     associatedtype Snapshot: Sendable
     /// The session's kind: what `hello` says and which controls ``StageMessages/control(_:kind:)`` parses.

@@ -59,7 +59,7 @@ public struct StageConfiguration: Sendable, Equatable {
 /// nothing it does touches the render thread.
 ///
 /// Each page gets `hello`, then a `tick` for every snapshot (30 a second) and the `status`, `lyrics` and `score`
-/// events when they change (``/LiveAudio/StageMessages``). A page that does not read is never buffered for without
+/// events when they change (``StageMessages``). A page that does not read is never buffered for without
 /// bound: what waits for it is one message of each kind (a newer replaces an older) and at most 32 replies, writes
 /// to its connection stop while 16 KiB wait unsent (beside the kernel's send buffer, fixed at 32 KiB), and a page
 /// whose socket has not drained for ``StageConfiguration/slowClientTimeout`` is disconnected.
