@@ -226,6 +226,9 @@ public final class IOUnit: @unchecked Sendable {
         if captureStart.sampleTime == .max { captureStart.set(sampleTime) }
     }
 
+    /// Holds a virtual capture again (a start that failed, a stop): the next ``startCapture(atSampleTime:)`` counts.
+    public func holdCapture() { captureStart.set(.max) }
+
     /// Stops cycles and closes the device. The unit can be started again; sample time continues.
     public func stop() {
         condition.lock()

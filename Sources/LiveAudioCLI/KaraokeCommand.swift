@@ -135,6 +135,7 @@ struct Karaoke: AsyncParsableCommand {
             if scoreFile != nil, !plans.contains(where: { (try? $0.get().chart?.hasNotes) == true }) {
                 throw AudioError(.invalidParameter, "--score-file needs a chart with notes (an UltraStar .txt)")
             }
+            _ = try parsedParts()  // a bad --parts is the command's error, not every song's
             let interactive = Terminal.isInteractive && !noScreen
             let stageConfiguration = try stage.configuration()
             let room = try KaraokeRoom(try roomConfiguration(interactive: interactive))

@@ -127,22 +127,25 @@ struct KaraokeEvening {
             }
         }
         let display = TakeDisplay(interactive: interactive, room: room, monitor: monitor, lastEvent: lastEvent)
-        var ended = false
-        while !ended {
+        evening: while true {
             let outcome = await display.follow(take, title: plan.title, until: { stop.isSet || bound.hasPassed })
             let summary = await room.finish(take)
             played.append(Played(plan: plan, argument: plan.argument, summary: summary, error: nil))
             report(summary, plan: plan, ratedAlready: outcome.ratedLines)
             if outcome.quit || stop.isSet || bound.hasPassed || room.isStopRequested || room.failure != nil { break }
-            // The next song, after the gap: the room goes on meanwhile.
-            guard let next = try nextTake() else { break }
-            (plan, take) = next
-            do throws(AudioError) {
-                try await room.play(take, after: command.gap)
-            } catch {
-                ended = stop.isSet
-                if !ended { throw error }
-                break
+            // The next song that starts, after the gap: the room goes on meanwhile. One that cannot start (its
+            // loudness not measured, the graph refusing it) is reported and the room goes on to the one after.
+            while true {
+                guard let next = try nextTake() else { break evening }
+                (plan, take) = next
+                do throws(AudioError) {
+                    try await room.play(take, after: command.gap)
+                    break
+                } catch {
+                    if stop.isSet || room.isStopRequested { break evening }
+                    note("karaoke: skipped: \(plan.argument): \(error.message)")
+                    played.append(Played(plan: nil, argument: plan.argument, summary: nil, error: error))
+                }
             }
             presenter.show(take, title: plan.stageTitle, artist: plan.artist)
             if let n = take.accompanimentNormalization { note("karaoke: " + NormalizeOption.describe(n)) }
@@ -186,7 +189,8 @@ struct KaraokeEvening {
 
     /// The evening's summary, the scores, the score file, the timing; an error for what failed.
     private func finish(_ evening: KaraokeRoom.Summary, played: [Played], deviceRate: Double) throws(AudioError) {
-        let takes = played.compactMap(\.summary)
+        // A take ended before it started (a stop or a skip in the gap) was not sung.
+        let takes = played.compactMap(\.summary).filter { $0.seconds > 0 }
         let underruns = takes.reduce(0) { $0 + $1.accompanimentUnderruns }
         let recorded = max(evening.recordedFrames, takes.map(\.recordedFrames).max() ?? 0)
         let dropped = evening.droppedFrames + takes.reduce(0) { $0 + $1.droppedFrames }
@@ -202,7 +206,8 @@ struct KaraokeEvening {
         var scores: [String] = []
         let roundTrip = Double(evening.roundTripFrames) / room.sampleRate
         for p in played {
-            guard let summary = p.summary, let score = summary.score, let plan = p.plan, let chart = plan.chart else { continue }
+            guard let summary = p.summary, summary.seconds > 0, let score = summary.score, let plan = p.plan, let chart = plan.chart
+            else { continue }
             if single {
                 print("karaoke: " + ScoreReport.summary(score, title: chart.title, artist: chart.artist, difficulty: command.difficulty))
                 scores.append(score.json(difficulty: command.difficulty, roundTripSeconds: roundTrip))
@@ -261,7 +266,8 @@ struct TakeDisplay {
     func follow(_ take: KaraokeTake, title: String, until: () -> Bool) async -> Outcome {
         var outcome = Outcome()
         func going() -> Bool {
-            !until() && !take.songHasEnded && !room.isStopRequested && room.failure == nil && !room.takeSkipRequest()
+            !until() && !take.songHasEnded && !room.isStopRequested && room.failure == nil && take.failure == nil
+                && !room.takeSkipRequest()
         }
         if interactive {
             let terminal = Terminal()

@@ -186,6 +186,11 @@ import TestSupport
         process.interrupt()
         while process.isRunning, Date().timeIntervalSince(sent) < 10 { try await Task.sleep(nanoseconds: 10_000_000) }
         let took = Date().timeIntervalSince(sent)
+        if process.isRunning {
+            process.terminate()
+            Issue.record("the run did not end within 10 s of Ctrl-C")
+            return
+        }
         let stderr = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         #expect(took < 1, "the run ended \(took) s after Ctrl-C: \(stderr)")
         #expect(process.terminationStatus == 0 && stderr.contains("stopped before the song started"), "\(process.terminationStatus): \(stderr)")
@@ -333,6 +338,11 @@ import TestSupport
         try server.start()
         while process.isRunning, Date() < deadline.addingTimeInterval(30) { try await Task.sleep(nanoseconds: 50_000_000) }
         output.fileHandleForReading.readabilityHandler = nil
+        if process.isRunning {
+            process.terminate()
+            Issue.record("the run did not end: \(lines.text)")
+            return
+        }
         let stderr = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         #expect(process.terminationStatus == 0, "\(stderr)\n\(lines.text)")
         #expect(lines.text.contains("3 of 3 songs sung"), "\(lines.text)")

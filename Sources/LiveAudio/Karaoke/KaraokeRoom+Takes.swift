@@ -45,6 +45,7 @@ extension KaraokeRoom {
     func schedule(_ take: KaraokeTake, at startTime: Int64) throws(AudioError) {
         guard take.room === self else { throw AudioError(.invalidParameter, "the take was made for another room") }
         let number = try state.withLock { s throws(AudioError) -> Int in
+            guard !s.closed else { throw AudioError(.invalidState, "the karaoke room was stopped") }
             guard s.current == nil else {
                 throw AudioError(.invalidState, "take \(s.takes) is still playing: finish it before the next")
             }
@@ -60,9 +61,10 @@ extension KaraokeRoom {
         }
     }
 
-    /// Takes a take that failed to start out of the graph.
+    /// Takes a take that failed to start out of the graph; its song's worker is left as it is, so that a start that
+    /// failed before the take was scheduled (a device, a server) may be tried again with the same take.
     func unschedule(_ take: KaraokeTake) {
-        take.detach()
+        take.removeParts()
         state.withLock { if $0.current === take { $0.current = nil } }
     }
 
@@ -80,11 +82,23 @@ extension KaraokeRoom {
 
     func finish(_ take: KaraokeTake, deviceStopped: Bool) async -> KaraokeTake.Summary {
         if let done = take.finalSummary { return done }
+        // One finish does the work (the owner's and a stop's may come at once); another waits for its summary.
+        guard take.claimFinish() else {
+            while take.finalSummary == nil { try? await Task.sleep(nanoseconds: 2_000_000) }
+            return take.finalSummary!
+        }
+        let running = !deviceStopped && io.isStarted
+        if running, take.startTime.map({ $0 < timeline.sampleTime }) == true {
+            // A song ended before its end (a skip, a stop) is faded out over the accompaniment bus's 20 ms, not cut.
+            take.fadeOut()
+            let until = monotonicNanoseconds() + 40_000_000
+            while monotonicNanoseconds() < until, io.isStarted { try? await Task.sleep(nanoseconds: 2_000_000) }
+        }
         let removedAt = timeline.sampleTime
         take.detach()
         // The render thread takes the new schedule at its next cycle: once two cycles have passed, nothing renders
         // the take's units (a stopped device renders nothing).
-        if !deviceStopped, io.isStarted {
+        if running, io.isStarted {
             let cycle = Int64(max(1, state.withLock { $0.cycleFrames }))
             let deadline = monotonicNanoseconds() + 500_000_000
             while timeline.sampleTime < removedAt + 2 * cycle, monotonicNanoseconds() < deadline, io.isStarted {

@@ -194,8 +194,10 @@ public final class KaraokeRoom: Sendable {
         /// Where the last take's song ended on the room's timeline (its last frame's sample time): the gap before the
         /// next take runs from there.
         var lastSongEnd: Int64 = 0
-        /// Held weakly: the take's owner keeps it (a take holds its room).
+        /// Held weakly: the take's owner keeps it (a take holds its room); one dropped unfinished leaves the graph.
         weak var current: KaraokeTake?
+        /// The stop has begun: no take is scheduled any more.
+        var closed = false
     }
 
     /// Checks and builds everything that can be before the device opens.
@@ -334,6 +336,7 @@ public final class KaraokeRoom: Sendable {
             if let take { try schedule(take, at: state.withLock { $0.startTime }) }
         } catch {
             io.stop()
+            io.holdCapture()
             calibration?.disarm()
             if let take { unschedule(take) }
             await opened?.abandon()
@@ -414,8 +417,12 @@ public final class KaraokeRoom: Sendable {
         var recorded: Int64 = 0
         var takeSummary: KaraokeTake.Summary?
         if first {
+            let playing = state.withLock { s -> KaraokeTake? in
+                s.closed = true
+                return s.current
+            }
             io.stop()
-            if let take = state.withLock({ $0.current }) { takeSummary = await finish(take, deviceStopped: true) }
+            if let take = playing { takeSummary = await finish(take, deviceStopped: true) }
             if let recorder {
                 do throws(AudioError) { recorded = try recorder.finish() } catch { failure = error }
             }

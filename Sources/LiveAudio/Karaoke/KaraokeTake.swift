@@ -114,6 +114,8 @@ public final class KaraokeTake: Sendable {
         /// The take's parts in the room's graph.
         var nodes: [NodeID] = []
         var summary: Summary?
+        /// A finish has begun.
+        var finishing = false
     }
 
     /// What a stem is shifted by: nothing (the accompaniment), the round trip (the dry voice), or the round trip and
@@ -168,6 +170,8 @@ public final class KaraokeTake: Sendable {
 
     deinit {
         song.stop()
+        // Dropped without a finish: its parts leave the room's graph (the graph holds the units, not the take).
+        removeParts()
         for r in recorders { _ = try? r.unit.finish() }
         for f in followers { _ = f.finish() }
     }
@@ -186,18 +190,23 @@ public final class KaraokeTake: Sendable {
         let graph = room.graph
         var g = GraphParts(graph, known: room.parts)
         let prefix = "take-\(number)"
+        // The bus this take plays on, up again after the take before it on the same bus faded out.
+        try? room.accompaniment.setVolume(1, bus: (number - 1) % 2)
         do throws(AudioError) {
-            try g.add("\(prefix)-song", song)
-            state.withLock { $0.nodes.append(g["\(prefix)-song"]!) }
-            try graph.connect(g["\(prefix)-song"]!, to: room.parts["accompaniment"]!, inputBus: (number - 1) % 2)
+            defer {
+                // Every part added, the one whose connection failed too, is the take's to take away.
+                let added = g.nodes.filter { room.parts[$0.key] == nil }.map(\.value)
+                state.withLock { $0.nodes = added }
+            }
+            // The song's path is "take-N-track" ("take-N-song" is the song.wav stem's recorder).
+            try g.add("\(prefix)-track", song)
+            try graph.connect(g["\(prefix)-track"]!, to: room.parts["accompaniment"]!, inputBus: (number - 1) % 2)
             for r in recorders {
-                try g.add("\(prefix)-\(r.name)", r.unit, from: [r.stage ?? "\(prefix)-song"], sink: true)
-                state.withLock { $0.nodes.append(g["\(prefix)-\(r.name)"]!) }
+                try g.add("\(prefix)-\(r.name)", r.unit, from: [r.stage ?? "\(prefix)-track"], sink: true)
             }
             for (i, f) in followers.enumerated() {
                 guard let tracker = f.tracker else { continue }
                 try g.add("\(prefix)-pitch-\(i + 1)", tracker, from: ["voice-\(i + 1)-dry"], sink: true)
-                state.withLock { $0.nodes.append(g["\(prefix)-pitch-\(i + 1)"]!) }
             }
         } catch {
             throw AudioError(error.code, "take \(number) (\(FilePath.lastComponent(configuration.song))): \(error.message)")
@@ -230,12 +239,37 @@ public final class KaraokeTake: Sendable {
     /// Takes the take's parts out of the room's graph and stops its song's worker.
     func detach() {
         song.stop()
+        removeParts()
+    }
+
+    /// Takes the take's parts out of the room's graph (the render thread lets them go at its next cycle).
+    func removeParts() {
         let nodes = state.withLock { s -> [NodeID] in
             defer { s.nodes = [] }
             return s.nodes
         }
         for node in nodes { try? room.graph.removeNode(node) }
     }
+
+    /// Fades the song out of the room's accompaniment over the mixer's 20 ms (its stem, recorded before, is not).
+    func fadeOut() {
+        let bus = state.withLock { $0.number } - 1
+        if bus >= 0 { try? room.accompaniment.setVolume(0, bus: bus % 2) }
+    }
+
+    /// True for the one caller that is to finish the take.
+    func claimFinish() -> Bool {
+        state.withLock { s in
+            defer { s.finishing = true }
+            return !s.finishing
+        }
+    }
+
+    /// The error that stopped the song's worker (a file that could not be read on): the take cannot go on.
+    public var failure: AudioError? { song.failure }
+
+    /// The part each voice sings, with a chart (voice 1's first); empty without one.
+    public var parts: [Int] { followers.map(\.part) }
 
     /// Completes the stems and the score, once nothing renders the take any more.
     func complete(at now: Int64) -> Summary {
@@ -276,7 +310,8 @@ public final class KaraokeTake: Sendable {
         guard s.scheduled, !s.moved, region.loopCount != FilePlayerUnit.Region.endless else { return nil }
         let length = region.frameCount ?? max(0, player.fileFrames - region.startFrame)
         let played = Double(length) * Double(region.loopCount + 1) / configuration.tempo
-        return s.startTime + Int64(played.rounded())
+        // Behind a time-pitch the ears hear the song its look-ahead later.
+        return s.startTime + Int64((played + (timePitch?.latency ?? 0) * sampleRate).rounded())
     }
 
     /// Where the song ended as seen by ``songHasEnded``'s first look after it (nil before).
