@@ -290,7 +290,7 @@ struct TakeDisplay {
                     message = screen.handle(key)
                     if message == nil { monitor.refresh() }
                 }
-                let waiting = startsIn(take)
+                let waiting = take.secondsUntilStart
                 screen.title = waiting > 0 ? "next: \(title) in \(Int(waiting.rounded(.up))) s" : title
                 terminal.draw(screen.lines(monitor.latest, event: lastEvent.text, note: message))
                 try? await Task.sleep(nanoseconds: 100_000_000)
@@ -312,7 +312,7 @@ struct TakeDisplay {
                     outcome.ratedLines += 1
                 }
             }
-            if monotonicNanoseconds() - lastLine >= 1_000_000_000, startsIn(take) == 0 {
+            if monotonicNanoseconds() - lastLine >= 1_000_000_000, take.secondsUntilStart == 0 {
                 lastLine = monotonicNanoseconds()
                 let s = monitor.latest
                 let line = String(
@@ -326,11 +326,5 @@ struct TakeDisplay {
             }
         }
         return outcome
-    }
-
-    /// Seconds until `take` starts (0 once it plays).
-    private func startsIn(_ take: KaraokeTake) -> Double {
-        guard let start = take.startTime else { return 0 }
-        return Double(max(0, start - room.sampleTime)) / room.sampleRate
     }
 }

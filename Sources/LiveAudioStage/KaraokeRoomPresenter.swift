@@ -58,7 +58,7 @@ public final class KaraokeRoomPresenter: StagePresenter {
             &o, title: s.title, artist: s.artist, keyAdjustable: s.take?.timePitch != nil, chart: s.take?.configuration.chart,
             part: s.take?.parts.first ?? s.take?.configuration.part ?? 1)
         // Seconds until the take starts on the room's timeline (0 once it plays): the page's countdown.
-        let waiting = s.take?.startTime.map { Double(max(0, $0 - room.sampleTime)) / room.sampleRate } ?? 0
+        let waiting = s.take?.secondsUntilStart ?? 0
         o.add("startsIn", waiting.rounded(.up))
         return [(type: "song", json: o.json)] + KaraokeStagePresenter.events(snapshot)
     }

@@ -444,8 +444,6 @@ public final class KaraokeRoom: Sendable {
         return (summary, takeSummary)
     }
 
-    /// ``KaraokeSession``'s start lead, for tests.
-    var startTime: Int64 { state.withLock { $0.startTime } }
 
     /// The round trip the recordings are shifted by, in frames (known once started; with the capture processing's
     /// latency).

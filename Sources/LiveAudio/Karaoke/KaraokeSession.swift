@@ -435,7 +435,7 @@ public final class KaraokeSession: Sendable {
 
     /// The error that stopped the device for good (reconnect off, or not back within the timeout), or the encoder
     /// or an encoded file.
-    public var failure: AudioError? { room.io.failure ?? take.song.failure ?? room.encoded.withLock { $0 }?.failure }
+    public var failure: AudioError? { room.io.failure ?? take.failure ?? room.encoded.withLock { $0 }?.failure }
 
     /// False while the route is lost (``/AudioDevices/DeviceEvent/routeLost(_:)``): the headphones are silent, the
     /// recordings and outputs go on; true again when it returns (``/AudioDevices/DeviceEvent/routeReturned``).

@@ -317,6 +317,12 @@ public final class KaraokeTake: Sendable {
     /// Where the song ended as seen by ``songHasEnded``'s first look after it (nil before).
     var seenSongEnd: Int64? { state.withLock { $0.endSeen } }
 
+    /// Seconds until the take starts on its room's timeline: 0 once it plays, or before it is played.
+    public var secondsUntilStart: Double {
+        guard let start = startTime else { return 0 }
+        return Double(max(0, start - room.sampleTime)) / sampleRate
+    }
+
     /// The take's number in its room (from 1), 0 until it plays.
     public var number: Int { state.withLock { $0.number } }
 
