@@ -238,3 +238,9 @@ public enum RealtimeScheduling {
         return policy == Int32(SCHED_FIFO) || policy == Int32(SCHED_RR)
     }
 }
+
+/// Names the calling thread (the system shows at most 15 bytes): for a thread another library started and the
+/// library runs on, such as the publishers' event loop.
+package func nameCurrentThread(_ name: String) {
+    String(decoding: name.utf8.prefix(15), as: UTF8.self).withCString { la_set_thread_name($0) }
+}

@@ -14,10 +14,11 @@ import Glibc
 /// at once; without it each job is called at least every 50 ms. ``Job/finish()`` has the pool make the job's last
 /// call (`last` true: drain everything and return) and waits for it.
 ///
-/// The pool has up to one thread per processor (or as many as it is made with), each serving its own list of jobs:
-/// a job is given, when it is added, to the thread with the fewest, and stays there, so its calls never overlap.
-/// A thread starts with its first job and ends when its last has finished, so an idle process keeps none. A hundred
-/// encoders, more than one core's work, are spread over the cores rather than queued behind each other.
+/// The pool has up to one thread per processor (or as many as it is made with; ``shared``: two at most), each
+/// serving its own list of jobs: a job is given, when it is added, to the thread with the fewest, and stays there, so
+/// its calls never overlap. A thread starts with its first job and ends when its last has finished, so an idle
+/// process keeps none. A hundred encoders, more than one core's work, are spread over the threads rather than queued
+/// behind each other on one.
 ///
 /// A job must not wait for long inside its turn (it delays the others) and must not call ``Job/finish()`` on
 /// itself. Jobs that may block for seconds (network connects, file reads that must keep pace with a device) keep
@@ -89,8 +90,16 @@ public final class WorkerPool: Sendable {
         public var hasFinished: Bool { isEnded.load(ordering: .acquiring) }
     }
 
-    /// The pool most of the library's jobs share: its threads are `la-work`, one per processor at most.
-    public static let shared = WorkerPool(name: "la-work")
+    /// The pool most of the library's jobs share: its threads are `la-work`, one per processor and
+    /// ``sharedThreadLimit`` at most.
+    public static let shared = WorkerPool(name: "la-work", threads: min(onlineProcessorCount, sharedThreadLimit))
+
+    /// The most threads ``shared`` runs, whatever the core count: 2. A karaoke take's background work — four stems,
+    /// an encoder, a file, a pitch tracker or two — is a few percent of one core, and the library's thread count
+    /// stays the same on a 2-core laptop and a 64-core server (docs/architecture.md counts them). A program that
+    /// needs more jobs in parallel than that (hundreds of encoders) makes a pool of its own and hands it to the units
+    /// and encoders that take one (`pool:`).
+    public static let sharedThreadLimit = 2
 
     /// The name of the pool's threads (the system shows at most 15 bytes of it).
     public let name: String

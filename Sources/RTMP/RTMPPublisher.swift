@@ -241,7 +241,7 @@ public final class RTMPPublisher: Sendable {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
                 shared.withLock { s in
                     s.firstOutcome = continuation
-                    // On the publishers' own thread, not the cooperative pool (see NetworkExecutor).
+                    // On the publishers' own thread (their event loop), not the cooperative pool (see NetworkExecutor).
                     s.run = Task(executorPreference: NetworkExecutor.shared) { await self.run() }
                     s.ticker = Task(executorPreference: NetworkExecutor.shared) { await self.tick() }
                 }
@@ -417,7 +417,7 @@ public final class RTMPPublisher: Sendable {
         do {
             let sslContext = self.sslContext
             let host = url.host
-            channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            channel = try await ClientBootstrap(group: NetworkExecutor.shared.group)
                 .connectTimeout(.nanoseconds(Int64(configuration.connectTimeout * 1e9)))
                 .channelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
                 .channelInitializer { [weak self] channel in

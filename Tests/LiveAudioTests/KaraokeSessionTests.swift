@@ -709,9 +709,10 @@ import TestSupport
         let error = await starting.value
         _ = await second
         let seconds = Double(monotonicNanoseconds() - began) / 1e9
-        // The calibration looks every 10 ms; the bound is well under its 30 s, since the test shares its process's
-        // cooperative pool with other suites (the command line's figure, SIGINT to exit, is measured on its own).
-        #expect(seconds < 5, "the stop took \(seconds) s")
+        // The calibration looks every 10 ms; the bound is half its 30 s, since the test shares its process's
+        // cooperative pool with other suites, which has held a stop's resumptions back for seconds (the command
+        // line's figure, SIGINT to exit, is measured on its own).
+        #expect(seconds < 15, "the stop took \(seconds) s: the calibration's 30 s were waited for")
         let e = try #require(error, "the start went on after the stop")
         #expect(e.message.contains("stopped while it started"), "\(e)")
         #expect(!session.isDeviceOpen)

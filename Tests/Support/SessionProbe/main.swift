@@ -131,7 +131,7 @@ do {
     report["takeError"] = summary.error.map { "\($0)" } ?? ""
     report["takeRecorded"] = Int(summary.recordedFrames)
 
-    // What a process keeps once it has published (NIO's event loops, the RTMP executor) is there now: each session
+    // What a process keeps once it has published (the publishers' event loop, `la-rtmp`) is there now: each session
     // after this must leave the process as it found it.
     await seconds(0.5)
     var states: [String: Any] = [:]
