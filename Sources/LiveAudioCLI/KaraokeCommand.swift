@@ -29,6 +29,12 @@ struct Karaoke: AsyncParsableCommand {
     @Option(help: "Seconds between two songs: the room plays on (the voice, the stream) meanwhile.")
     var gap: Double = 5
 
+    @Option(help: "An audio file looped before the first song and between songs (fading in, and out by the next song's start); default: silence.")
+    var interlude: String?
+
+    @Option(name: .customLong("interlude-volume"), parsing: .unconditional, help: "The interlude's level in dB (-inf for none, at most 12; default -12).")
+    var interludeVolume: String = "-12"
+
     @Option(help: "Lyrics to show with any song: an LRC file (or an UltraStar chart, whose notes are then scored).")
     var lyrics: String?
 
@@ -190,6 +196,8 @@ struct Karaoke: AsyncParsableCommand {
         }
         c.voiceCount = voices
         c.accompanimentVolume = try Self.decibels(accompanimentVolume, "--accompaniment-volume")
+        c.interlude = interlude
+        c.interludeVolume = try Self.decibels(interludeVolume, "--interlude-volume")
         c.voiceVolume = try Self.decibels(voiceVolume, "--voice-volume")
         c.monitorVoiceVolume = try Self.decibels(monitorVoiceVolume, "--monitor-voice-volume")
         c.voiceProcessing = voiceProcessing

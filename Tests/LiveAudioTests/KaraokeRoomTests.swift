@@ -142,6 +142,78 @@ import TestSupport
         #expect(run.stdout.contains("karaoke: take 1 (Room Tests – One)") && run.stdout.contains("karaoke: take 3 (Room Tests – Three)"), "\(run.stdout)")
     }
 
+    /// The amplitude of the sine at `frequency` in `x[start ..< start + count]` (a whole number of its cycles: exact).
+    static func amplitude(_ x: [Float], at frequency: Double, from start: Int, count: Int) -> Double {
+        var re = 0.0, im = 0.0
+        for n in 0..<count {
+            let phase = 2 * Double.pi * frequency * Double(n) / 48_000
+            re += Double(x[start + n]) * cos(phase)
+            im += Double(x[start + n]) * sin(phase)
+        }
+        return 2 * (re * re + im * im).squareRoot() / Double(count)
+    }
+
+    /// An interlude between two songs (`--interlude`, a 0.7 s loop of 660 Hz at −6 dB): in the evening's recording
+    /// it fades in after the first song, plays at its level with no gap where its loop turns (each 16.7 ms, eleven of
+    /// its cycles, at the level within 0.2 dB), is halfway down half a second before the second song and silent from
+    /// the second song's first frame — in the evening and in that take's song stem; an interlude file that cannot be
+    /// played is refused before anything opens, naming it.
+    @Test func anInterludeBetweenSongs() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let liveaudio = productsDirectory + "/liveaudio"
+        // A voice chain that passes the voice as it is (no tail to wait out), mono.
+        try """
+            {"sampleRate": 48000, "channels": 1, "nodes": [{"id": "mic", "type": "input", "channels": 1}],
+             "connections": [{"from": "mic", "to": "output"}]}
+            """.write(toFile: dir.file("chain.json"), atomically: true, encoding: .utf8)
+        // Mono, as the room is (a stereo file would be folded down at −3 dB).
+        for (name, frequency, seconds) in [("one", 330.0, 1.5), ("two", 440.0, 1.5), ("interlude", 660.0, 0.7)] {
+            let n = Int(seconds * 48_000)  // the interlude: 462 cycles, a seamless loop
+            let x = (0..<n).map { Float(0.1 * sin(2 * Double.pi * frequency * Double($0) / 48_000)) }
+            try writeWAV(dir.file("\(name).wav"), channels: [x], sampleType: .int16)
+        }
+        try writeWAV(dir.file("voice.wav"), channels: [[Float](repeating: 0, count: 10 * 48_000)], sampleType: .int16)
+        let missing = try await runTool(
+            liveaudio,
+            ["karaoke", dir.file("one.wav"), "--interlude", dir.file("gone.wav"), "--backend", "virtual", "--input", dir.file("voice.wav"),
+             "--output", dir.file("never.wav")])
+        #expect(missing.status == 1 && missing.stderr.contains("the interlude") && missing.stderr.contains("gone.wav"), "\(missing.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: dir.file("never.wav")))
+        let gap = 4.0
+        let run = try await runTool(
+            liveaudio,
+            ["karaoke", dir.file("one.wav"), dir.file("two.wav"), "--gap", "\(gap)", "--graph", dir.file("chain.json"),
+             "--interlude", dir.file("interlude.wav"), "--interlude-volume", "-6", "--backend", "virtual",
+             "--input", dir.file("voice.wav"), "--output", dir.file("out.wav"), "--record", dir.file("evening.wav"),
+             "--stems", dir.file("stems"), "--latency-ms", "0"])
+        #expect(run.status == 0, "\(run.stderr)")
+        let evening = try FFmpeg.decode(dir.file("evening.wav"), channels: 1)[0]
+        let secondStart = Int((1.5 + gap) * 48_000)  // the first song's end and the gap, on the evening's timeline
+        try #require(evening.count >= secondStart + 72_000, "\(evening.count) frames in the evening")
+        let level = 0.1 * pow(10, -6.0 / 20)
+        // Full level from a second and a half after the first song (the interlude starts a quarter of a second after
+        // the take's end and fades in over a second) to a second before the second song, where it fades out.
+        let plateau = (Int(3.0 * 48_000), secondStart - 48_000)
+        var low = Double.infinity, high = 0.0
+        for start in stride(from: plateau.0, to: plateau.1 - 800, by: 800) {
+            let a = Self.amplitude(evening, at: 660, from: start, count: 800)
+            low = min(low, a)
+            high = max(high, a)
+        }
+        #expect(20 * log10(low / level) > -0.2 && 20 * log10(high / level) < 0.2,
+                "the interlude between \(low) and \(high) for \(level) over its plateau")
+        #expect(Self.amplitude(evening, at: 330, from: plateau.0, count: 4800) < 1e-4, "the first song has ended")
+        // Halfway through its fade-out, half its level; silent from the second song's first frame.
+        let halfway = Self.amplitude(evening, at: 660, from: secondStart - 24_000 - 2_400, count: 4800)
+        #expect(abs(halfway / level - 0.5) < 0.05, "\(halfway / level) of the level half a second before the song")
+        let during = Self.amplitude(evening, at: 660, from: secondStart, count: 48_000)
+        #expect(during < 1e-5, "the interlude at \(during) during the second song")
+        #expect(abs(Self.amplitude(evening, at: 440, from: secondStart, count: 4800) - 0.1) < 0.002, "the second song starts there")
+        let stem = try FFmpeg.decode(dir.file("stems/02/song.wav"), channels: 1)[0]
+        #expect(Self.amplitude(stem, at: 660, from: 0, count: 48_000) < 1e-5, "the interlude in the second take's song stem")
+    }
+
     /// A song that is missing or cannot be decoded is refused with a message naming it; the room goes on to the next
     /// song, and the run ends with an error naming the refused songs.
     @Test func aSongThatCannotBePlayedIsSkipped() async throws {

@@ -22,7 +22,7 @@ extension KaraokeRoom {
     {
         for (name, value) in [
             ("accompaniment", configuration.accompanimentVolume), ("voice", configuration.voiceVolume),
-            ("monitor voice", configuration.monitorVoiceVolume),
+            ("monitor voice", configuration.monitorVoiceVolume), ("interlude", configuration.interludeVolume),
         ] where !VolumeRange.contains(value) {
             throw AudioError(.invalidParameter, "the \(name) volume must be between -96 and +12 dB (or -inf), got \(value)")
         }

@@ -25,12 +25,14 @@ extension KaraokeRoom {
         // The song's worker needs a moment to fill its ring: a quarter of a second at least.
         let now = timeline.sampleTime
         let afterLast = (s.takes == 0 ? now : s.lastSongEnd) + Int64((gap * sampleRate).rounded())
+        let startTime = max(s.startTime, now + Int64(sampleRate / 4), afterLast)
         do throws(AudioError) {
-            try schedule(take, at: max(s.startTime, now + Int64(sampleRate / 4), afterLast))
+            try schedule(take, at: startTime)
         } catch {
             unschedule(take)
             throw error
         }
+        endInterlude(before: startTime)
     }
 
     func checkRunning() throws(AudioError) {
@@ -55,10 +57,6 @@ extension KaraokeRoom {
         }
         let s = state.withLock { $0 }
         try take.attach(to: self, number: number, startTime: startTime, roundTrip: s.roundTrip, cycleFrames: s.cycleFrames)
-        volumes.withLock {
-            $0.normalization = take.normalizationGain
-            apply($0)
-        }
     }
 
     /// Takes a take that failed to start out of the graph; its song's worker is left as it is, so that a start that
@@ -114,6 +112,8 @@ extension KaraokeRoom {
             if $0.current === take { $0.current = nil }
             $0.lastSongEnd = min(ended, now)
         }
+        // The gap begins: the interlude, when there is one, a quarter of a second on (its worker fills its ring).
+        if running, io.isStarted { startInterlude(at: timeline.sampleTime + Int64(sampleRate / 4)) }
         return summary
     }
 }

@@ -52,8 +52,8 @@ extension KaraokeRoom {
 
     /// Under the volumes' lock, so the mixers end with the last values set.
     func apply(_ v: Volumes) {
-        // A mixer's volume is at most 4 (+12 dB): a loud volume on a normalisation gain stops there.
-        let accompaniment = v.accompanimentMuted ? 0 : min(4, VolumeRange.gain(v.accompaniment) * v.normalization)
+        // A take's loudness normalisation is its bus's volume on the accompaniment mixer (the interlude has its own).
+        let accompaniment = v.accompanimentMuted ? 0 : VolumeRange.gain(v.accompaniment)
         try? monitor.setVolume(accompaniment, bus: 0)
         echoReference?.gain = accompaniment
         try? monitor.setVolume(v.voiceMuted ? 0 : VolumeRange.gain(v.monitorVoice), bus: 1)

@@ -10,7 +10,7 @@ import Synchronization
 /// the voice with its chain and ear monitoring, the encoded outputs (files and RTMP servers: one connection for the
 /// whole evening), the room's meters and loudness; a ``KaraokeTake`` holds one song. Takes start at a sample time
 /// and end while the room runs: the device stays open, the singer goes on hearing their voice, and the stream goes
-/// on with continuous timestamps (between takes it carries the voice alone).
+/// on with continuous timestamps (between takes it carries the voice, and an interlude when one is given).
 ///
 /// ```swift
 /// var room = KaraokeRoom.Configuration()
@@ -101,6 +101,13 @@ public final class KaraokeRoom: Sendable {
         public var voiceCount = 1
         /// The most voices a room has.
         public static let maximumVoices = 8
+        /// An audio file played between takes, looped: from the room's first frame to the first take's, and from each
+        /// take's end to the next one's, fading in over a second and out over the second before the take; under the
+        /// accompaniment's volume, in the headphones, the song mix and the stream, never in a take's stems. nil
+        /// (the default): silence between takes.
+        public var interlude: String?
+        /// The interlude's level, dB, −96 … +12 (default −12: under the songs).
+        public var interludeVolume = -12.0
 
         /// A room with every setting at its default.
         public init() {}
@@ -180,8 +187,6 @@ public final class KaraokeRoom: Sendable {
     struct Volumes {
         var accompaniment = 0.0, voice = 0.0, monitorVoice = 0.0
         var accompanimentMuted = false, voiceMuted = false
-        /// The playing take's loudness normalisation, linear.
-        var normalization: Float = 1
     }
 
     struct RoomState {
@@ -198,6 +203,12 @@ public final class KaraokeRoom: Sendable {
         weak var current: KaraokeTake?
         /// The stop has begun: no take is scheduled any more.
         var closed = false
+        /// The interlude playing in the gap, until the next take's start (see ``Interlude``).
+        var interlude: Interlude?
+        /// The first gap's interlude, made with the room (which checks its file).
+        var preparedInterlude: Interlude?
+        /// Interludes played so far.
+        var interludes = 0
     }
 
     /// Checks and builds everything that can be before the device opens.
@@ -236,7 +247,8 @@ public final class KaraokeRoom: Sendable {
         try canceller?.echoCancellation.set(1)
         voiceProcessingUnit = canceller
         echoReference = try canceller == nil ? nil : CaptureReferenceTap(format: format, io: io, maximumFrames: Self.maximumFrames)
-        accompaniment = try MixerUnit(format: format, inputs: 2)
+        // The takes' buses, and the interlude's.
+        accompaniment = try MixerUnit(format: format, inputs: configuration.interlude == nil ? 2 : 3)
         songDelay = try SampleDelayUnit(format: format, maximumDelayFrames: Int((Self.maximumShift * rate).rounded()))
         songMix = try MixerUnit(format: format, inputs: 2)
         monitor = try MixerUnit(format: format, inputs: 2)
@@ -253,6 +265,10 @@ public final class KaraokeRoom: Sendable {
         recorder = try wavRecord.map { path throws(AudioError) in
             try RecorderUnit(format: format, path: path, waitsForStart: true)
         }
+        let interlude = try configuration.interlude.map { path throws(AudioError) in
+            try Interlude(path: path, format: format, level: VolumeRange.gain(configuration.interludeVolume))
+        }
+        state.withLock { $0.preparedInterlude = interlude }
 
         // The graph, a part an entry. The accompaniment is what the takes bring (silence between them); the song mix
         // is the accompaniment delayed by the round trip and the wet voice; the monitor is the accompaniment and the
@@ -333,7 +349,11 @@ public final class KaraokeRoom: Sendable {
                 tap.outputs = outputs  // the device is stopped: its thread starts after this
             }
             try await startDevice()
-            if let take { try schedule(take, at: state.withLock { $0.startTime }) }
+            if let take {
+                try schedule(take, at: state.withLock { $0.startTime })
+            } else {
+                startInterlude(at: state.withLock { $0.startTime })
+            }
         } catch {
             io.stop()
             io.holdCapture()
@@ -422,6 +442,7 @@ public final class KaraokeRoom: Sendable {
                 return s.current
             }
             io.stop()
+            stopInterlude()
             if let take = playing { takeSummary = await finish(take, deviceStopped: true) }
             if let recorder {
                 do throws(AudioError) { recorded = try recorder.finish() } catch { failure = error }

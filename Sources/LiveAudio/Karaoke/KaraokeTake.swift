@@ -190,8 +190,9 @@ public final class KaraokeTake: Sendable {
         let graph = room.graph
         var g = GraphParts(graph, known: room.parts)
         let prefix = "take-\(number)"
-        // The bus this take plays on, up again after the take before it on the same bus faded out.
-        try? room.accompaniment.setVolume(1, bus: (number - 1) % 2)
+        // The bus this take plays on, up again after the take before it on the same bus faded out, at the take's
+        // loudness normalisation (a mixer's volume is at most 4, +12 dB).
+        try? room.accompaniment.setVolume(min(4, normalizationGain), bus: (number - 1) % 2)
         do throws(AudioError) {
             defer {
                 // Every part added, the one whose connection failed too, is the take's to take away.
