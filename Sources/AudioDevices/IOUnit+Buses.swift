@@ -30,6 +30,29 @@ extension IOUnit {
         cycle.state.whileStopped.outputCallback = nil
     }
 
+    /// Renders `graph` each cycle after the capture, its output going nowhere: a capture-only unit (no
+    /// ``Configuration/outputFormat``) whose graph's sinks — meters, recorders, an encoder — take the capture from
+    /// its input node (``setInputUnit(_:)``), on the device's thread, as an output graph's would. The I/O unit
+    /// initializes and starts it, and reads its file sources ahead, as it does an output graph.
+    /// - Throws: ``/AudioCore/AudioError`` `.invalidBus` with playback (use ``setOutputGraph(_:)``) or without
+    ///   capture, `.unsupportedSampleRate` when its rate is not bus 1's.
+    public func setCaptureGraph(_ graph: RenderGraph) throws(AudioError) {
+        try requireStopped("set the capture graph")
+        guard configuration.outputFormat == nil else {
+            throw AudioError(.invalidBus, "bus 0 (output) plays: its graph is the output graph (setOutputGraph)")
+        }
+        guard let format = configuration.inputFormat else {
+            throw AudioError(.invalidBus, "bus 1 (input) is disabled: give the configuration an inputFormat")
+        }
+        guard graph.format.sampleRate == format.sampleRate else {
+            throw AudioError(
+                .unsupportedSampleRate,
+                "the graph renders at \(formatHz(graph.format.sampleRate)) but bus 1 captures at \(formatHz(format.sampleRate))")
+        }
+        cycle.state.whileStopped.graph = graph
+        cycle.state.whileStopped.outputCallback = nil
+    }
+
     /// Fills bus 0's playback from `callback` each cycle, in ``Configuration/outputFormat``.
     public func setOutputCallback(_ callback: @escaping ClientRenderCallback) throws(AudioError) {
         try requireStopped("set the output callback")

@@ -141,6 +141,8 @@ public final class IOUnit: @unchecked Sendable {
     }
     /// Cycles run since the unit was created.
     public var cycleCount: Int { cycle.cycles.load(ordering: .relaxed) }
+    /// Cycles whose graph could not render (silence played, or nothing rendered into a capture graph's sinks).
+    public var renderFailures: Int { cycle.graphFailures.load(ordering: .relaxed) }
     /// Under- and overruns since the unit was created.
     public var xrunCount: Int {
         condition.lock()
@@ -180,14 +182,10 @@ public final class IOUnit: @unchecked Sendable {
         defer { condition.unlock() }
         guard !isRunning else { throw AudioError(.invalidState, "the I/O unit is already running") }
         if let graph = cycle.state.whileStopped.graph {
-            if graph.state == .uninitialized { try graph.initialize() }
-            if graph.state == .initialized { try graph.start() }
-            let reading = graph.readingAheadUnits
-            if !reading.isEmpty, cycle.state.whileStopped.readAhead == nil {
-                let worker = try ReadAheadWorker(units: reading, name: "la-io-read")
-                try worker.waitUntilReady(frames: configuration.periodFrames * configuration.periodCount)
-                cycle.state.whileStopped.readAhead = worker
-            }
+            let worker = try graph.prepareToRender(
+                readAhead: cycle.state.whileStopped.readAhead == nil ? "la-io-read" : nil,
+                readyFrames: configuration.periodFrames * configuration.periodCount)
+            if let worker { cycle.state.whileStopped.readAhead = worker }
         }
         try cycle.state.whileStopped.captureProcessing?.start()
         stopping = false
@@ -368,7 +366,9 @@ public final class IOUnit: @unchecked Sendable {
             request.outputChannels = 0
             request.outputDevice = nil
         }
-        cycle.state.whileStopped.captureOnly = open.mode == .captureOnly
+        // Without playback for good (a capture graph) or for now (the output device away), the graph renders into
+        // nothing.
+        cycle.state.whileStopped.captureOnly = open.mode == .captureOnly || configuration.outputFormat == nil
         do throws(AudioError) {
             let opened = try makeDriver(request)
             do throws(AudioError) {

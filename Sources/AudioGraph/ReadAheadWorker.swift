@@ -170,3 +170,31 @@ public final class ReadAheadWorker: Sendable {
         thread.join()
     }
 }
+
+extension RenderGraph {
+    /// Readies the graph to render and its file sources to keep ahead of it — the one way every host does it (the
+    /// I/O unit, a live stream's file pacer, the file renderer): initializes and starts the graph unless it runs, and
+    /// starts a read-ahead worker named `readAhead` for its units that read ahead, waiting until each can give
+    /// `readyFrames`. Tell the graph how it will be rendered (``willRender(_:)``) first when that must come before
+    /// its units are prepared.
+    /// - Parameters:
+    ///   - readAhead: the worker thread's name; nil: no worker (the units read on the rendering thread).
+    ///   - readyFrames: frames every unit has read before this returns (0: none waited for).
+    /// - Returns: the worker, for the rendering thread's ``ReadAheadWorker/requestIfNeeded()`` and the host's
+    ///   ``ReadAheadWorker/stop()``; nil when no unit reads ahead or `readAhead` is nil.
+    /// - Throws: ``/AudioCore/AudioError`` from the graph's initialization or start, the worker's thread, or a read.
+    package func prepareToRender(readAhead name: String?, readyFrames: Int = 0) throws(AudioError) -> ReadAheadWorker? {
+        if state == .uninitialized { try initialize() }
+        if state != .running { try start() }
+        let reading = readingAheadUnits
+        guard let name, !reading.isEmpty else { return nil }
+        let worker = try ReadAheadWorker(units: reading, name: name)
+        if readyFrames > 0 {
+            do throws(AudioError) { try worker.waitUntilReady(frames: readyFrames) } catch {
+                worker.stop()
+                throw error
+            }
+        }
+        return worker
+    }
+}

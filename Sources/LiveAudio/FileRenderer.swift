@@ -118,15 +118,10 @@ public struct FileRenderer {
                 unlink(temporary)
             }
         }
-        if graph.state == .uninitialized {
-            // Said before preparing: units that measure something only a real-time host needs skip it.
-            graph.willRender(.offline)
-            try graph.initialize()
-        }
-        if graph.state != .running { try graph.start() }
+        // Said before preparing: units that measure something only a real-time host needs skip it.
+        if graph.state == .uninitialized { graph.willRender(.offline) }
         // File sources are read and decoded before each cycle on this thread, or ahead on a thread of their own.
-        let reading = graph.readingAheadUnits
-        let readAhead = reading.isEmpty || !readsOnAThreadOfItsOwn ? nil : try ReadAheadWorker(units: reading)
+        let readAhead = try graph.prepareToRender(readAhead: readsOnAThreadOfItsOwn ? "la-read-ahead" : nil)
         defer { readAhead?.stop() }
         let renderer = OfflineRenderer(graph: graph, readAhead: readAhead)
         let started = monotonicNanoseconds()

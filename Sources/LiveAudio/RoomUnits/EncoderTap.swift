@@ -4,8 +4,11 @@ import AudioGraph
 import AudioUnits
 import Synchronization
 
-/// Passes the song through and hands it to the encoder from a sample time on, dropping a skip first (the same start
-/// and shift as the song's recorders): frame 0 of the encoded song is frame 0 of `song.wav`. Real-time safe.
+/// Passes its input through and hands it to the encoder from a sample time on, dropping a skip first (a room's song:
+/// the same start and shift as the song's recorders, so frame 0 of the encoded song is frame 0 of `song.wav`; a live
+/// stream's: from its first frame). What it hands on is placed on the graph's timeline — frame t at t − start − skip
+/// — so a gap in the sample time (a device reopened after a loss) is a gap the encoder fills with silence, and the
+/// stream's timestamps stay on the clock. Real-time safe.
 final class EncoderTap: RenderUnit {
     let core: UnitCore
     private let from = Atomic<Int64>(.max)
@@ -13,9 +16,8 @@ final class EncoderTap: RenderUnit {
     private struct State {
         /// Set by the control thread while the device is stopped.
         var outputs: EncodedOutputs?
-        var armed = false
-        var toSkip: Int64 = 0
-        var encodedFrames: Int64 = 0
+        /// The first frame encoded (the start and the skip), once armed.
+        var first: Int64?
     }
     private let state = RenderThreadBound(State())
     private let sampleRate: Double
@@ -26,7 +28,7 @@ final class EncoderTap: RenderUnit {
         core = UnitCore(kind: "encoderTap", inputs: [f], outputs: [f])
     }
 
-    /// Where the song goes. Control thread, while the device is stopped.
+    /// Where the input goes. Control thread, while the device is stopped.
     var outputs: EncodedOutputs? {
         get { state.whileStopped.outputs }
         set { state.whileStopped.outputs = newValue }
@@ -46,22 +48,14 @@ final class EncoderTap: RenderUnit {
         let t0 = context.timeStamp.sampleTime
         let frames = context.frameCount
         if t0 + Int64(frames) <= start { return }
-        if !state.onRenderThread.armed {
-            state.onRenderThread.armed = true
-            state.onRenderThread.toSkip = skipRequest.load(ordering: .acquiring)
+        if state.onRenderThread.first == nil {
+            state.onRenderThread.first = start + skipRequest.load(ordering: .acquiring)
         }
-        var offset = start > t0 ? Int(start - t0) : 0
-        let toSkip = state.onRenderThread.toSkip
-        if toSkip > 0 {
-            let skip = Int(min(toSkip, Int64(frames - offset)))
-            state.onRenderThread.toSkip -= Int64(skip)
-            offset += skip
-        }
+        let first = state.onRenderThread.first!
+        let offset = Int(max(0, min(Int64(frames), first - t0)))
         guard offset < frames else { return }
         let block = input.slice(from: offset, frames: frames - offset)
         let lead = UInt64(Double(offset) / sampleRate * 1e9)
-        outputs.push(block, sampleTime: state.onRenderThread.encodedFrames, hostTime: context.timeStamp.hostTime + lead)
-        state.onRenderThread.encodedFrames += Int64(block.frameCount)
+        outputs.push(block, sampleTime: t0 + Int64(offset) - first, hostTime: context.timeStamp.hostTime + lead)
     }
 }
-
