@@ -5,6 +5,14 @@ public enum VectorOps {
     /// The vector the loops work in: eight Float32 lanes.
     public typealias Lanes = SIMD8<Float>
 
+    /// The library's one linear crossfade, a sample at a time: `from` fading out under `to` fading in, `to` weighted
+    /// by `weight` (0: `from` alone, 1: `to` alone — both exact). A unit's bypass switch, a render-ahead source's
+    /// flush and a limiter's change of lookahead fade with it.
+    @inlinable @inline(__always)
+    public static func crossfade(from: Float, to: Float, weight: Float) -> Float {
+        weight >= 1 ? to : from + (to - from) * weight
+    }
+
     /// Lane-wise `max(accumulator, |v|)`, written with selects that compile to vector blends.
     @inlinable @inline(__always)
     static func maxMagnitude(_ accumulator: Lanes, _ v: Lanes) -> Lanes {

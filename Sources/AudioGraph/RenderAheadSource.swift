@@ -340,7 +340,7 @@ public final class RenderAheadSource: RenderUnit {
             let to = body[c]
             for i in 0..<n {
                 let g = Float(played + i) * step
-                to[i] = to[i] * g + from[played + i] * (1 - g)
+                to[i] = VectorOps.crossfade(from: from[played + i], to: to[i], weight: g)
             }
         }
         state.onRenderThread.tailPlayed = played + n

@@ -77,7 +77,7 @@ final class NodeRecord: Sendable {
                     if position != wanted { position += step }
                     let a = Float(position) * scale  // 0 processed … 1 bypassed
                     let d = x?[i] ?? 0
-                    y[i] = a == 1 ? d : y[i] + (d - y[i]) * a
+                    y[i] = VectorOps.crossfade(from: y[i], to: d, weight: a)
                 }
                 end = position
             }

@@ -46,4 +46,20 @@ import Testing
         #expect(abs(FastMath.decibels(0.5) + 6.0206) < 1e-4)
         #expect(abs(FastMath.amplitude(decibels: -20) - 0.1) < 1e-7)
     }
+
+    /// The one crossfade: exact at both ends (a bypassed unit passes its input bit for bit), linear between — the
+    /// constant-gain fade whose two weights sum to 1, so a fade between equal signals leaves them as they are.
+    @Test func crossfadeIsLinearAndExactAtItsEnds() {
+        for (a, b) in [(Float(0.3), Float(-0.7)), (1e-20, 1), (-1, 1), (0.123456789, 0.987654321)] {
+            #expect(VectorOps.crossfade(from: a, to: b, weight: 0) == a)
+            #expect(VectorOps.crossfade(from: a, to: b, weight: 1) == b)
+            #expect(VectorOps.crossfade(from: a, to: b, weight: 1.5) == b, "a weight past the end holds the end")
+            for k in 1..<10 {
+                let w = Float(k) / 10
+                let expected = Double(a) * (1 - Double(w)) + Double(b) * Double(w)
+                #expect(abs(Double(VectorOps.crossfade(from: a, to: b, weight: w)) - expected) < 1e-6)
+            }
+            #expect(VectorOps.crossfade(from: a, to: a, weight: 0.37) == a)
+        }
+    }
 }

@@ -326,7 +326,7 @@ private struct LimiterKernel: ~Copyable {
                 var v = line[(n - tap) & mask]
                 if fading > i {
                     let a = Float(fading - i) / Float(crossfadeFrames)
-                    v += (line[(n - previousLookahead - detectionDelay) & mask] - v) * a
+                    v = VectorOps.crossfade(from: v, to: line[(n - previousLookahead - detectionDelay) & mask], weight: a)
                 }
                 v *= peaks[i]
                 if abs(v) > top {
