@@ -8,7 +8,7 @@ import FoundationEssentials
 /// second before the take. Its player renders ahead on a worker of its own, as a song does, on the accompaniment
 /// mixer's third bus: into the headphones, the song mix and the stream, under the accompaniment's volume, never into
 /// a take's stems. Each gap has an interlude of its own, which leaves the graph (and its worker ends) once the take
-/// after it has begun.
+/// after it has begun; when that take is dropped before it begins (skipped in its countdown), the interlude plays on.
 final class Interlude: Sendable {
     let player: FilePlayerUnit
     let envelope: InterludeEnvelope
@@ -45,14 +45,19 @@ extension KaraokeRoom {
         guard let path = configuration.interlude else { return }
         let level = VolumeRange.gain(configuration.interludeVolume)
         guard
-            let (interlude, number) = state.withLock({ s -> (Interlude?, Int)? in
+            let (interlude, number, retiring) = state.withLock({ s -> (Interlude?, Int, Interlude?)? in
                 guard !s.closed, s.interlude == nil else { return nil }
                 s.interludes += 1
-                defer { s.preparedInterlude = nil }
-                return (s.preparedInterlude, s.interludes)
-            }),
-            let interlude = interlude ?? (try? Interlude(path: path, format: graph.format, level: level))
+                defer {
+                    s.preparedInterlude = nil
+                    s.retiring = nil
+                }
+                return (s.preparedInterlude, s.interludes, s.retiring?.interlude)
+            })
         else { return }
+        // The last gap's, silent since the take that followed it began, may not have left yet: it leaves now.
+        if let retiring { retire(retiring) }
+        guard let interlude = interlude ?? (try? Interlude(path: path, format: graph.format, level: level)) else { return }
         let cycle = state.withLock { $0.cycleFrames }
         var node: NodeID?
         do throws(AudioError) {
@@ -77,17 +82,43 @@ extension KaraokeRoom {
     func endInterlude(before takeStart: Int64) {
         guard let interlude = state.withLock({ s -> Interlude? in
             defer { s.interlude = nil }
+            if let playing = s.interlude { s.retiring = (playing, takeStart) }
             return s.interlude
         }) else { return }
         interlude.envelope.silence(from: takeStart - interlude.placed.withLock { $0.startTime })
         let cycle = Int64(max(1, state.withLock { $0.cycleFrames }))
         Task { [weak self] in
-            // Silent from the take's start: gone two cycles later (or at once when the device stops meanwhile).
-            while let room = self, room.io.isStarted, room.timeline.sampleTime < takeStart + 2 * cycle {
+            // Silent from the take's start: gone two cycles later (or at once when the device stops meanwhile) —
+            // unless the take was dropped before it began, and the interlude plays on (to fade out for another take,
+            // which has its own wait).
+            @Sendable func mine(_ s: RoomState) -> Bool {
+                s.retiring.map { $0.interlude === interlude && $0.until == takeStart } ?? false
+            }
+            while let room = self, room.io.isStarted, room.timeline.sampleTime < takeStart + 2 * cycle,
+                room.state.withLock({ mine($0) })
+            {
                 try? await Task.sleep(nanoseconds: 10_000_000)
             }
-            self?.retire(interlude)
+            guard let room = self, room.state.withLock({ s -> Bool in
+                guard mine(s) else { return false }
+                s.retiring = nil
+                return true
+            }) else { return }
+            room.retire(interlude)
         }
+    }
+
+    /// The take the interlude made way for was dropped before it began: the interlude, fading out for it, plays on.
+    /// - Returns: false when there is none to play on (then a new gap begins with a new interlude).
+    func playInterludeOn() -> Bool {
+        guard let interlude = state.withLock({ s -> Interlude? in
+            guard !s.closed, s.interlude == nil, let retiring = s.retiring?.interlude else { return nil }
+            s.retiring = nil
+            s.interlude = retiring
+            return retiring
+        }) else { return false }
+        interlude.envelope.playOn()
+        return true
     }
 
     /// Takes `interlude` out of the graph and ends its worker.
@@ -102,13 +133,14 @@ extension KaraokeRoom {
 
     /// At the room's stop: the interlude playing, if any, ends (the device has stopped).
     func stopInterlude() {
-        let playing = state.withLock { s -> Interlude? in
+        let (playing, retiring) = state.withLock { s -> (Interlude?, Interlude?) in
             defer {
                 s.interlude = nil
+                s.retiring = nil
                 s.preparedInterlude = nil
             }
-            return s.interlude
+            return (s.interlude, s.retiring?.interlude)
         }
-        if let playing { retire(playing) }
+        for interlude in [playing, retiring].compactMap({ $0 }) { retire(interlude) }
     }
 }

@@ -86,7 +86,8 @@ extension KaraokeRoom {
             return take.finalSummary!
         }
         let running = !deviceStopped && io.isStarted
-        if running, take.startTime.map({ $0 < timeline.sampleTime }) == true {
+        let begun = take.startTime.map { $0 < timeline.sampleTime } == true
+        if running, begun {
             // A song ended before its end (a skip, a stop) is faded out over the accompaniment bus's 20 ms, not cut.
             take.fadeOut()
             let until = monotonicNanoseconds() + 40_000_000
@@ -112,8 +113,11 @@ extension KaraokeRoom {
             if $0.current === take { $0.current = nil }
             $0.lastSongEnd = min(ended, now)
         }
-        // The gap begins: the interlude, when there is one, a quarter of a second on (its worker fills its ring).
-        if running, io.isStarted { startInterlude(at: timeline.sampleTime + Int64(sampleRate / 4)) }
+        // The gap begins: the interlude, when there is one, a quarter of a second on (its worker fills its ring) — or,
+        // for a take dropped in its countdown, the interlude that was making way for it plays on.
+        if running, io.isStarted, !(!begun && playInterludeOn()) {
+            startInterlude(at: timeline.sampleTime + Int64(sampleRate / 4))
+        }
         return summary
     }
 }

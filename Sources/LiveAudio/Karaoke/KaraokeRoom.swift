@@ -205,6 +205,8 @@ public final class KaraokeRoom: Sendable {
         var closed = false
         /// The interlude playing in the gap, until the next take's start (see ``Interlude``).
         var interlude: Interlude?
+        /// The interlude fading out by the next take's start (`until`), until it leaves the graph.
+        var retiring: (interlude: Interlude, until: Int64)?
         /// The first gap's interlude, made with the room (which checks its file).
         var preparedInterlude: Interlude?
         /// Interludes played so far.

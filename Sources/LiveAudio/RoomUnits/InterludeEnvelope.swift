@@ -2,26 +2,28 @@ import AudioCore
 import AudioGraph
 import Synchronization
 
-/// The interlude's level over its life, on its own timeline (frame 0 is its first frame in the room): it fades in
-/// from silence over ``fadeInFrames``, plays at its level, and once told the frame by which it must be silent (the
-/// next take's first), fades out to silence by then — over ``fadeOutFrames``, or from the first frame it renders
-/// after being told when that is later. Rendered ahead with the interlude's player on its worker, so the fade lands
-/// on the sample whatever the control side's timing; a pure function of the frame but for the fade-out's start.
-/// Real-time safe (one atomic load a cycle).
+/// The interlude's level over its life, on its own timeline (frame 0 is its first frame in the room): it rises from
+/// silence to its level over ``fadeInFrames``, and once told the frame by which it must be silent (the next take's
+/// first), falls linearly from where it is to silence by then — over ``fadeOutFrames``, or from the first frame it
+/// renders after being told when that is later. Told to play on (the take it made way for was dropped before it
+/// began), it rises again from where it is. Rendered ahead with the interlude's player on its worker, so the fade
+/// lands on the sample whatever the control side's timing. Real-time safe (one atomic load a cycle).
 final class InterludeEnvelope: RenderUnit {
     let core: UnitCore
     /// The level played at, linear.
     let level: Float
     let fadeInFrames: Int64
     let fadeOutFrames: Int64
-    /// The frame by which the interlude is silent (.max: not known yet).
+    /// The frame by which the interlude is silent (.max: none).
     private let silentFrom = Atomic<Int64>(.max)
-    /// The fade-out the worker follows: the end it was told and the frame it began at.
-    private struct FadeOut {
+    /// The worker's: the gain at the last frame, the end it follows, and where its fade-out began and from what.
+    private struct Envelope {
+        var gain: Float = 0
         var end = Int64.max
-        var start = Int64.max
+        var fadeStart = Int64.max
+        var fadeStartGain: Float = 0
     }
-    private let fade = RenderThreadBound(FadeOut())
+    private let envelope = RenderThreadBound(Envelope())
 
     init(format: StreamFormat, level: Float, fadeIn: Double = 1, fadeOut: Double = 1) {
         self.level = level
@@ -31,39 +33,43 @@ final class InterludeEnvelope: RenderUnit {
         core = UnitCore(kind: "interludeEnvelope", inputs: [f], outputs: [f])
     }
 
-    /// Silent from `frame` of the interlude's timeline on (control thread, once).
+    /// Silent from `frame` of the interlude's timeline on. Control thread.
     func silence(from frame: Int64) { silentFrom.store(max(0, frame), ordering: .relaxed) }
 
-    /// The level at `frame` before any fade-out.
-    @inline(__always)
-    private func faded(in frame: Int64) -> Float { level * Float(min(1, Double(max(0, frame)) / Double(fadeInFrames))) }
+    /// Plays on: a fade-out under way turns back up. Control thread.
+    func playOn() { silentFrom.store(.max, ordering: .relaxed) }
 
     func render(_ context: RenderContext) {
         let input = context.input(0)
         let output = context.output(0)
         let first = context.timeStamp.sampleTime
+        var e = envelope.onRenderThread
         let end = silentFrom.load(ordering: .relaxed)
-        if end != fade.onRenderThread.end {
-            fade.onRenderThread.end = end
-            fade.onRenderThread.start = end == .max ? .max : min(end, max(first, end - fadeOutFrames))
+        if end != e.end {
+            e.end = end
+            e.fadeStart = .max
         }
-        let f = fade.onRenderThread
-        let startLevel = f.start == .max ? 0 : faded(in: f.start)
-        for c in 0..<output.channelCount {
-            let x = input[input.channelCount == 1 ? 0 : c].baseAddress!
-            let y = output[c].baseAddress!
-            for i in 0..<context.frameCount {
-                let t = first + Int64(i)
-                let g: Float
-                if t < f.start {
-                    g = faded(in: t)
-                } else if t >= f.end {
-                    g = 0
-                } else {
-                    g = startLevel * Float(Double(f.end - t) / Double(f.end - f.start))
+        let rise = level / Float(fadeInFrames)
+        let channels = output.channelCount
+        for i in 0..<context.frameCount {
+            let t = first + Int64(i)
+            let g: Float
+            if t >= e.end {
+                g = 0
+            } else if e.end != .max, t >= e.end - fadeOutFrames {
+                if e.fadeStart == .max {
+                    e.fadeStart = t
+                    e.fadeStartGain = e.gain
                 }
-                y[i] = x[i] * g
+                g = e.fadeStartGain * Float(Double(e.end - t) / Double(e.end - e.fadeStart))
+            } else {
+                g = min(level, e.gain + rise)
+            }
+            e.gain = g
+            for c in 0..<channels {
+                output[c][i] = input[input.channelCount == 1 ? 0 : c][i] * g
             }
         }
+        envelope.onRenderThread = e
     }
 }
