@@ -63,7 +63,7 @@ public final class LiveStreamSession: Sendable {
         let encoded = try Self.encodedOutputs(configuration, sampleRate: sampleRate, channelCount: channelCount)
         encodedOutputs = Locked(encoded)
         parts.encoder.outputs = encoded
-        parts.encoder.start(atSampleTime: 0, skipFrames: 0)
+        parts.encoder.start(atSampleTime: 0)
 
         // The input.
         let inputChannels = parts.input.outputFormats[0].channelCount

@@ -56,7 +56,7 @@ extension KaraokeRoom {
             return s.takes
         }
         let s = state.withLock { $0 }
-        try take.attach(to: self, number: number, startTime: startTime, roundTrip: s.roundTrip, cycleFrames: s.cycleFrames)
+        try take.attach(to: self, number: number, startTime: startTime, alignment: s.alignment, cycleFrames: s.cycleFrames)
     }
 
     /// Takes a take that failed to start out of the graph; its song's worker is left as it is, so that a start that

@@ -192,6 +192,8 @@ public final class KaraokeRoom: Sendable {
     struct RoomState {
         var started = false
         var roundTrip = 0, source = "", startTime: Int64 = 0, calibrations = 0
+        /// What each signal is shifted by: the round trip above, and the voice chain's latency.
+        var alignment = Alignment()
         /// The device's cycle at the room's rate.
         var cycleFrames = 0
         /// Takes played so far.
@@ -388,7 +390,8 @@ public final class KaraokeRoom: Sendable {
                         + io.conversionLatency + io.clockBridgeLatency) * sampleRate).rounded()), "device")
             }
         let dry = roundTrip + processing
-        let wet = dry + chainLatencyFrames
+        let alignment = Alignment(dry: dry, wet: dry + chainLatencyFrames)
+        let wet = alignment.wet
         guard wet <= songDelay.maximumDelayFrames else {
             throw AudioError(
                 .invalidParameter,
@@ -398,13 +401,14 @@ public final class KaraokeRoom: Sendable {
         try songDelay.setDelayFrames(wet)
         try lifecycle.checkStarting()
         let startTime = timeline.sampleTime + Int64(sampleRate * Self.startLead)
-        recorder?.startRecording(atSampleTime: startTime, skipFrames: Int64(wet))
-        encoderTap?.start(atSampleTime: startTime, skipFrames: Int64(wet))
+        recorder?.startRecording(atSampleTime: alignment.start(.songMix, at: startTime), skipFrames: 0)
+        encoderTap?.start(atSampleTime: alignment.start(.songMix, at: startTime))
         // A recorded singer (a virtual device holding its capture) sings frame 0 to the room's first frame: it arrives
         // one round trip later, where the dry stem's frame 0 is taken.
-        io.startCapture(atSampleTime: Int64((Double(startTime + Int64(dry)) * grant.sampleRate / sampleRate).rounded()))
+        io.startCapture(atSampleTime: Int64((Double(alignment.start(.dryVoice, at: startTime)) * grant.sampleRate / sampleRate).rounded()))
         state.withLock {
             $0.roundTrip = dry
+            $0.alignment = alignment
             $0.source = source
             $0.startTime = startTime
             $0.cycleFrames = Int((Double(grant.periodFrames) * sampleRate / grant.sampleRate).rounded(.up))

@@ -118,15 +118,12 @@ public final class KaraokeTake: Sendable {
         var finishing = false
     }
 
-    /// What a stem is shifted by: nothing (the accompaniment), the round trip (the dry voice), or the round trip and
-    /// the chain's latency (the wet voice, the song).
-    enum Shift { case none, roundTrip, roundTripAndChain }
-
-    /// A stem recorder: its name, what it is shifted by, and the room's part it records (nil: the take's song).
+    /// A stem recorder: its name, the signal it records (which says what it is shifted by), and the room's part it
+    /// records (nil: the take's song).
     struct Recorder {
         let name: String
         let unit: RecorderUnit
-        let shift: Shift
+        let signal: Alignment.Signal
         let stage: String?
     }
 
@@ -186,7 +183,7 @@ public final class KaraokeTake: Sendable {
 
     /// Adds the take's parts to `room`'s graph — the song on the accompaniment's bus for its number, the stem
     /// recorders and the pitch tracker as sinks — and starts them at `startTime`.
-    func attach(to room: KaraokeRoom, number: Int, startTime: Int64, roundTrip: Int, cycleFrames: Int) throws(AudioError) {
+    func attach(to room: KaraokeRoom, number: Int, startTime: Int64, alignment: Alignment, cycleFrames: Int) throws(AudioError) {
         let graph = room.graph
         var g = GraphParts(graph, known: room.parts)
         let prefix = "take-\(number)"
@@ -212,16 +209,10 @@ public final class KaraokeTake: Sendable {
         } catch {
             throw AudioError(error.code, "take \(number) (\(FilePath.lastComponent(configuration.song))): \(error.message)")
         }
-        let dry = roundTrip
-        let wet = dry + room.chainLatencyFrames
         for r in recorders {
-            let skip: Int = switch r.shift {
-                case .none: 0
-                case .roundTrip: dry
-                case .roundTripAndChain: wet
-                }
-            r.unit.startRecording(atSampleTime: startTime, skipFrames: Int64(skip))
+            r.unit.startRecording(atSampleTime: alignment.start(r.signal, at: startTime), skipFrames: 0)
         }
+        let dry = alignment.dry
         // The song's path renders on its own timeline from 0, ahead; its frame 0 plays at the start time.
         try player.schedule(region, at: 0)
         try song.start(atSampleTime: startTime, cycleFrames: cycleFrames)
@@ -445,22 +436,22 @@ public final class KaraokeTake: Sendable {
         guard let folder = configuration.stemsDirectory else { return [] }
         let format = room.graph.format
         let voices = room.voices
-        var wanted: [(name: String, file: String, shift: Shift, stage: String?, channels: Int)] = [
-            ("accompaniment", "accompaniment.wav", .none, nil, format.channelCount)
+        var wanted: [(name: String, file: String, signal: Alignment.Signal, stage: String?, channels: Int)] = [
+            ("accompaniment", "accompaniment.wav", .accompaniment, nil, format.channelCount)
         ]
         // One voice: voice-dry.wav and voice-wet.wav; several: voice-1-dry.wav, voice-1-wet.wav, …
         for v in 1...voices.dry.count {
             let name = voices.dry.count == 1 ? "voice" : "voice-\(v)"
-            wanted.append(("\(name)-dry", "\(name)-dry.wav", .roundTrip, "voice-\(v)-dry", voices.dryFormat.channelCount))
-            wanted.append(("\(name)-wet", "\(name)-wet.wav", .roundTripAndChain, "voice-\(v)-wet", voices.wetFormat.channelCount))
+            wanted.append(("\(name)-dry", "\(name)-dry.wav", .dryVoice, "voice-\(v)-dry", voices.dryFormat.channelCount))
+            wanted.append(("\(name)-wet", "\(name)-wet.wav", .wetVoice, "voice-\(v)-wet", voices.wetFormat.channelCount))
         }
-        wanted.append(("song", "song.wav", .roundTripAndChain, "song-mix", format.channelCount))
+        wanted.append(("song", "song.wav", .songMix, "song-mix", format.channelCount))
         var made: [Recorder] = []
         for w in wanted {
             let unit = try RecorderUnit(
                 format: try .graph(sampleRate: format.sampleRate, channelCount: w.channels), path: FilePath.join(folder, w.file),
                 waitsForStart: true)
-            made.append(Recorder(name: w.name, unit: unit, shift: w.shift, stage: w.stage))
+            made.append(Recorder(name: w.name, unit: unit, signal: w.signal, stage: w.stage))
         }
         return made
     }

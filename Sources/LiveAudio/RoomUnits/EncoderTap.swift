@@ -4,20 +4,17 @@ import AudioGraph
 import AudioUnits
 import Synchronization
 
-/// Passes its input through and hands it to the encoder from a sample time on, dropping a skip first (a room's song:
-/// the same start and shift as the song's recorders, so frame 0 of the encoded song is frame 0 of `song.wav`; a live
-/// stream's: from its first frame). What it hands on is placed on the graph's timeline — frame t at t − start − skip
-/// — so a gap in the sample time (a device reopened after a loss) is a gap the encoder fills with silence, and the
-/// stream's timestamps stay on the clock. Real-time safe.
+/// Passes its input through and hands it to the encoder from a sample time on (a room's song: its start moved by the
+/// song mix's shift, as the song's recorders' are — ``Alignment`` — so frame 0 of the encoded song is frame 0 of
+/// `song.wav`; a live stream's: its first frame). What it hands on is placed on the graph's timeline — frame t at
+/// t − start — so a gap in the sample time (a device reopened after a loss) is a gap the encoder fills with silence,
+/// and the stream's timestamps stay on the clock. Real-time safe.
 final class EncoderTap: RenderUnit {
     let core: UnitCore
     private let from = Atomic<Int64>(.max)
-    private let skipRequest = Atomic<Int64>(0)
     private struct State {
         /// Set by the control thread while the device is stopped.
         var outputs: EncodedOutputs?
-        /// The first frame encoded (the start and the skip), once armed.
-        var first: Int64?
     }
     private let state = RenderThreadBound(State())
     private let sampleRate: Double
@@ -34,9 +31,8 @@ final class EncoderTap: RenderUnit {
         set { state.whileStopped.outputs = newValue }
     }
 
-    /// Encodes from `sampleTime` on, the first `skipFrames` of it dropped. Once, before that time comes.
-    func start(atSampleTime sampleTime: Int64, skipFrames: Int64) {
-        skipRequest.store(max(0, skipFrames), ordering: .releasing)
+    /// Encodes from `sampleTime` on: its frame 0 is the first encoded. Once, before that time comes.
+    func start(atSampleTime sampleTime: Int64) {
         from.store(sampleTime, ordering: .releasing)
     }
 
@@ -44,14 +40,10 @@ final class EncoderTap: RenderUnit {
         let input = context.input(0)
         context.output(0).copy(from: input)
         guard let outputs = state.onRenderThread.outputs else { return }
-        let start = from.load(ordering: .acquiring)
+        let first = from.load(ordering: .acquiring)
         let t0 = context.timeStamp.sampleTime
         let frames = context.frameCount
-        if t0 + Int64(frames) <= start { return }
-        if state.onRenderThread.first == nil {
-            state.onRenderThread.first = start + skipRequest.load(ordering: .acquiring)
-        }
-        let first = state.onRenderThread.first!
+        if t0 + Int64(frames) <= first { return }
         let offset = Int(max(0, min(Int64(frames), first - t0)))
         guard offset < frames else { return }
         let block = input.slice(from: offset, frames: frames - offset)
