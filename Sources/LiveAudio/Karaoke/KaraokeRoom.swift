@@ -42,8 +42,8 @@ import Synchronization
 ///
 /// **The sync rule** is ``KaraokeSession``'s: the voice that arrives at sample time t + R belongs with the
 /// accompaniment rendered at t, R being the round trip; the song mix delays the accompaniment by R (and the voice
-/// chain's latency), and every recording and the encoder drop that much of the voice's start. It is found once,
-/// when the room starts, and holds for every take.
+/// chain's latency), and every recording and the encoder start as much later as what they take is late. It is found
+/// once, when the room starts, and holds for every take.
 public final class KaraokeRoom: Sendable {
     /// What a room is made from: the voice chain, the device, the volumes, the round trip and the encoded outputs.
     public struct Configuration: Sendable {
