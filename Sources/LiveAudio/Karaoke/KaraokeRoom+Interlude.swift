@@ -58,7 +58,7 @@ extension KaraokeRoom {
         // The last gap's, silent since the take that followed it began, may not have left yet: it leaves now.
         if let retiring { retire(retiring) }
         guard let interlude = interlude ?? (try? Interlude(path: path, format: graph.format, level: level)) else { return }
-        let cycle = state.withLock { $0.cycleFrames }
+        let cycle = cycleFrames
         var node: NodeID?
         do throws(AudioError) {
             node = try graph.addNode(interlude.source, name: "interlude-\(number)")
@@ -86,7 +86,7 @@ extension KaraokeRoom {
             return s.interlude
         }) else { return }
         interlude.envelope.silence(from: takeStart - interlude.placed.withLock { $0.startTime })
-        let cycle = Int64(max(1, state.withLock { $0.cycleFrames }))
+        let cycle = Int64(max(1, cycleFrames))
         Task { [weak self] in
             // Silent from the take's start: gone two cycles later (or at once when the device stops meanwhile) —
             // unless the take was dropped before it began, and the interlude plays on (to fade out for another take,

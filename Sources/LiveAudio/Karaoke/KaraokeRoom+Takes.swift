@@ -56,7 +56,7 @@ extension KaraokeRoom {
             return s.takes
         }
         let s = state.withLock { $0 }
-        try take.attach(to: self, number: number, startTime: startTime, alignment: s.alignment, cycleFrames: s.cycleFrames)
+        try take.attach(to: self, number: number, startTime: startTime, alignment: s.alignment, cycleFrames: cycleFrames)
     }
 
     /// Takes a take that failed to start out of the graph; its song's worker is left as it is, so that a start that
@@ -98,7 +98,7 @@ extension KaraokeRoom {
         // The render thread takes the new schedule at its next cycle: once two cycles have passed, nothing renders
         // the take's units (a stopped device renders nothing).
         if running, io.isStarted {
-            let cycle = Int64(max(1, state.withLock { $0.cycleFrames }))
+            let cycle = Int64(max(1, cycleFrames))
             let deadline = monotonicNanoseconds() + 500_000_000
             while timeline.sampleTime < removedAt + 2 * cycle, monotonicNanoseconds() < deadline, io.isStarted {
                 try? await Task.sleep(nanoseconds: 2_000_000)

@@ -194,7 +194,8 @@ public final class KaraokeRoom: Sendable {
         var roundTrip = 0, source = "", startTime: Int64 = 0, calibrations = 0
         /// What each signal is shifted by: the round trip above, and the voice chain's latency.
         var alignment = Alignment()
-        /// The device's cycle at the room's rate.
+        /// The device's cycle at the room's rate, as first granted (``KaraokeRoom/cycleFrames`` follows a reopened
+        /// device's).
         var cycleFrames = 0
         /// Takes played so far.
         var takes = 0
@@ -471,6 +472,13 @@ public final class KaraokeRoom: Sendable {
         return (summary, takeSummary)
     }
 
+
+    /// The device's cycle at the room's rate now: the grant's (a device reopened after a loss may have another period),
+    /// else the first.
+    var cycleFrames: Int {
+        guard let grant = io.grant, grant.sampleRate > 0 else { return state.withLock { $0.cycleFrames } }
+        return Int((Double(grant.periodFrames) * sampleRate / grant.sampleRate).rounded(.up))
+    }
 
     /// The round trip the recordings are shifted by, in frames (known once started; with the capture processing's
     /// latency).
