@@ -16,7 +16,7 @@ import Synchronization
 /// let summary = await session.stop()
 /// ```
 ///
-/// The audio path is one graph (``StreamGraph``), wired as a karaoke room's: the input feeds its `input` node, the
+/// The audio path is one graph, wired as a karaoke room's: the input feeds its `input` node, the
 /// graph file's chain, the volume, and as sinks the meters, the loudness and the encoder's tap, which hands each block
 /// to the encoder worker without allocating or locking. The device renders it each capture cycle on its real-time
 /// thread (a live stream is a room with no takes and no playback); a file input's pacer renders it a block at a time.
