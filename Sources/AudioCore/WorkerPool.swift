@@ -94,11 +94,10 @@ public final class WorkerPool: Sendable {
     /// ``sharedThreadLimit`` at most.
     public static let shared = WorkerPool(name: "la-work", threads: min(onlineProcessorCount, sharedThreadLimit))
 
-    /// The most threads ``shared`` runs, whatever the core count: 2. A karaoke take's background work — four stems,
-    /// an encoder, a file, a pitch tracker or two — is a few percent of one core, and the library's thread count
-    /// stays the same on a 2-core laptop and a 64-core server (docs/architecture.md counts them). A program that
-    /// needs more jobs in parallel than that (hundreds of encoders) makes a pool of its own and hands it to the units
-    /// and encoders that take one (`pool:`).
+    /// The most threads ``shared`` runs, whatever the core count: 2, so the library's thread count stays the same
+    /// on a 2-core laptop and a 64-core server (docs/architecture.md counts them; a karaoke room keeps a pool of one
+    /// thread of its own). A program that needs more jobs in parallel than that (hundreds of encoders) makes a pool of
+    /// its own and hands it to what takes one (a unit's or an encoder's `pool:`, a live stream's `workerPool`).
     public static let sharedThreadLimit = 2
 
     /// The name of the pool's threads (the system shows at most 15 bytes of it).

@@ -23,9 +23,10 @@ final class EncodedOutputs: Sendable {
     /// Checks the outputs (none twice, file folders exist) and makes the encoder and the publishers; nothing opens yet.
     /// - Throws: ``AudioError`` `.invalidParameter` (an output given twice, bad encoder settings), `.fileIO` (a
     ///   folder that does not exist), `.unsupportedSampleRate`.
+    /// - Parameter pool: where the encoder and the files' writing run (the shared `la-work` threads by default).
     init(
         outputs: [LiveStreamSession.Output], sampleRate: Double, channelCount: Int, bitRate: Int,
-        rtmp: RTMPPublisher.Configuration, bufferedSeconds: Double
+        rtmp: RTMPPublisher.Configuration, bufferedSeconds: Double, pool: WorkerPool = .shared
     ) throws(AudioError) {
         var seen = Set<LiveStreamSession.Output>()
         for o in outputs where !seen.insert(o).inserted {
@@ -54,7 +55,7 @@ final class EncodedOutputs: Sendable {
         }
         self.publishers = publishers
         let fanOut = FanOut()
-        worker = AACEncodingWorker(encoder: encoder, bufferedSeconds: bufferedSeconds) { packets in
+        worker = AACEncodingWorker(encoder: encoder, bufferedSeconds: bufferedSeconds, pool: pool) { packets in
             try fanOut.deliver(packets)
         }
         fanOut.outputs = self

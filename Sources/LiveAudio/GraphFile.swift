@@ -13,13 +13,35 @@ public final class LoadedGraph: Sendable {
 
     /// The file's connections by node id (`to` may be `"output"`).
     let edges: [(from: String, to: String)]
+    /// What the file connects to its output: a node's id and its output bus.
+    let outputSource: (id: String, bus: Int)?
 
-    init(graph: RenderGraph, nodeIDs: [String], nodes: [String: NodeID], units: [String: RenderUnit], edges: [(from: String, to: String)] = []) {
+    init(
+        graph: RenderGraph, nodeIDs: [String], nodes: [String: NodeID], units: [String: RenderUnit],
+        edges: [(from: String, to: String)] = [], outputSource: (id: String, bus: Int)? = nil
+    ) {
         self.graph = graph
         self.nodeIDs = nodeIDs
         self.nodes = nodes
         self.units = units
         self.edges = edges
+        self.outputSource = outputSource
+    }
+
+    /// The node the file connects to its output, for a session that goes on from there (a voice chain's wet voice,
+    /// a stream's chain before its volume).
+    /// - Throws: ``/AudioCore/AudioError`` `.invalidGraphDescription` when nothing is connected to the output, or
+    ///   another output bus than a node's first is.
+    func lastNode(of source: String, carrying what: String) throws(AudioError) -> NodeID {
+        guard let end = outputSource, let node = nodes[end.id] else {
+            throw AudioError(.invalidGraphDescription, "'\(source)' connects nothing to its output: \(what) goes there")
+        }
+        guard end.bus == 0 else {
+            throw AudioError(
+                .invalidGraphDescription,
+                "'\(source)' connects output bus \(end.bus) of '\(end.id)' to its output: \(what) is taken from a node's first output bus")
+        }
+        return node
     }
 
     /// Graph-output frames per frame of node `id`: the product of what the units between it and the output do to
@@ -231,6 +253,7 @@ public enum GraphFile {
             }
             edges.append((c.from, c.to))
         }
-        return LoadedGraph(graph: graph, nodeIDs: ids, nodes: nodes, units: units, edges: edges)
+        let end = connections.first { $0.to == "output" }.map { (id: $0.from, bus: $0.fromBus) }
+        return LoadedGraph(graph: graph, nodeIDs: ids, nodes: nodes, units: units, edges: edges, outputSource: end)
     }
 }

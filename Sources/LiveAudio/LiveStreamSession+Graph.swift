@@ -34,9 +34,7 @@ struct StreamGraph {
         if let path = configuration.graphPath {
             let loaded = try GraphFile.load(path: path, maximumFrames: maximumFrames, registry: configuration.unitRegistry)
             let (id, unit) = try loaded.onlyInput(as: "a live-stream graph", meaning: "where the microphone or file enters", source: path)
-            guard let end = loaded.edges.first(where: { $0.to == "output" }).flatMap({ loaded.nodes[$0.from] }) else {
-                throw AudioError(.invalidGraphDescription, "'\(path)' connects nothing to its output: what is streamed goes there")
-            }
+            let end = try loaded.lastNode(of: path, carrying: "what is streamed")
             try loaded.graph.disconnect(loaded.graph.output)
             graph = loaded.graph
             self.loaded = loaded

@@ -127,6 +127,9 @@ extension LiveStreamSession {
         public var rtmp = RTMPPublisher.Configuration()
         /// Seconds of audio the encoder's input ring holds.
         public var encoderBufferSeconds = 2.0
+        /// Where the encoder and the files' writing run: ``/AudioCore/WorkerPool/shared`` (two threads at most) unless
+        /// given. A server running many sessions on many cores gives them a pool with more threads.
+        public var workerPool = WorkerPool.shared
 
         /// A configuration with every other setting at its default.
         /// - Parameters:

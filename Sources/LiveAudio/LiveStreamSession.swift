@@ -137,7 +137,8 @@ public final class LiveStreamSession: Sendable {
     {
         try EncodedOutputs(
             outputs: configuration.outputs, sampleRate: sampleRate, channelCount: channelCount,
-            bitRate: configuration.bitRate, rtmp: configuration.rtmp, bufferedSeconds: configuration.encoderBufferSeconds)
+            bitRate: configuration.bitRate, rtmp: configuration.rtmp, bufferedSeconds: configuration.encoderBufferSeconds,
+            pool: configuration.workerPool)
     }
 
     /// Stops the input, encodes what is buffered, finishes the files and unpublishes. Safe to call more than once.

@@ -29,7 +29,7 @@ struct Karaoke: AsyncParsableCommand {
     @Option(help: "Seconds between two songs: the room plays on (the voice, the stream) meanwhile.")
     var gap: Double = 5
 
-    @Option(help: "An audio file looped before the first song and between songs (fading in, and out by the next song's start); default: silence.")
+    @Option(help: "An audio file looped between songs (fading in after a song, out by the next song's start); default: silence.")
     var interlude: String?
 
     @Option(name: .customLong("interlude-volume"), parsing: .unconditional, help: "The interlude's level in dB (-inf for none, at most 12; default -12).")

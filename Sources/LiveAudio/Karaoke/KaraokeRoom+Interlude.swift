@@ -5,16 +5,16 @@ import FoundationEssentials
 
 /// The room between takes: an interlude file (``KaraokeRoom/Configuration/interlude``) looped at its level from the
 /// room's first frame (or a take's end) until the next take's first frame, fading in over a second and out over the
-/// second before the take. Its player renders ahead on a worker of its own, as a song does, on the accompaniment
-/// mixer's third bus: into the headphones, the song mix and the stream, under the accompaniment's volume, never into
+/// second before the take. Its player renders ahead on a worker of its own, as a song does; its envelope, in the
+/// room's graph on the device's timeline, takes it to the accompaniment mixer's third bus: into the headphones, the song mix and the stream, under the accompaniment's volume, never into
 /// a take's stems. Each gap has an interlude of its own, which leaves the graph (and its worker ends) once the take
 /// after it has begun; when that take is dropped before it begins (skipped in its countdown), the interlude plays on.
 final class Interlude: Sendable {
     let player: FilePlayerUnit
     let envelope: InterludeEnvelope
     let source: RenderAheadSource
-    /// The room's sample time of the interlude's frame 0, and its node (once in the graph).
-    let placed = Locked<(startTime: Int64, node: NodeID?)>((0, nil))
+    /// Its nodes in the room's graph, the player's and the envelope's (once placed).
+    let placed = Locked<[NodeID]>([])
 
     /// The interlude of `path` at the room's format, `level` linear.
     /// - Throws: ``/AudioCore/AudioError`` naming the file when it cannot be played.
@@ -23,10 +23,7 @@ final class Interlude: Sendable {
             player = try FilePlayerUnit(path: path, sampleRate: format.sampleRate, channelCount: format.channelCount)
             envelope = InterludeEnvelope(format: format, level: level)
             let graph = try RenderGraph(format: format, maximumFrames: 1024)
-            let played = try graph.addNode(player, name: "interlude")
-            let shaped = try graph.addNode(envelope, name: "envelope")
-            try graph.connect(played, to: shaped)
-            try graph.connect(shaped, to: graph.output)
+            try graph.connect(try graph.addNode(player, name: "interlude"), to: graph.output)
             source = try RenderAheadSource(graph: graph, maximumCycleFrames: KaraokeRoom.maximumFrames)
             try player.schedule(.init(loopCount: FilePlayerUnit.Region.endless), at: 0)
         } catch {
@@ -59,11 +56,14 @@ extension KaraokeRoom {
         if let retiring { retire(retiring) }
         guard let interlude = interlude ?? (try? Interlude(path: path, format: graph.format, level: level)) else { return }
         let cycle = cycleFrames
-        var node: NodeID?
+        interlude.envelope.begin(at: startTime)
         do throws(AudioError) {
-            node = try graph.addNode(interlude.source, name: "interlude-\(number)")
-            try graph.connect(node!, to: parts["accompaniment"]!, inputBus: Self.interludeBus)
-            interlude.placed.withLock { $0 = (startTime, node) }
+            let played = try graph.addNode(interlude.source, name: "interlude-\(number)")
+            interlude.placed.withLock { $0 = [played] }
+            let shaped = try graph.addNode(interlude.envelope, name: "interlude-\(number)-level")
+            interlude.placed.withLock { $0.append(shaped) }
+            try graph.connect(played, to: shaped)
+            try graph.connect(shaped, to: parts["accompaniment"]!, inputBus: Self.interludeBus)
             try interlude.source.start(atSampleTime: startTime, cycleFrames: cycle)
             let kept = state.withLock { s -> Bool in
                 guard !s.closed else { return false }
@@ -72,8 +72,7 @@ extension KaraokeRoom {
             }
             if !kept { retire(interlude) }
         } catch {
-            if let node { try? graph.removeNode(node) }
-            interlude.source.stop()
+            retire(interlude)
         }
     }
 
@@ -85,7 +84,7 @@ extension KaraokeRoom {
             if let playing = s.interlude { s.retiring = (playing, takeStart) }
             return s.interlude
         }) else { return }
-        interlude.envelope.silence(from: takeStart - interlude.placed.withLock { $0.startTime })
+        interlude.envelope.silence(from: takeStart)
         let cycle = Int64(max(1, cycleFrames))
         Task { [weak self] in
             // Silent from the take's start: gone two cycles later (or at once when the device stops meanwhile) —
@@ -123,11 +122,11 @@ extension KaraokeRoom {
 
     /// Takes `interlude` out of the graph and ends its worker.
     func retire(_ interlude: Interlude) {
-        let node = interlude.placed.withLock { p -> NodeID? in
-            defer { p.node = nil }
-            return p.node
+        let nodes = interlude.placed.withLock { p -> [NodeID] in
+            defer { p = [] }
+            return p
         }
-        if let node { try? graph.removeNode(node) }
+        for node in nodes { try? graph.removeNode(node) }
         interlude.source.stop()
     }
 

@@ -8,11 +8,11 @@ import FoundationEssentials
 /// The parts ``KaraokeRoom/init(_:)`` builds the room from, each checked where it is made.
 extension KaraokeRoom {
     static func encodedOutputs(
-        _ outputs: [LiveStreamSession.Output], _ c: Configuration, _ format: StreamFormat
+        _ outputs: [LiveStreamSession.Output], _ c: Configuration, _ format: StreamFormat, pool: WorkerPool
     ) throws(AudioError) -> EncodedOutputs {
         try EncodedOutputs(
             outputs: outputs, sampleRate: format.sampleRate, channelCount: format.channelCount, bitRate: c.bitRate,
-            rtmp: c.rtmp, bufferedSeconds: 2)
+            rtmp: c.rtmp, bufferedSeconds: 2, pool: pool)
     }
 
     /// Checks the volumes and the record path; the encoded outputs (the configuration's, and the record path when
@@ -120,9 +120,7 @@ extension KaraokeRoom {
                         .invalidGraphDescription,
                         "a voice chain needs exactly one node of type \"input\" (the microphone); '\(path)' has \(inputs.count)")
                 }
-                guard let last = chain.edges.first(where: { $0.to == "output" }).flatMap({ chain.nodes[$0.from] }) else {
-                    throw AudioError(.invalidGraphDescription, "'\(path)' connects nothing to its output: the wet voice goes there")
-                }
+                let last = try chain.lastNode(of: path, carrying: "the wet voice")
                 if i == 0 {
                     latency = chain.graph.latency
                     try chain.graph.disconnect(chain.graph.output)

@@ -139,6 +139,11 @@ public final class KaraokeRoom: Sendable {
 
     /// The configuration the room was made with.
     public let configuration: Configuration
+    /// The room's background work — its takes' stems, pitch trackers and chart followers, the encoder and its files,
+    /// the room's recording — on one thread of its own (`la-work`), whatever the core count: a few percent of a core,
+    /// and a take then runs at most six threads of the library's on any backend (four on JACK; see
+    /// docs/architecture.md).
+    let workers: WorkerPool
     /// The room's rate in Hz: the voice chain's, or ``Configuration/sampleRate`` without one.
     public let sampleRate: Double
     let graph: RenderGraph
@@ -227,6 +232,8 @@ public final class KaraokeRoom: Sendable {
     /// - Parameter lifecycleName: what the room is called in lifecycle errors ("the karaoke session" for a session's).
     init(_ configuration: Configuration, lifecycleName: String) throws(AudioError) {
         self.configuration = configuration
+        let workers = WorkerPool(name: "la-work", threads: 1)
+        self.workers = workers
         lifecycle = LockedLifecycle(name: lifecycleName)
         let (outputs, wavRecord) = try Self.checkedOutputs(configuration)
         if configuration.voiceProcessing, configuration.voiceCount > 1 {
@@ -242,7 +249,7 @@ public final class KaraokeRoom: Sendable {
         sampleRate = rate
         chainLatencyFrames = Int((chain.latency * rate).rounded())
         roomOutputs = outputs
-        let encoded = outputs.isEmpty ? nil : try Self.encodedOutputs(outputs, configuration, format)
+        let encoded = outputs.isEmpty ? nil : try Self.encodedOutputs(outputs, configuration, format, pool: workers)
         self.encoded.withLock { $0 = encoded }
         let io = try Self.device(configuration, input: chain.microphone, format: format)
         self.io = io
@@ -268,7 +275,7 @@ public final class KaraokeRoom: Sendable {
             ? CalibrationClicks(format: format, micChannels: chain.dryFormat.channelCount) : nil
         routeGate = RouteGate(format: format, route: io.outputRoute)
         recorder = try wavRecord.map { path throws(AudioError) in
-            try RecorderUnit(format: format, path: path, waitsForStart: true)
+            try RecorderUnit(format: format, path: path, waitsForStart: true, pool: workers)
         }
         let interlude = try configuration.interlude.map { path throws(AudioError) in
             try Interlude(path: path, format: format, level: VolumeRange.gain(configuration.interludeVolume))
@@ -344,7 +351,7 @@ public final class KaraokeRoom: Sendable {
             if let tap = encoderTap {
                 let outputs = try encoded.withLock { e throws(AudioError) -> EncodedOutputs in
                     if let e { return e }
-                    let made = try Self.encodedOutputs(roomOutputs, configuration, graph.format)
+                    let made = try Self.encodedOutputs(roomOutputs, configuration, graph.format, pool: workers)
                     e = made
                     return made
                 }
@@ -362,6 +369,10 @@ public final class KaraokeRoom: Sendable {
         } catch {
             io.stop()
             io.holdCapture()
+            // What was started at this start's times waits again: a retry finds them anew (its calibration runs on
+            // the timeline past them, and the encoder must not see that, nor time go back).
+            encoderTap?.start(atSampleTime: .max)
+            recorder?.startRecording(atSampleTime: .max)
             calibration?.disarm()
             if let take { unschedule(take) }
             await opened?.abandon()

@@ -24,6 +24,8 @@ final class SingAlongFollower: Sendable {
     let sampleRate: Double
     /// Takes the estimates in every 100 ms (a `la-work` job) from the song's start to ``finish()``.
     private let job = Mutex<WorkerPool.Job?>(nil)
+    /// Where its pitch tracker and its job run (its room's).
+    private let pool: WorkerPool
     private let state: Mutex<State>
 
     struct Anchor {
@@ -50,9 +52,10 @@ final class SingAlongFollower: Sendable {
 
     init(
         chart: SongChart, part: Int, difficulty: SingingDifficulty, format: StreamFormat, region: FilePlayerUnit.Region,
-        pitchPath: String?
+        pitchPath: String?, pool: WorkerPool = .shared
     ) throws(AudioError) {
         self.region = region
+        self.pool = pool
         self.chart = chart
         self.part = part
         voice = chart.hasNotes ? chart.voice(part) : chart.voices.first
@@ -66,7 +69,7 @@ final class SingAlongFollower: Sendable {
         let rate = format.sampleRate
         let within = Double(region.startFrame) / rate...(region.frameCount.map { Double(region.startFrame + $0) / rate } ?? .infinity)
         let score = try SingingScore(chart: chart, voice: part, difficulty: difficulty, within: within)
-        let tracker = try PitchTrackerUnit(format: format)
+        let tracker = try PitchTrackerUnit(format: format, pool: pool)
         self.tracker = tracker
         var file: UnsafeMutablePointer<FILE>?
         if let pitchPath {
@@ -94,7 +97,7 @@ final class SingAlongFollower: Sendable {
             s.roundTrip = roundTrip
         }
         guard tracker != nil else { return }
-        let made = try WorkerPool.shared.add("sing-along") { [weak self] last in
+        let made = try pool.add("sing-along") { [weak self] last in
             self?.update()
             return last ? .idle : .after(0.1)
         }

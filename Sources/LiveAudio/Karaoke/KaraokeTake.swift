@@ -158,7 +158,7 @@ public final class KaraokeTake: Sendable {
                 followers.append(
                     try SingAlongFollower(
                         chart: chart, part: part, difficulty: configuration.difficulty, format: dryFormat, region: playing,
-                        pitchPath: configuration.stemsDirectory.map { FilePath.join($0, pitch) }))
+                        pitchPath: configuration.stemsDirectory.map { FilePath.join($0, pitch) }, pool: room.workers))
             }
         }
         self.followers = followers
@@ -450,7 +450,7 @@ public final class KaraokeTake: Sendable {
         for w in wanted {
             let unit = try RecorderUnit(
                 format: try .graph(sampleRate: format.sampleRate, channelCount: w.channels), path: FilePath.join(folder, w.file),
-                waitsForStart: true)
+                waitsForStart: true, pool: room.workers)
             made.append(Recorder(name: w.name, unit: unit, signal: w.signal, stage: w.stage))
         }
         return made

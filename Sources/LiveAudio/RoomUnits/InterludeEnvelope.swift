@@ -2,21 +2,25 @@ import AudioCore
 import AudioGraph
 import Synchronization
 
-/// The interlude's level over its life, on its own timeline (frame 0 is its first frame in the room): it rises from
-/// silence to its level over ``fadeInFrames``, and once told the frame by which it must be silent (the next take's
-/// first), falls linearly from where it is to silence by then — over ``fadeOutFrames``, or from the first frame it
-/// renders after being told when that is later. Told to play on (the take it made way for was dropped before it
-/// began), it rises again from where it is. Rendered ahead with the interlude's player on its worker, so the fade
-/// lands on the sample whatever the control side's timing. Real-time safe (one atomic load a cycle).
+/// The interlude's level over its life, on the room's timeline: silent before the interlude's first frame, it rises
+/// from there to its level over ``fadeInFrames``, and once told the frame by which it must be silent (the next
+/// take's first), falls linearly from where it is to silence by then — over ``fadeOutFrames``, or from the first
+/// frame it renders after being told when that is later. Told to play on (the take it made way for was dropped
+/// before it began), it rises again from where it is. It sits in the room's graph between the interlude's player
+/// and the accompaniment mixer, so its frames are the device's: silent from the take's first frame to the sample,
+/// a device's gap or a late worker notwithstanding. Real-time safe (two atomic loads a cycle).
 final class InterludeEnvelope: RenderUnit {
     let core: UnitCore
     /// The level played at, linear.
     let level: Float
     let fadeInFrames: Int64
     let fadeOutFrames: Int64
-    /// The frame by which the interlude is silent (.max: none).
+    /// The room's frame the interlude begins at (.max: not placed yet).
+    private let beginsAt = Atomic<Int64>(.max)
+    /// The room's frame by which the interlude is silent (.max: none).
     private let silentFrom = Atomic<Int64>(.max)
-    /// The worker's: the gain at the last frame, the end it follows, and where its fade-out began and from what.
+    /// The render thread's: the gain at the last frame, the end it follows, and where its fade-out began and from
+    /// what.
     private struct Envelope {
         var gain: Float = 0
         var end = Int64.max
@@ -33,8 +37,11 @@ final class InterludeEnvelope: RenderUnit {
         core = UnitCore(kind: "interludeEnvelope", inputs: [f], outputs: [f])
     }
 
-    /// Silent from `frame` of the interlude's timeline on. Control thread.
-    func silence(from frame: Int64) { silentFrom.store(max(0, frame), ordering: .relaxed) }
+    /// The interlude begins at the room's frame `frame` (control thread, before it joins the graph).
+    func begin(at frame: Int64) { beginsAt.store(frame, ordering: .releasing) }
+
+    /// Silent from the room's frame `frame` on. Control thread.
+    func silence(from frame: Int64) { silentFrom.store(frame, ordering: .relaxed) }
 
     /// Plays on: a fade-out under way turns back up. Control thread.
     func playOn() { silentFrom.store(.max, ordering: .relaxed) }
@@ -43,6 +50,7 @@ final class InterludeEnvelope: RenderUnit {
         let input = context.input(0)
         let output = context.output(0)
         let first = context.timeStamp.sampleTime
+        let begins = beginsAt.load(ordering: .acquiring)
         var e = envelope.onRenderThread
         let end = silentFrom.load(ordering: .relaxed)
         if end != e.end {
@@ -54,7 +62,7 @@ final class InterludeEnvelope: RenderUnit {
         for i in 0..<context.frameCount {
             let t = first + Int64(i)
             let g: Float
-            if t >= e.end {
+            if t < begins || t >= e.end {
                 g = 0
             } else if e.end != .max, t >= e.end - fadeOutFrames {
                 if e.fadeStart == .max {
@@ -67,7 +75,7 @@ final class InterludeEnvelope: RenderUnit {
             }
             e.gain = g
             for c in 0..<channels {
-                output[c][i] = input[input.channelCount == 1 ? 0 : c][i] * g
+                output[c].baseAddress![i] = input[input.channelCount == 1 ? 0 : c].baseAddress![i] * g
             }
         }
         envelope.onRenderThread = e

@@ -7,14 +7,19 @@ import LiveAudio
 // sockets among them). A process of its own because the test runner's threads and descriptors come and go with the
 // other suites running beside it.
 //
-//   SessionProbe <folder> <song.wav> <jack server> <rtmp url> <silent port>
+//   SessionProbe <folder> <song.wav> <jack server> <rtmp url> <silent port> [<ALSA input> <ALSA output>]
+//
+// With the ALSA PCMs (a sound server's, through its ALSA plugin), the same take runs on ALSA too, and its threads are
+// reported as `alsaTakeThreads`.
 
 let arguments = CommandLine.arguments
-guard arguments.count == 6, let silentPort = Int(arguments[5]) else {
-    FileHandle.standardError.write(Data("usage: SessionProbe <folder> <song.wav> <jack server> <rtmp url> <silent port>\n".utf8))
+guard arguments.count == 6 || arguments.count == 8, let silentPort = Int(arguments[5]) else {
+    FileHandle.standardError.write(
+        Data("usage: SessionProbe <folder> <song.wav> <jack server> <rtmp url> <silent port> [<ALSA input> <ALSA output>]\n".utf8))
     exit(2)
 }
 let (folder, song, jack, rtmpURL) = (arguments[1], arguments[2], arguments[3], arguments[4])
+let alsa = arguments.count == 8 ? (input: arguments[6], output: arguments[7]) : nil
 
 /// A thread of the process: its id and name.
 struct Snapshot {
@@ -128,6 +133,25 @@ do {
     report["takeWorkThreads"] = names.filter { $0 == "la-work" }.count
     report["processors"] = onlineProcessorCount
     let summary = await take.stop()
+    if let alsa {
+        // The same take on ALSA: its device thread and its recovery thread besides (once the JACK take's are gone).
+        for _ in 0..<300 where Snapshot.now().threads.values.contains(where: { ["la-work", "la-song", "la-io-supervise"].contains($0) }) {
+            await seconds(0.01)
+        }
+        var c = try karaokeConfiguration("alsa-take", outputs: [rtmpURL])
+        c.backend = .alsa
+        c.jackServer = nil
+        c.inputDevice = alsa.input
+        c.outputDevice = alsa.output
+        c.periodFrames = 1024
+        let onALSA = try KaraokeSession(c)
+        try await onALSA.start()
+        await seconds(1)
+        try onALSA.setKey(cents: 200)
+        await seconds(1)
+        report["alsaTakeThreads"] = Snapshot.now().threads.values.filter { $0.hasPrefix("la-") }.sorted()
+        report["alsaTakeError"] = (await onALSA.stop()).error.map { "\($0)" } ?? ""
+    }
     report["takeError"] = summary.error.map { "\($0)" } ?? ""
     report["takeRecorded"] = Int(summary.recordedFrames)
 
