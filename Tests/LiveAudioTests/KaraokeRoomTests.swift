@@ -215,10 +215,10 @@ import TestSupport
     }
 
     /// The interlude through the library, with a song dropped in its countdown: a room started without a take plays
-    /// the interlude from its first frame; a take is scheduled two seconds on (the interlude starts fading out for
-    /// it) and finished before it begins (a skip), so the interlude turns back up and plays on — never silent, back
-    /// at its level within 0.2 dB — until the next take, whose first frame it is silent from; the dropped song is
-    /// never heard.
+    /// the interlude from its first frame; a take is scheduled three seconds on (the interlude starts fading out for
+    /// it a second before) and finished 0.7 s before it begins (a skip), so the interlude turns back up and plays on —
+    /// never silent, back at its level within 0.2 dB — until the next take, whose first frame it is silent from; the
+    /// dropped song is never heard.
     @Test func anInterludePlaysOnWhenTheNextSongIsDroppedInItsCountdown() async throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
@@ -243,11 +243,14 @@ import TestSupport
         c.interludeVolume = -6
         let room = try KaraokeRoom(c)
         try await room.start()
-        try await Task.sleep(nanoseconds: 1_500_000_000)
+        // Timed by the room's clock, not by sleeps: this test's tasks share a busy process.
+        while room.elapsed < 1.5 { try await Task.sleep(nanoseconds: 10_000_000) }
         let dropped = try KaraokeTake(KaraokeTake.Configuration(song: dir.file("dropped.wav")), room: room)
-        try await room.play(dropped, after: 2)
-        try await Task.sleep(nanoseconds: 1_500_000_000)  // half way through the fade-out it began for that take
-        _ = await room.finish(dropped)
+        try await room.play(dropped, after: 3)
+        // Three tenths into the fade-out it began for that take (it starts a second before the take).
+        while dropped.secondsUntilStart > 0.7 { try await Task.sleep(nanoseconds: 5_000_000) }
+        let droppedSummary = await room.finish(dropped)
+        #expect(droppedSummary.seconds == 0, "the dropped take began before it was finished: the test came late")
         let sung = try KaraokeTake(KaraokeTake.Configuration(song: dir.file("sung.wav")), room: room)
         try await room.play(sung, after: 3)
         while !sung.songHasEnded { try await Task.sleep(nanoseconds: 20_000_000) }
@@ -261,7 +264,7 @@ import TestSupport
                 Self.amplitude(evening, at: 660, from: $0, count: 800)
             }
         }
-        // The song that was sung starts about 5.5 s into the evening: where its tone first sounds.
+        // The song that was sung starts about 6 s into the evening: where its tone first sounds.
         let onset = try #require(
             stride(from: 0, to: evening.count - 4800, by: 480).first { Self.amplitude(evening, at: 440, from: $0, count: 4800) > 0.05 },
             "the second song is heard")
