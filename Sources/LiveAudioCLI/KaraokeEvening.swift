@@ -31,7 +31,13 @@ struct SongPlan: Sendable {
             throw AudioError(.invalidParameter, "--part \(part): \(song) has \(chart.voices.map { "P\($0.number)" }.joined(separator: ", "))")
         }
         self.chart = chart
-        audio = try chart.flatMap { c throws(AudioError) in isChart ? try c.songPath() : nil } ?? song
+        if let chart, isChart {
+            let reference = try chart.songReference()
+            for warning in reference.warnings { StandardStream.error("liveaudio: warning: \(song): \(warning)\n") }
+            audio = reference.path
+        } else {
+            audio = song
+        }
         title = chart.map { [$0.artist, $0.title].filter { !$0.isEmpty }.joined(separator: " – ") }.flatMap { $0.isEmpty ? nil : $0 }
             ?? FilePath.lastComponent(song)
         artist = chart?.artist ?? ""

@@ -24,6 +24,36 @@ enum ChartText {
         bytes.starts(with: [0xEF, 0xBB, 0xBF]) ? bytes.dropFirst(3) : bytes[...]
     }
 
+    /// A file's bytes as UTF-8 when a byte order mark says what they are: a UTF-8 mark is dropped; UTF-16 (LE or BE,
+    /// as Windows editors save "Unicode") is decoded and re-encoded as UTF-8, with a note for the warnings (unpaired
+    /// surrogates become U+FFFD). Without a mark, the bytes as they are.
+    static func unwrapped(_ bytes: [UInt8]) -> (bytes: [UInt8], hadByteOrderMark: Bool, note: String?) {
+        if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { return (Array(bytes.dropFirst(3)), true, nil) }
+        let littleEndian = bytes.starts(with: [0xFF, 0xFE])
+        guard littleEndian || bytes.starts(with: [0xFE, 0xFF]) else { return (bytes, false, nil) }
+        var units: [UInt16] = []
+        units.reserveCapacity(bytes.count / 2)
+        var i = 2
+        while i + 1 < bytes.count {
+            let a = UInt16(bytes[i]), b = UInt16(bytes[i + 1])
+            units.append(littleEndian ? a | b << 8 : a << 8 | b)
+            i += 2
+        }
+        var utf8: [UInt8] = []
+        utf8.reserveCapacity(units.count)
+        var iterator = units.makeIterator()
+        var decoder = UTF16()
+        loop: while true {
+            switch decoder.decode(&iterator) {
+            case .scalarValue(let scalar): utf8.append(contentsOf: String(scalar).utf8)
+            case .error: utf8.append(contentsOf: [0xEF, 0xBF, 0xBD])
+            case .emptyInput: break loop
+            }
+        }
+        let odd = bytes.count % 2 == 1 ? " (its odd last byte dropped)" : ""
+        return (utf8, true, "the file is UTF-16 \(littleEndian ? "LE" : "BE") (a byte order mark): read as such\(odd)")
+    }
+
     /// The lines of `bytes`, cut at CR, LF or CR LF (the same bytes in every encoding here); the end of the input
     /// ends the last line.
     static func lines(_ bytes: ArraySlice<UInt8>) -> [ArraySlice<UInt8>] {
@@ -41,6 +71,30 @@ enum ChartText {
         }
         if start < bytes.endIndex { lines.append(bytes[start..<bytes.endIndex]) }
         return lines
+    }
+
+    /// What a file's line ends say when they are not the usual ones: "CR-only line ends" (old Mac editors),
+    /// "mixed line ends"; nil for LF or CR LF throughout.
+    static func lineEndingNote(_ bytes: ArraySlice<UInt8>) -> String? {
+        var lf = false, crlf = false, cr = false
+        var i = bytes.startIndex
+        while i < bytes.endIndex {
+            if bytes[i] == 0x0D {
+                if i + 1 < bytes.endIndex, bytes[i + 1] == 0x0A {
+                    crlf = true
+                    i += 1
+                } else {
+                    cr = true
+                }
+            } else if bytes[i] == 0x0A {
+                lf = true
+            }
+            i += 1
+        }
+        let kinds = [lf, crlf, cr].filter { $0 }.count
+        if kinds > 1 { return "mixed line ends (\([lf ? "LF" : nil, crlf ? "CR LF" : nil, cr ? "CR" : nil].compactMap { $0 }.joined(separator: ", "))): each read as a line end" }
+        if cr { return "CR-only line ends: each read as a line end" }
+        return nil
     }
 
     static func isValidUTF8(_ bytes: ArraySlice<UInt8>) -> Bool {

@@ -155,17 +155,46 @@ public struct SongChart: Sendable, Equatable {
     // MARK: The song's audio
 
     /// The audio file to play, from the headers in this order: `#INSTRUMENTAL` (the accompaniment alone, what a
-    /// karaoke plays), else `#AUDIO`, else `#MP3` — relative to the chart's folder.
+    /// karaoke plays), else `#AUDIO`, else `#MP3` — relative to the chart's folder (see ``songReference()``).
     /// - Throws: ``/AudioCore/AudioError`` `.invalidChart` when no header names one, `.fileIO` naming the header and
     ///   the path when that file is missing.
     public func songPath() throws(AudioError) -> String {
-        let order = ["INSTRUMENTAL", "AUDIO", "MP3"]
-        guard let key = order.first(where: { !(headers[$0] ?? "").isEmpty }), let value = headers[key] else {
-            throw AudioError(.invalidChart, "\(title.isEmpty ? "the chart" : "'\(title)'") names no audio file (#INSTRUMENTAL, #AUDIO or #MP3)")
-        }
-        return try existingReference(key, value)
+        try songReference().path
     }
 
+    /// The audio file to play and what was made of its headers: `#INSTRUMENTAL`, else `#AUDIO`, else `#MP3`,
+    /// relative to the chart's folder. Charts in the wild name files that are not there: when the first named is
+    /// missing, `#AUDIO` and `#MP3` stand in for each other (and for a missing `#INSTRUMENTAL`), and a name that
+    /// differs from the file's only in case (written on a system that ignores case) finds it — each with a warning.
+    /// - Returns: the path, and the warnings (empty when the first header named an existing file exactly).
+    /// - Throws: ``/AudioCore/AudioError`` `.invalidChart` when no header names one, `.fileIO` naming the header and
+    ///   the path when no named file is there.
+    public func songReference() throws(AudioError) -> (path: String, warnings: [String]) {
+        let named = ["INSTRUMENTAL", "AUDIO", "MP3"].compactMap { key in
+            headers[key].flatMap { $0.isEmpty ? nil : (key: key, value: $0) }
+        }
+        guard let first = named.first else {
+            throw AudioError(.invalidChart, "\(title.isEmpty ? "the chart" : "'\(title)'") names no audio file (#INSTRUMENTAL, #AUDIO or #MP3)")
+        }
+        var warnings: [String] = []
+        var firstError: AudioError?
+        for (index, reference) in named.enumerated() {
+            do throws(AudioError) {
+                let found = try existingReference(reference.key, reference.value, anyCase: true)
+                if index > 0 {
+                    warnings.insert("#\(first.key) names '\(first.value)', which is not there: #\(reference.key) '\(reference.value)' plays instead", at: 0)
+                }
+                if found.hasSuffix("/" + reference.value) == false, found != reference.value {
+                    warnings.append("#\(reference.key) '\(reference.value)' found as '\(FilePath.lastComponent(found))' (the name's case differs)")
+                }
+                return (found, warnings)
+            } catch {
+                if firstError == nil { firstError = error }
+                if error.code == .invalidChart { throw error }
+            }
+        }
+        throw firstError!
+    }
     /// The `#VOCALS` file (the voice alone), if the chart names one. Relative to the chart's folder.
     /// - Throws: ``/AudioCore/AudioError`` `.fileIO` when it is named but missing.
     public func vocalsPath() throws(AudioError) -> String? {
@@ -173,16 +202,25 @@ public struct SongChart: Sendable, Equatable {
         return try existingReference("VOCALS", value)
     }
 
-    private func existingReference(_ key: String, _ value: String) throws(AudioError) -> String {
+    private func existingReference(_ key: String, _ value: String, anyCase: Bool = false) throws(AudioError) -> String {
         guard !value.hasPrefix("/") else {
             throw AudioError(.invalidChart, "#\(key):\(value): charts name files relative to their folder, not by absolute paths")
         }
         let path = folder == "." ? value : folder + "/" + value
         var status = stat()
-        guard stat(path, &status) == 0, status.st_mode & S_IFMT != S_IFDIR else {
-            throw AudioError(.fileIO, "#\(key) names '\(value)', which is not in \(folder == "." ? "the current folder" : folder)")
+        if stat(path, &status) == 0, status.st_mode & S_IFMT != S_IFDIR { return path }
+        // The same name in another case, in the folder the reference points into.
+        if anyCase {
+            let inner = FilePath.folder(of: path)
+            let wanted = FilePath.lastComponent(path).lowercased()
+            if let names = try? FileManager.default.contentsOfDirectory(atPath: inner),
+                let match = names.sorted().first(where: { $0.lowercased() == wanted })
+            {
+                let candidate = inner == "." && !path.hasPrefix("./") ? match : inner + "/" + match
+                if stat(candidate, &status) == 0, status.st_mode & S_IFMT != S_IFDIR { return candidate }
+            }
         }
-        return path
+        throw AudioError(.fileIO, "#\(key) names '\(value)', which is not in \(folder == "." ? "the current folder" : folder)")
     }
 
     // MARK: Loading

@@ -6,22 +6,30 @@ extension SongChart {
     static let beatLimit = 10_000_000
     static let pitchLimit = 127
 
-    /// Parses an UltraStar TXT chart: format version 1.0/1.1 (`#VERSION`) and the older unversioned files.
+    /// Parses an UltraStar TXT chart as UltraStar Deluxe reads it: format version 1.0/1.1 (`#VERSION`) and the
+    /// older unversioned files, with what charts written by hand carry. Whatever a game can play loads, each oddity
+    /// a warning naming the file and line (``warnings``).
     ///
-    /// - Text: UTF-8, with or without a byte order mark; an `#ENCODING` header (`CP1252`, `CP1250`, `UTF8`) decodes
-    ///   the whole file so; without one, a file that is not valid UTF-8 is read as CP1252 (old files), with a warning.
-    /// - Headers: `#KEY:value`, keys case-insensitive; every header is kept in ``headers``. `#BPM` is required;
-    ///   `#TITLE` and `#ARTIST` are expected (a warning without them). Numbers take a decimal point or comma.
-    /// - Body: notes `: * F R G` (`type start length pitch text`), line breaks `- beat`, voice changes `P1`…`P9`,
-    ///   `E` (the end: the rest is ignored); `#RELATIVE:yes` files' beats counted from each line's offset. Unknown
-    ///   note types are read as freestyle; `B` (BPM change) lines are ignored, as UltraStar Deluxe does; both with
-    ///   a warning. A note of no length is freestyle.
+    /// - Text: a byte order mark (UTF-8, UTF-16 LE or BE) decides; else an `#ENCODING` header (`UTF8`, `CP1252`,
+    ///   `CP1250`); else UTF-8 when the bytes are valid UTF-8; else CP1252 (old files), with a warning. Lines end at
+    ///   CR, LF or CR LF, mixed as they come; blank lines anywhere are skipped.
+    /// - Headers: `#KEY:value`, keys and `#RELATIVE`'s value case-insensitive; every header is kept in ``headers``.
+    ///   `#BPM` is required; `#TITLE` and `#ARTIST` are expected (a warning without them). Numbers take a decimal
+    ///   point or comma (`#BPM:71,25`). A `#VIDEO` holding a descriptor (`v=…,co=…`) rather than a file is noted.
+    /// - Body: notes `: * F R G` (`type start length pitch text`), line breaks `- beat` (`-25` too), voice changes
+    ///   `P1`…`P9` (`P 1` too), `E` (the end: the rest is ignored; a missing `E` is no matter); `#RELATIVE:yes`
+    ///   files' beats counted from each line's offset. Unknown note types are read as freestyle; `B` (BPM change)
+    ///   lines are ignored, as UltraStar Deluxe does. A note of no length is freestyle; a decimal beat is rounded.
+    ///   Notes out of order are sorted (each to the line its beat falls in); a note that overlaps the next is
+    ///   shortened to end where the next starts; notes before beat 0 are kept; MIDI-style pitches (every pitch 36 or
+    ///   more) are read as MIDI note numbers. A line that is none of these is skipped. All with a warning.
     /// - Parameters:
     ///   - bytes: the file's contents.
     ///   - name: what messages call the file (its path).
     ///   - folder: the folder its file references are relative to.
-    /// - Throws: ``/AudioCore/AudioError`` `.invalidChart` naming the file, the line and the field: no `#BPM`, a field
-    ///   that is not a number, a note that starts before the one before it ends, a version this parser does not read.
+    /// - Throws: ``/AudioCore/AudioError`` `.invalidChart` naming the file, the line and the field, only for what no
+    ///   game could play: no `#BPM` or one that is not a positive number, no notes, a version this parser does not
+    ///   read.
     public static func ultraStar(bytes: [UInt8], name: String = "chart", folder: String = ".") throws(AudioError) -> SongChart {
         var parser = UltraStarParser(name: name)
         return try parser.parse(bytes, folder: folder)
@@ -43,6 +51,12 @@ private struct UltraStarParser {
         if warnings.count < 100 { warnings.append("\(name):\(line): \(message)") }
     }
 
+    /// What is wrong with one line of the body: the line is skipped with a warning saying so.
+    struct LineProblem: Error {
+        var message: String
+        init(_ message: String) { self.message = message }
+    }
+
     /// A raw note as read, before times are known.
     struct RawNote {
         var kind: SongChart.NoteKind
@@ -62,12 +76,16 @@ private struct UltraStarParser {
     }
 
     mutating func parse(_ all: [UInt8], folder: String) throws(AudioError) -> SongChart {
-        let bytes = ChartText.withoutByteOrderMark(all)
+        let unwrapped = ChartText.unwrapped(all)
+        if let note = unwrapped.note { warn(1, note) }
+        let bytes = unwrapped.bytes[...]
         let lines = ChartText.lines(bytes)
-        // The encoding: an #ENCODING header (ASCII in every encoding), else UTF-8 when the file is valid UTF-8.
+        if let note = ChartText.lineEndingNote(bytes) { warn(1, note) }
+        // The encoding: UTF-8 after a byte order mark; else an #ENCODING header (ASCII in every encoding), else
+        // UTF-8 when the file is valid UTF-8.
         var encoding = ChartText.Encoding.utf8
-        var named = false
-        for (index, raw) in lines.enumerated() {
+        var named = unwrapped.hadByteOrderMark
+        for (index, raw) in lines.enumerated() where !unwrapped.hadByteOrderMark {
             let ascii = String(decoding: raw.prefix(64), as: UTF8.self)
             let text = ascii[...].trimmedWhitespace
             guard text.hasPrefix("#") else {
@@ -87,20 +105,32 @@ private struct UltraStarParser {
         if !named, !ChartText.isValidUTF8(bytes) {
             encoding = .cp1252
             warn(1, "the file is not UTF-8 and has no #ENCODING header: read as CP1252")
+        } else if named, encoding == .utf8, !ChartText.isValidUTF8(bytes) {
+            warn(1, "the file is not valid UTF-8: its broken bytes read as U+FFFD")
         }
 
         var headers: [String: String] = [:]
+        var headerLines: [String: Int] = [:]
         var inBody = false
+        var bodyLine = lines.count + 1
         var relative = false
         var voices: [RawVoice] = []
         var current = 0  // index into voices
         var ended = false
+        var blankInBody = false
+        var lowerCaseKey = false
 
         for (index, raw) in lines.enumerated() where !ended {
             let number = index + 1
             let decoded = ChartText.decode(raw, as: encoding)
             let text = decoded[...].trimmedWhitespace
-            if text.isEmpty { continue }
+            if text.isEmpty {
+                if inBody, !blankInBody {
+                    blankInBody = true
+                    warn(number, "a blank line among the notes: skipped")
+                }
+                continue
+            }
             // A note's syllable keeps its trailing spaces ("Hello " + "World" is "Hello World"): notes are read from
             // the line with its leading white space alone removed.
             var untrimmed = decoded[...]
@@ -115,7 +145,12 @@ private struct UltraStarParser {
                     warn(number, "a header without ':': ignored")
                     continue
                 }
-                let key = body[..<colon].trimmedWhitespace.uppercased()
+                let written = body[..<colon].trimmedWhitespace
+                let key = written.uppercased()
+                if key != written, !lowerCaseKey {
+                    lowerCaseKey = true
+                    warn(number, "#\(written) is not in capitals: read as #\(key)")
+                }
                 let value = String(body[body.index(after: colon)...].trimmedWhitespace)
                 guard !key.isEmpty else {
                     warn(number, "a header without a name: ignored")
@@ -123,22 +158,30 @@ private struct UltraStarParser {
                 }
                 if headers[key] != nil { warn(number, "#\(key) given again: the last one counts") }
                 headers[key] = value
-                if key == "RELATIVE" { relative = value.lowercased() == "yes" }
+                headerLines[key] = number
+                if key == "RELATIVE" {
+                    relative = value.lowercased() == "yes"
+                    if relative, value != "YES" { warn(number, "#RELATIVE:\(value) read as YES") }
+                }
                 continue
             }
             if !inBody {
                 inBody = true
+                bodyLine = number
                 voices.append(RawVoice(number: 1))
             }
             let kind = text.first!
             switch kind {
             case "E":
                 ended = true
-            case "P":
+                if text.count > 1 { warn(number, "text after 'E' on its line: ignored") }
+            case "P" where text.dropFirst().trimmedWhitespace.first?.isNumber ?? false:
                 let digits = text.dropFirst().trimmedWhitespace
                 guard let n = Int(digits), (1...9).contains(n) else {
-                    throw failure(number, "a voice change must be P1 … P9, got '\(text.prefix(20))'")
+                    warn(number, "a voice change must be P1 … P9, got '\(text.prefix(20))': ignored")
+                    continue
                 }
+                if text.dropFirst().first?.isWhitespace == true { warn(number, "'\(text)' read as P\(n)") }
                 if let i = voices.firstIndex(where: { $0.number == n }) {
                     current = i
                 } else if voices.count == 1, voices[0].number == 1, voices[0].lastNote == nil {
@@ -151,21 +194,36 @@ private struct UltraStarParser {
                 }
             case "-":
                 let fields = text.dropFirst().split(whereSeparator: \.isWhitespace)
-                guard let first = fields.first else { throw failure(number, "a line break ('-') without its beat") }
-                let beat = try integer(first, "the line break's beat", number, range: -SongChart.beatLimit...SongChart.beatLimit)
+                if let c = text.dropFirst().first, !c.isWhitespace { warn(number, "'\(text.prefix(20))' has no space after '-': read as a line break at beat \(fields[0])") }
+                guard let first = fields.first else {
+                    warn(number, "a line break ('-') without its beat: taken as a line break")
+                    if voices[current].lines.last?.isEmpty == false { voices[current].lines.append([]) }
+                    continue
+                }
+                let beat: Int
+                do throws(LineProblem) {
+                    beat = try integer(first, "the line break's beat", number, range: -SongChart.beatLimit...SongChart.beatLimit)
+                } catch {
+                    warn(number, error.message + ": taken as a line break")
+                    if voices[current].lines.last?.isEmpty == false { voices[current].lines.append([]) }
+                    continue
+                }
+                if let last = voices[current].lastNote, beat + voices[current].relativeOffset < last.start + last.beats {
+                    warn(number, "the line break at beat \(beat + voices[current].relativeOffset) comes before the note before it (line \(last.line)) ends at beat \(last.start + last.beats)")
+                }
                 // Relative mode: each line's beats count from the offsets summed so far, from 0 as UltraStar
                 // Deluxe counts (the unversioned spec's "initialised to #GAP" would add milliseconds to beats).
                 if relative {
-                    guard fields.count >= 2 else {
-                        throw failure(number, "#RELATIVE:yes line breaks give two beats ('- beat offset'), got one")
-                    }
-                    let offset = try integer(fields[1], "the line break's offset", number, range: -SongChart.beatLimit...SongChart.beatLimit)
-                    voices[current].relativeOffset += offset
-                    guard abs(voices[current].relativeOffset) <= SongChart.beatLimit else {
-                        throw failure(number, "the relative offset grows past \(SongChart.beatLimit) beats")
+                    if fields.count >= 2,
+                        let offset = try? integer(fields[1], "the line break's offset", number, range: -SongChart.beatLimit...SongChart.beatLimit),
+                        abs(voices[current].relativeOffset + offset) <= SongChart.beatLimit
+                    {
+                        voices[current].relativeOffset += offset
+                    } else {
+                        warn(number, "#RELATIVE:yes line breaks give two beats ('- beat offset'): the next line counted from beat \(beat) instead")
+                        voices[current].relativeOffset += beat
                     }
                 }
-                _ = beat
                 if voices[current].lines.last?.isEmpty == false { voices[current].lines.append([]) }
             case "B":
                 warn(number, "a BPM change ('B' line) is ignored, as UltraStar Deluxe does")
@@ -176,53 +234,76 @@ private struct UltraStarParser {
                 guard let scalar = kind.unicodeScalars.first, kind.unicodeScalars.count == 1, scalar.value >= 0x21,
                     scalar.value <= 0x7E, known || separated
                 else {
-                    throw failure(number, "'\(text.prefix(20))' is neither a header, a note, a line break nor a voice change")
+                    warn(number, "'\(text.prefix(20))' is neither a header, a note, a line break nor a voice change: ignored")
+                    continue
                 }
-                var note = try self.note(untrimmed, number)
-                if relative { note.start += voices[current].relativeOffset }
-                if let last = voices[current].lastNote, note.start < last.start + last.beats {
-                    throw failure(
-                        number,
-                        "the note at beat \(note.start) starts before the one before it (line \(last.line), beats \(last.start) … \(last.start + last.beats)) ends"
-                    )
+                do throws(LineProblem) {
+                    var note = try self.note(untrimmed, number)
+                    if relative { note.start += voices[current].relativeOffset }
+                    voices[current].lines[voices[current].lines.count - 1].append(note)
+                    voices[current].lastNote = note
+                } catch {
+                    warn(number, error.message + ": the note is skipped")
                 }
-                voices[current].lines[voices[current].lines.count - 1].append(note)
-                voices[current].lastNote = note
             }
         }
 
+        if inBody, !ended { warn(lines.count, "no 'E' ends the notes: the file's end does") }
         let version = headers["VERSION"].flatMap { $0.isEmpty ? nil : $0 }
         if let version {
             let major = version.split(separator: ".").first.flatMap { Int($0) }
             guard let major, major <= 1 else {
-                throw AudioError(.invalidChart, "\(name): #VERSION \(version): LiveAudio reads UltraStar format versions up to 1.x")
+                throw failure(headerLines["VERSION"] ?? 1, "#VERSION \(version): LiveAudio reads UltraStar format versions up to 1.x")
             }
-            if major < 1 { warn(1, "#VERSION \(version): read as the unversioned format") }
+            if major < 1 { warn(headerLines["VERSION"] ?? 1, "#VERSION \(version): read as the unversioned format") }
         }
         guard let bpmText = headers["BPM"], !bpmText.isEmpty else {
-            throw AudioError(.invalidChart, "\(name): no #BPM header (the tempo every note's time is counted in)")
+            throw failure(min(bodyLine, lines.count), "#BPM: no such header before the notes (the tempo every note's time is counted in)")
         }
-        let bpmLine = lineNumber(of: "BPM", in: lines)
+        let bpmLine = headerLines["BPM"] ?? 1
+        for key in ["BPM", "GAP", "START", "END"] where headers[key]?.contains(",") == true {
+            warn(headerLines[key] ?? 1, "#\(key) '\(headers[key]!)' has a decimal comma: read as \(headers[key]!.replacing(",", with: "."))")
+        }
         guard let bpm = String.chartNumber(bpmText[...]), bpm > 0 else {
             throw failure(bpmLine, "#BPM '\(bpmText)' is not a positive number")
         }
         guard bpm <= 100_000 else { throw failure(bpmLine, "#BPM \(bpmText) is above 100000") }
-        func number(_ key: String, allowNegative: Bool = false) throws(AudioError) -> Double? {
+        func number(_ key: String, allowNegative: Bool = false) -> Double? {
             guard let text = headers[key], !text.isEmpty else { return nil }
-            let line = lineNumber(of: key, in: lines)
+            let line = headerLines[key] ?? 1
             guard let value = String.chartNumber(text[...]), allowNegative || value >= 0 else {
-                throw failure(line, "#\(key) '\(text)' is not a \(allowNegative ? "" : "non-negative ")number")
+                warn(line, "#\(key) '\(text)' is not a \(allowNegative ? "" : "non-negative ")number: ignored")
+                return nil
             }
-            guard abs(value) <= 1e9 else { throw failure(line, "#\(key) \(text) is beyond 1000000000") }
+            guard abs(value) <= 1e9 else {
+                warn(line, "#\(key) \(text) is beyond 1000000000: ignored")
+                return nil
+            }
             return value
         }
-        let gap = try number("GAP") ?? 0
-        let start = try number("START")
-        let end = try number("END")
+        let gap = number("GAP") ?? 0
+        let start = number("START")
+        let end = number("END")
         let title = headers["TITLE"] ?? ""
         let artist = headers["ARTIST"] ?? ""
         if title.isEmpty { warn(1, "no #TITLE") }
         if artist.isEmpty { warn(1, "no #ARTIST") }
+        if let video = headers["VIDEO"], video.contains("="), video.contains(",") || video.hasPrefix("v=") || video.hasPrefix("co=") {
+            warn(headerLines["VIDEO"] ?? 1, "#VIDEO holds a descriptor ('\(video.prefix(40))'), not a file name: no video")
+        }
+
+        // What hand-written bodies carry: notes out of order, overlapping, before beat 0, MIDI-style pitches.
+        for i in voices.indices { tidy(&voices[i]) }
+        let pitched = voices.flatMap { $0.lines.joined().filter { $0.kind.hasPitch } }
+        if let lowest = pitched.map(\.pitch).min(), lowest >= 36 {
+            warn(pitched.first(where: { $0.pitch == lowest })?.line ?? 1,
+                 "every pitch is \(lowest) or more: read as MIDI note numbers (60 is C4, UltraStar's 0)")
+            for v in voices.indices {
+                for l in voices[v].lines.indices {
+                    for n in voices[v].lines[l].indices { voices[v].lines[l][n].pitch -= 60 }
+                }
+            }
+        }
 
         var chart = SongChart(
             format: .ultraStar(version: version), title: title, artist: artist, headers: headers,
@@ -242,15 +323,65 @@ private struct UltraStarParser {
                 }
                 lines.append(SongChart.Line(syllables: syllables, start: syllables.first!.start, end: syllables.last!.end))
             }
-            chart.voices.append(SongChart.Voice(number: raw.number, name: name, lines: lines))
+            if !lines.isEmpty { chart.voices.append(SongChart.Voice(number: raw.number, name: name, lines: lines)) }
         }
-        if !chart.hasNotes { warn(1, "the chart has no notes") }
+        guard chart.hasNotes else {
+            throw failure(max(1, lines.count), "notes: none in the file (': beat length pitch syllable' lines) — nothing to sing")
+        }
         chart.warnings = warnings
         return chart
     }
 
+    /// Puts a voice's notes in order and takes out their overlaps, as the games play such charts: every note sorted
+    /// by its beat into the line its beat falls in (lines ordered by their first beat), then each note that runs
+    /// into the next shortened to end where the next starts.
+    mutating func tidy(_ voice: inout RawVoice) {
+        let lines = voice.lines.filter { !$0.isEmpty }
+        var notes = lines.flatMap { $0 }
+        guard !notes.isEmpty else {
+            voice.lines = []
+            return
+        }
+        let inOrder = zip(notes, notes.dropFirst()).allSatisfy { $0.start <= $1.start }
+        var ordered = lines
+        if !inOrder {
+            if let (a, b) = zip(notes, notes.dropFirst()).first(where: { $0.start > $1.start }) {
+                warn(b.line, "the note at beat \(b.start) comes after the one at beat \(a.start) (line \(a.line)): notes sorted by beat")
+            }
+            // Each line begins at its earliest beat; a note belongs to the last line that begins at or before it.
+            let starts = lines.map { $0.map(\.start).min()! }.enumerated().sorted { ($0.element, $0.offset) < ($1.element, $1.offset) }
+            notes.sort { ($0.start, $0.line) < ($1.start, $1.line) }
+            ordered = Array(repeating: [], count: starts.count)
+            var k = 0
+            for note in notes {
+                while k + 1 < starts.count, starts[k + 1].element <= note.start { k += 1 }
+                ordered[k].append(note)
+            }
+            ordered.removeAll { $0.isEmpty }
+        }
+        // Overlaps, over the voice's notes in order.
+        var previous: (line: Int, index: Int)?
+        for l in ordered.indices {
+            for i in ordered[l].indices {
+                defer { previous = (l, i) }
+                guard let (pl, pi) = previous else { continue }
+                let next = ordered[l][i]
+                let before = ordered[pl][pi]
+                guard before.start + before.beats > next.start else { continue }
+                let overlap = before.start + before.beats - next.start
+                warn(next.line, "the note at beat \(next.start) starts \(overlap) beat\(overlap == 1 ? "" : "s") before the one at beat \(before.start) (line \(before.line)) ends: that one shortened to \(next.start - before.start)")
+                ordered[pl][pi].beats = next.start - before.start
+                if ordered[pl][pi].beats == 0 { ordered[pl][pi].kind = .freestyle }
+            }
+        }
+        if let first = notes.min(by: { $0.start < $1.start }), first.start < 0 {
+            warn(first.line, "P\(voice.number) begins at beat \(first.start), before beat 0: sung before #GAP")
+        }
+        voice.lines = ordered
+    }
+
     /// A note line: `type start length pitch text` (the text after one separating space, its own spaces kept).
-    mutating func note(_ line: Substring, _ number: Int) throws(AudioError) -> RawNote {
+    mutating func note(_ line: Substring, _ number: Int) throws(LineProblem) -> RawNote {
         let typeCharacter = line.first!
         var kind = SongChart.NoteKind(rawValue: String(typeCharacter))
         if kind == nil {
@@ -258,48 +389,44 @@ private struct UltraStarParser {
             kind = .freestyle
         }
         var rest = line.dropFirst()
-        func field(_ what: String) throws(AudioError) -> Substring {
+        func field(_ what: String) throws(LineProblem) -> Substring {
             while let c = rest.first, c.isWhitespace { rest.removeFirst() }
             let end = rest.firstIndex(where: \.isWhitespace) ?? rest.endIndex
             let token = rest[..<end]
-            guard !token.isEmpty else { throw failure(number, "the note has no \(what)") }
+            guard !token.isEmpty else { throw LineProblem("the note has no \(what)") }
             rest = rest[end...]
             return token
         }
         let start = try integer(try field("start beat"), "the note's start beat", number, range: -SongChart.beatLimit...SongChart.beatLimit)
-        var beats = try integer(try field("length"), "the note's length", number, range: 0...SongChart.beatLimit)
+        var beats = try integer(try field("length"), "the note's length", number, range: -SongChart.beatLimit...SongChart.beatLimit)
         let pitch = try integer(try field("pitch"), "the note's pitch", number, range: -SongChart.pitchLimit...SongChart.pitchLimit)
         // One separator, then the syllable as written (a leading space marks a new word).
         if let c = rest.first, c.isWhitespace { rest.removeFirst() }
-        if beats == 0 {
-            kind = .freestyle
+        if beats < 0 {
+            warn(number, "the note's length \(beats) is negative: read as 0")
             beats = 0
+        }
+        if beats == 0 {
+            if kind != .freestyle { warn(number, "a note of no length: read as freestyle") }
+            kind = .freestyle
         }
         return RawNote(kind: kind!, start: start, beats: beats, pitch: pitch, text: String(rest), line: number)
     }
 
-    func integer(_ token: Substring, _ what: String, _ number: Int, range: ClosedRange<Int>) throws(AudioError) -> Int {
-        guard token.count <= 12, let value = Int(token) else {
-            throw failure(number, "\(what) '\(token.prefix(20))' is not a whole number")
+    /// A whole number; a decimal one (`12,5`, `12.5`) is rounded, with a warning.
+    mutating func integer(_ token: Substring, _ what: String, _ number: Int, range: ClosedRange<Int>) throws(LineProblem) -> Int {
+        var value: Int
+        if token.count <= 12, let v = Int(token) {
+            value = v
+        } else if token.count <= 24, let d = String.chartNumber(token), abs(d) < 1e12 {
+            value = Int(d.rounded())
+            warn(number, "\(what) '\(token)' is not a whole number: read as \(value)")
+        } else {
+            throw LineProblem("\(what) '\(token.prefix(20))' is not a number")
         }
         guard range.contains(value) else {
-            throw failure(number, "\(what) \(value) is out of range (\(range.lowerBound) … \(range.upperBound))")
+            throw LineProblem("\(what) \(value) is out of range (\(range.lowerBound) … \(range.upperBound))")
         }
         return value
-    }
-
-    /// The line a header was given on (for messages about its value).
-    func lineNumber(of key: String, in lines: [ArraySlice<UInt8>]) -> Int {
-        var found = 1
-        for (index, raw) in lines.enumerated() {
-            let text = String(decoding: raw, as: UTF8.self)[...].trimmedWhitespace
-            guard text.hasPrefix("#") else {
-                if !text.isEmpty { break }
-                continue
-            }
-            guard let colon = text.firstIndex(of: ":") else { continue }
-            if text[text.index(after: text.startIndex)..<colon].trimmedWhitespace.uppercased() == key { found = index + 1 }
-        }
-        return found
     }
 }

@@ -112,7 +112,7 @@ struct ScoreCommandTests {
         #expect(missing.status == 1 && missing.stderr.contains("none.wav"))
         try "#TITLE:x\n: 0 4 0 a\n".write(toFile: dir.file("bad.txt"), atomically: true, encoding: .utf8)
         let bad = try Self.runLiveAudio(["score", dir.file("bad.txt"), dir.file("a.wav")])
-        #expect(bad.status == 1 && bad.stderr.contains("no #BPM header") && bad.stderr.contains("'crt?'"))
+        #expect(bad.status == 1 && bad.stderr.contains("#BPM: no such header") && bad.stderr.contains("'crt?'"))
         try "[00:01.00]words\n".write(toFile: dir.file("words.lrc"), atomically: true, encoding: .utf8)
         let lyrics = try Self.runLiveAudio(["score", dir.file("words.lrc"), dir.file("a.wav")])
         #expect(lyrics.status == 1 && lyrics.stderr.contains("no notes to score"))

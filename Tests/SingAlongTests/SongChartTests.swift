@@ -88,7 +88,7 @@ struct SongChartTests {
         // "Łódź" in CP1250: Ł 0xA3, ó 0xF3, ź 0x9F.
         let polish: [UInt8] = Array("#ENCODING:cp1250\n#TITLE:".utf8) + [0xA3, 0xF3, 0x64, 0x9F] + Array("\n#ARTIST:A\n#BPM:300\n: 0 2 0 x\n".utf8)
         #expect(try SongChart.ultraStar(bytes: polish).title == "Łódź")
-        let bom = try SongChart.ultraStar(bytes: [0xEF, 0xBB, 0xBF] + Array("#TITLE:Ünïcode\r\n#ARTIST:A\r\n#BPM:300\r\n: 0 2 0 ü\r\n".utf8))
+        let bom = try SongChart.ultraStar(bytes: [0xEF, 0xBB, 0xBF] + Array("#TITLE:Ünïcode\r\n#ARTIST:A\r\n#BPM:300\r\n: 0 2 0 ü\r\nE\r\n".utf8))
         #expect(bom.title == "Ünïcode" && bom.voices[0].lines[0].text == "ü" && bom.warnings.isEmpty)
     }
 
@@ -148,31 +148,42 @@ struct SongChartTests {
         #expect(chart.warnings.contains { $0.hasPrefix("song.txt:6:") && $0.contains("BPM change") })
     }
 
-    @Test("Bad charts: a clear error naming the file, line and field")
+    @Test("Refused only where no game could play it: no #BPM, no notes, an unknown version; naming the file, line and field")
     func badCharts() {
         let cases: [(String, String)] = [
-            ("#TITLE:T\n#ARTIST:A\n: 0 4 0 a\n", "song.txt: no #BPM header (the tempo every note's time is counted in)"),
+            ("#TITLE:T\n#ARTIST:A\n: 0 4 0 a\n", "song.txt:3: #BPM: no such header before the notes (the tempo every note's time is counted in)"),
             ("#TITLE:T\n#ARTIST:A\n#BPM:fast\n: 0 4 0 a\n", "song.txt:3: #BPM 'fast' is not a positive number"),
             ("#TITLE:T\n#BPM:0\n: 0 4 0 a\n", "song.txt:2: #BPM '0' is not a positive number"),
             ("#TITLE:T\n#BPM:200000\n: 0 4 0 a\n", "song.txt:2: #BPM 200000 is above 100000"),
-            ("#BPM:300\n#GAP:5000000000\n: 0 4 0 a\n", "song.txt:2: #GAP 5000000000 is beyond 1000000000"),
-            ("#BPM:300\n#GAP:soon\n: 0 4 0 a\n", "song.txt:2: #GAP 'soon' is not a non-negative number"),
-            ("#BPM:300\n: 0 4 x a\n", "song.txt:2: the note's pitch 'x' is not a whole number"),
-            ("#BPM:300\n: 0\n", "song.txt:2: the note has no length"),
-            ("#BPM:300\n: 0 4 0 a\n: 2 4 0 b\n", "song.txt:3: the note at beat 2 starts before the one before it (line 2, beats 0 … 4) ends"),
-            ("#BPM:300\n: 8 4 0 a\n- 12\n: 4 2 0 b\n", "song.txt:4: the note at beat 4 starts before the one before it (line 2, beats 8 … 12) ends"),
-            ("#BPM:300\n: 0 99999999999999 0 a\n", "song.txt:2: the note's length '99999999999999' is not a whole number"),
-            ("#BPM:300\n: 0 4 500 a\n", "song.txt:2: the note's pitch 500 is out of range (-127 … 127)"),
-            ("#VERSION:2.0.0\n#BPM:300\n: 0 4 0 a\n", "song.txt: #VERSION 2.0.0: LiveAudio reads UltraStar format versions up to 1.x"),
-            ("#BPM:300\nP0\n: 0 4 0 a\n", "song.txt:2: a voice change must be P1 … P9, got 'P0'"),
-            ("#BPM:300\n- \n", "song.txt:2: a line break ('-') without its beat"),
-            ("#BPM:300\n#RELATIVE:yes\n: 0 4 0 a\n- 6\n", "song.txt:4: #RELATIVE:yes line breaks give two beats ('- beat offset'), got one"),
-            ("#BPM:300\n  hello\n", "song.txt:2: 'hello' is neither a header, a note, a line break nor a voice change"),
+            ("#VERSION:2.0.0\n#BPM:300\n: 0 4 0 a\n", "song.txt:1: #VERSION 2.0.0: LiveAudio reads UltraStar format versions up to 1.x"),
+            ("#TITLE:T\n#BPM:300\n", "song.txt:2: notes: none in the file (': beat length pitch syllable' lines) — nothing to sing"),
+            ("#TITLE:T\n#BPM:300\n: 0 x 0 a\nE\n", "song.txt:4: notes: none in the file (': beat length pitch syllable' lines) — nothing to sing"),
         ]
         for (text, message) in cases {
             let error = Self.failure { () throws(AudioError) in _ = try SongChart.ultraStar(bytes: Self.bytes(text), name: "song.txt") }
             #expect(error?.code == .invalidChart)
             #expect(error?.message == message, "for \(text.debugDescription)")
+        }
+    }
+
+    @Test("A line no game could read is skipped with a warning naming it; the chart loads")
+    func skippedLines() throws {
+        let cases: [(String, String)] = [
+            ("#BPM:300\n#GAP:soon\n: 0 4 0 a\n", "song.txt:2: #GAP 'soon' is not a non-negative number: ignored"),
+            ("#BPM:300\n#GAP:5000000000\n: 0 4 0 a\n", "song.txt:2: #GAP 5000000000 is beyond 1000000000: ignored"),
+            ("#BPM:300\n: 9 4 0 a\n: 0 4 x b\n", "song.txt:3: the note's pitch 'x' is not a number: the note is skipped"),
+            ("#BPM:300\n: 9 4 0 a\n: 0\n", "song.txt:3: the note has no length: the note is skipped"),
+            ("#BPM:300\n: 9 4 0 a\n: 0 99999999999999 0 b\n", "song.txt:3: the note's length '99999999999999' is not a number: the note is skipped"),
+            ("#BPM:300\n: 9 4 0 a\n: 0 4 500 b\n", "song.txt:3: the note's pitch 500 is out of range (-127 … 127): the note is skipped"),
+            ("#BPM:300\n: 9 4 0 a\nP0\n", "song.txt:3: a voice change must be P1 … P9, got 'P0': ignored"),
+            ("#BPM:300\n: 9 4 0 a\n- \n: 20 4 0 b\n", "song.txt:3: a line break ('-') without its beat: taken as a line break"),
+            ("#BPM:300\n#RELATIVE:YES\n: 0 4 0 a\n- 6\n: 0 4 0 b\n", "song.txt:4: #RELATIVE:yes line breaks give two beats ('- beat offset'): the next line counted from beat 6 instead"),
+            ("#BPM:300\n: 9 4 0 a\n  hello\n", "song.txt:3: 'hello' is neither a header, a note, a line break nor a voice change: ignored"),
+        ]
+        for (text, message) in cases {
+            let chart = try SongChart.ultraStar(bytes: Self.bytes(text), name: "song.txt")
+            #expect(chart.hasNotes)
+            #expect(chart.warnings.contains(message), "for \(text.debugDescription): \(chart.warnings)")
         }
     }
 
@@ -192,9 +203,20 @@ struct SongChartTests {
         #expect(try all.songPath() == folder + "/backing.wav")
         #expect(try all.vocalsPath() == folder + "/full.mp3")
         let missing = Self.failure { () throws(AudioError) in
-            _ = try Self.chart(head + "#MP3:full.mp3\n#INSTRUMENTAL:gone.wav\n" + notes, folder: folder).songPath()
+            _ = try Self.chart(head + "#MP3:gone.mp3\n#INSTRUMENTAL:gone.wav\n" + notes, folder: folder).songPath()
         }
         #expect(missing?.code == .fileIO && missing?.message == "#INSTRUMENTAL names 'gone.wav', which is not in \(folder)")
+        // #AUDIO and #MP3 stand in for each other (and for #INSTRUMENTAL), a name in another case finds its file.
+        let standIn = try Self.chart(head + "#MP3:full.mp3\n#INSTRUMENTAL:gone.wav\n" + notes, folder: folder).songReference()
+        #expect(standIn.path == folder + "/full.mp3")
+        #expect(standIn.warnings == ["#INSTRUMENTAL names 'gone.wav', which is not there: #MP3 'full.mp3' plays instead"])
+        let mp3ForAudio = try Self.chart(head + "#AUDIO:gone.ogg\n#MP3:full.mp3\n" + notes, folder: folder).songReference()
+        #expect(mp3ForAudio.path == folder + "/full.mp3" && mp3ForAudio.warnings.count == 1)
+        let audioForMP3 = try Self.chart(head + "#AUDIO:audio.ogg\n#MP3:gone.mp3\n" + notes, folder: folder).songReference()
+        #expect(audioForMP3.path == folder + "/audio.ogg" && audioForMP3.warnings.isEmpty, "#AUDIO comes first")
+        let upper = try Self.chart(head + "#MP3:FULL.MP3\n" + notes, folder: folder).songReference()
+        #expect(upper.path == folder + "/full.mp3")
+        #expect(upper.warnings == ["#MP3 'FULL.MP3' found as 'full.mp3' (the name's case differs)"])
         let none = Self.failure { () throws(AudioError) in _ = try Self.chart(head + notes, folder: folder).songPath() }
         #expect(none?.code == .invalidChart && none?.message.contains("names no audio file") == true)
         let absolute = Self.failure { () throws(AudioError) in _ = try Self.chart(head + "#MP3:/etc/passwd\n" + notes, folder: folder).songPath() }
@@ -239,18 +261,18 @@ struct SongChartTests {
         #expect(sung[2].start == 42 && sung[2].syllables.map(\.start) == [42.5, 43.0])
     }
 
-    @Test("Bad LRC: a time tag that is not a time, an offset that is not a number, no timed line")
-    func badLRC() {
+    @Test("Bad LRC: no timed line is refused; a bad tag skips its line, a bad offset is none, each with a warning")
+    func badLRC() throws {
+        let none = Self.failure { () throws(AudioError) in _ = try SongChart.lrc(bytes: Self.bytes("[ti:x]\njust text\n"), name: "song.lrc") }
+        #expect(none?.code == .invalidChart && none?.message == "song.lrc:2: no timed line ([mm:ss.xx]text)")
         let cases: [(String, String)] = [
-            ("[00:1x.00]a\n", "song.lrc:1: time tag '[00:1x.00]' is not mm:ss.xx"),
-            ("[00:75.00]a\n", "song.lrc:1: time tag '[00:75.00]' is not mm:ss.xx"),
-            ("[offset:soon]\n[00:01.00]a\n", "song.lrc:1: [offset:soon] is not a number of milliseconds"),
-            ("[ti:x]\njust text\n", "song.lrc: no timed line ([mm:ss.xx]text)"),
-            ("[00:01.00 a\n", "song.lrc:1: '[' without its ']'"),
+            ("[00:1x.00]a\n[00:02.00]b\n", "song.lrc:1: time tag '[00:1x.00]' is not mm:ss.xx: the line is skipped"),
+            ("[offset:soon]\n[00:01.00]a\n", "song.lrc:1: [offset:soon] is not a number of milliseconds: no offset"),
+            ("[00:01.00 a\n[00:02.00]b\n", "song.lrc:1: '[' without its ']': the line is skipped"),
         ]
         for (text, message) in cases {
-            let error = Self.failure { () throws(AudioError) in _ = try SongChart.lrc(bytes: Self.bytes(text), name: "song.lrc") }
-            #expect(error?.code == .invalidChart && error?.message == message, "for \(text.debugDescription): \(String(describing: error))")
+            let chart = try SongChart.lrc(bytes: Self.bytes(text), name: "song.lrc")
+            #expect(chart.warnings.contains(message), "for \(text.debugDescription): \(chart.warnings)")
         }
     }
 }
