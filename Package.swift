@@ -29,6 +29,7 @@ let package = Package(
         .library(name: "RTMP", targets: ["RTMP"]),
         .library(name: "SingAlong", targets: ["SingAlong"]),
         .library(name: "LiveAudioStage", targets: ["LiveAudioStage"]),
+        .library(name: "SongLibrary", targets: ["SongLibrary"]),
         .executable(name: "liveaudio", targets: ["LiveAudioCLI"]),
         // Test support: preloaded by the allocation probe to count lock waits and frees on real-time threads.
         .library(name: "LiveAudioSyncProbe", type: .dynamic, targets: ["CSyncProbe"]),
@@ -39,6 +40,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio", from: "2.81.0"),
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.30.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        // The song library, the queue and the scores: SQLite (Debian's libsqlite3-dev) in WAL mode, FTS5 search.
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         // `make docs`: the DocC catalogues (docs/api.md).
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
     ],
@@ -98,6 +101,12 @@ let package = Package(
             swiftSettings: strict),
         // Singing along: song charts (UltraStar TXT, LRC lyrics) and the singing score.
         .target(name: "SingAlong", dependencies: ["AudioCore"], swiftSettings: strict),
+        // The evening's memory: a library of songs (UltraStar folders, audio files with or without LRC) indexed into
+        // SQLite with full-text search, the queue of singers and the scores, through GRDB. Kept out of the core.
+        .target(
+            name: "SongLibrary",
+            dependencies: ["AudioCore", "SingAlong", "CSystemCalls", .product(name: "GRDB", package: "GRDB.swift")],
+            swiftSettings: strict),
         // Umbrella module: re-exports the above, graph files, offline rendering to files.
         .target(
             name: "LiveAudio",
@@ -125,7 +134,7 @@ let package = Package(
         .executableTarget(
             name: "LiveAudioCLI",
             dependencies: [
-                "LiveAudio", "LiveAudioStage", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                "LiveAudio", "LiveAudioStage", "SongLibrary", .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict
@@ -154,6 +163,9 @@ let package = Package(
         // Test support: sessions in a process of their own — the threads a take runs, what a stop leaves behind.
         .executableTarget(name: "SessionProbe", dependencies: ["LiveAudio", "CAllocationProbe"], path: "Tests/Support/SessionProbe", swiftSettings: strict),
 
+        // Benchmark: search as you type over a song library (`make bench`).
+        .executableTarget(name: "LibraryLoad", dependencies: ["SongLibrary"], path: "Tests/Support/LibraryLoad", swiftSettings: strict),
+
         // Benchmark: N RTMP streams from one process to a local server (`make bench`).
         .executableTarget(name: "RTMPLoad", dependencies: ["LiveAudio"], path: "Tests/Support/RTMPLoad", swiftSettings: strict),
 
@@ -177,6 +189,7 @@ let package = Package(
             name: "AudioDevicesTests", dependencies: ["AudioDevices", "LiveAudio", "TestSupport"], swiftSettings: strict),
         .testTarget(name: "RTMPTests", dependencies: ["RTMP", "LiveAudio", "TestSupport"], swiftSettings: strict),
         .testTarget(name: "SingAlongTests", dependencies: ["SingAlong", "TestSupport"], swiftSettings: strict),
+        .testTarget(name: "SongLibraryTests", dependencies: ["SongLibrary", "TestSupport", "LiveAudioCLI"], swiftSettings: strict),
         .testTarget(
             name: "LiveAudioTests",
             dependencies: [

@@ -3,14 +3,14 @@
 # same input, and the monitor voice chain on the JACK dummy driver beside JACK's own clients, in the same run.
 # Results go to stdout; docs/benchmarks.md records them with this command. BENCH_DEVICE_SECONDS and
 # BENCH_DEVICE_PERIODS shorten the device part; BENCH_PARTS picks parts (default: engine render chain encode
-# rates pitch loudness voice devices karaoke rtmp). BENCH_RTMP_SECONDS, BENCH_RTMP_STREAMS and BENCH_RTMP_SESSIONS size the RTMP part.
+# rates pitch loudness voice devices karaoke rtmp library). BENCH_LIBRARY_SONGS sizes the library part. BENCH_RTMP_SECONDS, BENCH_RTMP_STREAMS and BENCH_RTMP_SESSIONS size the RTMP part.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH=/opt/swift/usr/bin:$PATH
 work=${BENCH_DIR:-$(mktemp -d)}
 mkdir -p "$work"
 
-parts=" ${BENCH_PARTS:-engine render chain encode rates pitch loudness voice devices karaoke rtmp} "
+parts=" ${BENCH_PARTS:-engine render chain encode rates pitch loudness voice devices karaoke rtmp library} "
 want() { [[ "$parts" == *" $1 "* ]]; }
 
 # The tool as `make demo` builds it: release, Swift runtime linked statically.
@@ -403,4 +403,50 @@ peer() {  # MODE N: prints N, wall seconds and CPU per stream (% of one core) of
 for n in ${BENCH_RTMP_PEERS:-1 10}; do peer copy "$n"; peer encode "$n"; done
 kill -QUIT $nginx_pid; wait $nginx_pid 2>/dev/null || true
 trap - EXIT
+fi
+
+if want library; then
+n=${BENCH_LIBRARY_SONGS:-80000}
+echo "== song library: $n generated UltraStar charts in nested folders (scripts/make-library.py), the release build"
+swift build -c release --product LibraryLoad >/dev/null
+lib="$work/library"
+rm -rf "$lib" "$work/library.sqlite"*
+python3 scripts/make-library.py "$lib" --songs "$n" --oddities
+echo "charts: $(find "$lib" -name '*.txt' | wc -l), on disk: $(du -sh "$lib" | cut -f1)"
+# Cold: the page cache dropped before each (only as root; otherwise said so).
+drop() { [ "$(id -u)" -eq 0 ] && sync && echo 3 > /proc/sys/vm/drop_caches 2>/dev/null; }
+if drop; then cache="cold (page cache dropped)"; else cache="warm (the generator's writes in the page cache)"; fi
+# The floor: reading every chart's bytes, as find and cat do, with nothing parsed or written.
+TIMEFORMAT='%R'
+echo "peer floor, $cache: find + cat of every .txt: $( { time (find "$lib" -name '*.txt' -print0 | xargs -0 cat >/dev/null); } 2>&1 ) s"
+drop || true
+/usr/bin/time -f "%e %M" -o "$work/lib-time" .build/release/liveaudio library scan "$lib" --db "$work/library.sqlite" -q
+read -r secs kb <"$work/lib-time"
+echo "first scan, $cache: $secs s, peak resident $((kb / 1024)) MB"
+for k in 1 2 3 4 5; do
+  /usr/bin/time -f "%e %M" -o "$work/lib-time" .build/release/liveaudio library scan --db "$work/library.sqlite" -q
+  read -r secs kb <"$work/lib-time"
+  echo "rescan, nothing changed ($k): $secs s, peak resident $((kb / 1024)) MB"
+done
+# 100 charts changed (a note moved), 100 song folders added (copies under new names), 100 removed.
+python3 - "$lib" <<'PY'
+import os, random, shutil, sys
+lib = sys.argv[1]
+rng = random.Random(5)
+charts = sorted(os.path.join(d, f) for d, _, fs in os.walk(lib) for f in fs if f.endswith(".txt") and "/_odd" not in d)
+picked = rng.sample(charts, 300)
+for path in picked[:100]:
+    text = open(path, encoding="utf-8").read().replace("\n: ", "\n: 1", 1)
+    open(path, "w", encoding="utf-8").write(text)
+for k, path in enumerate(picked[100:200]):
+    shutil.copytree(os.path.dirname(path), os.path.dirname(path) + f" (copy {k})")
+for path in picked[200:]:
+    shutil.rmtree(os.path.dirname(path))
+PY
+/usr/bin/time -f "%e %M" -o "$work/lib-time" .build/release/liveaudio library scan --db "$work/library.sqlite"  -q
+read -r secs kb <"$work/lib-time"
+echo "rescan, 100 changed + 100 added + 100 removed: $secs s, peak resident $((kb / 1024)) MB"
+.build/release/LibraryLoad "$work/library.sqlite" --songs 200
+echo "for comparison, UltraStar Deluxe's own report (its issue 685): 3,000 songs loaded in about 5 s; 30,000 not finished after 3 minutes"
+rm -rf "$lib" "$work/library.sqlite"*
 fi

@@ -9,10 +9,10 @@ have() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok ins
 
 # ffprobe/ffmpeg check what the renderer writes (tests) and make the demo's voice file.
 # libasound and libjack are linked by the device layer, FFmpeg's libraries by the codecs, libsoxr by the sample-rate
-# converter, librubberband by the time-pitch unit, WebRTC's audio processing module by the voice-processing unit
-# (build); pkg-config finds them.
+# converter, librubberband by the time-pitch unit, WebRTC's audio processing module by the voice-processing unit,
+# SQLite by the song library (through GRDB) (build); pkg-config finds them.
 pkgs=(ffmpeg pkg-config libasound2-dev libjack-jackd2-dev libavcodec-dev libavformat-dev libavutil-dev libswresample-dev
-  libsoxr-dev librubberband-dev libwebrtc-audio-processing-dev)
+  libsoxr-dev librubberband-dev libwebrtc-audio-processing-dev libsqlite3-dev)
 # The sound servers the device tests start themselves: PulseAudio (null sinks, reached through ALSA's pulse
 # plugin) and JACK (dummy driver). Never pipewire-pulse: it removes pulseaudio.
 servers=(pulseaudio pulseaudio-utils alsa-utils libasound2-plugins jackd2)

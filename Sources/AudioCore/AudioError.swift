@@ -50,6 +50,11 @@ public struct AudioError: Error, Hashable, Sendable, CustomStringConvertible {
         public static let resourceUnavailable = Code(fourCC: "res!")
         /// A song chart or lyrics file is malformed (UltraStar TXT, LRC): the message names the file, line and field.
         public static let invalidChart = Code(fourCC: "crt?")
+        /// Something another process holds: a song library's database in use by another `liveaudio`.
+        public static let busy = Code(fourCC: "bsy!")
+        /// A database could not be opened, read or written (the song library's SQLite file): the message says which
+        /// and what SQLite said.
+        public static let database = Code(fourCC: "sql!")
     }
 
     /// What went wrong, as a stable code to match on (``AudioError/Code/invalidFormat``, …).

@@ -143,12 +143,21 @@ enum ChartText {
     ]
 }
 
+extension Character {
+    /// `isWhitespace` with ASCII answered without Unicode's property tables (a chart's spaces are ASCII; the tables
+    /// were a third of a library scan).
+    var isSpace: Bool {
+        if let a = asciiValue { return a == 0x20 || (0x09...0x0D).contains(a) }
+        return isWhitespace
+    }
+}
+
 extension Substring {
     /// Without leading and trailing white space (Unicode `White_Space`).
     var trimmedWhitespace: Substring {
         var s = self
-        while let c = s.first, c.isWhitespace { s.removeFirst() }
-        while let c = s.last, c.isWhitespace { s.removeLast() }
+        while let c = s.first, c.isSpace { s.removeFirst() }
+        while let c = s.last, c.isSpace { s.removeLast() }
         return s
     }
 }

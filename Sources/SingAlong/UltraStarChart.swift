@@ -122,6 +122,14 @@ private struct UltraStarParser {
 
         for (index, raw) in lines.enumerated() where !ended {
             let number = index + 1
+            // The common line, a plain note, read from its bytes without building Characters (a library of 80,000
+            // charts is mostly note lines); anything unusual goes the long way below, which reads it the same.
+            if inBody, var note = Self.plainNote(raw, encoding: encoding, line: number) {
+                if relative { note.start += voices[current].relativeOffset }
+                voices[current].lines[voices[current].lines.count - 1].append(note)
+                voices[current].lastNote = note
+                continue
+            }
             let decoded = ChartText.decode(raw, as: encoding)
             let text = decoded[...].trimmedWhitespace
             if text.isEmpty {
@@ -134,7 +142,7 @@ private struct UltraStarParser {
             // A note's syllable keeps its trailing spaces ("Hello " + "World" is "Hello World"): notes are read from
             // the line with its leading white space alone removed.
             var untrimmed = decoded[...]
-            while let c = untrimmed.first, c.isWhitespace { untrimmed.removeFirst() }
+            while let c = untrimmed.first, c.isSpace { untrimmed.removeFirst() }
             if text.hasPrefix("#") {
                 if inBody {
                     warn(number, "a header after the notes began: ignored")
@@ -181,7 +189,7 @@ private struct UltraStarParser {
                     warn(number, "a voice change must be P1 … P9, got '\(text.prefix(20))': ignored")
                     continue
                 }
-                if text.dropFirst().first?.isWhitespace == true { warn(number, "'\(text)' read as P\(n)") }
+                if text.dropFirst().first?.isSpace == true { warn(number, "'\(text)' read as P\(n)") }
                 if let i = voices.firstIndex(where: { $0.number == n }) {
                     current = i
                 } else if voices.count == 1, voices[0].number == 1, voices[0].lastNote == nil {
@@ -193,8 +201,8 @@ private struct UltraStarParser {
                     current = voices.count - 1
                 }
             case "-":
-                let fields = text.dropFirst().split(whereSeparator: \.isWhitespace)
-                if let c = text.dropFirst().first, !c.isWhitespace { warn(number, "'\(text.prefix(20))' has no space after '-': read as a line break at beat \(fields[0])") }
+                let fields = text.dropFirst().split(whereSeparator: \.isSpace)
+                if let c = text.dropFirst().first, !c.isSpace { warn(number, "'\(text.prefix(20))' has no space after '-': read as a line break at beat \(fields[0])") }
                 guard let first = fields.first else {
                     warn(number, "a line break ('-') without its beat: taken as a line break")
                     if voices[current].lines.last?.isEmpty == false { voices[current].lines.append([]) }
@@ -230,7 +238,7 @@ private struct UltraStarParser {
             default:
                 // A note's type is one visible ASCII character; an unknown one must stand alone (text is no note).
                 let known = SongChart.NoteKind(rawValue: String(kind)) != nil
-                let separated = text.dropFirst().first.map(\.isWhitespace) ?? false
+                let separated = text.dropFirst().first.map(\.isSpace) ?? false
                 guard let scalar = kind.unicodeScalars.first, kind.unicodeScalars.count == 1, scalar.value >= 0x21,
                     scalar.value <= 0x7E, known || separated
                 else {
@@ -380,6 +388,59 @@ private struct UltraStarParser {
         voice.lines = ordered
     }
 
+    /// A note line in its most common form — leading ASCII blanks, a known type, three plain decimal integers in
+    /// range (the length above 0) each followed by an ASCII blank, the syllable — read from the bytes; nil for any
+    /// other line.
+    static func plainNote(_ raw: ArraySlice<UInt8>, encoding: ChartText.Encoding, line: Int) -> RawNote? {
+        var i = raw.startIndex
+        let end = raw.endIndex
+        @inline(__always) func blank(_ b: UInt8) -> Bool { b == 0x20 || b == 0x09 }
+        while i < end, blank(raw[i]) { i += 1 }
+        guard i < end else { return nil }
+        let kind: SongChart.NoteKind
+        switch raw[i] {
+        case UInt8(ascii: ":"): kind = .normal
+        case UInt8(ascii: "*"): kind = .golden
+        case UInt8(ascii: "F"): kind = .freestyle
+        case UInt8(ascii: "R"): kind = .rap
+        case UInt8(ascii: "G"): kind = .goldenRap
+        default: return nil
+        }
+        i += 1
+        guard i < end, blank(raw[i]) else { return nil }
+        var fields: (Int, Int, Int) = (0, 0, 0)
+        for f in 0..<3 {
+            while i < end, blank(raw[i]) { i += 1 }
+            var negative = false
+            if i < end, raw[i] == UInt8(ascii: "-") {
+                negative = true
+                i += 1
+            }
+            var value = 0
+            var digits = 0
+            while i < end, raw[i] >= 0x30, raw[i] <= 0x39, digits < 9 {
+                value = value * 10 + Int(raw[i] - 0x30)
+                digits += 1
+                i += 1
+            }
+            // A field ends at a blank (the last may end the line when the syllable is empty).
+            guard digits > 0, i == end ? f == 2 : blank(raw[i]) else { return nil }
+            if negative { value = -value }
+            switch f {
+            case 0: fields.0 = value
+            case 1: fields.1 = value
+            default: fields.2 = value
+            }
+        }
+        guard abs(fields.0) <= SongChart.beatLimit, fields.1 > 0, fields.1 <= SongChart.beatLimit,
+            abs(fields.2) <= SongChart.pitchLimit
+        else { return nil }
+        // One separator, then the syllable as written.
+        if i < end { i += 1 }
+        let text = encoding == .utf8 ? String(decoding: raw[i...], as: UTF8.self) : ChartText.decode(raw[i...], as: encoding)
+        return RawNote(kind: kind, start: fields.0, beats: fields.1, pitch: fields.2, text: text, line: line)
+    }
+
     /// A note line: `type start length pitch text` (the text after one separating space, its own spaces kept).
     mutating func note(_ line: Substring, _ number: Int) throws(LineProblem) -> RawNote {
         let typeCharacter = line.first!
@@ -390,8 +451,8 @@ private struct UltraStarParser {
         }
         var rest = line.dropFirst()
         func field(_ what: String) throws(LineProblem) -> Substring {
-            while let c = rest.first, c.isWhitespace { rest.removeFirst() }
-            let end = rest.firstIndex(where: \.isWhitespace) ?? rest.endIndex
+            while let c = rest.first, c.isSpace { rest.removeFirst() }
+            let end = rest.firstIndex(where: \.isSpace) ?? rest.endIndex
             let token = rest[..<end]
             guard !token.isEmpty else { throw LineProblem("the note has no \(what)") }
             rest = rest[end...]
@@ -401,7 +462,7 @@ private struct UltraStarParser {
         var beats = try integer(try field("length"), "the note's length", number, range: -SongChart.beatLimit...SongChart.beatLimit)
         let pitch = try integer(try field("pitch"), "the note's pitch", number, range: -SongChart.pitchLimit...SongChart.pitchLimit)
         // One separator, then the syllable as written (a leading space marks a new word).
-        if let c = rest.first, c.isWhitespace { rest.removeFirst() }
+        if let c = rest.first, c.isSpace { rest.removeFirst() }
         if beats < 0 {
             warn(number, "the note's length \(beats) is negative: read as 0")
             beats = 0

@@ -1,0 +1,59 @@
+import GRDB
+
+/// The library database's tables, created and brought up to date by migrations (a database written by an older
+/// LiveAudio is migrated when opened; one written by a newer one is refused).
+enum LibrarySchema {
+    static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("songs") { db in
+            try db.execute(sql: """
+                CREATE TABLE song (
+                    id INTEGER PRIMARY KEY,
+                    path TEXT NOT NULL UNIQUE,
+                    kind TEXT NOT NULL,
+                    title TEXT NOT NULL,
+                    artist TEXT NOT NULL,
+                    language TEXT, genre TEXT, edition TEXT, creator TEXT,
+                    year INTEGER,
+                    parts TEXT NOT NULL,
+                    singers TEXT NOT NULL,
+                    length REAL, audioLength REAL, bpm REAL,
+                    audio TEXT, lyrics TEXT,
+                    size INTEGER NOT NULL, modified INTEGER NOT NULL,
+                    hash TEXT NOT NULL,
+                    warnings TEXT NOT NULL,
+                    problem TEXT
+                );
+                CREATE INDEX song_hash ON song(hash);
+                CREATE INDEX song_order ON song(artist COLLATE NOCASE, title COLLATE NOCASE);
+                -- Words in any order over the text fields, accents and case folded, prefixes indexed (as you type).
+                CREATE VIRTUAL TABLE song_search USING fts5(
+                    title, artist, language, genre, edition, creator, year, singers,
+                    content='song', content_rowid='id',
+                    tokenize='unicode61 remove_diacritics 2', prefix='1 2 3');
+                -- Only playable songs are searched.
+                CREATE TRIGGER song_search_insert AFTER INSERT ON song WHEN new.problem IS NULL BEGIN
+                    INSERT INTO song_search(rowid, title, artist, language, genre, edition, creator, year, singers)
+                    VALUES (new.id, new.title, new.artist, new.language, new.genre, new.edition, new.creator, new.year, new.singers);
+                END;
+                CREATE TRIGGER song_search_delete AFTER DELETE ON song WHEN old.problem IS NULL BEGIN
+                    INSERT INTO song_search(song_search, rowid, title, artist, language, genre, edition, creator, year, singers)
+                    VALUES ('delete', old.id, old.title, old.artist, old.language, old.genre, old.edition, old.creator, old.year, old.singers);
+                END;
+                -- One trigger, its two statements in order (SQLite fires two triggers of one event in an order of
+                -- its own: the new values indexed before the old were taken out corrupted the index).
+                CREATE TRIGGER song_search_update AFTER UPDATE ON song BEGIN
+                    INSERT INTO song_search(song_search, rowid, title, artist, language, genre, edition, creator, year, singers)
+                    SELECT 'delete', old.id, old.title, old.artist, old.language, old.genre, old.edition, old.creator, old.year, old.singers
+                    WHERE old.problem IS NULL;
+                    INSERT INTO song_search(rowid, title, artist, language, genre, edition, creator, year, singers)
+                    SELECT new.id, new.title, new.artist, new.language, new.genre, new.edition, new.creator, new.year, new.singers
+                    WHERE new.problem IS NULL;
+                END;
+                -- The folders scanned: a scan without folders rescans them.
+                CREATE TABLE root (path TEXT PRIMARY KEY, scanned REAL NOT NULL);
+                """)
+        }
+        return migrator
+    }
+}
