@@ -194,3 +194,68 @@ enum LibraryJSON {
         return text
     }
 }
+
+/// `liveaudio scores [WORDS]`: the highscores kept in the library.
+struct Scores: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Print the top five scores of the songs sung (those WORDS find, or every song with scores).",
+        discussion: """
+            Every take's score is kept in the song library (by the song's notes: a moved or renamed chart keeps its \
+            scores), per difficulty and part. See docs/library.md.
+            """)
+
+    @Argument(help: "Words that find the songs (as `library search`); none: every song with scores.")
+    var words: [String] = []
+
+    @Option(help: "Only this difficulty: easy, medium or hard.")
+    var difficulty: SingingDifficulty?
+
+    @Option(help: "How many scores per song and difficulty (1 … 100).")
+    var top: Int = 5
+
+    @OptionGroup var library: LibraryDatabaseOption
+
+    func run() throws {
+        do throws(AudioError) {
+            let opened = try library.open(.reader)
+            var songs: [(hash: String, title: String, artist: String)]
+            if words.isEmpty {
+                songs = try opened.scoredSongs()
+            } else {
+                var seen: Set<String> = []
+                songs = try opened.search(words.joined(separator: " "), limit: 200).compactMap { song in
+                    seen.insert(song.hash).inserted ? (song.hash, song.title, song.artist) : nil
+                }
+            }
+            var printed = 0
+            for song in songs {
+                var block: [String] = []
+                for level in difficulty.map({ [$0] }) ?? SingingDifficulty.allCases {
+                    let best = try opened.topScores(songHash: song.hash, difficulty: level, limit: top)
+                    guard !best.isEmpty else { continue }
+                    block.append("  \(level.rawValue):")
+                    for (n, s) in best.enumerated() {
+                        block.append("    \(n + 1). \(s.singerName)  \(s.score)  (P\(s.part), \(Self.date(s.date)))")
+                    }
+                }
+                guard !block.isEmpty else { continue }
+                print("\(song.artist.isEmpty ? "" : song.artist + " – ")\(song.title)")
+                for line in block { print(line) }
+                printed += 1
+            }
+            if printed == 0 { print(words.isEmpty ? "no scores yet" : "no scores for the songs '\(words.joined(separator: " "))' finds") }
+        } catch {
+            throw fail(error)
+        }
+    }
+
+    /// `2026-12-05 21:14`, local time.
+    static func date(_ seconds: Double) -> String {
+        var time = time_t(seconds)
+        var parts = tm()
+        localtime_r(&time, &parts)
+        var buffer = [CChar](repeating: 0, count: 32)
+        let count = strftime(&buffer, buffer.count, "%Y-%m-%d %H:%M", &parts)
+        return String(decoding: buffer[..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+}

@@ -12,7 +12,7 @@ struct LiveAudioCommand: AsyncParsableCommand {
         abstract: "Real-time audio for Linux: devices, monitoring, graphs of units, offline rendering, AAC encoding, file inspection.",
         subcommands: [
             Devices.self, Record.self, Play.self, Monitor.self, Karaoke.self, Latency.self, Render.self, Encode.self, Probe.self, Loudness.self, Stream.self, Info.self,
-            Score.self, Pitch.self, Library.self,
+            Score.self, Pitch.self, Library.self, Scores.self,
         ]
     )
 

@@ -11,15 +11,19 @@ import Glibc
 public struct LibraryScanReport: Sendable, Equatable {
     /// A file or folder and what is wrong with it.
     public struct Problem: Sendable, Equatable {
+        /// The file or folder.
         public var path: String
+        /// What is wrong with it, for a person.
         public var reason: String
     }
 
-    /// Songs new to the library, read again because their files changed, left as they were, and dropped because
-    /// their files are gone.
+    /// Songs new to the library.
     public var added = 0
+    /// Songs read again because their files changed.
     public var updated = 0
+    /// Songs left as they were.
     public var unchanged = 0
+    /// Songs dropped because their files are gone.
     public var removed = 0
     /// Songs that cannot be sung (kept in the library with their reasons, never offered).
     public var broken: [Problem] = []

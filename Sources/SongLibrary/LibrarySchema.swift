@@ -54,6 +54,57 @@ enum LibrarySchema {
                 CREATE TABLE root (path TEXT PRIMARY KEY, scanned REAL NOT NULL);
                 """)
         }
+        migrator.registerMigration("evening") { db in
+            try db.execute(sql: """
+                -- A singer: a name (and a phone's token), their usual key and difficulty, when they last sang.
+                CREATE TABLE singer (
+                    id INTEGER PRIMARY KEY,
+                    name TEXT NOT NULL,
+                    token TEXT UNIQUE,
+                    key INTEGER NOT NULL DEFAULT 0,
+                    difficulty TEXT NOT NULL DEFAULT 'medium',
+                    joined REAL NOT NULL,
+                    lastSang INTEGER
+                );
+                CREATE UNIQUE INDEX singer_name ON singer(name COLLATE NOCASE);
+                -- The queue: a song, a singer (and a duet partner), each with a part, a key and a difficulty.
+                CREATE TABLE entry (
+                    id INTEGER PRIMARY KEY,
+                    song INTEGER NOT NULL,
+                    songHash TEXT NOT NULL,
+                    singer INTEGER NOT NULL REFERENCES singer(id),
+                    part INTEGER NOT NULL,
+                    partner INTEGER REFERENCES singer(id),
+                    partnerPart INTEGER,
+                    key INTEGER NOT NULL,
+                    difficulty TEXT NOT NULL,
+                    queued INTEGER NOT NULL,
+                    pinned INTEGER,
+                    state TEXT NOT NULL,
+                    added REAL NOT NULL,
+                    ended REAL
+                );
+                CREATE INDEX entry_state ON entry(state);
+                -- Every take's score.
+                CREATE TABLE score (
+                    id INTEGER PRIMARY KEY,
+                    songHash TEXT NOT NULL,
+                    song INTEGER,
+                    title TEXT NOT NULL,
+                    artist TEXT NOT NULL,
+                    difficulty TEXT NOT NULL,
+                    part INTEGER NOT NULL,
+                    singer INTEGER,
+                    singerName TEXT NOT NULL,
+                    score INTEGER NOT NULL,
+                    date REAL NOT NULL,
+                    entry INTEGER
+                );
+                CREATE INDEX score_song ON score(songHash, difficulty, score DESC);
+                -- The evening's settings and its clock: sequence, cap, paused.
+                CREATE TABLE evening (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+                """)
+        }
         return migrator
     }
 }

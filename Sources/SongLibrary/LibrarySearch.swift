@@ -2,9 +2,9 @@ import AudioCore
 import GRDB
 
 extension SongLibrary {
-    /// The longest search the library takes, in characters, and the most words it looks for: a phone's search box
-    /// is not a document.
+    /// The longest search the library takes, in characters: a phone's search box is not a document.
     public static let searchLimit = 200
+    /// The most words a search looks for.
     public static let searchWordLimit = 8
 
     /// The playable songs whose text fields (title, artist, language, genre, edition, creator, year, the duet's

@@ -4,6 +4,7 @@ import GRDB
 /// LRC or none (sung without words). What the scan learnt from its chart, never from its audio: the audio is only
 /// checked to exist; its length (``audioLength``) is learnt when it is first played.
 public struct LibrarySong: Codable, Sendable, Equatable, Identifiable, FetchableRecord, MutablePersistableRecord {
+    /// The table the songs are kept in.
     public static let databaseTableName = "song"
 
     /// What the song was found as.
@@ -24,10 +25,13 @@ public struct LibrarySong: Codable, Sendable, Equatable, Identifiable, Fetchable
     public var title: String
     /// `#ARTIST` (or the LRC's `[ar:]`, or the part of the file's name before " - ").
     public var artist: String
-    /// `#LANGUAGE`, `#GENRE`, `#EDITION`, `#CREATOR` as written; nil when absent.
+    /// `#LANGUAGE` as written (the LRC's `[la:]`); nil when absent.
     public var language: String?
+    /// `#GENRE` as written; nil when absent.
     public var genre: String?
+    /// `#EDITION` as written (the collection the chart came with); nil when absent.
     public var edition: String?
+    /// `#CREATOR` (or `#AUTHOR`): who wrote the chart; nil when absent.
     public var creator: String?
     /// `#YEAR`, when it is a year.
     public var year: Int?
@@ -45,9 +49,11 @@ public struct LibrarySong: Codable, Sendable, Equatable, Identifiable, Fetchable
     public var audio: String?
     /// The LRC file shown with an audio file (absolute), if any.
     public var lyrics: String?
-    /// Size and modification time (nanoseconds) of the chart file (with its audio's and LRC's, for a song without
-    /// a chart): a rescan reads a song again only when they change.
+    /// The chart file's size in bytes (an audio file's and its LRC's together, for a song without a chart): a
+    /// rescan reads a song again only when it or ``modified`` changes.
     public var size: Int64
+    /// The chart file's modification time, nanoseconds since 1970 (for a song without a chart, its audio's and
+    /// LRC's added up).
     public var modified: Int64
     /// A hash of what is sung (the notes, or the words), not of the file: a renamed or moved file keeps its scores.
     public var hash: String
@@ -61,5 +67,6 @@ public struct LibrarySong: Codable, Sendable, Equatable, Identifiable, Fetchable
     /// True when it can be offered for singing.
     public var isPlayable: Bool { problem == nil && audio != nil }
 
+    /// Takes the id SQLite gave the new row.
     public mutating func didInsert(_ inserted: InsertionSuccess) { id = inserted.rowID }
 }

@@ -1,5 +1,5 @@
 /// Who sings next: the queue's rule as a pure function over its state, tested without audio or a database (the
-/// evening's ``SongQueue`` keeps the state in SQLite and asks this).
+/// evening's queue, ``SongLibrary/queue()``, keeps the state in SQLite and asks this).
 ///
 /// The rule (Karaoke Eternal's "automatic, fair and predictable"): the next song belongs to the singer who sang least
 /// recently among those waiting — one who has not sung yet first, those in the order they first queued — and each
