@@ -154,6 +154,15 @@ struct QueueTests {
         let hash = try library.song(id: song["Duet"]!)!.hash
         #expect(try library.topScores(songHash: hash, difficulty: .hard).map(\.score) == [8100, 7000, 6000])
         #expect(try library.topScores(songHash: hash, difficulty: .easy).isEmpty)
+        // `liveaudio scores`: the song's top five per difficulty, found by words or all.
+        let printed = try runProcess(productsDirectory + "/liveaudio", ["scores", "duet", "--db", dir.file("library.sqlite")])
+        #expect(printed.status == 0, "\(printed.stderr)")
+        #expect(printed.stdout.hasPrefix("Pair – Duet\n  hard:\n    1. Ana  8100  (P2, "), "\(printed.stdout)")
+        #expect(printed.stdout.contains("    2. Cleo  7000  (P1, ") && printed.stdout.contains("    3. Ben  6000  (P1, "))
+        let all = try runProcess(productsDirectory + "/liveaudio", ["scores", "--db", dir.file("library.sqlite")])
+        #expect(all.stdout == printed.stdout)
+        let none = try runProcess(productsDirectory + "/liveaudio", ["scores", "one", "--db", dir.file("library.sqlite")])
+        #expect(none.stdout == "no scores for the songs 'one' finds\n")
         // Names: trimmed, cut, control characters dropped, any text kept as text; a taken name refused.
         let odd = try library.join(name: "  <b>Zoë</b>\u{7}  ", token: "phone-z")
         #expect(odd.name == "<b>Zoë</b>")
