@@ -76,6 +76,8 @@ let package = Package(
         // libasound and libjack (module map + shim header each).
         .systemLibrary(name: "CALSA", pkgConfig: "alsa", providers: [.apt(["libasound2-dev"])]),
         .systemLibrary(name: "CJACK", pkgConfig: "jack", providers: [.apt(["libjack-jackd2-dev"])]),
+        // libqrencode (module map + shim header): the QR code of the stage's join address.
+        .systemLibrary(name: "CQRencode", pkgConfig: "libqrencode", providers: [.apt(["libqrencode-dev"])]),
         // FFmpeg's libraries: their headers (Debian's libavcodec-dev, libavformat-dev, libavutil-dev,
         // libswresample-dev), the libraries loaded with dlopen when first needed (Sources/CFFmpeg/include/CFFmpeg.h).
         .target(name: "CFFmpeg", linkerSettings: [.linkedLibrary("dl")]),
@@ -121,7 +123,7 @@ let package = Package(
         .target(
             name: "LiveAudioStage",
             dependencies: [
-                "AudioCore", "LiveAudio",
+                "AudioCore", "LiveAudio", "SongLibrary", "CQRencode",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

@@ -10,9 +10,9 @@ have() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok ins
 # ffprobe/ffmpeg check what the renderer writes (tests) and make the demo's voice file.
 # libasound and libjack are linked by the device layer, FFmpeg's libraries by the codecs, libsoxr by the sample-rate
 # converter, librubberband by the time-pitch unit, WebRTC's audio processing module by the voice-processing unit,
-# SQLite by the song library (through GRDB) (build); pkg-config finds them.
+# SQLite by the song library (through GRDB), libqrencode by the stage's join code (build); pkg-config finds them.
 pkgs=(ffmpeg pkg-config libasound2-dev libjack-jackd2-dev libavcodec-dev libavformat-dev libavutil-dev libswresample-dev
-  libsoxr-dev librubberband-dev libwebrtc-audio-processing-dev libsqlite3-dev)
+  libsoxr-dev librubberband-dev libwebrtc-audio-processing-dev libsqlite3-dev libqrencode-dev)
 # The sound servers the device tests start themselves: PulseAudio (null sinks, reached through ALSA's pulse
 # plugin) and JACK (dummy driver). Never pipewire-pulse: it removes pulseaudio.
 servers=(pulseaudio pulseaudio-utils alsa-utils libasound2-plugins jackd2)
@@ -22,8 +22,9 @@ rtmp=(nginx libnginx-mod-rtmp libnginx-mod-stream openssl)
 # strace shows the tests the system calls a command makes (fsync before rename) as an outsider sees them; GNU
 # time its peak memory; python3 runs the misbehaving and quirky RTMP servers, and python3-venv holds pyrtmp.
 # espeak-ng speaks the voice-processing tests' near and far ends; tmux is the terminal the karaoke screen is tested on;
-# Chromium (headless, driven by Selenium through chromedriver) is the browser the web stage is tested in.
-tools=(strace time python3 python3-venv espeak-ng tmux chromium chromium-driver)
+# Chromium (headless, driven by Selenium through chromedriver) is the browser the web stage is tested in; zbarimg
+# (zbar-tools) reads the stage's QR code back as a phone's camera would.
+tools=(strace time python3 python3-venv espeak-ng tmux chromium chromium-driver zbar-tools)
 case "$profile" in
   bench) pkgs+=(sox rubberband-cli strace time espeak-ng libspeexdsp-dev aubio-tools python3-venv "${servers[@]}" "${rtmp[@]}") ;;
   demo) pkgs+=(espeak-ng) ;;

@@ -363,6 +363,24 @@ dictionary("stageControl", ['"type"', '"control"', '"action"', '"id"', '"part"',
                             '"accompaniment"', '"voice"', '"monitorVoice"', '"-inf"', "null", "true", "false", "1e308",
                             "-0", "\\u0000", "{", "}", "[", "]", ":", ","])
 
+# ---- The evening's requests: what a phone or the host sends about the library and the queue (StageMessages.evening) ----
+for name, message in [
+    ("join", {"type": "evening", "id": "1", "action": "join", "name": "Ana", "phone": "0123456789abcdef0123"}),
+    ("search", {"type": "evening", "id": 2, "action": "search", "text": "thek madch"}),
+    ("queue", {"type": "evening", "action": "queue", "song": 12, "part": 2, "partner": "Ben", "key": -2, "difficulty": "hard"}),
+    ("queue-host", {"type": "evening", "action": "queue", "song": 3, "singer": "Zoë"}),
+    ("dequeue", {"type": "evening", "action": "dequeue", "entry": 7}),
+    ("move", {"type": "evening", "action": "move", "entry": 7, "position": 1}),
+    ("pause", {"type": "evening", "action": "pauseQueue", "on": True}),
+    ("cap", {"type": "evening", "action": "cap", "songs": 3}),
+]:
+    put("eveningRequest", name, json.dumps(message, separators=(",", ":"), ensure_ascii=False))
+dictionary("eveningRequest", ['"type"', '"evening"', '"action"', '"id"', '"join"', '"name"', '"phone"', '"search"', '"text"',
+                              '"queue"', '"song"', '"part"', '"partner"', '"key"', '"difficulty"', '"singer"', '"easy"',
+                              '"medium"', '"hard"', '"dequeue"', '"entry"', '"move"', '"position"', '"pauseQueue"', '"on"',
+                              '"cap"', '"songs"', "9007199254740993", "-0", "1e3", "null", "true", "false", "\\u0000",
+                              "\\ud800", "<script>", "{", "}", "[", "]", ":", ","])
+
 # ---- The decoder: tiny files of every format FFmpeg writes here, from a generated tone ----
 with tempfile.TemporaryDirectory() as tmp:
     for name, args in [

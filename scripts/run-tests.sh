@@ -5,7 +5,7 @@
 #   2. the tests that run against real servers in real time — PulseAudio, JACK, nginx-rtmp, live sessions — in
 #      parallel among themselves, but never beside phase 1: on a two-core machine the probes and encoders would
 #      take the CPU the sound servers and pacing threads need, and the tests would measure the load, not the code;
-#   3. the karaoke sessions on JACK, alone (see below);
+#   3. the karaoke sessions on JACK, alone (see below); then the evening from phones (three browsers), alone;
 #   4. the soak's two-minute version, alone.
 # Every phase always runs; the failures of all are repeated at the end, where a CI log is read. A new suite that
 # plays, records or talks to a server belongs in REALTIME.
@@ -15,10 +15,12 @@ SWIFT=${SWIFT:-swift}
 REALTIME='\.(TerminalDisplayTests|KaraokeNormalizeTests|VoiceProcessingRealTimeTests|PulseAudioDeviceTests|JACKDeviceTests|DeviceCommandTests|PublisherTests|PublisherErrorTests|MisbehavingServerTests|InteroperabilityTests|LiveStreamTests|LiveStreamLifecycleTests|SessionResourceTests|StreamCommandTests|FaultInjectionTests)/'
 # Suites that run alone, after phase 2 (phase 3).
 ALONE='\.(KaraokeSessionTests|KaraokeRoomTests|StageTests)/'
+# The evening from phones (three headless Chromiums beside the room): after phase 3, by itself.
+EVENING='\.(EveningStageTests)/'
 mkdir -p .build
 status=0
 echo "== phase 1: computing tests =="
-$SWIFT test --skip-build --skip "$REALTIME" --skip "$ALONE" 2>&1 | tee .build/test-compute.log || status=1
+$SWIFT test --skip-build --skip "$REALTIME" --skip "$ALONE" --skip "$EVENING" 2>&1 | tee .build/test-compute.log || status=1
 # A short mutation run (the full 10,000 inputs: `make fuzz-smoke`): damaged files of every kind through probe, encode
 # and render, with a different seed each day, so the tests keep finding new inputs; no crash, no hang.
 echo "== phase 1: fuzz smoke =="
@@ -51,6 +53,12 @@ if ! grep -qE "Test run with [1-9][0-9]* tests" .build/test-karaoke.log; then
     echo "phase 3 ran no tests"
     status=1
 fi
+echo "== phase 3: the evening from phones =="
+$SWIFT test --skip-build --filter "$EVENING" 2>&1 | tee .build/test-evening.log || status=1
+if ! grep -qE "Test run with [1-9][0-9]* tests" .build/test-evening.log; then
+    echo "the evening's phase ran no tests"
+    status=1
+fi
 # The soak's two-minute version (`make soak` runs it for an hour on the release build): monitor with the voice chain
 # and stream to nginx-rtmp on a JACK dummy server at 256 frames beside two peer jack_simple_clients on a second server,
 # alone, so that the memory it samples is the programs' alone. It judges memory (flat within 1 MiB after the
@@ -66,6 +74,6 @@ if [ "$status" -ne 0 ]; then
     echo "== what failed =="
     grep -hE "✘|error:|Fatal error|crashed|^fuzz-smoke:|^crash:|^hang:|^fuzz: .*FAILED|fuzz invariant|^SUMMARY|^soak: FAILED|^soak: .* exited|^examples: FAILED|^docs-check|^ls: cannot" .build/test-compute.log .build/test-fuzz.log \
         .build/test-libfuzzer.log .build/test-docs.log .build/test-examples.log \
-        .build/test-realtime.log .build/test-karaoke.log .build/test-soak.log | head -80
+        .build/test-realtime.log .build/test-karaoke.log .build/test-evening.log .build/test-soak.log | head -80
 fi
 exit "$status"

@@ -5,6 +5,7 @@ import Glibc
 #endif
 import LiveAudio
 import LiveAudioStage
+import SongLibrary
 import Synchronization
 
 struct Karaoke: AsyncParsableCommand {
@@ -25,6 +26,17 @@ struct Karaoke: AsyncParsableCommand {
 
     @Argument(help: "The songs, played in order in one room: each any file FFmpeg reads, or an UltraStar chart (.txt), whose song is played and sung to.")
     var songs: [String] = []
+
+    @Option(
+        name: .customLong("library"),
+        help: "Play the evening's queue from this song library folder (repeat for several; scanned first, only what changed), filled from phones on the stage: needs --web. See docs/library.md.")
+    var library: [String] = []
+
+    @Option(name: .customLong("db"), help: "With --library, the library's SQLite file (default: $XDG_DATA_HOME/liveaudio/library.sqlite).")
+    var database: String?
+
+    @Option(name: .customLong("queue-cap"), help: "With --library, the songs each singer may have waiting (1 … 50; default: the library's, 3 at first).")
+    var queueCap: Int?
 
     @Option(help: "Seconds between two songs: the room plays on (the voice, the stream) meanwhile.")
     var gap: Double = 5
@@ -127,6 +139,7 @@ struct Karaoke: AsyncParsableCommand {
 
     func run() async throws {
         do throws(AudioError) {
+            if !library.isEmpty { return try await runLibrary() }
             let plans = try songPlans()
             try validateDuration(duration)
             guard gap.isFinite, (0...3600).contains(gap) else {
@@ -151,6 +164,34 @@ struct Karaoke: AsyncParsableCommand {
         } catch {
             throw fail(error)
         }
+    }
+
+    /// `--library`: the evening's queue from phones. The library opened to write (a second evening on it is
+    /// refused), its folders scanned, the evening resumed; the stage always has a host token (on loopback too, so the
+    /// phones, which get the join address's token, are not hosts).
+    func runLibrary() async throws(AudioError) {
+        guard songs.isEmpty else {
+            throw AudioError(.invalidParameter, "--library plays the queue the phones fill: give no songs on the command line with it")
+        }
+        guard var stageConfiguration = try stage.configuration() else {
+            throw AudioError(.invalidParameter, "--library needs --web [HOST:]PORT: the queue is filled from phones on the stage")
+        }
+        try validateDuration(duration)
+        guard gap.isFinite, (0...3600).contains(gap) else {
+            throw AudioError(.invalidParameter, "--gap must be between 0 and 3600 seconds, got \(gap)")
+        }
+        if stageConfiguration.token == nil { stageConfiguration.token = StageConfiguration.randomToken() }
+        let path = database ?? SongLibrary.defaultPath(environment: ProcessInfo.processInfo.environment)
+        let store = try SongLibrary(path: path, access: .writer)
+        stageConfiguration.guestToken = try store.guestToken { StageConfiguration.randomToken() }
+        let report = try store.scan(library)
+        for problem in report.broken { note("karaoke: library: broken: \(problem.path): \(problem.reason)") }
+        for problem in report.skipped { note("karaoke: library: skipped: \(problem.path): \(problem.reason)") }
+        note("karaoke: library \(path): \(try store.count()) songs (\(report.added) added, \(report.updated) updated, \(report.removed) removed)")
+        if let queueCap { try store.setQueueCap(queueCap) }
+        try store.resumeEvening()
+        let room = try KaraokeRoom(try roomConfiguration(interactive: false))
+        try await LibraryEvening(command: self, room: room, library: store, stageConfiguration: stageConfiguration).run()
     }
 
     /// Each song argument as a plan: its chart read (a failure kept for its turn, so the others still play — but a

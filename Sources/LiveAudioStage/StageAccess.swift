@@ -19,6 +19,8 @@ public struct StageAccess: Sendable, Equatable {
     public let token: String?
     /// This computer's names, taken for the Host header when bound to every address.
     public let localNames: [String]
+    /// The join address's token (a phone: a guest); nil: no guests.
+    public var guestToken: String?
 
     /// The rules for a server bound to `host` and `port`.
     /// - Parameters:
@@ -69,6 +71,24 @@ public struct StageAccess: Sendable, Equatable {
         guard let token else { return true }
         guard let given else { return false }
         // Compared in full whatever the first difference (no early exit to time).
+        let a = Array(token.utf8), b = Array(given.utf8)
+        var diff = a.count ^ b.count
+        for i in 0..<max(a.count, b.count) {
+            diff |= Int((i < a.count ? a[i] : 0) ^ (i < b.count ? b[i] : 0))
+        }
+        return diff == 0
+    }
+
+    /// The role of a page that gave `token` and `guest` (nil: none): the host with the stage's token (or any page,
+    /// when no token is needed), a guest with the join address's, else a viewer.
+    public func role(token given: String?, guest: String?) -> StageRole {
+        if mayControl(token: given) { return .host }
+        if let guestToken, let guest, Self.equal(guestToken, guest) { return .guest }
+        return .viewer
+    }
+
+    /// Two tokens compared in full whatever the first difference (no early exit to time).
+    static func equal(_ token: String, _ given: String) -> Bool {
         let a = Array(token.utf8), b = Array(given.utf8)
         var diff = a.count ^ b.count
         for i in 0..<max(a.count, b.count) {

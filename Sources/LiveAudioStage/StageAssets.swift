@@ -23,8 +23,12 @@ public struct StageAssets: Sendable {
         "/": File(bytes: Array(StageFiles.indexHTML.utf8), contentType: "text/html; charset=utf-8"),
         "/stage.js": File(bytes: Array(StageFiles.stageJS.utf8), contentType: "text/javascript; charset=utf-8"),
         "/stage.css": File(bytes: Array(StageFiles.stageCSS.utf8), contentType: "text/css; charset=utf-8"),
+        "/join": File(bytes: Array(StageFiles.joinHTML.utf8), contentType: "text/html; charset=utf-8"),
+        "/phone.js": File(bytes: Array(StageFiles.phoneJS.utf8), contentType: "text/javascript; charset=utf-8"),
     ])
 
     /// The folder the files come from, and the name each has there.
-    public static let sources: [(path: String, name: String)] = [("/", "index.html"), ("/stage.js", "stage.js"), ("/stage.css", "stage.css")]
+    public static let sources: [(path: String, name: String)] = [
+        ("/", "index.html"), ("/stage.js", "stage.js"), ("/stage.css", "stage.css"), ("/join", "join.html"), ("/phone.js", "phone.js"),
+    ]
 }

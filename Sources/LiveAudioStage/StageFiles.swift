@@ -21,6 +21,27 @@ enum StageFiles {
 </header>
 
 <main>
+  <section id="evening" aria-label="Tonight" class="hidden">
+    <figure id="join-box">
+      <img id="join-qr" alt="QR code of the address phones join at" width="220" height="220">
+      <figcaption>Sing tonight: scan, or open <span id="join-url"></span></figcaption>
+    </figure>
+    <div id="queue-box">
+      <h2>Up next <span id="queue-paused" class="hidden">(the queue is paused)</span></h2>
+      <ol id="queue"></ol>
+      <p id="queue-empty">The queue is empty: scan the code and pick a song.</p>
+      <div id="queue-controls" class="buttons host-only">
+        <button type="button" id="queue-pause">Pause the queue</button>
+      </div>
+    </div>
+    <div id="scores-box" class="hidden">
+      <h2>Scores: <span id="scores-song"></span></h2>
+      <ul id="scores-results"></ul>
+      <h3>Top five (<span id="scores-difficulty"></span>)</h3>
+      <ol id="scores-top"></ol>
+    </div>
+  </section>
+
   <section id="lyrics" aria-label="Lyrics" class="karaoke-only">
     <p id="line" class="line" aria-live="polite"></p>
     <p id="next" class="next"></p>
@@ -88,7 +109,7 @@ const token = new URLSearchParams(location.search).get("token");
 
 // What the page knows, also for tests and for anyone curious in the console.
 const stage = {
-  connected: false, hello: null, song: null, tick: null, status: null, lyrics: null, score: null,
+  connected: false, hello: null, song: null, tick: null, status: null, lyrics: null, score: null, queue: null, join: null, scores: null,
   ticks: 0, connects: 0, closes: [], ended: false, lineChanges: [], lane: { line: -1, notes: [], points: [] }, replies: [],
   socket: null,
 };
@@ -119,6 +140,9 @@ function connect() {
       case "lyrics": onLyrics(m); break;
       case "score": onScore(m); break;
       case "reply": onReply(m); break;
+      case "queue": onQueue(m); break;
+      case "join": onJoin(m); break;
+      case "scores": onScores(m); break;
     }
   };
   socket.onclose = (event) => {
@@ -138,9 +162,9 @@ function connect() {
   socket.onerror = () => {};
 }
 
-function send(action, fields = {}) {
+function send(action, fields = {}, type = "control") {
   if (!socket || socket.readyState !== WebSocket.OPEN) return;
-  socket.send(JSON.stringify({ type: "control", id: String(nextId++), action, ...fields }));
+  socket.send(JSON.stringify({ type, id: String(nextId++), action, ...fields }));
 }
 
 function clock(s) {
@@ -159,6 +183,92 @@ function onHello(m) {
   showSong(m);
   buildControls(m);
   $("control-note").textContent = m.canControl ? "" : "Viewing only: the controls need the address with the token that the command printed.";
+  $("evening").classList.toggle("hidden", !m.evening);
+  for (const e of document.querySelectorAll(".host-only")) e.classList.toggle("hidden", !m.canControl);
+}
+
+// The evening (a karaoke night over a song library): the join code, the queue, the last take's scores. Every text
+// from the stage is set as text, never as markup.
+function minutes(s) {
+  if (s === null || s === undefined) return "";
+  s = Math.max(0, Math.round(s));
+  return `${Math.floor(s / 60)}:${String(s % 60).padStart(2, "0")}`;
+}
+
+// Seconds until the song playing now ends (0 between songs).
+function remaining() {
+  const t = stage.tick, st = stage.status, song = stage.song;
+  if (!t || !st || !song || song.startsIn > 0 || t.state !== "playing") return 0;
+  return Math.max(0, (st.regionEnd || 0) - t.position);
+}
+
+function onJoin(m) {
+  stage.join = m;
+  $("join-url").textContent = m.url;
+  if (m.qr) $("join-qr").src = "data:image/svg+xml;charset=utf-8," + encodeURIComponent(m.qr);
+}
+
+function onQueue(m) {
+  stage.queue = m;
+  // When each entry was first seen here (for tests: how soon a phone's song reaches every screen).
+  stage.queueSeen = stage.queueSeen || {};
+  for (const e of m.entries) if (!(e.id in stage.queueSeen)) stage.queueSeen[e.id] = Date.now();
+  $("queue-paused").classList.toggle("hidden", !m.paused);
+  $("queue-pause").textContent = m.paused ? "Resume the queue" : "Pause the queue";
+  $("queue-empty").classList.toggle("hidden", m.entries.length > 0);
+  const host = stage.hello && stage.hello.canControl;
+  const list = $("queue");
+  list.replaceChildren();
+  const wait = remaining();
+  for (const e of m.entries) {
+    const li = document.createElement("li");
+    li.dataset.entry = e.id;
+    const who = document.createElement("strong");
+    who.className = "singer";
+    who.textContent = (e.singer ? e.singer.name : "") + (e.partner ? " & " + e.partner.name : "");
+    const what = document.createElement("span");
+    what.className = "song";
+    what.textContent = ` ${e.title}${e.artist ? " – " + e.artist : ""}`;
+    const when = document.createElement("span");
+    when.className = "wait";
+    when.textContent = e.state === "up" ? " · up next" : ` · in about ${minutes(wait + e.startsAfter)}`;
+    li.append(who, what, when);
+    // Up next, its take is made: "Next song" skips it; the others move and go.
+    if (host && e.state !== "up") {
+      for (const [label, act] of [["▲", () => send("move", { entry: e.id, position: Math.max(1, e.place - 1) }, "evening")],
+        ["▼", () => send("move", { entry: e.id, position: e.place + 1 }, "evening")],
+        ["✕", () => send("dequeue", { entry: e.id }, "evening")]]) {
+        const b = document.createElement("button");
+        b.type = "button";
+        b.className = "small";
+        b.textContent = label;
+        b.setAttribute("aria-label", `${label === "✕" ? "Remove" : label === "▲" ? "Move up" : "Move down"}: ${e.title}`);
+        b.addEventListener("click", act);
+        li.append(" ", b);
+      }
+    }
+    list.append(li);
+  }
+}
+
+function onScores(m) {
+  stage.scores = m;
+  $("scores-box").classList.remove("hidden");
+  $("scores-song").textContent = `${m.title}${m.artist ? " – " + m.artist : ""}`;
+  $("scores-difficulty").textContent = m.difficulty;
+  const results = $("scores-results");
+  results.replaceChildren(...m.results.map((r) => {
+    const li = document.createElement("li");
+    li.textContent = `${r.singer}: ${r.score} — place ${r.place}`;
+    return li;
+  }));
+  const top = $("scores-top");
+  top.replaceChildren(...m.top.map((s) => {
+    const li = document.createElement("li");
+    li.textContent = `${s.singer} ${s.score}${s.new ? " (new)" : ""}`;
+    if (s.new) li.className = "new";
+    return li;
+  }));
 }
 
 // The song's title, artist and lines: from hello, and again from a room's song event when the next take comes.
@@ -198,6 +308,8 @@ const meterNames = {
 function onTick(m) {
   stage.tick = m;
   stage.ticks += 1;
+  // While a song is sung the evening's panel is the join code in a corner; between songs, the queue and scores.
+  document.body.classList.toggle("singing", !!(stage.song && stage.song.startsIn <= 0 && m.state === "playing"));
   $("position").textContent = clock(m.position);
   $("state").textContent = m.state;
   const st = stage.status;
@@ -293,7 +405,7 @@ function onStatus(m) {
   const canKey = stage.hello && stage.hello.canControl && m.keyAdjustable;
   $("key-up").disabled = !canKey;
   $("key-down").disabled = !canKey;
-  if (m.state === "ended") $("connection").textContent = "the song has ended";
+  if (m.state === "ended") $("connection").textContent = stage.hello && stage.hello.evening ? "between songs" : "the song has ended";
 }
 
 function onLyrics(m) {
@@ -467,6 +579,7 @@ $("pause").addEventListener("click", () => send(stage.status && stage.status.sta
 $("stop").addEventListener("click", () => send("stop"));
 $("skip").addEventListener("click", () => send("skip"));
 $("seek").addEventListener("change", () => send("seek", { seconds: Number($("seek").value) }));
+$("queue-pause").addEventListener("click", () => send("pauseQueue", { on: !(stage.queue && stage.queue.paused) }, "evening"));
 
 connect();
 
@@ -495,6 +608,299 @@ button[aria-pressed=true] { background: #5a3b00; }
 button:disabled, input:disabled { opacity: 0.5; }
 .hidden { display: none !important; }
 #outputs { color: var(--dim); margin: 0; padding-left: 1.2rem; }
+#evening { display: grid; grid-template-columns: auto 1fr 1fr; gap: 1.5rem; align-items: start; max-width: 1400px; }
+#join-box { margin: 0; text-align: center; }
+#join-qr { width: 220px; height: 220px; background: #fff; border-radius: 6px; image-rendering: pixelated; }
+#join-box figcaption { color: var(--dim); max-width: 240px; overflow-wrap: anywhere; font-size: 0.85rem; }
+#queue li, #scores-top li { margin: 0.2rem 0; overflow-wrap: anywhere; }
+#queue .wait { color: var(--dim); }
+#scores-top .new { color: var(--accent); font-weight: bold; }
+button.small { padding: 0.3rem 0.6rem; min-width: 2rem; }
+body.phone { max-width: 40rem; margin: 0 auto; }
+body.phone input, body.phone select { font: inherit; padding: 0.5rem; margin: 0.2rem 0; border-radius: 6px; border: 1px solid #444; background: #1a1f26; color: var(--fg); }
+body.phone #search, body.phone #name { width: 100%; }
+#results { list-style: none; padding: 0; }
+#results button.result { width: 100%; text-align: left; }
+body.singing #evening { position: fixed; right: 1rem; bottom: 1rem; display: block; z-index: 2; }
+body.singing #queue-box, body.singing #scores-box { display: none; }
+body.singing #join-qr { width: 120px; height: 120px; }
+body.singing #join-box figcaption { display: none; }
+
+"""#
+    static let joinHTML = #"""
+<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Sing tonight</title>
+<link rel="icon" href="data:,">
+<link rel="stylesheet" href="/stage.css">
+<script type="module" src="/phone.js"></script>
+</head>
+<body class="phone">
+<header>
+  <h1>Sing tonight</h1>
+  <p id="connection" role="status" aria-live="polite">connecting…</p>
+</header>
+
+<main>
+  <section id="name-section" aria-label="Your name">
+    <form id="name-form">
+      <label for="name">Your name</label>
+      <input id="name" name="name" maxlength="40" autocomplete="nickname" required>
+      <button type="submit" id="join">Join</button>
+    </form>
+    <p id="me" hidden>Singing as <strong id="my-name"></strong> <button type="button" id="rename" class="small">change</button></p>
+    <p id="join-note" role="status" aria-live="polite"></p>
+  </section>
+
+  <section id="search-section" aria-label="Songs" hidden>
+    <label for="search">Find a song</label>
+    <input id="search" type="search" autocomplete="off" placeholder="title, artist, language…">
+    <ul id="results" aria-live="polite"></ul>
+  </section>
+
+  <section id="pick" aria-label="Queue a song" hidden>
+    <h2 id="pick-title"></h2>
+    <p id="pick-parts-row" hidden>
+      <label for="pick-part">Your part</label> <select id="pick-part"></select>
+      <label for="pick-partner">with</label> <input id="pick-partner" maxlength="40" placeholder="your partner's name">
+    </p>
+    <p>
+      <label for="pick-key">Key</label> <input id="pick-key" type="number" min="-12" max="12" step="1" value="0">
+      <label for="pick-difficulty">Difficulty</label>
+      <select id="pick-difficulty"><option>easy</option><option selected>medium</option><option>hard</option></select>
+    </p>
+    <p class="buttons"><button type="button" id="pick-queue">Queue it</button> <button type="button" id="pick-cancel" class="small">cancel</button></p>
+    <p id="pick-note" role="status" aria-live="polite"></p>
+  </section>
+
+  <section id="mine-section" aria-label="Your songs" hidden>
+    <h2>Your songs</h2>
+    <ul id="mine"></ul>
+  </section>
+
+  <section aria-label="The queue">
+    <h2>The queue <span id="queue-paused" hidden>(paused)</span></h2>
+    <ol id="queue"></ol>
+  </section>
+</main>
+</body>
+</html>
+
+"""#
+    static let phoneJS = #"""
+// A phone's page for the evening: join with a name (kept on the phone), find songs as you type, queue one (a part,
+// a partner and the key for a duet), see your own songs and your place, take one out. One WebSocket to the stage,
+// as the big screen's; every text from the stage is shown as text (textContent), never as markup.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+const guest = new URLSearchParams(location.search).get("guest");
+
+// What the page knows, also for tests.
+const phone = { connected: false, hello: null, me: null, queue: null, results: [], replies: [], searches: 0, socket: null };
+window.phone = phone;
+
+// The phone's own secret (its identity on the stage) and its name, kept across reloads.
+function secret() {
+  let s = localStorage.getItem("liveaudio.phone");
+  if (!s || !/^[A-Za-z0-9_-]{16,64}$/.test(s)) {
+    const bytes = new Uint8Array(16);
+    crypto.getRandomValues(bytes);
+    s = Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+    localStorage.setItem("liveaudio.phone", s);
+  }
+  return s;
+}
+
+let socket = null;
+let backoff = 500;
+let nextId = 1;
+const pending = new Map();
+
+function connect() {
+  socket = new WebSocket(`ws://${location.host}/ws` + (guest ? `?guest=${encodeURIComponent(guest)}` : ""));
+  phone.socket = socket;
+  socket.onopen = () => {
+    phone.connected = true;
+    backoff = 500;
+    $("connection").textContent = "connected";
+    const name = localStorage.getItem("liveaudio.name");
+    if (name) join(name);
+  };
+  socket.onmessage = (event) => {
+    let m;
+    try { m = JSON.parse(event.data); } catch { return; }
+    if (m.type === "hello") phone.hello = m;
+    else if (m.type === "queue") onQueue(m);
+    else if (m.type === "reply") {
+      phone.replies.push(m);
+      const done = pending.get(m.id);
+      pending.delete(m.id);
+      if (done) done(m);
+    }
+  };
+  socket.onclose = (event) => {
+    phone.connected = false;
+    if (event.code === 1000 && event.reason === "the session has ended") {
+      $("connection").textContent = "the evening has ended";
+      return;
+    }
+    $("connection").textContent = "connection lost: reconnecting…";
+    setTimeout(connect, backoff);
+    backoff = Math.min(4000, backoff * 2);
+  };
+  socket.onerror = () => {};
+}
+
+// Sends an evening request; `done` gets the reply.
+function request(action, fields, done) {
+  if (!socket || socket.readyState !== WebSocket.OPEN) return;
+  const id = String(nextId++);
+  if (done) pending.set(id, done);
+  socket.send(JSON.stringify({ type: "evening", id, action, ...fields }));
+}
+
+function join(name) {
+  request("join", { name, phone: secret() }, (r) => {
+    if (!r.ok) {
+      $("join-note").textContent = r.error;
+      showJoined(false);
+      return;
+    }
+    phone.me = r.data;
+    localStorage.setItem("liveaudio.name", r.data.name);
+    $("join-note").textContent = "";
+    $("my-name").textContent = r.data.name;
+    $("pick-key").value = r.data.key;
+    $("pick-difficulty").value = r.data.difficulty;
+    showJoined(true);
+    if (phone.queue) onQueue(phone.queue);
+  });
+}
+
+function showJoined(joined) {
+  $("name-form").hidden = joined;
+  $("me").hidden = !joined;
+  $("search-section").hidden = !joined;
+  $("mine-section").hidden = !joined;
+}
+
+$("name-form").addEventListener("submit", (e) => {
+  e.preventDefault();
+  const name = $("name").value.trim();
+  if (name) join(name);
+});
+$("rename").addEventListener("click", () => {
+  $("name").value = phone.me ? phone.me.name : "";
+  $("name-form").hidden = false;
+  $("me").hidden = true;
+});
+
+// As you type: a search a keystroke, the newest answer shown.
+let searchSerial = 0;
+$("search").addEventListener("input", () => {
+  const text = $("search").value;
+  const serial = ++searchSerial;
+  phone.searches += 1;
+  request("search", { text }, (r) => {
+    if (serial !== searchSerial || !r.ok) return;
+    phone.results = r.data;
+    showResults(r.data);
+  });
+});
+
+function minutes(s) {
+  if (s === null || s === undefined) return "";
+  s = Math.max(0, Math.round(s));
+  return `${Math.floor(s / 60)}:${String(s % 60).padStart(2, "0")}`;
+}
+
+function showResults(songs) {
+  const list = $("results");
+  list.replaceChildren();
+  for (const song of songs) {
+    const li = document.createElement("li");
+    const b = document.createElement("button");
+    b.type = "button";
+    b.className = "result";
+    b.dataset.song = song.id;
+    b.textContent = `${song.artist ? song.artist + " – " : ""}${song.title}${song.duet ? " (duet)" : ""} ${minutes(song.length)}`;
+    b.addEventListener("click", () => pick(song));
+    li.append(b);
+    list.append(li);
+  }
+}
+
+let picked = null;
+function pick(song) {
+  picked = song;
+  $("pick").hidden = false;
+  $("pick-title").textContent = `${song.artist ? song.artist + " – " : ""}${song.title}`;
+  $("pick-note").textContent = "";
+  const parts = $("pick-part");
+  parts.replaceChildren();
+  for (const [i, p] of song.parts.entries()) {
+    const o = document.createElement("option");
+    o.value = p;
+    o.textContent = `P${p}${song.singers[i] ? " (" + song.singers[i] + ")" : ""}`;
+    parts.append(o);
+  }
+  $("pick-parts-row").hidden = !song.duet;
+}
+
+$("pick-cancel").addEventListener("click", () => { $("pick").hidden = true; picked = null; });
+$("pick-queue").addEventListener("click", () => {
+  if (!picked) return;
+  const fields = { song: picked.id, key: Number($("pick-key").value) || 0, difficulty: $("pick-difficulty").value };
+  if (picked.duet) {
+    fields.part = Number($("pick-part").value);
+    const partner = $("pick-partner").value.trim();
+    if (partner) fields.partner = partner;
+  }
+  request("queue", fields, (r) => {
+    if (!r.ok) { $("pick-note").textContent = r.error; return; }
+    $("pick").hidden = true;
+    picked = null;
+  });
+});
+
+// The queue: everyone's, and this phone's own songs with their place, wait and a remove button.
+function onQueue(q) {
+  phone.queue = q;
+  phone.queueSeen = phone.queueSeen || {};
+  for (const e of q.entries) if (!(e.id in phone.queueSeen)) phone.queueSeen[e.id] = Date.now();
+  $("queue-paused").hidden = !q.paused;
+  const all = $("queue");
+  all.replaceChildren();
+  const mine = $("mine");
+  mine.replaceChildren();
+  for (const e of q.entries) {
+    const who = e.singer ? e.singer.name : "";
+    const text = `${who}${e.partner ? " & " + e.partner.name : ""}: ${e.title}${e.state === "up" ? " — up next" : ""}`;
+    const li = document.createElement("li");
+    li.dataset.entry = e.id;
+    li.textContent = text;
+    all.append(li);
+    if (phone.me && e.singer && e.singer.id === phone.me.id) {
+      const m = document.createElement("li");
+      m.dataset.entry = e.id;
+      const label = document.createElement("span");
+      label.textContent = `#${e.place} ${e.title} — in about ${minutes(e.startsAfter)}`;
+      const b = document.createElement("button");
+      b.type = "button";
+      b.className = "small remove";
+      b.textContent = "remove";
+      b.addEventListener("click", () => request("dequeue", { entry: e.id }));
+      m.append(label, " ", b);
+      mine.append(m);
+    }
+  }
+}
+
+connect();
 
 """#
 }

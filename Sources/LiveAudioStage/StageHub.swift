@@ -1,3 +1,4 @@
+import Dispatch
 import LiveAudio
 import NIOCore
 import NIOWebSocket
@@ -25,11 +26,41 @@ final class StageHub<Presenter: StagePresenter>: Sendable {
         var closed = false
     }
     private let state = Locked(State())
+    /// The evening's requests (SQLite) run here, one at a time and in order, never on the event loop that every
+    /// page's socket shares.
+    private let library = DispatchQueue(label: "la-stage-library")
+    /// A guest's requests by its address: a bucket of `burst` that fills at `perSecond` (a reconnect gets no new
+    /// burst; the host is not counted).
+    private struct Bucket {
+        var tokens: Double
+        var at: UInt64
+    }
+    private let buckets = Locked<[String: Bucket]>([:])
+    let burst: Double
+    let perSecond: Double
 
-    init(presenter: Presenter, monitor: SnapshotMonitor<Presenter.Snapshot>, maximumClients: Int) {
+    init(presenter: Presenter, monitor: SnapshotMonitor<Presenter.Snapshot>, maximumClients: Int, burst: Int = 30, perSecond: Double = 10) {
         self.presenter = presenter
         self.monitor = monitor
         self.maximumClients = maximumClients
+        self.burst = Double(max(1, burst))
+        self.perSecond = max(0.1, perSecond)
+    }
+
+    /// Whether a request from `client` may be taken now (a guest's: one token of its address's bucket).
+    func takeRequest(_ client: StageClient) -> Bool {
+        guard client.role == .guest else { return true }
+        let now = monotonicNanoseconds()
+        return buckets.withLock { all in
+            if all.count > 4096, all[client.address] == nil { all.removeAll() }
+            var b = all[client.address] ?? Bucket(tokens: burst, at: now)
+            b.tokens = min(burst, b.tokens + Double(now &- b.at) / 1e9 * perSecond)
+            b.at = now
+            let taken = b.tokens >= 1
+            if taken { b.tokens -= 1 }
+            all[client.address] = b
+            return taken
+        }
     }
 
     var clientCount: Int { state.withLock { $0.clients.count } }
@@ -89,7 +120,7 @@ final class StageHub<Presenter: StagePresenter>: Sendable {
             s.nextID += 1
             s.joined += 1
             s.clients[client.id] = client
-            client.post(type: "hello", presenter.hello(canControl: client.canControl))
+            client.post(type: "hello", presenter.hello(role: client.role))
             for e in s.events { client.post(type: e.type, e.json) }
             if let tick = s.tick { client.post(type: "tick", tick) }
             return true
@@ -103,7 +134,27 @@ final class StageHub<Presenter: StagePresenter>: Sendable {
         remove(client, slow: false)
     }
 
-    func handle(_ text: String, client: StageClient) -> String {
+    /// The reply to a page's message, or nil when it comes later (an evening request, answered off the event loop).
+    func handle(_ text: String, client: StageClient) -> String? {
+        if StageMessages.isEvening(text) {
+            let parsed: (id: String?, request: EveningRequest)
+            do throws(StageMessages.Refusal) {
+                parsed = try StageMessages.evening(text)
+            } catch {
+                return StageMessages.reply(id: error.id, error: error.message)
+            }
+            guard takeRequest(client) else {
+                return StageMessages.reply(id: parsed.id, error: "too many requests: wait a moment")
+            }
+            library.async { [self] in
+                let answer = presenter.evening(parsed.request, role: client.role, singer: client.singer)
+                if let singer = answer.singer { client.singer = singer }
+                // Shown at once on every page, not at the next tick.
+                if answer.error == nil { monitor.refresh() }
+                client.post(type: "reply", StageMessages.reply(id: parsed.id, answer: answer))
+            }
+            return nil
+        }
         let request: StageMessages.Request
         do throws(StageMessages.Refusal) {
             request = try StageMessages.control(text, kind: presenter.kind)
@@ -150,8 +201,18 @@ final class StageHub<Presenter: StagePresenter>: Sendable {
 /// 32) — written on its channel's event loop while the socket takes them, and since when it has not.
 final class StageClient: Sendable {
     let channel: any Channel
-    let canControl: Bool
+    let role: StageRole
+    var canControl: Bool { role == .host }
+    /// The page's IP address (a guest's requests are counted by it).
+    let address: String
     private let idBox = Atomic<Int>(-1)
+    private let singerBox = Atomic<Int64>(0)
+    /// The singer a guest's page joined as (nil before).
+    var singer: Int64? {
+        get { let s = singerBox.load(ordering: .relaxed); return s == 0 ? nil : s }
+        set { singerBox.store(newValue ?? 0, ordering: .relaxed) }
+    }
+
     var id: Int {
         get { idBox.load(ordering: .relaxed) }
         set { idBox.store(newValue, ordering: .relaxed) }
@@ -165,9 +226,10 @@ final class StageClient: Sendable {
     /// Monotonic ns since when messages have waited for a socket that takes no more; 0 while it takes them.
     private let blockedSince = Atomic<UInt64>(0)
 
-    init(channel: any Channel, canControl: Bool) {
+    init(channel: any Channel, role: StageRole) {
         self.channel = channel
-        self.canControl = canControl
+        self.role = role
+        address = channel.remoteAddress?.ipAddress ?? "?"
     }
 
     func post(type: String, _ json: String) {

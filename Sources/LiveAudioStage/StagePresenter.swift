@@ -24,6 +24,21 @@ public protocol StagePresenter: Sendable {
     func events(_ snapshot: Snapshot) -> [(type: String, json: String)]
     /// Does a parsed control.
     func perform(_ control: StageMessages.Control) throws(AudioError)
+    /// The first message to a page of `role` (default: ``hello(canControl:)``, true for the host).
+    func hello(role: StageRole) -> String
+    /// Answers an evening request (the song library and its queue: ``EveningRequest``) from a page of `role` whose
+    /// singer is `singer` (nil before it joined). Default: refused, the stage has no library.
+    func evening(_ request: EveningRequest, role: StageRole, singer: Int64?) -> EveningAnswer
+}
+
+extension StagePresenter {
+    /// The `hello` of ``hello(canControl:)``: controls for the host.
+    public func hello(role: StageRole) -> String { hello(canControl: role == .host) }
+
+    /// Refused: this stage shows no evening.
+    public func evening(_ request: EveningRequest, role: StageRole, singer: Int64?) -> EveningAnswer {
+        EveningAnswer(error: "this stage has no song library")
+    }
 }
 
 extension LevelReading {

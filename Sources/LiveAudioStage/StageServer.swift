@@ -21,9 +21,19 @@ public struct StageConfiguration: Sendable, Equatable {
     public var maximumClients = 128
     /// A page whose socket has not taken what was written to it for this long is disconnected.
     public var slowClientTimeout = 5.0
+    /// The join address's token, for phones (guests: ``StageRole/guest``); nil: no join address. An evening's
+    /// stage sets one (and a stage token, on loopback too, so that the host and the phones differ).
+    public var guestToken: String?
+    /// Requests a guest may make in a burst (more are refused until it slows down).
+    public var guestRequestBurst = 30
+    /// Requests a guest may make a second after its burst.
+    public var guestRequestsPerSecond = 10.0
 
     /// The defaults: 127.0.0.1 on a free port, no token given, at most 128 pages, and a 5-second slow-page timeout.
     public init() {}
+
+    /// A new token: 128 random bits as 32 hex digits (for ``token`` or ``guestToken``).
+    public static func randomToken() -> String { StageServer<KaraokeStagePresenter>.newToken() }
 
     /// `PORT`, `HOST:PORT` or `[IPv6]:PORT` (what `--web` takes).
     /// - Throws: ``/AudioCore/AudioError`` `.invalidParameter` with what was wrong.
@@ -75,6 +85,8 @@ public final class StageServer<Presenter: StagePresenter>: Sendable {
 
     /// The page's address (with the token when one is needed).
     public let url: String
+    /// The phones' address (`/join` with the guest token), when the stage has guests.
+    public let joinURL: String?
     /// The rules the server applies to every request, with the port it listens on.
     public let access: StageAccess
     private let hub: StageHub<Presenter>
@@ -83,10 +95,11 @@ public final class StageServer<Presenter: StagePresenter>: Sendable {
     private let broadcast: Task<Void, Never>
 
     private init(
-        url: String, access: StageAccess, hub: StageHub<Presenter>, group: MultiThreadedEventLoopGroup, listener: any Channel,
+        url: String, joinURL: String?, access: StageAccess, hub: StageHub<Presenter>, group: MultiThreadedEventLoopGroup, listener: any Channel,
         broadcast: Task<Void, Never>
     ) {
         self.url = url
+        self.joinURL = joinURL
         self.access = access
         self.hub = hub
         self.group = group
@@ -113,10 +126,16 @@ public final class StageServer<Presenter: StagePresenter>: Sendable {
         let host = configuration.host.hasPrefix("[") && configuration.host.hasSuffix("]")
             ? String(configuration.host.dropFirst().dropLast()) : configuration.host
         guard !host.isEmpty else { throw AudioError(.invalidParameter, "--web: the host is empty") }
-        let token = configuration.token ?? (StageAccess.isLoopback(host) ? nil : Self.newToken())
+        // Guests need a host token beside theirs (without one every page would be the host), on loopback too.
+        let token = configuration.token ?? (StageAccess.isLoopback(host) && configuration.guestToken == nil ? nil : Self.newToken())
         let assets = StageAssets.embedded
-        let hub = StageHub(presenter: presenter, monitor: monitor, maximumClients: configuration.maximumClients)
-        let accessBox = SharedValue(StageAccess(host: host, port: configuration.port, token: token, localNames: Self.localNames()))
+        let hub = StageHub(
+            presenter: presenter, monitor: monitor, maximumClients: configuration.maximumClients,
+            burst: configuration.guestRequestBurst, perSecond: configuration.guestRequestsPerSecond)
+        var rules = StageAccess(host: host, port: configuration.port, token: token, localNames: Self.localNames())
+        rules.guestToken = configuration.guestToken
+        let accessBox = SharedValue(rules)
+
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         // Every connection counts, pages and plain requests alike: beyond the pages' limit and a margin for the page's
         // own files, a new one is closed at once (a flood of connections cannot take the process's descriptors).
@@ -146,7 +165,8 @@ public final class StageServer<Presenter: StagePresenter>: Sendable {
                         return channel.eventLoop.makeSucceededFuture(allowed ? HTTPHeaders() : nil)
                     },
                     upgradePipelineHandler: { channel, head in
-                        let client = StageClient(channel: channel, canControl: access.mayControl(token: StageHTTPHandler.query(head.uri, "token")))
+                        let role = access.role(token: StageHTTPHandler.query(head.uri, "token"), guest: StageHTTPHandler.query(head.uri, "guest"))
+                        let client = StageClient(channel: channel, role: role)
                         // On the channel's event loop, as NIO calls this.
                         return channel.eventLoop.makeCompletedFuture {
                             try channel.pipeline.syncOperations.addHandlers([
@@ -183,7 +203,8 @@ public final class StageServer<Presenter: StagePresenter>: Sendable {
         let reachable = wildcard ? (Self.networkAddresses().first ?? "127.0.0.1") : host
         let shownHost = reachable.contains(":") ? "[\(reachable)]" : reachable
         let url = "http://\(shownHost):\(port)/" + (token.map { "?token=" + $0 } ?? "")
-        return StageServer(url: url, access: accessBox.value, hub: hub, group: group, listener: listener, broadcast: broadcast)
+        let joinURL = configuration.guestToken.map { "http://\(shownHost):\(port)/join?guest=" + $0 }
+        return StageServer(url: url, joinURL: joinURL, access: accessBox.value, hub: hub, group: group, listener: listener, broadcast: broadcast)
     }
 
     /// Stops serving: the listener closes, every page gets the session's last state and a close frame saying it has
@@ -362,7 +383,7 @@ final class StageSocketHandler<Presenter: StagePresenter>: ChannelInboundHandler
         case .text:
             var data = frame.unmaskedData
             let text = data.readString(length: data.readableBytes) ?? ""
-            client.post(type: "reply", hub.handle(text, client: client))
+            if let reply = hub.handle(text, client: client) { client.post(type: "reply", reply) }
         case .binary:
             client.post(type: "reply", StageMessages.reply(id: nil, error: "text messages only"))
         case .ping:

@@ -120,8 +120,8 @@ struct LibraryScanner {
         var problem: String?
     }
 
-    /// The ids of the library's songs this scan met (kept): a song under the scanned folder not among them at the
-    /// end is gone. The library's rows themselves are looked up a batch of files at a time, never all held at once
+    /// The ids of the library's songs this scan met (kept), under any of its roots: a song under a scanned folder
+    /// not among them is gone (a folder under two roots is walked once, its songs met once). The library's rows themselves are looked up a batch of files at a time, never all held at once
     /// (a rescan of 80,000 songs stays under 100 MB).
     var met: Set<Int64> = []
     /// Folders that could not be read: songs under them are kept.
@@ -163,12 +163,11 @@ struct LibraryScanner {
                 let id: Int64 = row["id"]
                 if kept.contains(id) { continue }
                 let path: String = row["path"]
-                if skippedFolders.contains(where: { path.hasPrefix($0 + "/") }) { continue }
+                if skippedFolders.contains(where: { path == $0 || path.hasPrefix($0 + "/") }) { continue }
                 gone.append(id)
             }
             return gone
         }
-        met = []
         if !gone.isEmpty {
             let ids = gone
             try library.write("update") { db in
@@ -204,10 +203,13 @@ struct LibraryScanner {
                         continue
                     }
                     guard visited.insert(listing.key).inserted else {
+                        // A symlink loop, or a folder scanned before under another root: its songs are as they were.
                         report.skipped.append(.init(path: listing.folder, reason: "a symlink loop: this folder was reached before by another path"))
+                        unreadable.append(listing.folder)
                         continue
                     }
                     report.skipped += listing.skipped
+                    unreadable += listing.unreadable
                     if !listing.job.charts.isEmpty || !listing.job.audio.isEmpty {
                         jobFiles += listing.job.charts.count + listing.job.audio.count
                         jobs.append(listing.job)
@@ -232,6 +234,8 @@ struct LibraryScanner {
         var job: FolderJob
         var folders: [String] = []
         var skipped: [LibraryScanReport.Problem] = []
+        /// Entries that could not be looked at (a symlink to nothing: a drive not mounted): their songs are kept.
+        var unreadable: [String] = []
     }
 
     /// One folder, opened once, its files looked at through the open folder (`fstatat`), audio files only when the
@@ -275,6 +279,7 @@ struct LibraryScanner {
                 var s = stat()
                 guard fstatat(descriptor, entry.name, &s, 0) == 0 else {
                     if kind == DT_LNK { listing.skipped.append(.init(path: folder + "/" + entry.name, reason: "a symlink to nothing")) }
+                    listing.unreadable.append(folder == "/" ? "/" + entry.name : folder + "/" + entry.name)
                     continue
                 }
                 kind = s.st_mode & S_IFMT == S_IFDIR ? UInt8(DT_DIR) : s.st_mode & S_IFMT == S_IFREG ? UInt8(DT_REG) : 0
@@ -490,8 +495,10 @@ struct LibraryScanner {
         let inserted = try library.write("write") { db in
             var inserted: [Int64] = []
             for var song in batch {
-                if song.id != nil {
-                    try song.update(db)
+                if let id = song.id {
+                    // The audio's length learnt when played stays, unless the song's audio is another file now.
+                    try db.execute(sql: "UPDATE song SET audioLength = NULL WHERE id = ? AND audio IS NOT ?", arguments: [id, song.audio])
+                    try song.update(db, columns: LibrarySong.scannedColumns)
                 } else {
                     try song.insert(db)
                     if let id = song.id { inserted.append(id) }

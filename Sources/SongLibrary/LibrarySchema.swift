@@ -7,8 +7,9 @@ enum LibrarySchema {
         var migrator = DatabaseMigrator()
         migrator.registerMigration("songs") { db in
             try db.execute(sql: """
+                -- AUTOINCREMENT: a song's id is never given to another (a queue entry names its song by it).
                 CREATE TABLE song (
-                    id INTEGER PRIMARY KEY,
+                    id INTEGER PRIMARY KEY AUTOINCREMENT,
                     path TEXT NOT NULL UNIQUE,
                     kind TEXT NOT NULL,
                     title TEXT NOT NULL,
@@ -101,8 +102,8 @@ enum LibrarySchema {
                     entry INTEGER
                 );
                 CREATE INDEX score_song ON score(songHash, difficulty, score DESC);
-                -- The evening's settings and its clock: sequence, cap, paused.
-                CREATE TABLE evening (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+                -- The evening's settings and its clock: clock, cap, paused, the join address's token.
+                CREATE TABLE evening (key TEXT PRIMARY KEY, value NOT NULL);
                 """)
         }
         return migrator

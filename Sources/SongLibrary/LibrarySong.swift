@@ -62,6 +62,12 @@ public struct LibrarySong: Codable, Sendable, Equatable, Identifiable, Fetchable
     /// Why the song cannot be sung (a chart no game could play, its audio missing); nil for a playable song.
     public var problem: String?
 
+    /// The columns a scan writes (all but ``audioLength``, which playing learns).
+    static let scannedColumns = [
+        "path", "kind", "title", "artist", "language", "genre", "edition", "creator", "year", "parts", "singers", "length",
+        "bpm", "audio", "lyrics", "size", "modified", "hash", "warnings", "problem",
+    ]
+
     /// True for a duet: a chart with more than one part.
     public var isDuet: Bool { parts.count > 1 }
     /// True when it can be offered for singing.

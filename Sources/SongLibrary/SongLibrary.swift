@@ -62,7 +62,8 @@ public final class SongLibrary: Sendable {
             _ = ftruncate(descriptor, 0)
             _ = pid.utf8CString.withUnsafeBufferPointer { pwrite(descriptor, $0.baseAddress, pid.utf8.count, 0) }
         }
-        lock = descriptor
+        // The pool is made and migrated before any stored property is set: a failure closes the lock here, once.
+        let opened: DatabasePool
         do {
             var configuration = Configuration()
             configuration.label = "liveaudio-library"
@@ -72,15 +73,24 @@ public final class SongLibrary: Sendable {
             configuration.prepareDatabase { db in
                 try db.execute(sql: "PRAGMA synchronous = NORMAL")
             }
-            pool = try DatabasePool(path: path, configuration: configuration)
-            try LibrarySchema.migrator.migrate(pool)
+            opened = try DatabasePool(path: path, configuration: configuration)
+            let migrator = LibrarySchema.migrator
+            if try opened.read({ db in try migrator.hasBeenSuperseded(db) }) {
+                throw AudioError(.database, "the song library \(path) was written by a newer LiveAudio: open it with that one, or give this one another with --db")
+            }
+            try migrator.migrate(opened)
         } catch let error as DatabaseError {
             if descriptor >= 0 { close(descriptor) }
             throw Self.failure("open", path, error)
+        } catch let error as AudioError {
+            if descriptor >= 0 { close(descriptor) }
+            throw error
         } catch {
             if descriptor >= 0 { close(descriptor) }
             throw AudioError(.database, "cannot open the song library \(path): \(error)")
         }
+        pool = opened
+        lock = descriptor
     }
 
     deinit {

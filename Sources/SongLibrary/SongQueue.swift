@@ -162,6 +162,14 @@ extension SongLibrary {
     public static let nameLimit = 40
     /// How many songs a singer may have waiting unless the host says otherwise.
     public static let defaultQueueCap = 3
+    /// The most singers a library keeps (a phone that joins beyond is refused).
+    public static let singerLimit = 2000
+
+    /// The singer of this name (any case), or nil.
+    public func singer(named name: String) throws(AudioError) -> Singer? {
+        let clean = Self.cleanName(name)
+        return try read("read") { db in try Singer.filter(sql: "name = ? COLLATE NOCASE", arguments: [clean]).fetchOne(db) }
+    }
 
     // MARK: Singers
 
@@ -192,6 +200,10 @@ extension SongLibrary {
                     try named.update(db)
                 }
                 return named
+            }
+            let count = try Int.fetchOne(db, sql: "SELECT count(*) FROM singer") ?? 0
+            guard count < SongLibrary.singerLimit else {
+                throw AudioError(.invalidParameter, "the evening has \(count) singers, the most it takes: join as one of them")
             }
             var singer = Singer(id: nil, name: clean, token: token, key: 0, difficulty: SingingDifficulty.medium.rawValue, joined: now, lastSang: nil)
             try singer.insert(db)
@@ -262,6 +274,17 @@ extension SongLibrary {
 
     /// Pauses or resumes the queue.
     public func setPaused(_ paused: Bool) throws(AudioError) { try setting("paused", paused ? 1 : 0) }
+
+    /// The evening's guest token (the join address's): made once, kept in the library, so that a phone's address
+    /// and the QR code on the wall stay good when the evening's process is started again.
+    public func guestToken(makeWith make: @Sendable () -> String) throws(AudioError) -> String {
+        let fresh = make()
+        return try write("update") { db in
+            if let token = try String.fetchOne(db, sql: "SELECT value FROM evening WHERE key = 'guest'") { return token }
+            try db.execute(sql: "INSERT INTO evening(key, value) VALUES ('guest', ?)", arguments: [fresh])
+            return fresh
+        }
+    }
 
     private func setting(_ key: String, _ value: Int) throws(AudioError) {
         try write("update") { db in
@@ -347,6 +370,10 @@ extension SongLibrary {
             if case .guest(let singer) = requester, entry.singer != singer {
                 throw AudioError(.invalidParameter, "a phone removes its own songs only")
             }
+            // Up next, its take is made: the host skips it ("Next song").
+            guard entry.state == .waiting else {
+                throw AudioError(.invalidParameter, "that song is up next: the host can skip it")
+            }
             try db.execute(sql: "UPDATE entry SET state = 'removed', ended = ? WHERE id = ?", arguments: [now, id])
         }
     }
@@ -362,7 +389,11 @@ extension SongLibrary {
             let lowest = up == nil ? 1 : 2
             let target = max(lowest, min(position, order.count + 1))
             order.insert(id, at: target - 1)
-            for (index, entry) in order.prefix(target).enumerated() where entry != up {
+            // The entries from the first to the moved one, and on to the last one pinned before, keep these places:
+            // an older pin further down would otherwise outrank the new order.
+            let pinned = Set(try Int64.fetchAll(db, sql: "SELECT id FROM entry WHERE pinned IS NOT NULL AND state IN ('waiting', 'up')"))
+            let through = max(target, (order.lastIndex { pinned.contains($0) } ?? -1) + 1)
+            for (index, entry) in order.prefix(through).enumerated() where entry != up {
                 try db.execute(sql: "UPDATE entry SET pinned = ? WHERE id = ?", arguments: [index + 1, entry])
             }
         }
@@ -389,9 +420,10 @@ extension SongLibrary {
     /// one already up, if any); nil when the queue is empty or paused.
     public func startCountdown() throws(AudioError) -> QueueEntry? {
         try write("update") { db in
-            if let up = try QueueEntry.filter(sql: "state = 'up'").fetchOne(db) { return up }
             let paused = (try Int.fetchOne(db, sql: "SELECT value FROM evening WHERE key = 'paused'") ?? 0) != 0
-            guard !paused, var first = try Self.order(db).first else { return nil }
+            guard !paused else { return nil }
+            if let up = try QueueEntry.filter(sql: "state = 'up'").fetchOne(db) { return up }
+            guard var first = try Self.order(db).first else { return nil }
             first.state = .up
             first.pinned = nil
             try first.update(db)
@@ -401,7 +433,7 @@ extension SongLibrary {
 
     /// The entry up next is being sung.
     public func begin(_ id: Int64) throws(AudioError) {
-        try write("update") { db in try db.execute(sql: "UPDATE entry SET state = 'singing' WHERE id = ? AND state IN ('up', 'waiting')", arguments: [id]) }
+        try write("update") { db in try db.execute(sql: "UPDATE entry SET state = 'singing' WHERE id = ? AND state = 'up'", arguments: [id]) }
     }
 
     /// An entry was sung: its singers have sung now (the rotation's clock), and each score is stored. Returns the
@@ -410,7 +442,9 @@ extension SongLibrary {
     public func finish(_ id: Int64, scores: [(part: Int, score: Int)]) throws(AudioError) -> [(record: ScoreRecord, place: Int)] {
         let now = Self.wallClock()
         return try write("store the scores") { db in
-            guard var entry = try QueueEntry.fetchOne(db, key: id) else { throw AudioError(.invalidParameter, "no entry \(id)") }
+            guard var entry = try QueueEntry.fetchOne(db, key: id), entry.state == .up || entry.state == .singing else {
+                throw AudioError(.invalidParameter, "entry \(id) is not being sung")
+            }
             let song = try LibrarySong.fetchOne(db, key: entry.song)
             let clock = try Self.tick(db)
             entry.state = .sung
@@ -439,10 +473,28 @@ extension SongLibrary {
     public func skip(_ id: Int64) throws(AudioError) {
         let now = Self.wallClock()
         try write("update") { db in
-            guard let entry = try QueueEntry.fetchOne(db, key: id) else { throw AudioError(.invalidParameter, "no entry \(id)") }
+            guard let entry = try QueueEntry.fetchOne(db, key: id), [.waiting, .up, .singing].contains(entry.state) else {
+                throw AudioError(.invalidParameter, "entry \(id) is not in the queue")
+            }
             let clock = try Self.tick(db)
             try db.execute(sql: "UPDATE entry SET state = 'skipped', ended = ? WHERE id = ?", arguments: [now, id])
             try db.execute(sql: "UPDATE singer SET lastSang = ? WHERE id IN (?, ?)", arguments: [clock, entry.singer, entry.partner ?? entry.singer])
+        }
+    }
+
+    /// Takes an entry out because it cannot be played (its song gone or broken): removed, its singers' turn not
+    /// counted (as a host's skip would).
+    public func cancel(_ id: Int64) throws(AudioError) {
+        let now = Self.wallClock()
+        try write("update") { db in
+            try db.execute(sql: "UPDATE entry SET state = 'removed', ended = ? WHERE id = ? AND state IN ('waiting', 'up', 'singing')", arguments: [now, id])
+        }
+    }
+
+    /// The playable song with these notes (a queue entry's song renamed or moved since it was queued), or nil.
+    public func song(hash: String) throws(AudioError) -> LibrarySong? {
+        try read("read") { db in
+            try LibrarySong.fetchOne(db, sql: "SELECT * FROM song WHERE hash = ? AND problem IS NULL AND audio IS NOT NULL ORDER BY id LIMIT 1", arguments: [hash])
         }
     }
 
@@ -488,4 +540,27 @@ extension SongLibrary {
 extension String {
     /// The first `count` characters.
     func prefixCharacters(_ count: Int) -> String { String(prefix(count)) }
+}
+
+/// An observation of the evening's tables: held, it calls back after every change committed to the singers, the
+/// queue, the settings or the scores (by this process or another); released or cancelled, it stops.
+public final class EveningObservation: Sendable {
+    private let cancellable: AnyDatabaseCancellable
+
+    init(_ cancellable: AnyDatabaseCancellable) { self.cancellable = cancellable }
+
+    /// Stops the callbacks.
+    public func cancel() { cancellable.cancel() }
+
+    deinit { cancellable.cancel() }
+}
+
+extension SongLibrary {
+    /// Calls `changed` (on a queue of GRDB's, never inside a transaction's work) after each committed change to
+    /// the singers, the queue, the evening's settings or the scores: what a stage needs to show the queue within
+    /// a moment of a phone's request. Keep the result; `changed` must not wait for the library.
+    public func observeEvening(_ changed: @escaping @Sendable () -> Void) -> EveningObservation {
+        let observation = DatabaseRegionObservation(tracking: Table("singer"), Table("entry"), Table("evening"), Table("score"))
+        return EveningObservation(observation.start(in: pool, onError: { _ in changed() }, onChange: { _ in changed() }))
+    }
 }

@@ -107,9 +107,13 @@ struct QueueTests {
         error = Self.failure { () throws(AudioError) in try library.dequeue(a1, by: .guest(b)) }
         #expect(error?.message == "a phone removes its own songs only")
         #expect(try library.queue().map(\.id!) == [a1, b1, a2, a3])
-        // The host moves Ana's third song to the top; then removes it.
+        // The host moves Ana's third song to the top, then Ben's up twice: the older pins follow the new order.
         try library.move(a3, to: 1)
         #expect(try library.queue().first?.id == a3)
+        try library.move(b1, to: 3)
+        #expect(try library.queue().map(\.id!) == [a3, a1, b1, a2])
+        try library.move(b1, to: 2)
+        #expect(try library.queue().map(\.id!) == [a3, b1, a1, a2])
         try library.dequeue(a3, by: .host)
         #expect(try !library.queue().contains { $0.id == a3 })
         // Paused: no countdown starts. Resumed: it does; a skip counts as the singer's turn.
@@ -117,8 +121,12 @@ struct QueueTests {
         #expect(try library.startCountdown() == nil)
         try library.setPaused(false)
         let up = try #require(try library.startCountdown())
+        let upRemoved = Self.failure { () throws(AudioError) in try library.dequeue(up.id!, by: .host) }
+        #expect(upRemoved?.message == "that song is up next: the host can skip it")
+        #expect(up.id == b1, "the host's order: Ben's song first")
         try library.skip(up.id!)
-        #expect(try library.queue().first?.singer == b, "Ana's turn was taken by the skip")
+        #expect(try library.queue().map(\.id!) == [a1, a2])
+        #expect(try library.singers().first { $0.id == b }?.lastSang != nil, "a skip counts as Ben's turn")
     }
 
     @Test("Duets: two singers with their parts; a profile's key and difficulty used when a song names none; scores ranked")
@@ -149,6 +157,9 @@ struct QueueTests {
         #expect(try library.singers().filter { $0.lastSang != nil }.map(\.name).sorted() == ["Ana", "Ben"])
         // Another take of the duet at the same difficulty: its place among the three.
         let again = try library.enqueue(.init(song: song["Duet"]!, singer: c, partner: b, difficulty: .hard), by: .guest(c))
+        let early = Self.failure { () throws(AudioError) in _ = try library.finish(again.id!, scores: []) }
+        #expect(early?.message == "entry \(again.id!) is not being sung", "a waiting entry is not finished")
+        #expect(try library.startCountdown()?.id == again.id, "Cleo has not sung: first")
         let second = try library.finish(again.id!, scores: [(part: 1, score: 7000)])
         #expect(second.first?.place == 2)
         let hash = try library.song(id: song["Duet"]!)!.hash

@@ -7,7 +7,7 @@ const token = new URLSearchParams(location.search).get("token");
 
 // What the page knows, also for tests and for anyone curious in the console.
 const stage = {
-  connected: false, hello: null, song: null, tick: null, status: null, lyrics: null, score: null,
+  connected: false, hello: null, song: null, tick: null, status: null, lyrics: null, score: null, queue: null, join: null, scores: null,
   ticks: 0, connects: 0, closes: [], ended: false, lineChanges: [], lane: { line: -1, notes: [], points: [] }, replies: [],
   socket: null,
 };
@@ -38,6 +38,9 @@ function connect() {
       case "lyrics": onLyrics(m); break;
       case "score": onScore(m); break;
       case "reply": onReply(m); break;
+      case "queue": onQueue(m); break;
+      case "join": onJoin(m); break;
+      case "scores": onScores(m); break;
     }
   };
   socket.onclose = (event) => {
@@ -57,9 +60,9 @@ function connect() {
   socket.onerror = () => {};
 }
 
-function send(action, fields = {}) {
+function send(action, fields = {}, type = "control") {
   if (!socket || socket.readyState !== WebSocket.OPEN) return;
-  socket.send(JSON.stringify({ type: "control", id: String(nextId++), action, ...fields }));
+  socket.send(JSON.stringify({ type, id: String(nextId++), action, ...fields }));
 }
 
 function clock(s) {
@@ -78,6 +81,92 @@ function onHello(m) {
   showSong(m);
   buildControls(m);
   $("control-note").textContent = m.canControl ? "" : "Viewing only: the controls need the address with the token that the command printed.";
+  $("evening").classList.toggle("hidden", !m.evening);
+  for (const e of document.querySelectorAll(".host-only")) e.classList.toggle("hidden", !m.canControl);
+}
+
+// The evening (a karaoke night over a song library): the join code, the queue, the last take's scores. Every text
+// from the stage is set as text, never as markup.
+function minutes(s) {
+  if (s === null || s === undefined) return "";
+  s = Math.max(0, Math.round(s));
+  return `${Math.floor(s / 60)}:${String(s % 60).padStart(2, "0")}`;
+}
+
+// Seconds until the song playing now ends (0 between songs).
+function remaining() {
+  const t = stage.tick, st = stage.status, song = stage.song;
+  if (!t || !st || !song || song.startsIn > 0 || t.state !== "playing") return 0;
+  return Math.max(0, (st.regionEnd || 0) - t.position);
+}
+
+function onJoin(m) {
+  stage.join = m;
+  $("join-url").textContent = m.url;
+  if (m.qr) $("join-qr").src = "data:image/svg+xml;charset=utf-8," + encodeURIComponent(m.qr);
+}
+
+function onQueue(m) {
+  stage.queue = m;
+  // When each entry was first seen here (for tests: how soon a phone's song reaches every screen).
+  stage.queueSeen = stage.queueSeen || {};
+  for (const e of m.entries) if (!(e.id in stage.queueSeen)) stage.queueSeen[e.id] = Date.now();
+  $("queue-paused").classList.toggle("hidden", !m.paused);
+  $("queue-pause").textContent = m.paused ? "Resume the queue" : "Pause the queue";
+  $("queue-empty").classList.toggle("hidden", m.entries.length > 0);
+  const host = stage.hello && stage.hello.canControl;
+  const list = $("queue");
+  list.replaceChildren();
+  const wait = remaining();
+  for (const e of m.entries) {
+    const li = document.createElement("li");
+    li.dataset.entry = e.id;
+    const who = document.createElement("strong");
+    who.className = "singer";
+    who.textContent = (e.singer ? e.singer.name : "") + (e.partner ? " & " + e.partner.name : "");
+    const what = document.createElement("span");
+    what.className = "song";
+    what.textContent = ` ${e.title}${e.artist ? " – " + e.artist : ""}`;
+    const when = document.createElement("span");
+    when.className = "wait";
+    when.textContent = e.state === "up" ? " · up next" : ` · in about ${minutes(wait + e.startsAfter)}`;
+    li.append(who, what, when);
+    // Up next, its take is made: "Next song" skips it; the others move and go.
+    if (host && e.state !== "up") {
+      for (const [label, act] of [["▲", () => send("move", { entry: e.id, position: Math.max(1, e.place - 1) }, "evening")],
+        ["▼", () => send("move", { entry: e.id, position: e.place + 1 }, "evening")],
+        ["✕", () => send("dequeue", { entry: e.id }, "evening")]]) {
+        const b = document.createElement("button");
+        b.type = "button";
+        b.className = "small";
+        b.textContent = label;
+        b.setAttribute("aria-label", `${label === "✕" ? "Remove" : label === "▲" ? "Move up" : "Move down"}: ${e.title}`);
+        b.addEventListener("click", act);
+        li.append(" ", b);
+      }
+    }
+    list.append(li);
+  }
+}
+
+function onScores(m) {
+  stage.scores = m;
+  $("scores-box").classList.remove("hidden");
+  $("scores-song").textContent = `${m.title}${m.artist ? " – " + m.artist : ""}`;
+  $("scores-difficulty").textContent = m.difficulty;
+  const results = $("scores-results");
+  results.replaceChildren(...m.results.map((r) => {
+    const li = document.createElement("li");
+    li.textContent = `${r.singer}: ${r.score} — place ${r.place}`;
+    return li;
+  }));
+  const top = $("scores-top");
+  top.replaceChildren(...m.top.map((s) => {
+    const li = document.createElement("li");
+    li.textContent = `${s.singer} ${s.score}${s.new ? " (new)" : ""}`;
+    if (s.new) li.className = "new";
+    return li;
+  }));
 }
 
 // The song's title, artist and lines: from hello, and again from a room's song event when the next take comes.
@@ -117,6 +206,8 @@ const meterNames = {
 function onTick(m) {
   stage.tick = m;
   stage.ticks += 1;
+  // While a song is sung the evening's panel is the join code in a corner; between songs, the queue and scores.
+  document.body.classList.toggle("singing", !!(stage.song && stage.song.startsIn <= 0 && m.state === "playing"));
   $("position").textContent = clock(m.position);
   $("state").textContent = m.state;
   const st = stage.status;
@@ -212,7 +303,7 @@ function onStatus(m) {
   const canKey = stage.hello && stage.hello.canControl && m.keyAdjustable;
   $("key-up").disabled = !canKey;
   $("key-down").disabled = !canKey;
-  if (m.state === "ended") $("connection").textContent = "the song has ended";
+  if (m.state === "ended") $("connection").textContent = stage.hello && stage.hello.evening ? "between songs" : "the song has ended";
 }
 
 function onLyrics(m) {
@@ -386,5 +477,6 @@ $("pause").addEventListener("click", () => send(stage.status && stage.status.sta
 $("stop").addEventListener("click", () => send("stop"));
 $("skip").addEventListener("click", () => send("skip"));
 $("seek").addEventListener("change", () => send("seek", { seconds: Number($("seek").value) }));
+$("queue-pause").addEventListener("click", () => send("pauseQueue", { on: !(stage.queue && stage.queue.paused) }, "evening"));
 
 connect();

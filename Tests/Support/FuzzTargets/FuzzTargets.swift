@@ -14,7 +14,8 @@ import Glibc
 /// `-sanitize=fuzzer,address`) and in `make test`, which replays the seed corpora and every regression input
 /// (`Fuzz/regressions/TARGET/`) through it.
 public enum FuzzTarget: String, CaseIterable, Sendable {
-    case wav, adts, audioSpecificConfig, flv, amf0, amf3, chunkStream, handshake, commands, rtmpURL, graphFile, decoder, chart, stageControl
+    case wav, adts, audioSpecificConfig, flv, amf0, amf3, chunkStream, handshake, commands, rtmpURL, graphFile, decoder, chart, stageControl,
+        eveningRequest
 
     /// Runs one input. Errors are the expected answer to most inputs; a broken invariant is a fatal error.
     public func run(_ bytes: [UInt8]) {
@@ -33,6 +34,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         case .decoder: Self.decoder(bytes)
         case .chart: Self.chart(bytes)
         case .stageControl: Self.stageControl(bytes)
+        case .eveningRequest: Self.eveningRequest(bytes)
         }
     }
 
@@ -485,6 +487,43 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
             default:
                 fatalError("fuzz invariant broken: a control parses once and not twice")
             }
+        }
+    }
+
+    /// Any bytes as a phone's or the host's evening request: parsed the same twice; a request taken is within its
+    /// limits (the message at most 4096 bytes, texts at most 1024, a phone's secret 16 … 64 of its characters, a key
+    /// −12 … 12, a part 1 … 9, ids 1 or more, the cap 1 … 50); a refusal is a short reason in a reply that is JSON.
+    static func eveningRequest(_ bytes: [UInt8]) {
+        let text = String(decoding: bytes, as: UTF8.self)
+        let first = Result { () throws(StageMessages.Refusal) in try StageMessages.evening(text) }
+        let second = Result { () throws(StageMessages.Refusal) in try StageMessages.evening(text) }
+        switch (first, second) {
+        case (.success(let a), .success(let b)):
+            check(a.id == b.id && a.request == b.request, "two parses of one request differ")
+            check(text.utf8.count <= StageMessages.maximumControlBytes, "a request of \(text.utf8.count) bytes taken")
+            check((a.id?.count ?? 0) <= 64, "an id of \(a.id?.count ?? 0) characters")
+            func short(_ s: String?) -> Bool { (s?.utf8.count ?? 0) <= StageMessages.maximumTextBytes }
+            switch a.request {
+            case .join(let name, let phone):
+                check(short(name) && (16...64).contains(phone.utf8.count), "join \(name.utf8.count)/\(phone.utf8.count) bytes")
+                check(phone.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") }, "a phone secret with \(phone)")
+            case .search(let words): check(short(words), "a search of \(words.utf8.count) bytes")
+            case .queue(let song, let part, let partner, let key, _, let singer):
+                check(song >= 1 && (part.map { (1...9).contains($0) } ?? true) && (key.map { (-12...12).contains($0) } ?? true), "queue \(song) \(String(describing: part)) \(String(describing: key))")
+                check(short(partner) && short(singer), "a name too long")
+            case .dequeue(let entry): check(entry >= 1, "dequeue \(entry)")
+            case .move(let entry, let position): check(entry >= 1 && position >= 1, "move \(entry) to \(position)")
+            case .pauseQueue: break
+            case .cap(let songs): check((1...50).contains(songs), "cap \(songs)")
+            }
+        case (.failure(let a), .failure(let b)):
+            check(a == b, "two refusals of one request differ")
+            check(!a.message.isEmpty && a.message.count <= 200, "a refusal of \(a.message.count) characters")
+            let reply = StageMessages.reply(id: a.id, answer: EveningAnswer(error: a.message))
+            let object = try? JSONSerialization.jsonObject(with: Data(reply.utf8)) as? [String: Any]
+            check(object?["ok"] as? Bool == false && object?["error"] as? String == a.message, "a reply that is not JSON: \(reply)")
+        default:
+            fatalError("fuzz invariant broken: a request parses once and not twice")
         }
     }
 
