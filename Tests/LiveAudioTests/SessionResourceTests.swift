@@ -43,7 +43,9 @@ import TestSupport
         #expect(ours - work >= 2 && ours - work <= 3, "\(ours - work) threads of ours besides la-work: \(threads)")
         #expect(ours <= 4, "\(ours) threads of ours: \(threads)")
         let onALSA = report["alsaTakeThreads"] as? [String] ?? []
+        // A take the loaded sound server stalled is tried again (SessionProbe): what is judged is the take that ran.
         #expect(report["alsaTakeError"] as? String == "", "\(report)")
+        if let attempts = report["alsaTakeAttempts"] as? Int, attempts > 1 { print("session probe: the ALSA take ran at attempt \(attempts)") }
         #expect(onALSA.count <= 6 && onALSA.contains("la-alsa-io") && onALSA.filter({ $0 == "la-work" }).count == 1,
                 "the take on ALSA: \(onALSA)")
         #expect(!threads.contains { $0.hasPrefix("NIO-") }, "NIO's own event loops run: \(threads)")
