@@ -57,7 +57,8 @@ struct EveningStageTests {
         let run = try runProcess(Self.python, [script, "--out", dir.file("results.json"), "--cwd", dir.path] + shots + ["--"] + command)
         #expect(run.status == 0, "\(run.stderr)")
         let r = try StageTests.results(dir.file("results.json"))
-        if let debug = ProcessInfo.processInfo.environment["EVENING_RESULTS"] { try? FileManager.default.copyItem(atPath: dir.file("results.json"), toPath: debug) }
+        // EVENING_RESULTS=FILE keeps what the pages saw (the folder is removed at the end).
+        if let keep = ProcessInfo.processInfo.environment["EVENING_RESULTS"] { try? FileManager.default.copyItem(atPath: dir.file("results.json"), toPath: keep) }
         let errors = r["errors"] as? [String] ?? ["no results"]
         #expect(errors.isEmpty, "\(errors) — liveaudio said: \(((r["runs"] as? [[String: Any]])?.first?["stderr"] as? [String] ?? []).suffix(12))")
         #expect(r["bigRole"] as? String == "host" && r["phoneRole"] as? String == "guest")
