@@ -70,13 +70,7 @@ public struct StageAccess: Sendable, Equatable {
     public func mayControl(token given: String?) -> Bool {
         guard let token else { return true }
         guard let given else { return false }
-        // Compared in full whatever the first difference (no early exit to time).
-        let a = Array(token.utf8), b = Array(given.utf8)
-        var diff = a.count ^ b.count
-        for i in 0..<max(a.count, b.count) {
-            diff |= Int((i < a.count ? a[i] : 0) ^ (i < b.count ? b[i] : 0))
-        }
-        return diff == 0
+        return Self.equal(token, given)
     }
 
     /// The role of a page that gave `token` and `guest` (nil: none): the host with the stage's token (or any page,

@@ -69,24 +69,7 @@ public enum StageMessages {
     /// reply.
     /// - Throws: ``Refusal`` for anything else: not JSON, too long, an unknown action or field value, a missing field.
     public static func control(_ text: String, kind: Kind) throws(Refusal) -> Request {
-        let bytes = text.utf8.count
-        guard bytes <= maximumControlBytes else {
-            throw Refusal(id: nil, message: "message too long: \(bytes) bytes, at most \(maximumControlBytes)")
-        }
-        let value: JSONValue
-        do {
-            value = try JSONDecoder().decode(JSONValue.self, from: Data(text.utf8))
-        } catch {
-            throw Refusal(id: nil, message: "not a JSON message")
-        }
-        guard case .object(let fields) = value else { throw Refusal(id: nil, message: "a message is a JSON object") }
-        var id: String?
-        switch fields["id"] {
-        case nil, .null?: id = nil
-        case .string(let s)?: id = String(s.prefix(64))
-        case .number(let n)? where n.isFinite && abs(n) < 1e15: id = String(Int64(n))
-        default: throw Refusal(id: nil, message: "id must be a string or an integer")
-        }
+        let (id, fields) = try object(text)
         func refuse(_ message: String) -> Refusal { Refusal(id: id, message: message) }
         guard fields["type"] == .string("control") else { throw refuse("type must be \"control\"") }
         guard case .string(let action)? = fields["action"] else { throw refuse("action is required") }

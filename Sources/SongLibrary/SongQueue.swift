@@ -245,7 +245,7 @@ extension SongLibrary {
             default: return true
             }
         }
-        return String(String.UnicodeScalarView(kept)).trimmingSpaces.prefixCharacters(nameLimit)
+        return String(String(String.UnicodeScalarView(kept)).trimmingSpaces.prefix(nameLimit))
     }
 
     static func wallClock() -> Double {
@@ -535,11 +535,6 @@ extension SongLibrary {
                 .map { (hash: $0["songHash"] as String, title: $0["title"] as String, artist: $0["artist"] as String) }
         }
     }
-}
-
-extension String {
-    /// The first `count` characters.
-    func prefixCharacters(_ count: Int) -> String { String(prefix(count)) }
 }
 
 /// An observation of the evening's tables: held, it calls back after every change committed to the singers, the
