@@ -19,45 +19,48 @@ ALONE='\.(KaraokeSessionTests|KaraokeRoomTests|StageTests)/'
 EVENING='\.(EveningStageTests)/'
 mkdir -p .build
 status=0
-echo "== phase 1: computing tests =="
+# Each phase's banner says how long the tests have run so far (the build before them not counted): where the minutes go.
+started=$SECONDS
+phase() { echo "== $1 == (at $(( SECONDS - started )) s)"; }
+# What failed outside a log (a phase that ran no tests), repeated at the end with the logs' failures.
+notes=()
+note() { echo "$1"; notes+=("$1"); status=1; }
+phase "phase 1: computing tests"
 $SWIFT test --skip-build --skip "$REALTIME" --skip "$ALONE" --skip "$EVENING" 2>&1 | tee .build/test-compute.log || status=1
 # A short mutation run (the full 10,000 inputs: `make fuzz-smoke`): damaged files of every kind through probe, encode
 # and render, with a different seed each day, so the tests keep finding new inputs; no crash, no hang.
-echo "== phase 1: fuzz smoke =="
+phase "phase 1: fuzz smoke"
 python3 scripts/fuzz-smoke.py --binary .build/debug/liveaudio --inputs 400 --seed "$(date +%Y%m%d)" --keep .build/fuzz-failures \
     2>&1 | tee .build/test-fuzz.log || status=1
-# Every fuzz target for 20 s under libFuzzer and AddressSanitizer (the long runs: `make fuzz`); a crash, a broken
+# Every fuzz target for 10 s under libFuzzer and AddressSanitizer (the long runs: `make fuzz`); a crash, a broken
 # invariant or a leak fails the run, and its input is printed for Fuzz/regressions/ (which phase 1 replays).
-echo "== phase 1: fuzz targets =="
-SWIFT=$SWIFT FUZZ_SECONDS=20 FUZZ_JOBS=2 scripts/fuzz.sh 2>&1 | tee .build/test-libfuzzer.log || status=1
+phase "phase 1: fuzz targets"
+SWIFT=$SWIFT FUZZ_SECONDS=10 FUZZ_JOBS=2 scripts/fuzz.sh 2>&1 | tee .build/test-libfuzzer.log || status=1
 # The API documentation (DocC, every warning an error, every public symbol documented) and the Examples/ package (its
 # own build of LiveAudio; the offline example's WAV read by ffprobe).
-echo "== phase 1: API documentation =="
+phase "phase 1: API documentation"
 SWIFT=$SWIFT scripts/docs.sh 2>&1 | tee .build/test-docs.log
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
-echo "== phase 1: examples =="
+phase "phase 1: examples"
 SWIFT=$SWIFT scripts/examples.sh 2>&1 | tee .build/test-examples.log
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
-echo "== phase 2: real servers, real time =="
+phase "phase 2: real servers, real time"
 $SWIFT test --skip-build --filter "$REALTIME" 2>&1 | tee .build/test-realtime.log || status=1
-if ! grep -qE "Test run with [1-9][0-9]* tests" .build/test-realtime.log; then
-    echo "phase 2 ran no tests: REALTIME in scripts/run-tests.sh names no suite that exists"
-    status=1
+if ! grep -qE "Test run with [1-9][0-9]* tests? " .build/test-realtime.log; then
+    note "phase 2 ran no tests: REALTIME in scripts/run-tests.sh names no suite that exists"
 fi
 # The karaoke sessions on JACK in a process of their own: libjack's client side crashed (its stack overwritten with a
 # semaphore's name) when this process opened and closed clients on one server while the suites above held clients on
 # others; an application talks to one server. Runs after phase 2, alone.
-echo "== phase 3: karaoke sessions =="
+phase "phase 3: karaoke sessions"
 $SWIFT test --skip-build --filter "$ALONE" 2>&1 | tee .build/test-karaoke.log || status=1
-if ! grep -qE "Test run with [1-9][0-9]* tests" .build/test-karaoke.log; then
-    echo "phase 3 ran no tests"
-    status=1
+if ! grep -qE "Test run with [1-9][0-9]* tests? " .build/test-karaoke.log; then
+    note "phase 3 ran no tests"
 fi
-echo "== phase 3: the evening from phones =="
+phase "phase 3: the evening from phones"
 $SWIFT test --skip-build --filter "$EVENING" 2>&1 | tee .build/test-evening.log || status=1
-if ! grep -qE "Test run with [1-9][0-9]* tests" .build/test-evening.log; then
-    echo "the evening's phase ran no tests"
-    status=1
+if ! grep -qE "Test run with [1-9][0-9]* tests? " .build/test-evening.log; then
+    note "the evening's phase ran no tests"
 fi
 # The soak's two-minute version (`make soak` runs it for an hour on the release build): monitor with the voice chain
 # and stream to nginx-rtmp on a JACK dummy server at 256 frames beside two peer jack_simple_clients on a second server,
@@ -65,14 +68,16 @@ fi
 # warm-up), drops, reconnects and the exit statuses; the xruns against the peer are printed, not judged: two minutes
 # on a shared machine can be decided by a single stall of the host, which makes both servers' timers late. `make soak`
 # judges them over an hour.
-echo "== phase 4: soak (2 minutes) =="
+phase "phase 4: soak (2 minutes)"
 python3 scripts/soak.py --binary .build/debug/liveaudio --seconds "${TEST_SOAK_SECONDS:-120}" --xruns-reported-only --out .build/soak 2>&1 \
     | tee .build/test-soak.log
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+echo "== all phases: $(( SECONDS - started )) s =="
 if [ "$status" -ne 0 ]; then
     echo
     echo "== what failed =="
-    grep -hE "✘|error:|Fatal error|crashed|^fuzz-smoke:|^crash:|^hang:|^fuzz: .*FAILED|fuzz invariant|^SUMMARY|^soak: FAILED|^soak: .* exited|^examples: FAILED|^docs-check|^ls: cannot" .build/test-compute.log .build/test-fuzz.log \
+    [ ${#notes[@]} -eq 0 ] || printf '%s\n' "${notes[@]}"
+    grep -hE "✘|(^|: )error:|Fatal error|the fuzz build failed|crashed|^fuzz-smoke: .* ([1-9][0-9]* crashes|[0-9]+ crashes, [1-9][0-9]* hangs)|^crash:|^hang:|^fuzz: .*FAILED|fuzz invariant|^SUMMARY|^soak: FAILED|^soak: .* exited|^examples: FAILED|^docs-check: [0-9]+ problem|^ls: cannot" .build/test-compute.log .build/test-fuzz.log \
         .build/test-libfuzzer.log .build/test-docs.log .build/test-examples.log \
         .build/test-realtime.log .build/test-karaoke.log .build/test-evening.log .build/test-soak.log | head -80
 fi

@@ -508,7 +508,11 @@ final class StallOnce: @unchecked Sendable {
         #expect(events.contains { if case .fault(let e) = $0 { e.code == .deviceUnavailable } else { false } }, "\(events)")
         #expect(events.contains { if case .reconnectFailed = $0 { true } else { false } }, "\(events)")
         let gaps = events.compactMap { if case .reconnected(_, let gap) = $0 { gap } else { nil } }
-        #expect(gaps.count == 1, "\(events)")
+        // One reconnect; or two, when the server took the capture client while it could not take the output's yet
+        // (a loaded machine, the server still starting): capture went on alone — said in a warning — and the output
+        // followed at the next look. Anything more is a supervisor that does not settle.
+        let outputAway = events.contains { if case .warning(let w) = $0 { w.contains("the output device is away") } else { false } }
+        #expect(gaps.count == 1 || (gaps.count == 2 && outputAway), "\(events)")
         let gap = try #require(gaps.first)
         #expect(gap >= 24_000, "the server was away at least half a second: \(gap) frames")
         #expect(resumedAt >= killedAt + gap, "sample time moved on by the gap")

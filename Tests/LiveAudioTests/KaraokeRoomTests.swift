@@ -220,64 +220,79 @@ import TestSupport
     /// never silent, back at its level within 0.2 dB — until the next take, whose first frame it is silent from; the
     /// dropped song is never heard.
     @Test func anInterludePlaysOnWhenTheNextSongIsDroppedInItsCountdown() async throws {
-        let dir = try TemporaryDirectory()
-        defer { dir.remove() }
-        try """
-            {"sampleRate": 48000, "channels": 1, "nodes": [{"id": "mic", "type": "input", "channels": 1}],
-             "connections": [{"from": "mic", "to": "output"}]}
-            """.write(toFile: dir.file("chain.json"), atomically: true, encoding: .utf8)
-        for (name, frequency, seconds) in [("dropped", 330.0, 1.5), ("sung", 440.0, 1.5), ("interlude", 660.0, 0.7)] {
-            let n = Int(seconds * 48_000)
-            let x = (0..<n).map { Float(0.1 * sin(2 * Double.pi * frequency * Double($0) / 48_000)) }
-            try writeWAV(dir.file("\(name).wav"), channels: [x], sampleType: .int16)
-        }
-        try writeWAV(dir.file("voice.wav"), channels: [[Float](repeating: 0, count: 20 * 48_000)], sampleType: .int16)
-        var c = KaraokeRoom.Configuration()
-        c.voiceChain = dir.file("chain.json")
-        c.backend = .virtual
-        c.inputDevice = dir.file("voice.wav")
-        c.outputDevice = dir.file("out.wav")
-        c.recordPath = dir.file("evening.wav")
-        c.roundTrip = .milliseconds(0)
-        c.interlude = dir.file("interlude.wav")
-        c.interludeVolume = -6
-        let room = try KaraokeRoom(c)
-        try await room.start()
-        // Timed by the room's clock, not by sleeps: this test's tasks share a busy process.
-        while room.elapsed < 1.5 { try await Task.sleep(nanoseconds: 10_000_000) }
-        let dropped = try KaraokeTake(KaraokeTake.Configuration(song: dir.file("dropped.wav")), room: room)
-        try await room.play(dropped, after: 3)
-        // Three tenths into the fade-out it began for that take (it starts a second before the take).
-        while dropped.secondsUntilStart > 0.7 { try await Task.sleep(nanoseconds: 5_000_000) }
-        let droppedSummary = await room.finish(dropped)
-        #expect(droppedSummary.seconds == 0, "the dropped take began before it was finished: the test came late")
-        let sung = try KaraokeTake(KaraokeTake.Configuration(song: dir.file("sung.wav")), room: room)
-        try await room.play(sung, after: 3)
-        while !sung.songHasEnded { try await Task.sleep(nanoseconds: 20_000_000) }
-        _ = await room.finish(sung)
-        let summary = await room.stop()
-        #expect(summary.error == nil && summary.takes == 2, "\(summary)")
-        let evening = try FFmpeg.decode(dir.file("evening.wav"), channels: 1)[0]
-        let level = 0.1 * pow(10, -6.0 / 20)
-        func amplitudes(_ from: Double, _ to: Double) -> [Double] {
-            stride(from: Int(from * 48_000), to: Int(to * 48_000) - 800, by: 800).map {
-                Self.amplitude(evening, at: 660, from: $0, count: 800)
+        func playTheEvening() async throws -> Bool {
+            let dir = try TemporaryDirectory()
+            defer { dir.remove() }
+            try """
+                {"sampleRate": 48000, "channels": 1, "nodes": [{"id": "mic", "type": "input", "channels": 1}],
+                 "connections": [{"from": "mic", "to": "output"}]}
+                """.write(toFile: dir.file("chain.json"), atomically: true, encoding: .utf8)
+            for (name, frequency, seconds) in [("dropped", 330.0, 1.5), ("sung", 440.0, 1.5), ("interlude", 660.0, 0.7)] {
+                let n = Int(seconds * 48_000)
+                let x = (0..<n).map { Float(0.1 * sin(2 * Double.pi * frequency * Double($0) / 48_000)) }
+                try writeWAV(dir.file("\(name).wav"), channels: [x], sampleType: .int16)
             }
+            try writeWAV(dir.file("voice.wav"), channels: [[Float](repeating: 0, count: 20 * 48_000)], sampleType: .int16)
+            var c = KaraokeRoom.Configuration()
+            c.voiceChain = dir.file("chain.json")
+            c.backend = .virtual
+            c.inputDevice = dir.file("voice.wav")
+            c.outputDevice = dir.file("out.wav")
+            c.recordPath = dir.file("evening.wav")
+            c.roundTrip = .milliseconds(0)
+            c.interlude = dir.file("interlude.wav")
+            c.interludeVolume = -6
+            let room = try KaraokeRoom(c)
+            try await room.start()
+            // Timed by the room's clock, not by sleeps: this test's tasks share a busy process.
+            while room.elapsed < 1.5 { try await Task.sleep(nanoseconds: 10_000_000) }
+            let dropped = try KaraokeTake(KaraokeTake.Configuration(song: dir.file("dropped.wav")), room: room)
+            try await room.play(dropped, after: 3)
+            // Three tenths into the fade-out it began for that take (it starts a second before the take).
+            while dropped.secondsUntilStart > 0.7 { try await Task.sleep(nanoseconds: 5_000_000) }
+            let droppedSummary = await room.finish(dropped)
+            if droppedSummary.seconds != 0 {
+                // This task was not run for the 0.7 s the drop had (the room's threads are real-time, the test's task is
+                // not): the scenario did not happen, and is played again in a new room.
+                _ = await room.stop()
+                return false
+            }
+            let sung = try KaraokeTake(KaraokeTake.Configuration(song: dir.file("sung.wav")), room: room)
+            try await room.play(sung, after: 3)
+            while !sung.songHasEnded { try await Task.sleep(nanoseconds: 20_000_000) }
+            _ = await room.finish(sung)
+            let summary = await room.stop()
+            #expect(summary.error == nil && summary.takes == 2, "\(summary)")
+            let evening = try FFmpeg.decode(dir.file("evening.wav"), channels: 1)[0]
+            let level = 0.1 * pow(10, -6.0 / 20)
+            func amplitudes(_ from: Double, _ to: Double) -> [Double] {
+                stride(from: Int(from * 48_000), to: Int(to * 48_000) - 800, by: 800).map {
+                    Self.amplitude(evening, at: 660, from: $0, count: 800)
+                }
+            }
+            // The song that was sung starts about 6 s into the evening: where its tone first sounds.
+            let onset = try #require(
+                stride(from: 0, to: evening.count - 4800, by: 480).first { Self.amplitude(evening, at: 440, from: $0, count: 4800) > 0.05 },
+                "the second song is heard")
+            let songStart = Double(onset) / 48_000
+            #expect(songStart > 4.5, "the second song starts \(songStart) s into the evening")
+            // From its fade-in to the last second before that song: never silent, dipping where the dropped song was due.
+            let between = amplitudes(1.2, songStart - 1.2)
+            #expect((between.min() ?? 0) > 0.4 * level, "the interlude fell to \(between.min() ?? 0) of \(level) between the songs")
+            // Back at its level for the second before that song's fade-out.
+            let back = amplitudes(songStart - 2.2, songStart - 1.2)
+            #expect(back.allSatisfy { abs(20 * log10($0 / level)) < 0.2 }, "after the drop: \(back.map { $0 / level })")
+            #expect(Self.amplitude(evening, at: 660, from: onset + 4800, count: 24_000) < 1e-5, "the interlude under the song")
+            #expect(Self.amplitude(evening, at: 330, from: 0, count: min(evening.count, 8 * 48_000)) < 1e-4, "the dropped song was heard")
+            return true
         }
-        // The song that was sung starts about 6 s into the evening: where its tone first sounds.
-        let onset = try #require(
-            stride(from: 0, to: evening.count - 4800, by: 480).first { Self.amplitude(evening, at: 440, from: $0, count: 4800) > 0.05 },
-            "the second song is heard")
-        let songStart = Double(onset) / 48_000
-        #expect(songStart > 4.5, "the second song starts \(songStart) s into the evening")
-        // From its fade-in to the last second before that song: never silent, dipping where the dropped song was due.
-        let between = amplitudes(1.2, songStart - 1.2)
-        #expect((between.min() ?? 0) > 0.4 * level, "the interlude fell to \(between.min() ?? 0) of \(level) between the songs")
-        // Back at its level for the second before that song's fade-out.
-        let back = amplitudes(songStart - 2.2, songStart - 1.2)
-        #expect(back.allSatisfy { abs(20 * log10($0 / level)) < 0.2 }, "after the drop: \(back.map { $0 / level })")
-        #expect(Self.amplitude(evening, at: 660, from: onset + 4800, count: 24_000) < 1e-5, "the interlude under the song")
-        #expect(Self.amplitude(evening, at: 330, from: 0, count: min(evening.count, 8 * 48_000)) < 1e-4, "the dropped song was heard")
+        // The drop must land in the countdown's last second: a test task held past it (a loaded machine) plays the
+        // evening again, three times at most.
+        for attempt in 1...3 {
+            if try await playTheEvening() { return }
+            print("the interlude's drop: attempt \(attempt) came late (the take began before the test finished it)")
+        }
+        Issue.record("the dropped take began before it was finished, three times: the test's task came late each time")
     }
 
     /// A song that is missing or cannot be decoded is refused with a message naming it; the room goes on to the next
