@@ -30,6 +30,7 @@ let package = Package(
         .library(name: "SingAlong", targets: ["SingAlong"]),
         .library(name: "LiveAudioStage", targets: ["LiveAudioStage"]),
         .library(name: "SongLibrary", targets: ["SongLibrary"]),
+        .library(name: "StageCertificates", targets: ["StageCertificates"]),
         .executable(name: "liveaudio", targets: ["LiveAudioCLI"]),
         // Test support: preloaded by the allocation probe to count lock waits and frees on real-time threads.
         .library(name: "LiveAudioSyncProbe", type: .dynamic, targets: ["CSyncProbe"]),
@@ -39,6 +40,11 @@ let package = Package(
         .package(url: "https://github.com/ordo-one/malloc-interposer", from: "1.6.0"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.81.0"),
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.30.0"),
+        // The stage's own certificate for HTTPS on a local network: a P-256 key (swift-crypto), a self-signed X.509
+        // certificate (swift-certificates). Only the tool links them (StageCertificates).
+        .package(url: "https://github.com/apple/swift-certificates", from: "1.10.0"),
+        .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
+        .package(url: "https://github.com/apple/swift-asn1", from: "1.1.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
         // The song library, the queue and the scores: SQLite (Debian's libsqlite3-dev) in WAL mode, FTS5 search.
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
@@ -128,15 +134,25 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOWebSocket", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ],
             exclude: ["Web"],
+            swiftSettings: strict),
+        // The stage's certificate, made and kept (HTTPS off 127.0.0.1): apart from the stage, so that what links the
+        // stage alone (the fuzz targets, a library user with a certificate of their own) builds no second TLS library.
+        .target(
+            name: "StageCertificates",
+            dependencies: [
+                "AudioCore", .product(name: "X509", package: "swift-certificates"), .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+            ],
             swiftSettings: strict),
         // The command-line tool: the product `liveaudio`, its sources in Sources/LiveAudioCLI (a folder that differs
         // from Sources/LiveAudio by more than case).
         .executableTarget(
             name: "LiveAudioCLI",
             dependencies: [
-                "LiveAudio", "LiveAudioStage", "SongLibrary", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                "LiveAudio", "LiveAudioStage", "StageCertificates", "SongLibrary", .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict
@@ -195,7 +211,8 @@ let package = Package(
         .testTarget(
             name: "LiveAudioTests",
             dependencies: [
-                "LiveAudio", "LiveAudioStage", "TestSupport", "LiveAudioCLI", "AllocationProbe", "SessionProbe", "DocSamples", "FuzzTargets",
+                "LiveAudio", "LiveAudioStage", "StageCertificates", "TestSupport", "LiveAudioCLI", "AllocationProbe", "SessionProbe", "DocSamples",
+                "FuzzTargets",
             ],
             swiftSettings: strict
         ),

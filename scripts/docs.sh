@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SWIFT=${SWIFT:-swift}
-MODULES=(LiveAudio AudioCore AudioGraph AudioUnits MediaContainers AudioDevices AudioCodecs RTMP SingAlong LiveAudioStage SongLibrary)
+MODULES=(LiveAudio AudioCore AudioGraph AudioUnits MediaContainers AudioDevices AudioCodecs RTMP SingAlong LiveAudioStage SongLibrary StageCertificates)
 targets=()
 for m in "${MODULES[@]}"; do targets+=(--target "$m"); done
 base=()

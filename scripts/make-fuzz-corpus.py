@@ -381,6 +381,45 @@ dictionary("eveningRequest", ['"type"', '"evening"', '"action"', '"id"', '"join"
                               '"cap"', '"songs"', "9007199254740993", "-0", "1e3", "null", "true", "false", "\\u0000",
                               "\\ud800", "<script>", "{", "}", "[", "]", ":", ","])
 
+# ---- A phone's audio: the binary messages a page sends over the stage's WebSocket (PhoneAudioPacket) ----
+def phone_packet(codec, sequence, micros, rate, channels, flags, frames, payload):
+    return b"LA" + struct.pack("<BBIqIBBH", 1, codec, sequence, micros, rate, channels, flags, frames) + payload
+
+
+def pcm(frames, channels, rate, frequency=440.0):
+    out = bytearray()
+    for n in range(frames):
+        v = int(12000 * math.sin(2 * math.pi * frequency * n / rate))
+        out += struct.pack("<h", v) * channels
+    return bytes(out)
+
+
+put("phoneAudio", "pcm-mono-48k", phone_packet(0, 7, 123456789, 48000, 1, 1, 960, pcm(960, 1, 48000)))
+put("phoneAudio", "pcm-stereo-16k", phone_packet(0, 0xFFFFFFFF, -5, 16000, 2, 0, 160, pcm(160, 2, 16000)))
+with tempfile.TemporaryDirectory() as tmp:
+    ogg = os.path.join(tmp, "voice.opus")
+    subprocess.run(["ffmpeg", "-hide_banner", "-loglevel", "error", "-y", "-f", "lavfi", "-i",
+                    "sine=frequency=330:sample_rate=48000:duration=0.1", "-ac", "1", "-c:a", "libopus", "-b:a", "64k",
+                    "-frame_duration", "20", "-fflags", "+bitexact", "-flags:a", "+bitexact", "-map_metadata", "-1", ogg],
+                   check=True)
+    data = open(ogg, "rb").read()
+    packets, current, at = [], b"", 0
+    while data[at:at + 4] == b"OggS":
+        segments = data[at + 26]
+        body = at + 27 + segments
+        for lace in data[at + 27:at + 27 + segments]:
+            current += data[body:body + lace]
+            body += lace
+            if lace < 255:
+                packets.append(current)
+                current = b""
+        at = body
+    for i, packet in enumerate(packets[2:4]):
+        put("phoneAudio", "opus-%d" % i, phone_packet(1, i, 1000000 + 20000 * i, 48000, 1, 1 if i == 0 else 0, 960, packet))
+dictionary("phoneAudio", [b"LA\x01\x00", b"LA\x01\x01", struct.pack("<I", 48000), struct.pack("<I", 44100),
+                          struct.pack("<I", 8000), struct.pack("<H", 960), struct.pack("<H", 5760), struct.pack("<H", 5761),
+                          struct.pack("<q", -1), b"\xff\xff\xff\xff"])
+
 # ---- The decoder: tiny files of every format FFmpeg writes here, from a generated tone ----
 with tempfile.TemporaryDirectory() as tmp:
     for name, args in [

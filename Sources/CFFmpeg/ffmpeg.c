@@ -77,6 +77,7 @@ static void load(void) {
     RESOLVE(avcodec_parameters_to_context);
     RESOLVE(avcodec_get_name);
     RESOLVE(avcodec_find_encoder_by_name);
+    RESOLVE(avcodec_find_decoder_by_name);
     RESOLVE(av_write_trailer);
     RESOLVE(av_write_frame);
     RESOLVE(av_packet_get_side_data);

@@ -59,6 +59,15 @@ struct Karaoke: AsyncParsableCommand {
     @Option(help: "Voices: the first N channels of the input device (of the WAV file with --backend virtual), one singer each, with a copy of the voice chain, stems and a score of their own (1 … 8).")
     var voices: Int = 1
 
+    @Option(help: "Phone voices: phones that sing into the room over the stage (--web), each a voice after the wired ones with its chain, stems and score (0 … 8; wired and phones at most 8 in all).")
+    var phones: Int = 0
+
+    @Option(name: .customLong("phone-delay"), help: "With --phones: seconds the song mix, recording and stream wait for the phones' audio (0.1 … 1.5; default 0.6).")
+    var phoneDelay: Double = 0.6
+
+    @Flag(name: .customLong("phones-in-output"), help: "With --phones: the phones' voices in the room's output too (off by default: they arrive --phone-delay late).")
+    var phonesInOutput = false
+
     @Option(help: "With several voices, the part each sings, in voice order (e.g. 2,1; default: voice N sings PN when the chart has it, else --part).")
     var parts: String?
 
@@ -236,6 +245,13 @@ struct Karaoke: AsyncParsableCommand {
             throw AudioError(.invalidParameter, "--voices must be 1 … \(KaraokeRoom.Configuration.maximumVoices), got \(voices)")
         }
         c.voiceCount = voices
+        guard (0...KaraokeRoom.Configuration.maximumVoices).contains(phones) else {
+            throw AudioError(.invalidParameter, "--phones must be 0 … \(KaraokeRoom.Configuration.maximumVoices), got \(phones)")
+        }
+        if phones > 0, stage.web == nil { throw AudioError(.invalidParameter, "--phones needs --web: phones sing through the stage") }
+        c.phoneVoices = phones
+        c.phoneDelay = phoneDelay
+        c.phoneVoicesInOutput = phonesInOutput
         c.accompanimentVolume = try Self.decibels(accompanimentVolume, "--accompaniment-volume")
         c.interlude = interlude
         c.interludeVolume = try Self.decibels(interludeVolume, "--interlude-volume")

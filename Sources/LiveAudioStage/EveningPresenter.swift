@@ -30,6 +30,17 @@ public final class EveningPresenter: StagePresenter {
     /// Always `.karaoke`.
     public var kind: StageMessages.Kind { .karaoke }
 
+    /// The room's phone voices.
+    public var phoneVoices: [PhoneVoice] { room.phoneVoices }
+
+    /// The host's pages, and a guest's whose singer sings the song on or the one up next (its part or its partner's).
+    public func mayUsePhone(role: StageRole, singer: Int64?) -> Bool {
+        if role == .host { return true }
+        guard role == .guest, let singer else { return false }
+        let entries = [try? library.singing(), try? library.queue().first].compactMap { $0 }
+        return entries.contains { $0.singer == singer || $0.partner == singer }
+    }
+
     /// A presenter for `room`'s evening over `library`, `gap` seconds between songs.
     public init(room: KaraokeRoomPresenter, library: SongLibrary, gap: Double) {
         self.room = room

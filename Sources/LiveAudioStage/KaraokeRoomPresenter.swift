@@ -63,6 +63,9 @@ public final class KaraokeRoomPresenter: StagePresenter {
         return [(type: "song", json: o.json)] + KaraokeStagePresenter.events(snapshot)
     }
 
+    /// The room's phone voices.
+    public var phoneVoices: [PhoneVoice] { room.phoneVoices }
+
     public func perform(_ control: StageMessages.Control) throws(AudioError) {
         guard case .karaoke(let c) = control else {
             throw AudioError(.invalidParameter, "not a karaoke control")

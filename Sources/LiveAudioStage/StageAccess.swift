@@ -8,8 +8,8 @@ import LiveAudio
 /// - The Host header must name the server as it was bound (or, bound to every address, an IP address, `localhost`
 ///   or this computer's name) with its port: a page of another site whose name was pointed at this address (DNS
 ///   rebinding) gets nothing.
-/// - A WebSocket upgrade from a page must come from the stage's own origin (`http://` and the Host); a client that
-///   sends no Origin (not a browser) is taken, token rules alike.
+/// - A WebSocket upgrade from a page must come from the stage's own origin (`http://` and the Host, `https://` on a
+///   stage served over HTTPS); a client that sends no Origin (not a browser) is taken, token rules alike.
 public struct StageAccess: Sendable, Equatable {
     /// The host the server was bound to, and its port once bound.
     public let host: String
@@ -21,6 +21,8 @@ public struct StageAccess: Sendable, Equatable {
     public let localNames: [String]
     /// The join address's token (a phone: a guest); nil: no guests.
     public var guestToken: String?
+    /// Served over HTTPS: pages come from `https://` origins (port 443 when none is written).
+    public var secure = false
 
     /// The rules for a server bound to `host` and `port`.
     /// - Parameters:
@@ -46,7 +48,7 @@ public struct StageAccess: Sendable, Equatable {
 
     /// Whether a request's Host header (`request.head.authority`) names this server.
     public func allowsHost(_ authority: String?) -> Bool {
-        guard let authority, let (name, port) = Self.split(authority), port == self.port else { return false }
+        guard let authority, let (name, port) = Self.split(authority, defaultPort: secure ? 443 : 80), port == self.port else { return false }
         let lower = name.lowercased()
         if Self.isLoopback(host) { return Self.isLoopback(lower) }
         if lower == host.lowercased() || "[" + lower + "]" == host.lowercased() { return true }
@@ -60,8 +62,10 @@ public struct StageAccess: Sendable, Equatable {
     /// same scheme, host and port (80 written or not).
     public func allowsOrigin(_ origin: String?, authority: String?) -> Bool {
         guard let origin else { return true }
-        guard let authority, origin.lowercased().hasPrefix("http://"),
-            let o = Self.split(String(origin.dropFirst(7))), let a = Self.split(authority)
+        let scheme = secure ? "https://" : "http://"
+        let defaultPort = secure ? 443 : 80
+        guard let authority, origin.lowercased().hasPrefix(scheme),
+            let o = Self.split(String(origin.dropFirst(scheme.count)), defaultPort: defaultPort), let a = Self.split(authority, defaultPort: defaultPort)
         else { return false }
         return o.0.lowercased() == a.0.lowercased() && o.1 == a.1
     }
@@ -91,17 +95,17 @@ public struct StageAccess: Sendable, Equatable {
         return diff == 0
     }
 
-    /// `name:port` or `[v6]:port`, split; without a port, 80 (what a browser leaves out).
-    static func split(_ authority: String) -> (String, Int)? {
+    /// `name:port` or `[v6]:port`, split; without a port, `defaultPort` (what a browser leaves out: 80, 443 for HTTPS).
+    static func split(_ authority: String, defaultPort: Int = 80) -> (String, Int)? {
         if authority.hasPrefix("[") {
             guard let close = authority.firstIndex(of: "]") else { return nil }
             let name = String(authority[authority.index(after: authority.startIndex)..<close])
             let rest = authority[authority.index(after: close)...]
-            if rest.isEmpty { return (name, 80) }
+            if rest.isEmpty { return (name, defaultPort) }
             guard rest.hasPrefix(":"), let port = Int(rest.dropFirst()) else { return nil }
             return (name, port)
         }
-        guard let colon = authority.lastIndex(of: ":") else { return authority.isEmpty ? nil : (authority, 80) }
+        guard let colon = authority.lastIndex(of: ":") else { return authority.isEmpty ? nil : (authority, defaultPort) }
         guard let port = Int(authority[authority.index(after: colon)...]) else { return nil }
         return (String(authority[..<colon]), port)
     }

@@ -25,10 +25,13 @@ public struct StageAssets: Sendable {
         "/stage.css": File(bytes: Array(StageFiles.stageCSS.utf8), contentType: "text/css; charset=utf-8"),
         "/join": File(bytes: Array(StageFiles.joinHTML.utf8), contentType: "text/html; charset=utf-8"),
         "/phone.js": File(bytes: Array(StageFiles.phoneJS.utf8), contentType: "text/javascript; charset=utf-8"),
+        "/mic.js": File(bytes: Array(StageFiles.micJS.utf8), contentType: "text/javascript; charset=utf-8"),
+        "/mic-worklet.js": File(bytes: Array(StageFiles.micWorkletJS.utf8), contentType: "text/javascript; charset=utf-8"),
     ])
 
     /// The folder the files come from, and the name each has there.
     public static let sources: [(path: String, name: String)] = [
         ("/", "index.html"), ("/stage.js", "stage.js"), ("/stage.css", "stage.css"), ("/join", "join.html"), ("/phone.js", "phone.js"),
+        ("/mic.js", "mic.js"), ("/mic-worklet.js", "mic-worklet.js"),
     ]
 }

@@ -42,6 +42,16 @@ enum StageFiles {
     </div>
   </section>
 
+  <section id="mic" aria-label="Sing with this phone" class="hidden">
+    <p class="buttons"><button type="button" id="mic-start">Sing with this phone</button>
+      <button type="button" id="mic-calibrate" class="small" disabled>calibrate again</button></p>
+    <p><meter id="mic-level" min="0" max="1" value="0" aria-label="The microphone's level"></meter>
+      <span id="mic-state" role="status" aria-live="polite"></span></p>
+    <p class="small"><label><input type="checkbox" id="mic-echo"> echo cancellation</label>
+      <label><input type="checkbox" id="mic-noise"> noise suppression</label>
+      <label><input type="checkbox" id="mic-gain"> gain control</label></p>
+  </section>
+
   <section id="lyrics" aria-label="Lyrics" class="karaoke-only">
     <p id="line" class="line" aria-live="polite"></p>
     <p id="next" class="next"></p>
@@ -104,6 +114,8 @@ enum StageFiles {
 // change), the page drawn from what it says, and the controls sent back. No library, no build step.
 "use strict";
 
+import { Mic } from "/mic.js";
+
 const $ = (id) => document.getElementById(id);
 const token = new URLSearchParams(location.search).get("token");
 
@@ -118,9 +130,12 @@ window.stage = stage;
 let socket = null;
 let backoff = 500;
 let nextId = 1;
+// Singing with this page's microphone, when the room takes phones (the stage's page on a phone).
+const mic = new Mic(() => socket, { start: "mic-start", calibrate: "mic-calibrate", state: "mic-state", level: "mic-level",
+                                    echoCancellation: "mic-echo", noiseSuppression: "mic-noise", autoGainControl: "mic-gain" });
 
 function connect() {
-  const url = `ws://${location.host}/ws` + (token ? `?token=${encodeURIComponent(token)}` : "");
+  const url = `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/ws` + (token ? `?token=${encodeURIComponent(token)}` : "");
   socket = new WebSocket(url);
   stage.socket = socket;
   socket.onopen = () => {
@@ -128,10 +143,12 @@ function connect() {
     stage.connects += 1;
     backoff = 500;
     $("connection").textContent = "connected";
+    mic.onOpen();
   };
   socket.onmessage = (event) => {
     let m;
     try { m = JSON.parse(event.data); } catch { return; }
+    if (mic.onMessage(m)) return;
     switch (m.type) {
       case "hello": onHello(m); break;
       case "song": onSong(m); break;
@@ -185,6 +202,9 @@ function onHello(m) {
   $("control-note").textContent = m.canControl ? "" : "Viewing only: the controls need the address with the token that the command printed.";
   $("evening").classList.toggle("hidden", !m.evening);
   for (const e of document.querySelectorAll(".host-only")) e.classList.toggle("hidden", !m.canControl);
+  const phones = mic.available(m) && m.canControl;
+  $("mic").classList.toggle("hidden", !phones);
+  if (phones) mic.bind();
 }
 
 // The evening (a karaoke night over a song library): the join code, the queue, the last take's scores. Every text
@@ -681,6 +701,16 @@ body.singing #join-box figcaption { display: none; }
     <ul id="mine"></ul>
   </section>
 
+  <section id="mic" aria-label="Sing with this phone" hidden>
+    <p class="buttons"><button type="button" id="mic-start">Sing with this phone</button>
+      <button type="button" id="mic-calibrate" class="small" disabled>calibrate again</button></p>
+    <p><meter id="mic-level" min="0" max="1" value="0" aria-label="The microphone's level"></meter>
+      <span id="mic-state" role="status" aria-live="polite"></span></p>
+    <p class="small"><label><input type="checkbox" id="mic-echo"> echo cancellation</label>
+      <label><input type="checkbox" id="mic-noise"> noise suppression</label>
+      <label><input type="checkbox" id="mic-gain"> gain control</label></p>
+  </section>
+
   <section aria-label="The queue">
     <h2>The queue <span id="queue-paused" hidden>(paused)</span></h2>
     <ol id="queue"></ol>
@@ -695,6 +725,8 @@ body.singing #join-box figcaption { display: none; }
 // a partner and the key for a duet), see your own songs and your place, take one out. One WebSocket to the stage,
 // as the big screen's; every text from the stage is shown as text (textContent), never as markup.
 "use strict";
+
+import { Mic } from "/mic.js";
 
 const $ = (id) => document.getElementById(id);
 const guest = new URLSearchParams(location.search).get("guest");
@@ -719,9 +751,12 @@ let socket = null;
 let backoff = 500;
 let nextId = 1;
 const pending = new Map();
+// Singing with this phone, when the room takes phones and this singer's song is on or next.
+const mic = new Mic(() => socket, { start: "mic-start", calibrate: "mic-calibrate", state: "mic-state", level: "mic-level",
+                                    echoCancellation: "mic-echo", noiseSuppression: "mic-noise", autoGainControl: "mic-gain" });
 
 function connect() {
-  socket = new WebSocket(`ws://${location.host}/ws` + (guest ? `?guest=${encodeURIComponent(guest)}` : ""));
+  socket = new WebSocket(`${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/ws` + (guest ? `?guest=${encodeURIComponent(guest)}` : ""));
   phone.socket = socket;
   socket.onopen = () => {
     phone.connected = true;
@@ -733,7 +768,12 @@ function connect() {
   socket.onmessage = (event) => {
     let m;
     try { m = JSON.parse(event.data); } catch { return; }
-    if (m.type === "hello") phone.hello = m;
+    if (mic.onMessage(m)) return;
+    if (m.type === "hello") {
+      phone.hello = m;
+      $("mic").hidden = !mic.available(m);
+      if (mic.available(m)) mic.bind();
+    }
     else if (m.type === "queue") onQueue(m);
     else if (m.type === "reply") {
       phone.replies.push(m);
@@ -778,6 +818,8 @@ function join(name) {
     $("pick-difficulty").value = r.data.difficulty;
     showJoined(true);
     if (phone.queue) onQueue(phone.queue);
+    // A phone that was singing takes its voice again (as the singer it joined as).
+    mic.onOpen();
   });
 }
 
@@ -901,6 +943,280 @@ function onQueue(q) {
 }
 
 connect();
+
+"""#
+    static let micJS = #"""
+// A phone as the room's microphone: the page opens the microphone (the browser's echo cancellation, noise
+// suppression and gain control off unless switched on), captures it in an AudioWorklet at 48 kHz, and sends it to the
+// room over the stage's WebSocket in 20 ms packets — Opus through WebCodecs where the browser has it (48 kbit/s), 16-bit
+// PCM otherwise — each stamped with the capture time of its first frame on this page's clock (performance.now(), µs).
+// The room reads that clock over the same socket (it sends its time, the page answers with its own) and calibrates
+// what the stamps cannot see by playing chirps the phone hears. The packet layout is PhoneAudioPacket's (Swift).
+"use strict";
+
+const RATE = 48000;
+const FRAMES = 960; // 20 ms
+const HEADER = 24;
+
+export class Mic {
+  // socket: a function giving the page's current WebSocket; el: the ids of the page's mic elements.
+  constructor(socket, el) {
+    this.socket = socket;
+    this.el = el;
+    this.state = { mode: "off", voice: null, offset: null, error: null, note: "", level: 0, codec: null, packets: 0, bytes: 0,
+                   firstCapture: null, calibrations: 0, switches: { echoCancellation: false, noiseSuppression: false, autoGainControl: false } };
+    window.phoneMic = this.state;
+    this.sequence = 0;
+    this.first = true;
+    this.buffer = new Float32Array(FRAMES);
+    this.filled = 0;
+    this.bufferFrame = 0;
+    this.stamps = [];
+    this.context = null;
+    this.encoder = null;
+    this.bound = false;
+  }
+
+  $(id) { return document.getElementById(id); }
+
+  // The page's controls: the button, the switches, the calibration.
+  bind() {
+    if (this.bound) return;
+    this.bound = true;
+    const e = this.el;
+    this.$(e.start).addEventListener("click", () => (this.state.mode === "off" ? this.start() : this.stop()));
+    this.$(e.calibrate).addEventListener("click", () => this.send({ type: "phone", id: "mic-calibrate", action: "calibrate" }));
+    for (const name of Object.keys(this.state.switches)) {
+      const box = this.$(e[name]);
+      if (!box) continue;
+      box.checked = false;
+      box.addEventListener("change", () => { this.state.switches[name] = box.checked; });
+    }
+    this.show();
+  }
+
+  // Whether this page may offer the microphone (the stage says phones are taken, a secure page, a browser that has one).
+  available(hello) {
+    return Boolean(hello && hello.phones > 0);
+  }
+
+  show() {
+    const s = this.state, e = this.el;
+    const button = this.$(e.start);
+    if (button) button.textContent = s.mode === "off" ? "Sing with this phone" : "Stop singing with this phone";
+    const text = s.error ? s.error
+      : s.mode === "off" ? "" : s.mode === "starting" ? "opening the microphone…"
+      : s.offset === null ? `voice ${s.voice ?? "?"}: listening to the room's tones…`
+      : `voice ${s.voice}: singing (${s.codec}); the phone is ${Math.round(s.offset * 1000)} ms behind the room`;
+    const state = this.$(e.state);
+    if (state) state.textContent = text + (s.note ? ` ${s.note}` : "");
+    const level = this.$(e.level);
+    if (level) level.value = s.level;
+    const calibrate = this.$(e.calibrate);
+    if (calibrate) calibrate.disabled = s.mode !== "singing";
+  }
+
+  send(message) {
+    const socket = this.socket();
+    if (socket && socket.readyState === WebSocket.OPEN) socket.send(JSON.stringify(message));
+  }
+
+  // The socket (re)opened: a phone that was singing takes its voice again, its audio a new run.
+  onOpen() {
+    if (this.state.mode === "off") return;
+    this.first = true;
+    // Its offset as calibrated before: no calibration again.
+    this.send({ type: "phone", id: "mic-sing", action: "sing", offset: this.state.offset });
+  }
+
+  // A message from the room: true when it was the microphone's.
+  onMessage(m) {
+    if (m.type === "clock") {
+      this.send({ type: "phone", action: "clock", room: m.room, phone: performance.now() * 1000 });
+      return true;
+    }
+    if (m.type === "phone-status") {
+      this.state.status = m;
+      return true;
+    }
+    if (m.type === "phone") {
+      if (m.ended) { this.state.error = `the room stopped this phone: ${m.ended}`; this.teardown(); }
+      if (m.offset !== undefined) { this.state.offset = m.offset; this.state.calibrations += 1; this.state.error = null; }
+      if (m.error) this.state.note = `(${m.error})`;
+      else this.state.note = "";
+      this.show();
+      return true;
+    }
+    if (m.type === "reply" && typeof m.id === "string" && m.id.startsWith("mic-")) {
+      if (m.id === "mic-sing") {
+        if (m.ok) { this.state.voice = m.data && m.data.voice; this.state.mode = "singing"; this.state.error = null; }
+        else { this.state.error = m.error; this.teardown(); }
+      } else if (!m.ok) {
+        this.state.note = `(${m.error})`;
+      }
+      this.show();
+      return true;
+    }
+    return false;
+  }
+
+  async start() {
+    const s = this.state;
+    s.error = null;
+    if (!window.isSecureContext || !navigator.mediaDevices || !navigator.mediaDevices.getUserMedia) {
+      s.error = "the browser gives the microphone to secure (https) pages only: open the stage's https address";
+      this.show();
+      return;
+    }
+    s.mode = "starting";
+    this.show();
+    try {
+      this.stream = await navigator.mediaDevices.getUserMedia({ audio: { ...s.switches, channelCount: 1 } });
+    } catch (error) {
+      s.mode = "off";
+      s.error = `no microphone: ${error.name === "NotAllowedError" ? "the browser was not allowed to use it" : error.message || error.name}`;
+      this.show();
+      return;
+    }
+    this.context = new AudioContext({ sampleRate: RATE, latencyHint: "interactive" });
+    await this.context.audioWorklet.addModule("/mic-worklet.js");
+    const source = this.context.createMediaStreamSource(this.stream);
+    this.node = new AudioWorkletNode(this.context, "la-capture", { numberOfInputs: 1, numberOfOutputs: 0 });
+    this.node.port.onmessage = (event) => this.frames(event.data.frame, event.data.samples);
+    source.connect(this.node);
+    await this.openEncoder();
+    s.codec = this.encoder ? "Opus" : "PCM";
+    this.sequence = 0;
+    this.first = true;
+    this.filled = 0;
+    this.send({ type: "phone", id: "mic-sing", action: "sing" });
+  }
+
+  async openEncoder() {
+    this.encoder = null;
+    if (!("AudioEncoder" in window)) return;
+    const config = { codec: "opus", sampleRate: RATE, numberOfChannels: 1, bitrate: 48000, opus: { frameDuration: 20000, complexity: 5 } };
+    try {
+      const support = await AudioEncoder.isConfigSupported(config);
+      if (!support.supported) return;
+      this.encoder = new AudioEncoder({
+        output: (chunk) => {
+          const payload = new Uint8Array(chunk.byteLength);
+          chunk.copyTo(payload);
+          this.packet(1, chunk.timestamp, Math.round((chunk.duration || 20000) * RATE / 1e6), payload);
+        },
+        error: (e) => { this.state.note = `(Opus: ${e.message}; PCM from now on)`; this.encoder = null; },
+      });
+      this.encoder.configure(config);
+    } catch {
+      this.encoder = null;
+    }
+  }
+
+  stop() {
+    this.send({ type: "phone", id: "mic-stop", action: "stop" });
+    this.teardown();
+  }
+
+  teardown() {
+    const s = this.state;
+    s.mode = "off";
+    s.voice = null;
+    s.offset = null;
+    if (this.stream) for (const t of this.stream.getTracks()) t.stop();
+    if (this.context) this.context.close();
+    if (this.encoder && this.encoder.state !== "closed") this.encoder.close();
+    this.stream = null;
+    this.context = null;
+    this.encoder = null;
+    this.show();
+  }
+
+  // The page's clock at a frame of the audio context: the context's clock against performance.now(), as the
+  // browser pairs them, smoothed over the last pairs (a pair is taken with every packet).
+  stampMicros(frame) {
+    const t = this.context.getOutputTimestamp();
+    if (t.contextTime > 0) {
+      this.stamps.push(t.performanceTime - t.contextTime * 1000);
+      if (this.stamps.length > 64) this.stamps.shift();
+    }
+    const sorted = [...this.stamps].sort((a, b) => a - b);
+    const offset = sorted.length ? sorted[sorted.length >> 1] : performance.now() - this.context.currentTime * 1000;
+    return (offset + (frame / RATE) * 1000) * 1000;
+  }
+
+  // 128 frames at a time from the worklet, gathered into 20 ms packets.
+  frames(frame, samples) {
+    if (this.state.mode === "off") return;
+    let peak = 0;
+    for (let i = 0; i < samples.length; i++) peak = Math.max(peak, Math.abs(samples[i]));
+    this.state.level = Math.max(peak, this.state.level * 0.9);
+    let at = 0;
+    while (at < samples.length) {
+      if (this.filled === 0) this.bufferFrame = frame + at;
+      const n = Math.min(FRAMES - this.filled, samples.length - at);
+      this.buffer.set(samples.subarray(at, at + n), this.filled);
+      this.filled += n;
+      at += n;
+      if (this.filled === FRAMES) {
+        this.filled = 0;
+        this.flush();
+      }
+    }
+  }
+
+  flush() {
+    const stamp = Math.round(this.stampMicros(this.bufferFrame));
+    if (this.state.firstCapture === null) this.state.firstCapture = stamp;
+    if (this.encoder) {
+      const data = new AudioData({ format: "f32-planar", sampleRate: RATE, numberOfFrames: FRAMES, numberOfChannels: 1, timestamp: stamp, data: this.buffer.slice() });
+      this.encoder.encode(data);
+      data.close();
+      return;
+    }
+    const pcm = new Uint8Array(FRAMES * 2);
+    const view = new DataView(pcm.buffer);
+    for (let i = 0; i < FRAMES; i++) view.setInt16(2 * i, Math.max(-32768, Math.min(32767, Math.round(this.buffer[i] * 32768))), true);
+    this.packet(0, stamp, FRAMES, pcm);
+  }
+
+  // One message: the 24-byte header (PhoneAudioPacket) and the payload.
+  packet(codec, stampMicros, frames, payload) {
+    const socket = this.socket();
+    if (!socket || socket.readyState !== WebSocket.OPEN || this.state.mode !== "singing") return;
+    // A socket that does not take what it is given is not given more (the room would only get it late).
+    if (socket.bufferedAmount > 64 * 1024) { this.first = true; return; }
+    const bytes = new Uint8Array(HEADER + payload.length);
+    const view = new DataView(bytes.buffer);
+    bytes[0] = 0x4c; bytes[1] = 0x41; bytes[2] = 1; bytes[3] = codec;
+    view.setUint32(4, this.sequence >>> 0, true);
+    view.setBigInt64(8, BigInt(stampMicros), true);
+    view.setUint32(16, RATE, true);
+    bytes[20] = 1;
+    bytes[21] = this.first ? 1 : 0;
+    view.setUint16(22, frames, true);
+    bytes.set(payload, HEADER);
+    socket.send(bytes);
+    this.sequence = (this.sequence + 1) >>> 0;
+    this.first = false;
+    this.state.packets += 1;
+    this.state.bytes += bytes.length;
+    if (this.state.packets % 25 === 0) this.show();
+  }
+}
+
+"""#
+    static let micWorkletJS = #"""
+// The microphone's capture for mic.js: each render quantum's frames (128) with the audio context's frame count at
+// their start, to the page.
+class Capture extends AudioWorkletProcessor {
+  process(inputs) {
+    const channel = inputs[0] && inputs[0][0];
+    if (channel) this.port.postMessage({ frame: currentFrame, samples: channel.slice(0) });
+    return true;
+  }
+}
+registerProcessor("la-capture", Capture);
 
 """#
 }

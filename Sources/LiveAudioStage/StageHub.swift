@@ -38,6 +38,8 @@ final class StageHub<Presenter: StagePresenter>: Sendable {
     private let buckets = Locked<[String: Bucket]>([:])
     let burst: Double
     let perSecond: Double
+    /// The pages singing into the room's phone voices.
+    let phones: StagePhones
 
     init(presenter: Presenter, monitor: SnapshotMonitor<Presenter.Snapshot>, maximumClients: Int, burst: Int = 30, perSecond: Double = 10) {
         self.presenter = presenter
@@ -45,6 +47,7 @@ final class StageHub<Presenter: StagePresenter>: Sendable {
         self.maximumClients = maximumClients
         self.burst = Double(max(1, burst))
         self.perSecond = max(0.1, perSecond)
+        phones = StagePhones(voices: presenter.phoneVoices)
     }
 
     /// Whether a request from `client` may be taken now (a guest's: one token of its address's bucket).
@@ -73,6 +76,7 @@ final class StageHub<Presenter: StagePresenter>: Sendable {
     func broadcast(slowClientTimeout: Double) async {
         for await snapshot in monitor.updates() {
             send(snapshot, slowClientTimeout: slowClientTimeout)
+            phones.pings()
             if Task.isCancelled { break }
         }
         // The session's last state (the owner refreshed the monitor before stopping the stage).
@@ -120,7 +124,10 @@ final class StageHub<Presenter: StagePresenter>: Sendable {
             s.nextID += 1
             s.joined += 1
             s.clients[client.id] = client
-            client.post(type: "hello", presenter.hello(role: client.role))
+            var hello = presenter.hello(role: client.role)
+            // The phone voices the room has: a page offers its microphone when there are any.
+            if !phones.voices.isEmpty, hello.hasSuffix("}") { hello = String(hello.dropLast()) + ",\"phones\":\(phones.voices.count)}" }
+            client.post(type: "hello", hello)
             for e in s.events { client.post(type: e.type, e.json) }
             if let tick = s.tick { client.post(type: "tick", tick) }
             return true
@@ -130,12 +137,74 @@ final class StageHub<Presenter: StagePresenter>: Sendable {
 
     /// A page's connection ended.
     func leave(_ client: StageClient) {
+        phones.release(client)
         client.finish()
         remove(client, slow: false)
     }
 
+    /// A binary message: a phone's audio (see ``StagePhones/audio(_:_:)``).
+    func audio(_ bytes: [UInt8], client: StageClient) -> StagePhones.Taken { phones.audio(client, bytes) }
+
+    /// A phone message: take or give back a phone voice, calibrate it, or a clock answer (no reply).
+    private func phone(_ text: String, client: StageClient) -> String? {
+        let parsed: (id: String?, request: PhoneRequest)
+        do throws(StageMessages.Refusal) {
+            parsed = try StageMessages.phone(text)
+        } catch {
+            return StageMessages.reply(id: error.id, error: error.message)
+        }
+        switch parsed.request {
+        case .clock(let room, let phone):
+            phones.clock(client, room: room, phone: phone)
+            return nil
+        case .stop:
+            phones.release(client)
+            return StageMessages.reply(id: parsed.id, error: nil)
+        case .sing(let offset):
+            guard presenter.mayUsePhone(role: client.role, singer: client.singer) else {
+                return StageMessages.reply(id: parsed.id, error: "only the singer whose song is on or next may sing with a phone")
+            }
+            let voice: Int
+            do throws(AudioError) { voice = try phones.take(client) } catch { return StageMessages.reply(id: parsed.id, error: error.message) }
+            if let offset {
+                phones.voice(of: client)?.setOffset(offset)
+            } else {
+                // Calibrated once its clock has been read and its audio comes: two seconds on.
+                calibrate(client, id: nil, after: 2)
+            }
+            return StageMessages.reply(id: parsed.id, answer: EveningAnswer(data: "{\"voice\":\(voice)}"))
+        case .calibrate:
+            guard phones.voice(of: client) != nil else { return StageMessages.reply(id: parsed.id, error: "this page sings with no phone voice") }
+            calibrate(client, id: parsed.id, after: 0)
+            return nil
+        case .offset(let seconds):
+            guard let voice = phones.voice(of: client) else { return StageMessages.reply(id: parsed.id, error: "this page sings with no phone voice") }
+            voice.setOffset(seconds)
+            client.post(type: "phone", StageMessages.phoneCalibrated(voice: voice.voice, offset: seconds))
+            return StageMessages.reply(id: parsed.id, error: nil)
+        }
+    }
+
+    /// Calibrates `client`'s voice after `seconds`; the result goes to the page as a `phone` message (and a reply
+    /// when asked for with `id`).
+    private func calibrate(_ client: StageClient, id: String?, after seconds: Double) {
+        Task.detached { [phones] in
+            if seconds > 0 { try? await Task.sleep(nanoseconds: UInt64(seconds * 1e9)) }
+            guard let voice = phones.voice(of: client) else { return }
+            do throws(AudioError) {
+                let offset = try await voice.calibrate()
+                client.post(type: "phone", StageMessages.phoneCalibrated(voice: voice.voice, offset: offset))
+                if id != nil { client.post(type: "reply", StageMessages.reply(id: id, error: nil)) }
+            } catch {
+                client.post(type: "phone", StageMessages.phoneCalibrated(voice: voice.voice, error: error.message))
+                if id != nil { client.post(type: "reply", StageMessages.reply(id: id, error: error.message)) }
+            }
+        }
+    }
+
     /// The reply to a page's message, or nil when it comes later (an evening request, answered off the event loop).
     func handle(_ text: String, client: StageClient) -> String? {
+        if StageMessages.isPhone(text) { return phone(text, client: client) }
         if StageMessages.isEvening(text) {
             let parsed: (id: String?, request: EveningRequest)
             do throws(StageMessages.Refusal) {

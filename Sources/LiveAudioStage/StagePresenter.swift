@@ -29,6 +29,10 @@ public protocol StagePresenter: Sendable {
     /// Answers an evening request (the song library and its queue: ``EveningRequest``) from a page of `role` whose
     /// singer is `singer` (nil before it joined). Default: refused, the stage has no library.
     func evening(_ request: EveningRequest, role: StageRole, singer: Int64?) -> EveningAnswer
+    /// The room's phone voices, which pages may sing into (default: none).
+    var phoneVoices: [PhoneVoice] { get }
+    /// Whether a page of `role` whose singer is `singer` may sing with its phone (default: the host's pages).
+    func mayUsePhone(role: StageRole, singer: Int64?) -> Bool
 }
 
 extension StagePresenter {
@@ -39,6 +43,12 @@ extension StagePresenter {
     public func evening(_ request: EveningRequest, role: StageRole, singer: Int64?) -> EveningAnswer {
         EveningAnswer(error: "this stage has no song library")
     }
+
+    /// None: this stage takes no phones.
+    public var phoneVoices: [PhoneVoice] { [] }
+
+    /// The host's pages.
+    public func mayUsePhone(role: StageRole, singer: Int64?) -> Bool { role == .host }
 }
 
 extension LevelReading {

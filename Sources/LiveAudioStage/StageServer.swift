@@ -2,6 +2,7 @@ import LiveAudio
 import NIOCore
 import NIOHTTP1
 import NIOPosix
+import NIOSSL
 import NIOWebSocket
 import Synchronization
 
@@ -28,12 +29,25 @@ public struct StageConfiguration: Sendable, Equatable {
     public var guestRequestBurst = 30
     /// Requests a guest may make a second after its burst.
     public var guestRequestsPerSecond = 10.0
+    /// The certificate and key HTTPS is served with; nil: plain HTTP, which only a stage on 127.0.0.1, ::1 or
+    /// localhost may serve (anywhere else its token would cross the network in the clear, and a phone's browser gives
+    /// its microphone only to HTTPS pages).
+    public var tls: StageTLS?
 
     /// The defaults: 127.0.0.1 on a free port, no token given, at most 128 pages, and a 5-second slow-page timeout.
     public init() {}
 
     /// A new token: 128 random bits as 32 hex digits (for ``token`` or ``guestToken``).
     public static func randomToken() -> String { StageServer<KaraokeStagePresenter>.newToken() }
+
+    /// The addresses and names a certificate for this stage must name: the host it is bound to, or — bound to every
+    /// address — this computer's addresses and names.
+    public var certificateNames: [String] {
+        let bare = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
+        guard bare == "0.0.0.0" || bare == "::" else { return [bare] }
+        let addresses = StageServer<KaraokeStagePresenter>.networkAddresses()
+        return (addresses.isEmpty ? ["127.0.0.1"] : addresses) + StageServer<KaraokeStagePresenter>.localNames()
+    }
 
     /// `PORT`, `HOST:PORT` or `[IPv6]:PORT` (what `--web` takes).
     /// - Throws: ``/AudioCore/AudioError`` `.invalidParameter` with what was wrong.
@@ -59,6 +73,37 @@ public struct StageConfiguration: Sendable, Equatable {
         self.init()
         self.host = host
         self.port = port
+    }
+}
+
+/// The certificate and private key a stage serves HTTPS with, PEM (a certificate chain: the server's first).
+public struct StageTLS: Sendable, Equatable {
+    /// The certificate chain, PEM.
+    public var certificatePEM: String
+    /// The private key, PEM.
+    public var keyPEM: String
+
+    /// A certificate chain and its key, PEM (checked when the server starts).
+    public init(certificatePEM: String, keyPEM: String) {
+        self.certificatePEM = certificatePEM
+        self.keyPEM = keyPEM
+    }
+
+    /// The server side of TLS 1.2 and 1.3 with them.
+    /// - Throws: ``/AudioCore/AudioError`` `.invalidParameter` when they cannot be read.
+    func serverContext() throws(AudioError) -> NIOSSLContext {
+        do {
+            let chain = try NIOSSLCertificate.fromPEMBytes(Array(certificatePEM.utf8))
+            guard !chain.isEmpty else { throw AudioError(.invalidParameter, "the stage's certificate file holds no certificate") }
+            let key = try NIOSSLPrivateKey(bytes: Array(keyPEM.utf8), format: .pem)
+            var tls = TLSConfiguration.makeServerConfiguration(certificateChain: chain.map { .certificate($0) }, privateKey: .privateKey(key))
+            tls.minimumTLSVersion = .tlsv12
+            return try NIOSSLContext(configuration: tls)
+        } catch let error as AudioError {
+            throw error
+        } catch {
+            throw AudioError(.invalidParameter, "the stage's certificate or key cannot be used: \(error)")
+        }
     }
 }
 
@@ -128,12 +173,20 @@ public final class StageServer<Presenter: StagePresenter>: Sendable {
         guard !host.isEmpty else { throw AudioError(.invalidParameter, "--web: the host is empty") }
         // Guests need a host token beside theirs (without one every page would be the host), on loopback too.
         let token = configuration.token ?? (StageAccess.isLoopback(host) && configuration.guestToken == nil ? nil : Self.newToken())
+        // HTTPS wherever a token is needed for being off this computer: plain HTTP only on loopback.
+        let tlsContext = try configuration.tls?.serverContext()
+        guard tlsContext != nil || StageAccess.isLoopback(host) else {
+            throw AudioError(
+                .invalidParameter,
+                "--web \(host): a stage off 127.0.0.1 is served over HTTPS (its token must not cross the network in the clear, and a phone's browser gives its microphone to HTTPS pages only): give a certificate (--web-cert and --web-key), or let the tool make one")
+        }
         let assets = StageAssets.embedded
         let hub = StageHub(
             presenter: presenter, monitor: monitor, maximumClients: configuration.maximumClients,
             burst: configuration.guestRequestBurst, perSecond: configuration.guestRequestsPerSecond)
         var rules = StageAccess(host: host, port: configuration.port, token: token, localNames: Self.localNames())
         rules.guestToken = configuration.guestToken
+        rules.secure = tlsContext != nil
         let accessBox = SharedValue(rules)
 
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
@@ -156,35 +209,51 @@ public final class StageServer<Presenter: StagePresenter>: Sendable {
                     return channel.close()
                 }
                 let access = accessBox.value
-                let upgrader = NIOWebSocketServerUpgrader(
-                    maxFrameSize: 65_536, automaticErrorHandling: true,
-                    shouldUpgrade: { channel, head in
-                        let authority = head.headers["Host"].first
-                        let allowed = StageHTTPHandler.path(of: head.uri) == "/ws" && access.allowsHost(authority)
-                            && access.allowsOrigin(head.headers["Origin"].first, authority: authority) && hub.hasRoom
-                        return channel.eventLoop.makeSucceededFuture(allowed ? HTTPHeaders() : nil)
-                    },
-                    upgradePipelineHandler: { channel, head in
-                        let role = access.role(token: StageHTTPHandler.query(head.uri, "token"), guest: StageHTTPHandler.query(head.uri, "guest"))
-                        let client = StageClient(channel: channel, role: role)
-                        // On the channel's event loop, as NIO calls this.
-                        return channel.eventLoop.makeCompletedFuture {
-                            try channel.pipeline.syncOperations.addHandlers([
-                                NIOWebSocketFrameAggregator(minNonFinalFragmentSize: 1, maxAccumulatedFrameCount: 64, maxAccumulatedFrameSize: 65_536),
-                                StageSocketHandler(hub: hub, client: client),
-                            ])
-                        }
-                    })
-                return channel.eventLoop.makeCompletedFuture {
-                    // Until a WebSocket takes over, a connection that sends nothing for 10 s is closed (a request sent
-                    // byte by byte, a connection opened and left); a page's WebSocket may be quiet for ever.
-                    try channel.pipeline.syncOperations.addHandler(IdleStateHandler(readTimeout: .seconds(10)), name: "stage-idle")
-                    try channel.pipeline.syncOperations.configureHTTPServerPipeline(
+                // The page, its files and its WebSocket, after the TLS handler when there is one.
+                func page(_ pipeline: ChannelPipeline.SynchronousOperations) throws {
+                    let upgrader = NIOWebSocketServerUpgrader(
+                        maxFrameSize: 65_536, automaticErrorHandling: true,
+                        shouldUpgrade: { channel, head in
+                            let authority = head.headers["Host"].first
+                            let allowed = StageHTTPHandler.path(of: head.uri) == "/ws" && access.allowsHost(authority)
+                                && access.allowsOrigin(head.headers["Origin"].first, authority: authority) && hub.hasRoom
+                            return channel.eventLoop.makeSucceededFuture(allowed ? HTTPHeaders() : nil)
+                        },
+                        upgradePipelineHandler: { channel, head in
+                            let role = access.role(token: StageHTTPHandler.query(head.uri, "token"), guest: StageHTTPHandler.query(head.uri, "guest"))
+                            let client = StageClient(channel: channel, role: role)
+                            // On the channel's event loop, as NIO calls this.
+                            return channel.eventLoop.makeCompletedFuture {
+                                try channel.pipeline.syncOperations.addHandlers([
+                                    NIOWebSocketFrameAggregator(minNonFinalFragmentSize: 1, maxAccumulatedFrameCount: 64, maxAccumulatedFrameSize: 65_536),
+                                    StageSocketHandler(hub: hub, client: client),
+                                ])
+                            }
+                        })
+                    try pipeline.configureHTTPServerPipeline(
                         withServerUpgrade: (upgraders: [upgrader], completionHandler: { context in
                             context.pipeline.removeHandler(name: StageHTTPHandler.name, promise: nil)
                             context.pipeline.removeHandler(name: "stage-idle", promise: nil)
                         }))
-                    try channel.pipeline.syncOperations.addHandler(StageHTTPHandler(assets: assets, access: access), name: StageHTTPHandler.name)
+                    try pipeline.addHandler(StageHTTPHandler(assets: assets, access: access), name: StageHTTPHandler.name)
+                }
+                return channel.eventLoop.makeCompletedFuture {
+                    // Until a WebSocket takes over, a connection that sends nothing for 10 s is closed (a request sent
+                    // byte by byte, a connection opened and left); a page's WebSocket may be quiet for ever.
+                    try channel.pipeline.syncOperations.addHandler(IdleStateHandler(readTimeout: .seconds(10)), name: "stage-idle")
+                    guard let tlsContext else { return try page(channel.pipeline.syncOperations) }
+                    // HTTPS and plain HTTP on the one port, told apart by the first byte (a TLS handshake's is 22):
+                    // plain HTTP gets a redirect to the HTTPS address, never the page.
+                    try channel.pipeline.syncOperations.addHandler(
+                        StageSchemeSniffer(
+                            tls: { pipeline in
+                                try pipeline.addHandler(NIOSSLServerHandler(context: tlsContext))
+                                try page(pipeline)
+                            },
+                            plain: { pipeline in
+                                try pipeline.configureHTTPServerPipeline()
+                                try pipeline.addHandler(StageHTTPHandler(assets: assets, access: access, redirectsToHTTPS: true), name: StageHTTPHandler.name)
+                            }))
                 }
             }
         let listener: any Channel
@@ -202,8 +271,9 @@ public final class StageServer<Presenter: StagePresenter>: Sendable {
         let wildcard = host == "0.0.0.0" || host == "::"
         let reachable = wildcard ? (Self.networkAddresses().first ?? "127.0.0.1") : host
         let shownHost = reachable.contains(":") ? "[\(reachable)]" : reachable
-        let url = "http://\(shownHost):\(port)/" + (token.map { "?token=" + $0 } ?? "")
-        let joinURL = configuration.guestToken.map { "http://\(shownHost):\(port)/join?guest=" + $0 }
+        let scheme = tlsContext == nil ? "http" : "https"
+        let url = "\(scheme)://\(shownHost):\(port)/" + (token.map { "?token=" + $0 } ?? "")
+        let joinURL = configuration.guestToken.map { "\(scheme)://\(shownHost):\(port)/join?guest=" + $0 }
         return StageServer(url: url, joinURL: joinURL, access: accessBox.value, hub: hub, group: group, listener: listener, broadcast: broadcast)
     }
 
@@ -257,9 +327,38 @@ public final class StageServer<Presenter: StagePresenter>: Sendable {
     }
 }
 
-/// The page and its files over plain HTTP: only for this server's own Host (else 421), never cached, no other
-/// site's scripts, frames or referrers. A WebSocket request that was not upgraded (its Host, Origin or the page limit
-/// refused it) gets 403.
+/// Tells HTTPS from plain HTTP on one port by a connection's first byte (22 starts a TLS handshake record), sets the
+/// pipeline up for the one it is, hands it the bytes and leaves.
+final class StageSchemeSniffer: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+    typealias Configure = (ChannelPipeline.SynchronousOperations) throws -> Void
+
+    private let tls: Configure
+    private let plain: Configure
+
+    init(tls: @escaping Configure, plain: @escaping Configure) {
+        self.tls = tls
+        self.plain = plain
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let buffer = unwrapInboundIn(data)
+        guard let first = buffer.getInteger(at: buffer.readerIndex, as: UInt8.self) else { return }
+        do {
+            try (first == 22 ? tls : plain)(context.pipeline.syncOperations)
+        } catch {
+            context.close(promise: nil)
+            return
+        }
+        context.fireChannelRead(data)
+        context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
+    }
+}
+
+/// The page and its files over HTTP: only for this server's own Host (else 421), never cached, no other site's
+/// scripts, frames or referrers. A WebSocket request that was not upgraded (its Host, Origin or the page limit
+/// refused it) gets 403. On a stage served over HTTPS, a plain HTTP request gets a redirect (308) to the same path
+/// over HTTPS and nothing else.
 final class StageHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundOut = HTTPServerResponsePart
@@ -267,11 +366,14 @@ final class StageHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
 
     let assets: StageAssets
     let access: StageAccess
+    /// Plain HTTP to an HTTPS stage: every request is sent on to HTTPS.
+    let redirectsToHTTPS: Bool
     private var head: HTTPRequestHead?
 
-    init(assets: StageAssets, access: StageAccess) {
+    init(assets: StageAssets, access: StageAccess, redirectsToHTTPS: Bool = false) {
         self.assets = assets
         self.access = access
+        self.redirectsToHTTPS = redirectsToHTTPS
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -298,9 +400,14 @@ final class StageHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
         var status = HTTPResponseStatus.ok
         var type = "text/plain; charset=utf-8"
         var body: [UInt8]
+        var location: String?
         if !access.allowsHost(authority) {
             status = .misdirectedRequest
             body = Array("This stage answers to its own address only.\n".utf8)
+        } else if redirectsToHTTPS, let authority {
+            status = .permanentRedirect
+            location = "https://\(authority)\(head.uri.hasPrefix("/") ? head.uri : "/")"
+            body = Array("This stage is served over HTTPS: \(location!)\n".utf8)
         } else if head.method != .GET && head.method != .HEAD {
             status = .methodNotAllowed
             body = Array("GET only.\n".utf8)
@@ -320,11 +427,13 @@ final class StageHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
         headers.add(name: "Cache-Control", value: "no-store")
         headers.add(name: "X-Content-Type-Options", value: "nosniff")
         headers.add(name: "Referrer-Policy", value: "no-referrer")
+        if let location { headers.add(name: "Location", value: location) }
         if let authority, access.allowsHost(authority) {
             headers.add(
                 name: "Content-Security-Policy",
-                value: "default-src 'self'; connect-src 'self' ws://\(authority); img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'none'")
+                value: "default-src 'self'; connect-src 'self' \(access.secure ? "wss" : "ws")://\(authority); img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'none'")
         }
+
         // One response a connection: a client that sends requests and reads no answers gets one answer, not a
         // queue of them (the page's three files cost three connections, on a local network nothing).
         let keepAlive = false
@@ -385,7 +494,14 @@ final class StageSocketHandler<Presenter: StagePresenter>: ChannelInboundHandler
             let text = data.readString(length: data.readableBytes) ?? ""
             if let reply = hub.handle(text, client: client) { client.post(type: "reply", reply) }
         case .binary:
-            client.post(type: "reply", StageMessages.reply(id: nil, error: "text messages only"))
+            // A singing phone's audio. A page that sings no phone is told so; a phone that sends garbage or floods
+            // is dropped (its voice given back).
+            var data = frame.unmaskedData
+            switch hub.audio(data.readBytes(length: data.readableBytes) ?? [], client: client) {
+            case .taken: break
+            case .notSinging: client.post(type: "reply", StageMessages.reply(id: nil, error: "binary messages are a singing phone's audio only"))
+            case .dropped: close(context, code: .policyViolation, reason: "a phone's audio that is not audio, or more than real time")
+            }
         case .ping:
             // Not to a page that does not read: pings sent without reading would pile pongs up.
             guard context.channel.isWritable else { return }

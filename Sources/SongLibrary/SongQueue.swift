@@ -399,6 +399,11 @@ extension SongLibrary {
         }
     }
 
+    /// The entry being sung, if any.
+    public func singing() throws(AudioError) -> QueueEntry? {
+        try read("read") { db in try QueueEntry.filter(sql: "state = 'singing'").fetchOne(db) }
+    }
+
     /// The entries waiting, in the order they will be sung (up next first).
     public func queue() throws(AudioError) -> [QueueEntry] {
         try read("read") { db in try Self.order(db) }

@@ -285,7 +285,9 @@ struct StageTests {
         #expect(abs(lower - before + 6) < 0.5, "volume -6 dB: \(before) → \(lower) dB")
     }
 
-    /// From outside, on an address other than the default (127.0.0.2: a token is generated): another Host gets
+    /// From outside, on an address other than the default (127.0.0.2: a token is generated, and HTTPS with a
+    /// certificate the tool makes): plain HTTP gets a redirect to the HTTPS address and never the page, and a page
+    /// of http:// origin no WebSocket; another Host gets
     /// 421 and no WebSocket; without the token the state shows and every control is refused; a foreign Origin is
     /// refused at the upgrade; malformed, oversized, unknown and out-of-range messages each get an error and change
     /// nothing; plain HTTP answers once a connection and closes an idle one; 100 clients that never read leave the
@@ -300,12 +302,17 @@ struct StageTests {
         let run = try await runTool(
             Self.python,
             [Self.repository + "/Tests/Support/stage/stage_security.py", "--out", dir.file("results.json"), "--cwd", dir.path,
-             "--flood-seconds", "25", "--"] + command)
+             "--flood-seconds", "25", "--"] + command,
+            environment: ["XDG_DATA_HOME": dir.file("data")])
         let r = try Self.results(dir.file("results.json"))
         let errors = r["errors"] as? [String] ?? []
         #expect(errors.isEmpty, "\(errors)\n\(run.stderr)\n\((r["stderr"] as? [String] ?? []).suffix(20).joined(separator: "\n"))")
         try #require(errors.isEmpty)
         #expect((r["tokenGiven"] as? Bool) == true, "a token in the printed address: \(r["url"] ?? "")")
+        #expect((r["url"] as? String ?? "").hasPrefix("https://127.0.0.2:"), "\(r["url"] ?? "")")
+        #expect((r["plainStatus"] as? Int) == 308 && (r["plainLocation"] as? String) == (r["url"] as? String), "plain HTTP: \(r["plainStatus"] ?? "") \(r["plainLocation"] ?? "")")
+        #expect((r["plainHasPage"] as? Bool) == false, "plain HTTP never gets the page")
+        #expect((r["plainOriginStatus"] as? Int) == 403, "a page of http:// origin: \(r["plainOriginStatus"] ?? "")")
         #expect((r["ownHost"] as? Int) == 200 && (r["otherHost"] as? Int) == 421, "\(r["ownHost"] ?? "") \(r["otherHost"] ?? "")")
         #expect((r["ownHostWebSocket"] as? Int) == 101 && (r["otherHostWebSocket"] as? Int) == 421, "\(r["otherHostWebSocket"] ?? "")")
         #expect((r["foreignOriginStatus"] as? Int) == 403, "\(r["foreignOriginStatus"] ?? "")")

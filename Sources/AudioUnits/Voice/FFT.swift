@@ -2,15 +2,16 @@
 import Glibc
 #endif
 
-/// An in-place radix-2 complex FFT of a fixed power-of-two size, on split real and imaginary arrays of Double.
-/// Tables are made at init; ``forward(_:_:)`` and ``inverse(_:_:)`` neither allocate nor lock.
-final class FFT {
-    let size: Int
+/// An in-place radix-2 complex FFT of a fixed power-of-two size, on split real and imaginary arrays of Double, for
+/// the package's modules (the echo canceller's delay estimator, a phone's calibration). Tables are made at init;
+/// ``forward(_:_:)`` and ``inverse(_:_:)`` neither allocate nor lock.
+package final class FFT {
+    package let size: Int
     private let cosines: UnsafeMutablePointer<Double>
     private let sines: UnsafeMutablePointer<Double>
     private let reversed: UnsafeMutablePointer<Int>
 
-    init(size: Int) {
+    package init(size: Int) {
         precondition(size >= 2 && size & (size - 1) == 0, "FFT size must be a power of two")
         self.size = size
         cosines = .allocate(capacity: size / 2)
@@ -37,10 +38,10 @@ final class FFT {
     }
 
     /// X[k] = Σ x[n] e^(−2πikn/N).
-    func forward(_ re: UnsafeMutablePointer<Double>, _ im: UnsafeMutablePointer<Double>) { transform(re, im, sign: 1) }
+    package func forward(_ re: UnsafeMutablePointer<Double>, _ im: UnsafeMutablePointer<Double>) { transform(re, im, sign: 1) }
 
     /// x[n] = (1/N) Σ X[k] e^(2πikn/N).
-    func inverse(_ re: UnsafeMutablePointer<Double>, _ im: UnsafeMutablePointer<Double>) {
+    package func inverse(_ re: UnsafeMutablePointer<Double>, _ im: UnsafeMutablePointer<Double>) {
         transform(re, im, sign: -1)
         let scale = 1 / Double(size)
         for i in 0..<size {
@@ -51,7 +52,7 @@ final class FFT {
 
     /// After ``forward(_:_:)`` of a + i·b (two real signals, `a` in `re`, `b` in `im`): A[k]·conj(B[k]), their
     /// cross-spectrum at bin k, from A[k] = (Z[k] + conj Z[N−k]) / 2 and B[k] = (Z[k] − conj Z[N−k]) / 2i.
-    func crossSpectrum(_ re: UnsafeMutablePointer<Double>, _ im: UnsafeMutablePointer<Double>, at k: Int) -> (re: Double, im: Double) {
+    package func crossSpectrum(_ re: UnsafeMutablePointer<Double>, _ im: UnsafeMutablePointer<Double>, at k: Int) -> (re: Double, im: Double) {
         let nk = k == 0 ? 0 : size - k
         let ar = 0.5 * (re[k] + re[nk])
         let ai = 0.5 * (im[k] - im[nk])

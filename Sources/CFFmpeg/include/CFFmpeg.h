@@ -55,6 +55,7 @@ typedef struct la_ffmpeg {
     __typeof__(avcodec_parameters_to_context) * _Nonnull avcodec_parameters_to_context;
     __typeof__(avcodec_get_name) * _Nonnull avcodec_get_name;
     __typeof__(avcodec_find_encoder_by_name) * _Nonnull avcodec_find_encoder_by_name;
+    __typeof__(avcodec_find_decoder_by_name) * _Nonnull avcodec_find_decoder_by_name;
     __typeof__(av_write_trailer) * _Nonnull av_write_trailer;
     __typeof__(av_write_frame) * _Nonnull av_write_frame;
     __typeof__(av_packet_get_side_data) * _Nonnull av_packet_get_side_data;

@@ -59,8 +59,19 @@ extension KaraokeRoom {
         /// The voices: each the next channels of the input device (as many as the voice chain's `input` node has,
         /// one without a chain) with a copy of the voice chain, its own stems, pitch and score; 1 … 8 (default 1).
         public var voiceCount = 1
-        /// The most voices a room has.
+        /// The most voices a room has (wired and phones alike).
         public static let maximumVoices = 8
+        /// Phone voices: voices whose microphone is a phone on the network (``PhoneVoice``), after the wired ones,
+        /// each with its copy of the voice chain, its stems, pitch and score; 0 … 8 (default 0). The song mix, the
+        /// recording and the stream wait ``phoneDelay`` for them.
+        public var phoneVoices = 0
+        /// Seconds the song mix, the recording and the stream run behind the room when it has phone voices: what a
+        /// phone's audio may take to arrive (its offset, the network, the jitter buffer) and still be placed where it
+        /// was sung; audio later than that is dropped and counted. 0.1 … 1.5 (default 0.6).
+        public var phoneDelay = 0.6
+        /// Phone voices in the room's output (the headphones or speakers) too, `phoneDelay` late: off by default (a
+        /// voice heard that late is an echo to whoever sings).
+        public var phoneVoicesInOutput = false
         /// An audio file played between takes, looped: from the room's first frame to the first take's, and from each
         /// take's end to the next one's, fading in over a second and out over the second before the take; under the
         /// accompaniment's volume, in the headphones, the song mix and the stream, never in a take's stems. nil

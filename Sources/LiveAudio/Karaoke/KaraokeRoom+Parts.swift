@@ -56,9 +56,11 @@ extension KaraokeRoom {
         return io
     }
 
-    /// The room's voices: the microphone (one input unit, every voice's channels), and for each voice its channels
-    /// picked out of it (the dry voice) and its copy of the voice chain (its last node: the wet voice). The first
-    /// voice's chain makes the graph, as a graph file does; the others join it, their nodes named `voice-N/…`.
+    /// The room's voices: the microphone (one input unit, every wired voice's channels), and for each voice its
+    /// channels picked out of it (the dry voice) and its copy of the voice chain (its last node: the wet voice). The
+    /// first voice's chain makes the graph, as a graph file does; the others join it, their nodes named `voice-N/…`.
+    /// The phone voices come after the wired ones: their dry voice is a ``PhoneVoiceSource`` (what the network
+    /// brings, placed where it was sung), their chain a copy like the others'.
     struct Voices {
         let graph: RenderGraph
         /// Each voice's chain as loaded (empty without a voice chain).
@@ -72,12 +74,26 @@ extension KaraokeRoom {
         let wetFormat: StreamFormat
         /// Seconds from the microphone to the wet voice.
         let latency: Double
+        /// The phone voices' sources: the voices after the wired ones.
+        let phones: [PhoneVoiceSource]
+        /// The wired voices (the first of ``dry`` and ``wet``).
+        var wiredCount: Int { dry.count - phones.count }
 
         init(_ configuration: Configuration, maximumFrames: Int) throws(AudioError) {
             let count = configuration.voiceCount
+            let phoneCount = configuration.phoneVoices
             guard (1...Configuration.maximumVoices).contains(count) else {
                 throw AudioError(.invalidParameter, "a room has 1 … \(Configuration.maximumVoices) voices, got \(count)")
             }
+            guard phoneCount >= 0, count + phoneCount <= Configuration.maximumVoices else {
+                throw AudioError(
+                    .invalidParameter,
+                    "a room has at most \(Configuration.maximumVoices) voices, wired and phones: \(count) wired and \(phoneCount) phones")
+            }
+            guard phoneCount == 0 || (0.1...1.5).contains(configuration.phoneDelay) else {
+                throw AudioError(.invalidParameter, "the phones' delay must be 0.1 … 1.5 s, got \(configuration.phoneDelay)")
+            }
+            let maximumDelay = configuration.phoneDelay + 0.5
             guard let path = configuration.voiceChain else {
                 let rate = configuration.sampleRate
                 graph = try RenderGraph(
@@ -92,6 +108,13 @@ extension KaraokeRoom {
                     try graph.connect(mic, to: pick)
                     picked.append(pick)
                 }
+                var phones: [PhoneVoiceSource] = []
+                for i in 0..<phoneCount {
+                    let source = try PhoneVoiceSource(sampleRate: rate, feed: PhoneVoiceFeed(), maximumDelay: maximumDelay)
+                    picked.append(try graph.addNode(source, name: "voice-\(count + i + 1)"))
+                    phones.append(source)
+                }
+                self.phones = phones
                 dry = picked
                 wet = picked
                 dryFormat = try .graph(sampleRate: rate, channelCount: 1)
@@ -101,20 +124,27 @@ extension KaraokeRoom {
             }
             var loaded: [LoadedGraph] = []
             var picks: [(node: NodeID, unit: ChannelPickUnit)] = []
+            var phoneNodes: [(node: NodeID, unit: PhoneVoiceSource)] = []
             var wet: [NodeID] = []
             var latency = 0.0
-            for i in 0..<count {
-                // The chain's input node is this voice's channels of the one microphone.
+            for i in 0..<(count + phoneCount) {
+                let phone = i >= count
+                // The chain's input node is this voice's channels of the one microphone, or a phone.
                 var registry = configuration.unitRegistry
-                registry.register("input") { (f: inout NodeFields) throws(AudioError) in
+                registry.register("input") { (f: inout NodeFields) throws(AudioError) -> any RenderUnit in
                     let channels = try f.integer("channels", default: 1, in: 1...64)
+                    if phone {
+                        return try PhoneVoiceSource(sampleRate: f.format.sampleRate, feed: PhoneVoiceFeed(), channelCount: channels, maximumDelay: maximumDelay)
+                    }
                     return try ChannelPickUnit(
                         sampleRate: f.format.sampleRate, inputChannels: count * channels, first: i * channels, count: channels)
                 }
                 let chain = try GraphFile.load(
                     path: path, maximumFrames: maximumFrames, registry: registry, into: loaded.first?.graph,
                     prefix: i == 0 ? "" : "voice-\(i + 1)/")
-                let inputs = chain.nodeIDs.compactMap { id in (chain.units[id] as? ChannelPickUnit).map { (chain.nodes[id]!, $0) } }
+                let inputs = chain.nodeIDs.compactMap { id -> NodeID? in
+                    chain.units[id] is ChannelPickUnit || chain.units[id] is PhoneVoiceSource ? chain.nodes[id]! : nil
+                }
                 guard inputs.count == 1 else {
                     throw AudioError(
                         .invalidGraphDescription,
@@ -126,7 +156,10 @@ extension KaraokeRoom {
                     try chain.graph.disconnect(chain.graph.output)
                 }
                 loaded.append(chain)
-                picks.append(inputs[0])
+                for id in chain.nodeIDs {
+                    if let unit = chain.units[id] as? ChannelPickUnit { picks.append((chain.nodes[id]!, unit)) }
+                    if let unit = chain.units[id] as? PhoneVoiceSource { phoneNodes.append((chain.nodes[id]!, unit)) }
+                }
                 wet.append(last)
             }
             graph = loaded[0].graph
@@ -137,7 +170,8 @@ extension KaraokeRoom {
             self.loaded = loaded
             self.wet = wet
             self.latency = latency
-            dry = picks.map(\.node)
+            phones = phoneNodes.map(\.unit)
+            dry = picks.map(\.node) + phoneNodes.map(\.node)
             dryFormat = picks[0].unit.outputFormats[0]
             wetFormat = try graph.unit(wet[0]).outputFormats[0]
         }

@@ -105,6 +105,12 @@ public final class KaraokeRoom: Sendable {
     let voiceProcessingUnit: VoiceProcessingUnit?
     let echoReference: CaptureReferenceTap?
     let encoderTap: EncoderTap?
+    /// The phone voices (``Configuration/phoneVoices``), the room's voices after the wired ones.
+    public let phoneVoices: [PhoneVoice]
+    /// The wired voices delayed to meet the phones' in the song mix (nil without phones).
+    let wiredLate: SampleDelayUnit?
+    /// What the phone voices need of the room (nil without phones).
+    let phoneHost: PhoneVoiceHost?
     let encoded = Locked<EncodedOutputs?>(nil)
     private let roomOutputs: [LiveStreamSession.Output]
     /// The room's own WAV recording of the song mix (``Configuration/recordPath`` ending in `.wav`).
@@ -193,16 +199,30 @@ public final class KaraokeRoom: Sendable {
         echoReference = try canceller == nil ? nil : CaptureReferenceTap(format: format, io: io, maximumFrames: Self.maximumFrames)
         // The takes' buses, and the interlude's.
         accompaniment = try MixerUnit(format: format, inputs: configuration.interlude == nil ? 2 : 3)
-        songDelay = try SampleDelayUnit(format: format, maximumDelayFrames: Int((Self.maximumShift * rate).rounded()))
+        songDelay = try SampleDelayUnit(format: format, maximumDelayFrames: Int(((Self.maximumShift + (chain.phones.isEmpty ? 0 : configuration.phoneDelay)) * rate).rounded()))
         songMix = try MixerUnit(format: format, inputs: 2)
-        monitor = try MixerUnit(format: format, inputs: 2)
+        monitor = try MixerUnit(format: format, inputs: !chain.phones.isEmpty && configuration.phoneVoicesInOutput ? 3 : 2)
         voiceMeter = try MeterUnit(format: chain.wetFormat)
         voiceMeters = chain.wet.count == 1 ? [voiceMeter] : try chain.wet.map { _ throws(AudioError) in try MeterUnit(format: chain.wetFormat) }
-        // Several voices are mixed into one wet voice for the song and the headphones; one is that voice.
-        let voiceMix = chain.wet.count == 1 ? nil : try MixerUnit(format: chain.wetFormat, inputs: chain.wet.count)
+        // Several voices are mixed into one wet voice for the song and the headphones; one is that voice. The phone voices
+        // are mixed apart: into the song mix (the wired voices delayed to meet them), not the headphones.
+        let wired = chain.wiredCount
+        let voiceMix = wired == 1 ? nil : try MixerUnit(format: chain.wetFormat, inputs: wired)
+        let phoneMix = chain.phones.isEmpty ? nil : try MixerUnit(format: chain.wetFormat, inputs: chain.phones.count)
+        let songVoices = chain.phones.isEmpty ? nil : try MixerUnit(format: chain.wetFormat, inputs: 2)
+        let phoneDelayFrames = Int((configuration.phoneDelay * rate).rounded())
+        wiredLate = chain.phones.isEmpty ? nil : try SampleDelayUnit(format: chain.wetFormat, maximumDelayFrames: phoneDelayFrames)
+        let chirpSignal = PhoneCalibration.signal(sampleRate: rate)
+        let chirps = chain.phones.isEmpty ? nil : SignalInjector(format: format, signal: chirpSignal)
         songLoudness = try LoudnessMeterUnit(format: format)
         encoderTap = encoded == nil ? nil : EncoderTap(format: format)
-        timeline = TimelineTap(format: format)
+        let timeline = TimelineTap(format: format)
+        self.timeline = timeline
+        let host = chirps.map { PhoneVoiceHost(sampleRate: rate, timeline: timeline, chirps: $0, signal: chirpSignal) }
+        phoneHost = host
+        phoneVoices = chain.phones.enumerated().map { i, source in
+            PhoneVoice(room: host!, voice: wired + i + 1, source: source)
+        }
         calibration = try configuration.roundTrip == .calibrate
             ? CalibrationClicks(format: format, micChannels: chain.dryFormat.channelCount) : nil
         routeGate = RouteGate(format: format, route: io.outputRoute)
@@ -224,22 +244,31 @@ public final class KaraokeRoom: Sendable {
         }
         if voiceMix == nil { known["wet"] = chain.wet[0] }
         var g = GraphParts(chain.graph, known: known)
-        if let voiceMix { try g.add("wet", voiceMix, from: chain.wet.indices.map { "voice-\($0 + 1)-wet" }) }
+        if let voiceMix { try g.add("wet", voiceMix, from: (0..<wired).map { "voice-\($0 + 1)-wet" }) }
+        if let phoneMix, let songVoices, let wiredLate {
+            try g.add("phone-wet", phoneMix, from: chain.phones.indices.map { "voice-\(wired + $0 + 1)-wet" })
+            try g.add("wired-late", wiredLate, from: ["wet"])
+            try g.add("song-voices", songVoices, from: ["wired-late", "phone-wet"])
+        }
         if voiceMeters.count > 1 {
             for (i, meter) in voiceMeters.enumerated() { try g.add("voice-\(i + 1)-meter", meter, from: ["voice-\(i + 1)-wet"], sink: true) }
         }
         try g.add("accompaniment", accompaniment)
         try g.add("song-delay", songDelay, from: ["accompaniment"])
-        try g.add("song-mix", songMix, from: ["song-delay", "wet"])
+        try g.add("song-mix", songMix, from: ["song-delay", songVoices == nil ? "wet" : "song-voices"])
         if let recorder { try g.add("record", recorder, from: ["song-mix"], sink: true) }
         if let encoderTap { try g.add("song-encoder", encoderTap, from: ["song-mix"], sink: true) }
         try g.add("voice-meter", voiceMeter, from: ["wet"], sink: true)
         try g.add("song-loudness", songLoudness, from: ["song-mix"], sink: true)
         if let echoReference { try g.add("echo-reference", echoReference, from: ["accompaniment"]) }
-        try g.add("monitor", monitor, from: [echoReference == nil ? "accompaniment" : "echo-reference", "wet"])
+        try g.add(
+            "monitor", monitor,
+            from: [echoReference == nil ? "accompaniment" : "echo-reference", "wet"] + (monitor.busCount == 3 ? ["phone-wet"] : []))
         try g.add("timeline", timeline, from: ["monitor"])
-        if let calibration { try g.add("calibration", calibration, from: ["timeline", "mic"]) }
-        try g.add("route-gate", routeGate, from: [calibration == nil ? "timeline" : "calibration"])
+        if let chirps { try g.add("phone-chirps", chirps, from: ["timeline"]) }
+        let played = chirps == nil ? "timeline" : "phone-chirps"
+        if let calibration { try g.add("calibration", calibration, from: [played, "mic"]) }
+        try g.add("route-gate", routeGate, from: [calibration == nil ? played : "calibration"])
         try g.output(from: "route-gate")
         parts = g.nodes
         wetVoice = g["wet"]!
@@ -334,8 +363,13 @@ public final class KaraokeRoom: Sendable {
                         + io.conversionLatency + io.clockBridgeLatency) * sampleRate).rounded()), "device")
             }
         let dry = roundTrip + processing
-        let alignment = Alignment(dry: dry, wet: dry + chainLatencyFrames)
-        let wet = alignment.wet
+        var alignment = Alignment(dry: dry, wet: dry + chainLatencyFrames)
+        if let wiredLate {
+            alignment.phone = wiredLate.maximumDelayFrames
+            try wiredLate.setDelayFrames(alignment.phone)
+            for v in phoneVoices { try v.source.setDelayFrames(alignment.phone) }
+        }
+        let wet = alignment.wet + alignment.phone
         guard wet <= songDelay.maximumDelayFrames else {
             throw AudioError(
                 .invalidParameter,
@@ -345,6 +379,7 @@ public final class KaraokeRoom: Sendable {
         try songDelay.setDelayFrames(wet)
         try lifecycle.checkStarting()
         let startTime = timeline.sampleTime + Int64(sampleRate * Self.startLead)
+        phoneHost?.started(roundTrip: dry, startTime: startTime)
         recorder?.startRecording(atSampleTime: alignment.start(.songMix, at: startTime), skipFrames: 0)
         encoderTap?.start(atSampleTime: alignment.start(.songMix, at: startTime))
         // A recorded singer (a virtual device holding its capture) sings frame 0 to the room's first frame: it arrives

@@ -223,8 +223,11 @@ public final class KaraokeTake: Sendable {
             $0.songRegionStart = region.startFrame
             $0.scheduled = true
         }
-        for f in followers {
-            try f.start(graphFrame: startTime, songFrame: region.startFrame, tempo: configuration.tempo, roundTrip: Int64(dry))
+        // A phone voice is read the phones' delay later than a wired one.
+        let wired = room.voices.wiredCount
+        for (i, f) in followers.enumerated() {
+            let shift = i < wired ? alignment.shift(.dryVoice) : alignment.shift(.phoneDry)
+            try f.start(graphFrame: startTime, songFrame: region.startFrame, tempo: configuration.tempo, roundTrip: shift)
         }
     }
 
@@ -442,8 +445,9 @@ public final class KaraokeTake: Sendable {
         // One voice: voice-dry.wav and voice-wet.wav; several: voice-1-dry.wav, voice-1-wet.wav, …
         for v in 1...voices.dry.count {
             let name = voices.dry.count == 1 ? "voice" : "voice-\(v)"
-            wanted.append(("\(name)-dry", "\(name)-dry.wav", .dryVoice, "voice-\(v)-dry", voices.dryFormat.channelCount))
-            wanted.append(("\(name)-wet", "\(name)-wet.wav", .wetVoice, "voice-\(v)-wet", voices.wetFormat.channelCount))
+            let phone = v > voices.wiredCount
+            wanted.append(("\(name)-dry", "\(name)-dry.wav", phone ? .phoneDry : .dryVoice, "voice-\(v)-dry", voices.dryFormat.channelCount))
+            wanted.append(("\(name)-wet", "\(name)-wet.wav", phone ? .phoneWet : .wetVoice, "voice-\(v)-wet", voices.wetFormat.channelCount))
         }
         wanted.append(("song", "song.wav", .songMix, "song-mix", format.channelCount))
         var made: [Recorder] = []

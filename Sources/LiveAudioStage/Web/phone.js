@@ -3,6 +3,8 @@
 // as the big screen's; every text from the stage is shown as text (textContent), never as markup.
 "use strict";
 
+import { Mic } from "/mic.js";
+
 const $ = (id) => document.getElementById(id);
 const guest = new URLSearchParams(location.search).get("guest");
 
@@ -26,9 +28,12 @@ let socket = null;
 let backoff = 500;
 let nextId = 1;
 const pending = new Map();
+// Singing with this phone, when the room takes phones and this singer's song is on or next.
+const mic = new Mic(() => socket, { start: "mic-start", calibrate: "mic-calibrate", state: "mic-state", level: "mic-level",
+                                    echoCancellation: "mic-echo", noiseSuppression: "mic-noise", autoGainControl: "mic-gain" });
 
 function connect() {
-  socket = new WebSocket(`ws://${location.host}/ws` + (guest ? `?guest=${encodeURIComponent(guest)}` : ""));
+  socket = new WebSocket(`${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/ws` + (guest ? `?guest=${encodeURIComponent(guest)}` : ""));
   phone.socket = socket;
   socket.onopen = () => {
     phone.connected = true;
@@ -40,7 +45,12 @@ function connect() {
   socket.onmessage = (event) => {
     let m;
     try { m = JSON.parse(event.data); } catch { return; }
-    if (m.type === "hello") phone.hello = m;
+    if (mic.onMessage(m)) return;
+    if (m.type === "hello") {
+      phone.hello = m;
+      $("mic").hidden = !mic.available(m);
+      if (mic.available(m)) mic.bind();
+    }
     else if (m.type === "queue") onQueue(m);
     else if (m.type === "reply") {
       phone.replies.push(m);
@@ -85,6 +95,8 @@ function join(name) {
     $("pick-difficulty").value = r.data.difficulty;
     showJoined(true);
     if (phone.queue) onQueue(phone.queue);
+    // A phone that was singing takes its voice again (as the singer it joined as).
+    mic.onOpen();
   });
 }
 

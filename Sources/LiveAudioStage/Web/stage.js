@@ -2,6 +2,8 @@
 // change), the page drawn from what it says, and the controls sent back. No library, no build step.
 "use strict";
 
+import { Mic } from "/mic.js";
+
 const $ = (id) => document.getElementById(id);
 const token = new URLSearchParams(location.search).get("token");
 
@@ -16,9 +18,12 @@ window.stage = stage;
 let socket = null;
 let backoff = 500;
 let nextId = 1;
+// Singing with this page's microphone, when the room takes phones (the stage's page on a phone).
+const mic = new Mic(() => socket, { start: "mic-start", calibrate: "mic-calibrate", state: "mic-state", level: "mic-level",
+                                    echoCancellation: "mic-echo", noiseSuppression: "mic-noise", autoGainControl: "mic-gain" });
 
 function connect() {
-  const url = `ws://${location.host}/ws` + (token ? `?token=${encodeURIComponent(token)}` : "");
+  const url = `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/ws` + (token ? `?token=${encodeURIComponent(token)}` : "");
   socket = new WebSocket(url);
   stage.socket = socket;
   socket.onopen = () => {
@@ -26,10 +31,12 @@ function connect() {
     stage.connects += 1;
     backoff = 500;
     $("connection").textContent = "connected";
+    mic.onOpen();
   };
   socket.onmessage = (event) => {
     let m;
     try { m = JSON.parse(event.data); } catch { return; }
+    if (mic.onMessage(m)) return;
     switch (m.type) {
       case "hello": onHello(m); break;
       case "song": onSong(m); break;
@@ -83,6 +90,9 @@ function onHello(m) {
   $("control-note").textContent = m.canControl ? "" : "Viewing only: the controls need the address with the token that the command printed.";
   $("evening").classList.toggle("hidden", !m.evening);
   for (const e of document.querySelectorAll(".host-only")) e.classList.toggle("hidden", !m.canControl);
+  const phones = mic.available(m) && m.canControl;
+  $("mic").classList.toggle("hidden", !phones);
+  if (phones) mic.bind();
 }
 
 // The evening (a karaoke night over a song library): the join code, the queue, the last take's scores. Every text

@@ -15,7 +15,7 @@ import Glibc
 /// (`Fuzz/regressions/TARGET/`) through it.
 public enum FuzzTarget: String, CaseIterable, Sendable {
     case wav, adts, audioSpecificConfig, flv, amf0, amf3, chunkStream, handshake, commands, rtmpURL, graphFile, decoder, chart, stageControl,
-        eveningRequest
+        eveningRequest, phoneAudio
 
     /// Runs one input. Errors are the expected answer to most inputs; a broken invariant is a fatal error.
     public func run(_ bytes: [UInt8]) {
@@ -35,6 +35,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         case .chart: Self.chart(bytes)
         case .stageControl: Self.stageControl(bytes)
         case .eveningRequest: Self.eveningRequest(bytes)
+        case .phoneAudio: Self.phoneAudio(bytes)
         }
     }
 
@@ -524,6 +525,39 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
             check(object?["ok"] as? Bool == false && object?["error"] as? String == a.message, "a reply that is not JSON: \(reply)")
         default:
             fatalError("fuzz invariant broken: a request parses once and not twice")
+        }
+    }
+
+    /// Any bytes as a phone's audio message: read the same twice; a message taken has its fields within their
+    /// limits, its payload the length its codec and frames say, writes back to the same bytes, and its PCM reads as
+    /// frames × channels samples in −1 … 1; an Opus payload decodes (mono) to at most 120 ms of finite samples, or is
+    /// refused. A refusal says what was wrong.
+    static func phoneAudio(_ bytes: [UInt8]) {
+        let first = Result { () throws(AudioError) in try PhoneAudioPacket(decoding: bytes) }
+        let second = Result { () throws(AudioError) in try PhoneAudioPacket(decoding: bytes) }
+        switch (first, second) {
+        case (.success(let a), .success(let b)):
+            check(a == b, "two reads of one message differ")
+            check(a.encoded() == bytes, "a message written back differs")
+            check(bytes.count <= PhoneAudioPacket.maximumBytes, "a message of \(bytes.count) bytes taken")
+            check(PhoneAudioPacket.sampleRates.contains(a.sampleRate) && (1...2).contains(a.channelCount), "\(a.sampleRate) Hz, \(a.channelCount) channels")
+            check((1...PhoneAudioPacket.maximumFrames).contains(a.frameCount), "\(a.frameCount) frames")
+            switch a.codec {
+            case .pcm16:
+                let samples = a.pcmSamples()
+                check(samples.count == a.frameCount * a.channelCount, "\(samples.count) PCM samples for \(a.frameCount) frames")
+                check(samples.allSatisfy { $0 >= -1 && $0 < 1 }, "a PCM sample out of range")
+            case .opus:
+                check(a.sampleRate == 48_000 && (1...PhoneAudioPacket.maximumOpusBytes).contains(a.payload.count), "an Opus packet of \(a.payload.count) bytes at \(a.sampleRate) Hz")
+                // FFmpeg's decoder, as the room uses it (one per input: inputs may run side by side in the tests).
+                if let opus = try? OpusPacketDecoder(channelCount: a.channelCount), let decoded = try? opus.decode(a.payload) {
+                    check(decoded.count <= 5760 && decoded.allSatisfy(\.isFinite), "an Opus packet decoded to \(decoded.count) samples")
+                }
+            }
+        case (.failure(let a), .failure(let b)):
+            check(a == b && a.code == .invalidFormat && !a.message.isEmpty && a.message.count <= 200, "a refusal: \(a)")
+        default:
+            fatalError("fuzz invariant broken: a message reads once and not twice")
         }
     }
 

@@ -31,7 +31,7 @@ class Evening(Liveaudio):
         end = time.time() + timeout
         while time.time() < end:
             for line in self.stderr:
-                m = re.search(r"phones join at (http://\S+)", line)
+                m = re.search(r"phones join at (https?://\S+)", line)
                 if m:
                     return m.group(1)
             time.sleep(0.05)

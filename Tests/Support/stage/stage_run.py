@@ -22,7 +22,7 @@ class Liveaudio:
     def _read_err(self):
         for line in self.proc.stderr:
             self.stderr.append(line.rstrip("\n"))
-            m = re.search(r"the stage is at (http://\S+)", line)
+            m = re.search(r"the stage is at (https?://\S+)", line)
             if m:
                 self._url = m.group(1)
                 self._found.set()

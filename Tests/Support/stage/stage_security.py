@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The web stage's defences, from outside: a running `liveaudio … --web HOST:0` that this script starts (and stops by
-its PID), probed with plain HTTP, the `websockets` client and raw sockets. Writes what it saw as JSON; the Swift test
-StageTests judges it.
+its PID), probed over HTTPS (off 127.0.0.1 the stage serves nothing else: its own certificate, not checked here),
+with the `websockets` client and raw TLS sockets, and with plain HTTP, which must get a redirect and never the page.
+Writes what it saw as JSON; the Swift test StageTests judges it.
 
   - Host header: another name (DNS rebinding) gets 421, the server's own address the page;
   - without the token: the page and its state, but every control refused, the state unchanged;
@@ -19,6 +20,7 @@ import base64
 import json
 import os
 import socket
+import ssl
 import time
 from urllib.parse import urlparse
 
@@ -36,12 +38,30 @@ def rss_kib(pid):
     return None
 
 
-def http_get(host, port, path, host_header):
-    s = socket.create_connection((host, port), timeout=5)
+# The stage's certificate is its own (self-signed): taken unchecked, as a browser told to go on does.
+TLS = ssl.create_default_context()
+TLS.check_hostname = False
+TLS.verify_mode = ssl.CERT_NONE
+
+
+def tls_socket(host, port, timeout=5, rcvbuf=None):
+    raw = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    if rcvbuf is not None:
+        raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+    raw.settimeout(timeout)
+    raw.connect((host, port))
+    return TLS.wrap_socket(raw)
+
+
+def http_get(host, port, path, host_header, plain=False):
+    s = socket.create_connection((host, port), timeout=5) if plain else tls_socket(host, port)
     s.sendall(("GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n" % (path, host_header)).encode())
     data = b""
     while True:
-        chunk = s.recv(65536)
+        try:
+            chunk = s.recv(65536)
+        except (ConnectionResetError, ssl.SSLError):
+            break
         if not chunk:
             break
         data += chunk
@@ -77,7 +97,7 @@ def newest(ws, kind, seconds=1.0):
 
 def upgrade_status(host, port, host_header, token, origin):
     """The HTTP status of a WebSocket upgrade request (101 when taken)."""
-    s = socket.create_connection((host, port), timeout=5)
+    s = tls_socket(host, port)
     key = base64.b64encode(os.urandom(16)).decode()
     s.sendall(("GET /ws?token=%s HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
                "Sec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n%s\r\n"
@@ -89,15 +109,13 @@ def upgrade_status(host, port, host_header, token, origin):
 
 def current_status(authority, token):
     """The session's status as a page that joins now gets it (events are sent to others only when they change)."""
-    with connect("ws://%s/ws?token=%s" % (authority, token), open_timeout=5) as ws:
+    with connect("wss://%s/ws?token=%s" % (authority, token), open_timeout=5, ssl=TLS) as ws:
         return newest(ws, "status", 0.5)
 
 
 def silent_client(host, port, authority, token):
     """A WebSocket client that upgrades and then never reads: the smallest receive buffer, kept open."""
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1)  # the kernel's least
-    s.connect((host, port))
+    s = tls_socket(host, port, timeout=10, rcvbuf=1)  # the kernel's least receive buffer
     key = base64.b64encode(os.urandom(16)).decode()
     s.sendall(("GET /ws?token=%s HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
                "Sec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n\r\n" % (token, authority, key)).encode())
@@ -123,18 +141,24 @@ def main():
         r["tokenGiven"] = token is not None
         # The Host header.
         r["ownHost"], _ = http_get(host, port, "/", authority)
+        # Plain HTTP on the same port: sent on to HTTPS, never the page.
+        r["plainStatus"], body = http_get(host, port, "/?token=%s" % token, authority, plain=True)
+        r["plainLocation"] = next((l.split(b": ", 1)[1].decode() for l in body.split(b"\r\n") if l.lower().startswith(b"location: ")), None)
+        r["plainHasPage"] = b"<html" in body
         r["otherHost"], body = http_get(host, port, "/", "rebound.example:%d" % port)
         r["otherHostBody"] = body.decode(errors="replace")[-200:]
         r["otherHostWebSocket"] = upgrade_status(host, port, "rebound.example:%d" % port, token, None)
-        r["foreignOriginStatus"] = upgrade_status(host, port, authority, token, "http://evil.example")
+        r["foreignOriginStatus"] = upgrade_status(host, port, authority, token, "https://evil.example")
+        # The stage's own address, but plain http:// as the page's origin: not its origin any more.
+        r["plainOriginStatus"] = upgrade_status(host, port, authority, token, "http://" + authority)
         # Requests sent one after another without reading the answers: one answer, then the connection closes.
-        s = socket.create_connection((host, port), timeout=10)
+        s = tls_socket(host, port, timeout=10)
         s.sendall(("GET /stage.js HTTP/1.1\r\nHost: %s\r\n\r\n" % authority).encode() * 50)
         data = b""
         while True:
             try:
                 chunk = s.recv(65536)
-            except ConnectionResetError:
+            except (ConnectionResetError, ssl.SSLError):
                 break  # closed with the other requests unread: the kernel resets, as it should
             if not chunk:
                 break
@@ -142,7 +166,7 @@ def main():
         s.close()
         r["pipelinedAnswers"] = data.count(b"HTTP/1.1 ")
         # A connection that sends nothing is closed.
-        s = socket.create_connection((host, port), timeout=30)
+        s = socket.create_connection((host, port), timeout=30)  # not even a TLS handshake
         opened = time.time()
         try:
             r["idleRead"] = len(s.recv(1))
@@ -152,7 +176,7 @@ def main():
         s.close()
         r["ownHostWebSocket"] = upgrade_status(host, port, authority, token, None)
         # Without the token: state yes, controls no.
-        with connect("ws://%s/ws" % authority, open_timeout=5) as ws:
+        with connect("wss://%s/ws" % authority, open_timeout=5, ssl=TLS) as ws:
             hello = json.loads(ws.recv(timeout=5))
             r["helloWithoutToken"] = hello
             before = newest(ws, "status")
@@ -162,13 +186,13 @@ def main():
             r["withoutTokenVolumes"] = [before and before["volumes"], after and after["volumes"]]
         # Another site's page.
         try:
-            with connect("ws://%s/ws?token=%s" % (authority, token), origin="http://evil.example", open_timeout=5):
+            with connect("wss://%s/ws?token=%s" % (authority, token), origin="https://evil.example", open_timeout=5, ssl=TLS):
                 r["foreignOrigin"] = "accepted"
         except InvalidStatus as e:
             r["foreignOrigin"] = e.response.status_code
         # With the token: bad messages refused, nothing changed; a good one taken.
-        with connect("ws://%s/ws?token=%s" % (authority, token), origin="http://" + authority, open_timeout=5,
-                     max_size=2 ** 20) as ws:
+        with connect("wss://%s/ws?token=%s" % (authority, token), origin="https://" + authority, open_timeout=5,
+                     max_size=2 ** 20, ssl=TLS) as ws:
             r["helloWithToken"] = json.loads(ws.recv(timeout=5))
             before = newest(ws, "status")
             bad = {

@@ -1,0 +1,157 @@
+import AudioCore
+import AudioGraph
+import Synchronization
+
+/// A phone's voice on the device thread: the audio a ``PhoneVoiceFeed`` brings, each chunk put where its room
+/// sample time says, read ``delayFrames`` behind the device's time — what the network took, the jitter buffer's
+/// margin and the phone's own delays, so that audio which arrived late still lands at the time it was sung.
+///
+/// Each cycle it takes every chunk waiting in the feed into a ring of its own (a frame's slot is its room sample
+/// time modulo the ring), then outputs the frames for `[t − delay, t − delay + n)` — silence where nothing arrived —
+/// and clears them. A chunk for frames already read is late (counted, dropped); one beyond the ring is early
+/// (counted, dropped: a clock that went wrong).
+///
+/// Thread safety: ``render(_:)`` on the render thread; the counters from any thread; ``setDelayFrames(_:)`` from the
+/// control side (it takes effect at the next cycle: a jump, so set it while the voice is silent).
+public final class PhoneVoiceSource: RenderUnit, @unchecked Sendable {
+    // Unchecked Sendable: the ring and the read position are the render thread's (`ring` is touched only in render);
+    // the counters are atomics.
+    public let core: UnitCore
+    /// Frames the ring holds: the longest delay and 2 s more, to a power of two.
+    public let capacity: Int
+    private let mask: Int64
+    private let samples: UnsafeMutablePointer<Float>
+    private let valid: UnsafeMutablePointer<UInt8>
+    private let delay = Atomic<Int>(0)
+    private let placed = Atomic<Int>(0)
+    private let late = Atomic<Int>(0)
+    private let early = Atomic<Int>(0)
+    private let holes = Atomic<Int>(0)
+    private let newestEnd = Atomic<Int64>(.min)
+    private let readAt = Atomic<Int64>(.min)
+    private let firstPosition = Atomic<Int64>(.max)
+    /// The feed it reads.
+    public let feed: PhoneVoiceFeed
+
+    /// A source at `sampleRate` reading `feed` (mono, copied to each of `channelCount` channels), able to run up to
+    /// `maximumDelay` seconds behind the device.
+    /// - Throws: ``/AudioCore/AudioError`` `.unsupportedSampleRate` for a rate out of range.
+    public init(sampleRate: Double, feed: PhoneVoiceFeed, channelCount: Int = 1, maximumDelay: Double = 2) throws(AudioError) {
+        let format = try StreamFormat.graph(sampleRate: sampleRate, channelCount: channelCount)
+        core = UnitCore(kind: "phoneVoice", inputs: [], outputs: [format])
+        self.feed = feed
+        var c = 1
+        while Double(c) < (maximumDelay + 2) * sampleRate { c <<= 1 }
+        capacity = c
+        mask = Int64(c - 1)
+        samples = .allocate(capacity: c)
+        samples.initialize(repeating: 0, count: c)
+        valid = .allocate(capacity: c)
+        valid.initialize(repeating: 0, count: c)
+    }
+
+    deinit {
+        samples.deallocate()
+        valid.deallocate()
+    }
+
+    /// Frames the output runs behind the device's time.
+    public var delayFrames: Int { delay.load(ordering: .relaxed) }
+
+    /// Sets the delay, 0 … the ring's capacity less 1 s.
+    /// - Throws: ``/AudioCore/AudioError`` `.invalidParameter` beyond that.
+    public func setDelayFrames(_ frames: Int) throws(AudioError) {
+        guard frames >= 0, frames <= capacity - Int(core.outputFormats[0].sampleRate) else {
+            throw AudioError(.invalidParameter, "a phone voice's delay of \(frames) frames: 0 … \(capacity - Int(core.outputFormats[0].sampleRate))")
+        }
+        delay.store(frames, ordering: .relaxed)
+    }
+
+    /// What the voice has seen, as counters.
+    public struct Counters: Sendable, Equatable {
+        /// Frames put in the ring in time.
+        public var placed = 0
+        /// Frames that came after their time had been played (dropped).
+        public var late = 0
+        /// Frames that came more than the ring ahead of their time (dropped).
+        public var early = 0
+        /// Frames played as silence inside the voice's run (between frames that came): lost on the way.
+        public var holes = 0
+        /// How far ahead of what is played now the newest frame placed reaches, in frames (the jitter buffer's
+        /// margin; negative: behind); nil before the first.
+        public var margin: Int64?
+
+        /// Nothing seen yet.
+        public init() {}
+
+        init(placed: Int, late: Int, early: Int, holes: Int, margin: Int64?) {
+            self.placed = placed
+            self.late = late
+            self.early = early
+            self.holes = holes
+            self.margin = margin
+        }
+    }
+
+    /// The counters now (any thread).
+    public var counters: Counters {
+        let end = newestEnd.load(ordering: .relaxed), at = readAt.load(ordering: .relaxed)
+        return Counters(
+            placed: placed.load(ordering: .relaxed), late: late.load(ordering: .relaxed), early: early.load(ordering: .relaxed),
+            holes: holes.load(ordering: .relaxed),
+            margin: end == .min || at == .min ? nil : end - at)
+    }
+
+    public func render(_ context: RenderContext) {
+        let q = context.timeStamp.sampleTime - Int64(delay.load(ordering: .relaxed))
+        let n = context.frameCount
+        let out = context.output(0)[0]
+        // Every chunk waiting, into the ring.
+        var placedNow = 0, lateNow = 0, earlyNow = 0
+        var newest = newestEnd.load(ordering: .relaxed)
+        var first = firstPosition.load(ordering: .relaxed)
+        let limit = q + mask  // positions from q to q + capacity − 1 fit
+        while feed.pop({ position, chunk in
+            for i in 0..<chunk.count {
+                let p = position + Int64(i)
+                if p < q {
+                    lateNow += 1
+                } else if p > limit {
+                    earlyNow += 1
+                } else {
+                    let slot = Int(p & mask)
+                    samples[slot] = chunk[i]
+                    valid[slot] = 1
+                    placedNow += 1
+                    if p + 1 > newest { newest = p + 1 }
+                    if p < first { first = p }
+                }
+            }
+        }) {}
+        if placedNow > 0 {
+            placed.add(placedNow, ordering: .relaxed)
+            newestEnd.store(newest, ordering: .relaxed)
+            firstPosition.store(first, ordering: .relaxed)
+        }
+        if lateNow > 0 { late.add(lateNow, ordering: .relaxed) }
+        if earlyNow > 0 { early.add(earlyNow, ordering: .relaxed) }
+        // The frames of [q, q + n): what came, silence elsewhere; then the slots are free for the ring's next lap.
+        var holesNow = 0
+        for i in 0..<n {
+            let p = q + Int64(i)
+            let slot = Int(p & mask)
+            if valid[slot] != 0 {
+                out[i] = samples[slot]
+                samples[slot] = 0
+                valid[slot] = 0
+            } else {
+                out[i] = 0
+                if p >= first, p < newest { holesNow += 1 }
+            }
+        }
+        let output = context.output(0)
+        for c in 1..<max(1, output.channelCount) { output[c].baseAddress!.update(from: out.baseAddress!, count: n) }
+        if holesNow > 0 { holes.add(holesNow, ordering: .relaxed) }
+        readAt.store(q + Int64(n), ordering: .relaxed)
+    }
+}

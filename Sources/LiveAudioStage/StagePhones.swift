@@ -1,0 +1,226 @@
+import Dispatch
+import LiveAudio
+import Synchronization
+
+/// A page's phone messages (`{"type":"phone",…}`), parsed.
+public enum PhoneRequest: Sendable, Equatable {
+    /// Sing with this phone: take a phone voice; with the offset it was calibrated to before (a page that
+    /// reconnected), no calibration.
+    case sing(offset: Double?)
+    /// Stop singing with it: give the voice back.
+    case stop
+    /// Measure the phone's offset again (the room plays its chirps).
+    case calibrate
+    /// The answer to the room's clock reading: the room's time as sent (µs) and the phone's clock (µs) on arrival.
+    case clock(room: Double, phone: Double)
+    /// The phone's offset set by hand, seconds (−2 … 2), instead of a calibration's.
+    case offset(Double)
+}
+
+extension StageMessages {
+    /// Whether a page's message is a phone message.
+    static func isPhone(_ text: String) -> Bool {
+        guard text.utf8.count <= maximumControlBytes, let (_, fields) = try? object(text) else { return false }
+        return fields["type"] == .string("phone")
+    }
+
+    /// Parses a phone message: `action` `sing`, `stop`, `calibrate`, or `clock` with `room` and `phone` (finite
+    /// numbers, microseconds).
+    /// - Throws: ``Refusal`` naming what is wrong.
+    public static func phone(_ text: String) throws(Refusal) -> (id: String?, request: PhoneRequest) {
+        let (id, fields) = try object(text)
+        guard fields["type"] == .string("phone") else { throw Refusal(id: id, message: "not a phone message") }
+        guard case .string(let action)? = fields["action"] else { throw Refusal(id: id, message: "a phone message needs an action") }
+        switch action {
+        case "sing":
+            switch fields["offset"] {
+            case nil, .null?: return (id, .sing(offset: nil))
+            case .number(let seconds)? where seconds.isFinite && abs(seconds) <= 2: return (id, .sing(offset: seconds))
+            default: throw Refusal(id: id, message: "an offset is seconds, −2 … 2")
+            }
+        case "stop": return (id, .stop)
+        case "calibrate": return (id, .calibrate)
+        case "offset":
+            guard case .number(let seconds)? = fields["seconds"], seconds.isFinite, abs(seconds) <= 2 else {
+                throw Refusal(id: id, message: "an offset is seconds, −2 … 2")
+            }
+            return (id, .offset(seconds))
+        case "clock":
+            guard case .number(let room)? = fields["room"], case .number(let phone)? = fields["phone"], room.isFinite, phone.isFinite,
+                abs(room) < 1e17, abs(phone) < 1e17
+            else { throw Refusal(id: id, message: "a clock answer needs the room's time and the phone's (microseconds)") }
+            return (id, .clock(room: room, phone: phone))
+        default:
+            throw Refusal(id: id, message: "unknown phone action '\(action.prefix(32))'")
+        }
+    }
+}
+
+/// The pages singing into the room's phone voices: which page has which voice, its clock readings, and its audio —
+/// each phone's packets decoded and placed on a queue of its own, never on the event loop every page shares.
+///
+/// A phone that sends what is not audio, more than its queue can hold (a second of packets), or faster than real
+/// time is dropped: its connection is closed and its voice given back, the take going on without it.
+final class StagePhones: Sendable {
+    let voices: [PhoneVoice]
+    private struct Link {
+        let client: StageClient
+        let voice: PhoneVoice
+        let queue: DispatchQueue
+        var pending = 0
+        var pings = 0
+        var nextPing: UInt64 = 0
+        var invalid = 0
+    }
+    private let links = Mutex<[Int: Link]>([:])
+    /// Packets a phone may have waiting to be decoded (50: a second of 20 ms packets).
+    static let maximumPending = 50
+
+    init(voices: [PhoneVoice]) { self.voices = voices }
+
+    /// The voices free now.
+    var free: Int { links.withLock { l in voices.count - l.count } }
+
+    /// `client` takes a free voice; returns its number.
+    /// - Throws: ``/AudioCore/AudioError`` `.busy` when every phone voice is taken (or the room has none).
+    func take(_ client: StageClient) throws(AudioError) -> Int {
+        let voice = try links.withLock { (l: inout [Int: Link]) throws(AudioError) -> PhoneVoice in
+            if let mine = l[client.id] { return mine.voice }
+            let used = Set(l.values.map(\.voice.voice))
+            guard let voice = voices.first(where: { !used.contains($0.voice) }) else {
+                throw AudioError(.busy, voices.isEmpty ? "this room takes no phones" : "all \(voices.count) phone voices are taken")
+            }
+            l[client.id] = Link(client: client, voice: voice, queue: DispatchQueue(label: "la-phone-\(voice.voice)"))
+            return voice
+        }
+        voice.connect()
+        return voice.voice
+    }
+
+    /// `client` gives its voice back (it stopped, or went).
+    func release(_ client: StageClient) {
+        guard let link = links.withLock({ $0.removeValue(forKey: client.id) }) else { return }
+        link.queue.async { link.voice.disconnect() }
+    }
+
+    /// The voice `client` sings into, if any.
+    func voice(of client: StageClient) -> PhoneVoice? { links.withLock { $0[client.id]?.voice } }
+
+    /// The page's answer to a clock reading, received now.
+    func clock(_ client: StageClient, room: Double, phone: Double) {
+        guard let voice = voice(of: client) else { return }
+        voice.clockReading(sentMicros: room, phoneMicros: phone, receivedMicros: Self.nowMicros())
+    }
+
+    /// What became of a binary message.
+    enum Taken { case taken, notSinging, dropped }
+
+    /// A binary message from `client`: a packet of its audio, parsed here and decoded on its queue. `.dropped` when
+    /// the page must go (garbage three times, a flood); `.notSinging` from a page that has no phone voice.
+    func audio(_ client: StageClient, _ bytes: [UInt8]) -> Taken {
+        guard links.withLock({ $0[client.id] != nil }) else { return .notSinging }
+        let packet: PhoneAudioPacket
+        do {
+            packet = try PhoneAudioPacket(decoding: bytes)
+        } catch {
+            return links.withLock { l in
+                l[client.id]?.invalid += 1
+                return (l[client.id]?.invalid ?? 3) < 3 ? .taken : .dropped
+            }
+        }
+        guard
+            let link = links.withLock({ l -> Link? in
+                guard l[client.id] != nil, l[client.id]!.pending < Self.maximumPending else { return nil }
+                l[client.id]!.pending += 1
+                return l[client.id]
+            })
+        else {
+            release(client)
+            return .dropped
+        }
+        link.queue.async { [self] in
+            defer { links.withLock { l in l[client.id]?.pending -= 1 } }
+            do throws(AudioError) {
+                try link.voice.audio(
+                    codec: packet.codec == .opus ? .opus : .pcm16, payload: packet.payload, sampleRate: packet.sampleRate,
+                    channelCount: packet.channelCount, captureMicroseconds: packet.captureMicroseconds, sequence: packet.sequence,
+                    isFirst: packet.isFirst)
+            } catch {
+                links.withLock { l in l[client.id]?.invalid += 1 }
+                if error.code == .invalidParameter || (links.withLock { $0[client.id]?.invalid ?? 0 }) >= 3 {
+                    release(client)
+                    client.post(type: "phone", StageMessages.phoneEnded(error.message))
+                    client.abort()
+                }
+            }
+        }
+        return .taken
+    }
+
+    /// The clock readings due now: ten a second for a phone's first three seconds, then four a second (the best of
+    /// each two seconds is what counts: the more readings, the likelier one with a short round trip).
+    func pings() {
+        let now = monotonicNanoseconds()
+        let due = links.withLock { l -> [StageClient] in
+            var due: [StageClient] = []
+            for (id, link) in l where now >= link.nextPing {
+                l[id]!.pings += 1
+                l[id]!.nextPing = now + (link.pings < 30 ? 100_000_000 : 250_000_000)
+                due.append(link.client)
+            }
+            return due
+        }
+        for client in due {
+            client.post(type: "clock", "{\"type\":\"clock\",\"room\":\(Int64(Self.nowMicros()))}")
+            if let report = voice(of: client)?.report { client.post(type: "phone-status", StageMessages.phoneStatus(report)) }
+        }
+    }
+
+    /// The phones' reports, for the page that asks and the room's status.
+    func reports() -> [PhoneVoice.Report] { voices.map(\.report) }
+
+    static func nowMicros() -> Double { Double(monotonicNanoseconds()) / 1000 }
+}
+
+extension StageMessages {
+    /// A phone voice ended by the room: `{"type":"phone","ended":…}` with why.
+    static func phoneEnded(_ why: String) -> String {
+        var o = JSONObject()
+        o.add("type", "phone")
+        o.add("ended", why)
+        return o.json
+    }
+}
+
+extension StageMessages {
+    /// A phone voice's calibration: `{"type":"phone","voice":N,"offset":seconds}` or with `error`.
+    static func phoneCalibrated(voice: Int, offset: Double? = nil, error: String? = nil) -> String {
+        var o = JSONObject()
+        o.add("type", "phone")
+        o.add("voice", voice)
+        if let offset { o.add("offset", offset) }
+        if let error { o.add("error", error) }
+        return o.json
+    }
+}
+
+extension StageMessages {
+    /// A phone voice's state for its page: `{"type":"phone-status",…}` (seconds, counts).
+    static func phoneStatus(_ r: PhoneVoice.Report) -> String {
+        var o = JSONObject()
+        o.add("type", "phone-status")
+        o.add("voice", r.voice)
+        o.add("offset", r.offset)
+        o.add("roundTrip", r.roundTrip)
+        o.add("clockDriftPPM", r.clockDriftPPM)
+        o.add("captureStart", r.captureStart)
+        o.add("packets", r.packets)
+        o.add("bytes", r.bytes)
+        o.add("unplaced", r.unplaced)
+        o.add("late", r.counters.late)
+        o.add("holes", r.counters.holes)
+        o.add("margin", r.counters.margin.map { Double($0) })
+        o.add("runs", r.runs)
+        return o.json
+    }
+}

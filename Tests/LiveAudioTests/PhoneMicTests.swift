@@ -1,0 +1,105 @@
+import Foundation
+import LiveAudio
+import Testing
+import TestSupport
+
+/// A phone as the room's microphone, end to end: `liveaudio karaoke --phones 1 --web 127.0.0.2:0` (HTTPS, its own
+/// certificate) on the virtual device, the stage's page in headless Chromium whose fake microphone reads a generated
+/// singer (Tests/Support/stage/stage_mic.py). The phone's dry stem is the singer's file where the page's timestamps
+/// put it, and its score is the file's offline.
+@Suite(.serialized) struct PhoneMicTests {
+    /// Seconds of the first song (silence: the time the browser takes to open the page and the microphone), and of
+    /// the gap before the charted song.
+    static let wait = 14.0, gap = 1.0
+    /// Seconds of silence in the singer's file before the chart's time 0.
+    static let lead = 2.0
+
+    /// The phone's voice through 16-bit PCM (WebCodecs hidden from the page) and through Opus (WebCodecs'
+    /// AudioEncoder at 48 kbit/s): the dry stem matches the file from the chart's start — placed within ±10 ms of
+    /// where the page's timestamps (and the offset set from them) say, correlation ≥ 0.99 through PCM, ≥ 0.95 through
+    /// Opus — with no hole and nothing late; the phone's score on hard is ≥ 9,500 and within 1 % of `liveaudio score`
+    /// of the singer's file; the page sent at most 64 kbit/s with Opus, headers and all.
+    @Test(arguments: ["pcm", "opus"])
+    func aPhoneSingsIntoTheRoom(codec: String) async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        var text = "#TITLE:Phone\n#ARTIST:Tests\n#MP3:song.wav\n#BPM:240\n#GAP:500\n"
+        for n in 0..<16 { text += ": \(n * 8) 6 \([0, 2, 4, 5, 7, 5, 4, 2][n % 8]) la\n" }
+        text += "E\n"
+        try text.write(toFile: dir.file("chart.txt"), atomically: true, encoding: .utf8)
+        let chart = try SongChart.load(path: dir.file("chart.txt"))
+        try KaraokeRoomTests.tone(dir.file("song.wav"), frequency: 110, seconds: 10)
+        try writeWAV(dir.file("wait.wav"), channels: [[Float](repeating: 0, count: Int(Self.wait * 48_000))], sampleType: .int16)
+        try writeWAV(dir.file("room-mic.wav"), channels: [[Float](repeating: 0, count: 48_000)], sampleType: .int16)
+        let singer = GeneratedSinger(chart: chart, part: 1, snr: 30, seed: 4).samples
+        try writeWAV(dir.file("singer-alone.wav"), channels: [singer], sampleType: .int16)
+        // The phone's microphone: the lead, the singer, and silence to the end of the run.
+        let file = [Float](repeating: 0, count: Int(Self.lead * 48_000)) + singer + [Float](repeating: 0, count: 40 * 48_000)
+        try writeWAV(dir.file("singer.wav"), channels: [file], sampleType: .int16)
+        let liveaudio = productsDirectory + "/liveaudio"
+        let command = [
+            liveaudio, "karaoke", "wait.wav", "chart.txt", "--gap", String(Self.gap), "--phones", "1", "--web", "127.0.0.2:0",
+            "--backend", "virtual", "--input", "room-mic.wav", "--output", "out.wav", "--stems", "stems", "--latency-ms", "0",
+            "--difficulty", "hard", "--score-file", "scores.json", "--no-screen",
+        ]
+        let run = try await runTool(
+            StageTests.python,
+            [StageTests.repository + "/Tests/Support/stage/stage_mic.py", "--out", dir.file("results.json"), "--cwd", dir.path,
+             "--singer", dir.file("singer.wav"), "--lead", String(Self.lead), "--take-start", String(Self.wait + Self.gap)]
+                + (codec == "pcm" ? ["--pcm"] : []) + ["--"] + command,
+            environment: ["XDG_DATA_HOME": dir.file("data")])
+        let r = try StageTests.results(dir.file("results.json"))
+        let errors = r["errors"] as? [String] ?? []
+        #expect(errors.isEmpty, "\(errors)\n\(run.stderr)\n\((r["stderr"] as? [String] ?? []).suffix(20).joined(separator: "\n"))")
+        try #require(errors.isEmpty)
+        #expect((r["url"] as? String ?? "").hasPrefix("https://127.0.0.2:") && (r["secure"] as? Bool) == true, "\(r["url"] ?? "")")
+        #expect((r["codec"] as? String) == (codec == "pcm" ? "PCM" : "Opus"), "\(r["codec"] ?? "")")
+        #expect((r["exitStatus"] as? Int) == 0, "\((r["stderr"] as? [String] ?? []).suffix(10))")
+        let status = (r["mic"] as? [String: Any])?["status"] as? [String: Any] ?? [:]
+        print("phone (\(codec)): \(status)")
+        #expect((status["late"] as? Int) == 0 && (status["holes"] as? Int) == 0, "\(status)")
+
+        // The dry stem of the phone's voice (voice 2) in the second take, against the singer from the chart's start.
+        let stem = try FFmpeg.decode(dir.file("stems/02/voice-2-dry.wav"), channels: 1)[0]
+        let span = 480
+        let probe = Array(singer[(2 * 48_000)..<(7 * 48_000)])
+        var best = (lag: 0, correlation: -1.0)
+        for lag in -2 * span...(2 * span) {
+            let from = 2 * 48_000 + lag
+            guard from >= 0, from + probe.count <= stem.count else { continue }
+            var c = 0.0, a = 0.0, b = 0.0
+            for i in probe.indices {
+                let x = Double(stem[from + i]), y = Double(probe[i])
+                c += x * y
+                a += x * x
+                b += y * y
+            }
+            let v = a > 0 && b > 0 ? c / (a * b).squareRoot() : 0
+            if v > best.correlation { best = (lag, v) }
+        }
+        print("phone (\(codec)): the dry stem against the singer: lag \(best.lag) frames, correlation \(best.correlation)")
+        #expect(abs(best.lag) <= span, "placed \(Double(best.lag) / 48) ms from where its timestamps say")
+        #expect(best.correlation >= (codec == "pcm" ? 0.99 : 0.95), "correlation \(best.correlation)")
+
+        // Its score, and the file's offline.
+        let json = try #require(JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: dir.file("scores.json")))) as? [String: Any])
+        let take = try #require((json["takes"] as? [[String: Any]])?.first { $0["take"] as? Int == 2 }, "\(json)")
+        let voices = take["voices"] as? [[String: Any]] ?? []
+        // Voice 2: the phone (voice 1 is the room's own microphone, silent here).
+        let phone = try #require(voices.count == 2 ? voices[1] : nil, "\(take)")
+        let live = (phone["score"] as? [String: Any])?["total"] as? Int ?? -1
+        let offline = try await runTool(liveaudio, ["score", dir.file("chart.txt"), dir.file("singer-alone.wav"), "--difficulty", "hard"])
+        let scored = Int(offline.stdout.split(separator: "\n").first?.split(separator: ": ")[1].split(separator: " ")[0] ?? "") ?? -1
+        print("phone (\(codec)): scored \(live) live, \(scored) offline")
+        #expect(live >= 9_500, "the phone's score on hard: \(live)")
+        #expect(abs(Double(scored - live)) <= 0.01 * Double(max(scored, 1)), "live \(live), offline \(scored)")
+
+        if codec == "opus" {
+            let mic = r["mic"] as? [String: Any] ?? [:]
+            let packets = mic["packets"] as? Int ?? 0, bytes = mic["bytes"] as? Int ?? 0
+            let kbps = packets > 0 ? Double(bytes) * 8 / (Double(packets) * 0.02) / 1000 : .infinity
+            print("phone (opus): \(packets) packets, \(bytes) bytes: \(kbps) kbit/s")
+            #expect(kbps <= 64, "\(kbps) kbit/s")
+        }
+    }
+}
