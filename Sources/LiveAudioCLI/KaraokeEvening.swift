@@ -207,8 +207,10 @@ struct KaraokeEvening {
                 + (plans.count > 1 ? "; \(takes.count) of \(plans.count) songs sung" : ""))
         print("karaoke: the song's loudness: \(evening.loudness.summaryText)")
         for output in evening.outputs { print("  \(output)") }
-        // One song and one voice: its score alone, as ever; else every take's, and with several voices every voice's.
-        let single = plans.count == 1 && command.voices == 1
+        // One song and one voice: its score alone, as ever; else every take's, and with several voices (wired or phones)
+        // every voice's.
+        let voiceCount = command.voices + command.phones
+        let single = plans.count == 1 && voiceCount == 1
         var scores: [String] = []
         let roundTrip = Double(evening.roundTripFrames) / room.sampleRate
         for p in played {
@@ -220,7 +222,7 @@ struct KaraokeEvening {
                 continue
             }
             let head = "{\"take\":\(plan.number),\"song\":\(plan.argument.jsonLiteral),\"title\":\(chart.title.jsonLiteral),"
-            if command.voices == 1 {
+            if voiceCount == 1 {
                 scores.append(head + "\"score\":\(score.json(difficulty: command.difficulty, roundTripSeconds: roundTrip))}")
             } else {
                 let voices = summary.scores.enumerated().compactMap { i, s in

@@ -60,6 +60,8 @@ public final class KaraokeRoomPresenter: StagePresenter {
         // Seconds until the take starts on the room's timeline (0 once it plays): the page's countdown.
         let waiting = s.take?.secondsUntilStart ?? 0
         o.add("startsIn", waiting.rounded(.up))
+        // Where the take starts on the room's timeline, exactly: seconds from the room's first frame.
+        if let start = s.take?.startTime, let first = room.firstFrame { o.add("startsAt", Double(start - first) / room.sampleRate) }
         return [(type: "song", json: o.json)] + KaraokeStagePresenter.events(snapshot)
     }
 

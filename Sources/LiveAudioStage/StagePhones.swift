@@ -214,6 +214,7 @@ extension StageMessages {
         o.add("roundTrip", r.roundTrip)
         o.add("clockDriftPPM", r.clockDriftPPM)
         o.add("captureStart", r.captureStart)
+        o.add("firstSound", r.firstSound)
         o.add("packets", r.packets)
         o.add("bytes", r.bytes)
         o.add("unplaced", r.unplaced)

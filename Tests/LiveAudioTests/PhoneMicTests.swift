@@ -6,13 +6,14 @@ import TestSupport
 /// A phone as the room's microphone, end to end: `liveaudio karaoke --phones 1 --web 127.0.0.2:0` (HTTPS, its own
 /// certificate) on the virtual device, the stage's page in headless Chromium whose fake microphone reads a generated
 /// singer (Tests/Support/stage/stage_mic.py). The phone's dry stem is the singer's file where the page's timestamps
-/// put it, and its score is the file's offline.
+/// put it (the offset set from where they put a beep 3 s before the singer), and its score is the file's offline.
 @Suite(.serialized) struct PhoneMicTests {
     /// Seconds of the first song (silence: the time the browser takes to open the page and the microphone), and of
     /// the gap before the charted song.
-    static let wait = 14.0, gap = 1.0
-    /// Seconds of silence in the singer's file before the chart's time 0.
-    static let lead = 2.0
+    static let wait = 14.0, gap = 3.0
+    /// Seconds of silence in the singer's file before the chart's time 0; the page opens its microphone when the first
+    /// song has played `wait + gap − lead − 1` seconds, so that the offset left to set is about a second.
+    static let lead = 10.0
 
     /// The phone's voice through 16-bit PCM (WebCodecs hidden from the page) and through Opus (WebCodecs'
     /// AudioEncoder at 48 kbit/s): the dry stem matches the file from the chart's start — placed within ±10 ms of
@@ -33,8 +34,11 @@ import TestSupport
         try writeWAV(dir.file("room-mic.wav"), channels: [[Float](repeating: 0, count: 48_000)], sampleType: .int16)
         let singer = GeneratedSinger(chart: chart, part: 1, snr: 30, seed: 4).samples
         try writeWAV(dir.file("singer-alone.wav"), channels: [singer], sampleType: .int16)
-        // The phone's microphone: the lead, the singer, and silence to the end of the run.
-        let file = [Float](repeating: 0, count: Int(Self.lead * 48_000)) + singer + [Float](repeating: 0, count: 40 * 48_000)
+        // The phone's microphone: the lead with a beep 3 s before its end (50 ms of 1 kHz), the singer, and silence to
+        // the end of the run.
+        var file = [Float](repeating: 0, count: Int(Self.lead * 48_000)) + singer + [Float](repeating: 0, count: 40 * 48_000)
+        let beep = Int((Self.lead - 3) * 48_000)
+        for n in 0..<2_400 { file[beep + n] = Float(0.3 * sin(2 * Double.pi * 1000 * Double(n) / 48_000)) }
         try writeWAV(dir.file("singer.wav"), channels: [file], sampleType: .int16)
         let liveaudio = productsDirectory + "/liveaudio"
         let command = [
@@ -45,9 +49,14 @@ import TestSupport
         let run = try await runTool(
             StageTests.python,
             [StageTests.repository + "/Tests/Support/stage/stage_mic.py", "--out", dir.file("results.json"), "--cwd", dir.path,
-             "--singer", dir.file("singer.wav"), "--lead", String(Self.lead), "--take-start", String(Self.wait + Self.gap)]
+             "--singer", dir.file("singer.wav"), "--lead", String(Self.lead), "--take-start", String(Self.wait + Self.gap),
+             "--click-at", String(Self.wait + Self.gap - Self.lead - 1)]
                 + (codec == "pcm" ? ["--pcm"] : []) + ["--"] + command,
             environment: ["XDG_DATA_HOME": dir.file("data")])
+        if let keep = ProcessInfo.processInfo.environment["PHONE_KEEP"] {
+            try? FileManager.default.removeItem(atPath: keep + "-" + codec)
+            try? FileManager.default.copyItem(atPath: dir.path, toPath: keep + "-" + codec)
+        }
         let r = try StageTests.results(dir.file("results.json"))
         let errors = r["errors"] as? [String] ?? []
         #expect(errors.isEmpty, "\(errors)\n\(run.stderr)\n\((r["stderr"] as? [String] ?? []).suffix(20).joined(separator: "\n"))")

@@ -465,6 +465,12 @@ public final class KaraokeRoom: Sendable {
     public var roundTripSource: String { state.withLock { $0.source } }
     /// The calibrations the start played: 1, or more when one saw an xrun or its clicks disagreed; 0 without one.
     public var calibrations: Int { state.withLock { $0.calibrations } }
+    /// The sample time of the room's first frame (where its recording and outputs begin), once started.
+    public var firstFrame: Int64? {
+        let s = state.withLock { $0 }
+        return s.started ? s.startTime : nil
+    }
+
     /// Seconds of the room's timeline since its first frame (0 before it).
     public var elapsed: Double {
         let s = state.withLock { $0 }

@@ -45,6 +45,9 @@ public final class PhoneVoice: Sendable {
         /// Where the phone's first frame since it connected lies on the room's timeline, by its timestamps alone (no
         /// offset), in seconds from the room's first frame; nil before it came.
         public var captureStart: Double?
+        /// Where the first sound the phone heard since it connected (a sample at −40 dBFS or more) lies on the room's
+        /// timeline, by its timestamps alone, in seconds from the room's first frame; nil before one came.
+        public var firstSound: Double?
     }
 
     /// The room's voice number (after the wired voices).
@@ -67,7 +70,10 @@ public final class PhoneVoice: Sendable {
         var connectedAt: UInt64 = 0
         var capture: CalibrationCapture?
         var runsBefore = 0
-        var firstPosition: Double?
+        /// The capture time (the phone's clock, µs) of the first frame since the phone connected, and of its first
+        /// sound.
+        var firstStamp: Double?
+        var firstSoundStamp: Double?
     }
 
     /// A calibration's recording: the phone's audio, placed by its timestamps alone, from where the chirps were
@@ -166,11 +172,14 @@ public final class PhoneVoice: Sendable {
             }
             let gap = s.lastSequence.map { sequence != $0 &+ 1 } ?? true
             s.lastSequence = sequence
+            if s.firstStamp == nil { s.firstStamp = stamp }
+            if s.firstSoundStamp == nil, let i = samples.firstIndex(where: { abs($0) >= 0.01 }) {
+                s.firstSoundStamp = stamp + Double(i) * 1e6 / Double(sampleRate)
+            }
             guard let roomMicros = s.clock.y(at: stamp), let position = room.timelinePosition(hostMicros: roomMicros) else {
                 s.unplaced += 1
                 return
             }
-            if s.firstPosition == nil { s.firstPosition = position }
             if var capture = s.capture {
                 s.capture = nil
                 let ratio = room.sampleRate / Double(sampleRate)
@@ -229,11 +238,15 @@ public final class PhoneVoice: Sendable {
     public var report: Report {
         let counters = source.counters
         return state.withLock { s in
-            Report(
+            func onTimeline(_ stamp: Double?) -> Double? {
+                stamp.flatMap { s.clock.y(at: $0) }.flatMap { room.timelinePosition(hostMicros: $0) }
+                    .map { ($0 - Double(room.startTime)) / room.sampleRate }
+            }
+            return Report(
                 voice: voice, connected: s.connected, offset: s.offsetFrames.map { Double($0) / room.sampleRate },
                 roundTrip: s.clock.newestError.map { 2 * $0 / 1e6 }, clockDriftPPM: (1 / s.clock.rate - 1) * 1e6, packets: s.packets, bytes: s.bytes,
                 unplaced: s.unplaced, counters: counters, runs: s.runsBefore + (s.placer?.runs ?? 0),
-                captureStart: s.firstPosition.map { ($0 - Double(room.startTime)) / room.sampleRate })
+                captureStart: onTimeline(s.firstStamp), firstSound: onTimeline(s.firstSoundStamp))
         }
     }
 }

@@ -2,13 +2,20 @@
 """A phone singing into the room, in headless Chromium: `liveaudio karaoke … --phones 1 --web 127.0.0.2:0` started
 here (HTTPS with the certificate it makes; stopped by its PID) and the stage's page opened in Chromium, whose fake
 microphone reads the singer's WAV. The page taps "Sing with this phone"; the room reads the page's clock and takes
-its audio. When the room reports where the phone's capture began on its timeline (captureStart, from the page's
-timestamps alone), the test sets the phone's offset so that the singer's file at LEAD seconds lands at the room's
-TAKE_START seconds (the second song's first frame) — where a wired singer's voice sung to it would be. Then the run
-goes on to its end. What the page saw (its packets, bytes, the room's reports) goes to RESULTS as JSON for the Swift
+its audio. The file has a beep 3 s before the singer (at LEAD − 3 s): when the room reports where the phone's first
+sound lies on its timeline (firstSound, by the page's timestamps alone — Chromium's fake device starts reading the file
+before the page sees its first frame, so the capture's start says nothing of the file's), the test sets the phone's
+offset so that the singer's first frame (LEAD) lands at the second song's first frame (its start on the room's
+timeline, which the stage gives once the song is scheduled), where a wired singer's voice sung to it would be; what came before the offset was set is dropped (the beep
+among it). Then the run goes on to its end. What the page saw (its packets, bytes, the room's reports) goes to RESULTS as JSON for the Swift
 test PhoneMicTests.
 
-Usage: stage_mic.py --out RESULTS.json --cwd DIR --singer WAV --lead SECONDS --take-start SECONDS [--pcm] -- LIVEAUDIO ARGS…
+The microphone is opened when the room's first song has played CLICK_AT seconds (the page's tick), so that the phone's
+capture begins about LEAD seconds before TAKE_START (about where the second song will start) and the offset left to set
+is small (a phone's offset is at most ±2 s); the singer must come after the second song is scheduled.
+
+Usage: stage_mic.py --out RESULTS.json --cwd DIR --singer WAV --lead SECONDS --take-start SECONDS --click-at SECONDS
+       [--pcm] -- LIVEAUDIO ARGS…
 """
 import argparse
 import json
@@ -40,6 +47,7 @@ def main():
     ap.add_argument("--singer", required=True)
     ap.add_argument("--lead", type=float, required=True)
     ap.add_argument("--take-start", type=float, required=True)
+    ap.add_argument("--click-at", type=float, required=True)
     ap.add_argument("--pcm", action="store_true", help="hide WebCodecs from the page: 16-bit PCM")
     ap.add_argument("command", nargs=argparse.REMAINDER)
     args = ap.parse_args()
@@ -56,15 +64,23 @@ def main():
         d.get(url)
         wait("the page's hello", lambda: d.execute_script("return window.stage && window.stage.hello && window.stage.hello.phones"))
         r["secure"] = d.execute_script("return window.isSecureContext")
+        wait("the room's time to open the microphone at", lambda: d.execute_script(
+            "const t = window.stage.tick; return t && t.position >= arguments[0];", args.click_at), timeout=60)
         d.find_element(By.ID, "mic-start").click()
         m = wait("the phone to sing", lambda: (lambda x: x if x and x["mode"] == "singing" else None)(mic(d)), timeout=20)
         r["codec"] = m["codec"]
         r["voice"] = m["voice"]
-        status = wait("the room to place the phone's capture", lambda: (lambda x: x["status"] if x and x.get("status") and
-                      x["status"].get("captureStart") is not None else None)(mic(d)), timeout=20)
-        # The singer's LEAD seconds at the room's TAKE_START: the offset that puts it there.
-        offset = status["captureStart"] + args.lead - args.take_start
+        # The file's beep, LEAD − 3 seconds in: where the room's timeline has it by the phone's timestamps.
+        status = wait("the room to hear the phone's first sound", lambda: (lambda x: x["status"] if x and x.get("status") and
+                      x["status"].get("firstSound") is not None else None)(mic(d)), timeout=30)
+        # The second song's start on the room's timeline, exactly, once the room has scheduled it.
+        take_start = wait("the second song to be scheduled", lambda: d.execute_script(
+            "const s = window.stage.song; return s && s.number >= 2 && s.startsAt !== undefined ? s.startsAt : null;"), timeout=30)
+        # The singer's LEAD seconds (3 s after the beep) at the second song's first frame: the offset that puts it there.
+        offset = status["firstSound"] + 3 - take_start
         r["captureStart"] = status["captureStart"]
+        r["firstSound"] = status["firstSound"]
+        r["takeStart"] = take_start
         r["offset"] = offset
         reply = d.execute_async_script("""const [seconds, done] = arguments; const ws = window.stage.socket;
           const listen = (event) => { const m = JSON.parse(event.data);
