@@ -15,19 +15,22 @@
 #                    FUZZ_RUNS=1000000 FUZZ_SECONDS=7200)
 #   FUZZ_JOBS=N      targets run side by side (default 1; CI runs 2, one a core)
 #   FUZZ_BUILD=0     use the binary already built (two runs side by side on two cores)
+#   FUZZ_CONFIG=C    release (the default: about three times the executions a second) or debug (built in two thirds of
+#                    the time: `make test`'s ten seconds a target are a smoke test, the long runs `make fuzz`'s)
 #   FUZZ_RESULTS=F   where the table goes (default .build-fuzz/results.tsv)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 SWIFT=${SWIFT:-swift}
 seconds=${FUZZ_SECONDS:-60}
 jobs=${FUZZ_JOBS:-1}
+config=${FUZZ_CONFIG:-release}
 scratch=.build-fuzz
-if [ "${FUZZ_BUILD:-1}" != 0 ] && ! $SWIFT build -c release --product LiveAudioFuzz --scratch-path "$scratch" \
+if [ "${FUZZ_BUILD:-1}" != 0 ] && ! $SWIFT build -c "$config" --product LiveAudioFuzz --scratch-path "$scratch" \
     -Xswiftc -sanitize=fuzzer,address -Xswiftc -DFUZZING 2>&1 | tail -3; then
     echo "fuzz: the fuzz build failed"
     exit 1
 fi
-bin=$scratch/release/LiveAudioFuzz
+bin=$scratch/$config/LiveAudioFuzz
 test -x "$bin" || { echo "fuzz: no $bin after the build"; exit 1; }
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then

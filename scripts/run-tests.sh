@@ -5,7 +5,8 @@
 #   2. the tests that run against real servers in real time — PulseAudio, JACK, nginx-rtmp, live sessions — in
 #      parallel among themselves, but never beside phase 1: on a two-core machine the probes and encoders would
 #      take the CPU the sound servers and pacing threads need, and the tests would measure the load, not the code;
-#   3. the karaoke sessions on JACK, alone (see below); then the evening from phones (three browsers), alone;
+#   3. the karaoke sessions on JACK, alone (see below); then the evening from phones (three browsers) beside a phone
+#      singing into a room (one browser), by themselves;
 #   4. the soak's two-minute version, alone.
 # Every phase always runs; the failures of all are repeated at the end, where a CI log is read. A new suite that
 # plays, records or talks to a server belongs in REALTIME.
@@ -15,8 +16,9 @@ SWIFT=${SWIFT:-swift}
 REALTIME='\.(TerminalDisplayTests|KaraokeNormalizeTests|VoiceProcessingRealTimeTests|PulseAudioDeviceTests|JACKDeviceTests|DeviceCommandTests|PublisherTests|PublisherErrorTests|MisbehavingServerTests|InteroperabilityTests|LiveStreamTests|LiveStreamLifecycleTests|SessionResourceTests|StreamCommandTests|FaultInjectionTests)/'
 # Suites that run alone, after phase 2 (phase 3).
 ALONE='\.(KaraokeSessionTests|KaraokeRoomTests|StageTests)/'
-# The evening from phones (three headless Chromiums beside the room): after phase 3, by itself.
-EVENING='\.(EveningStageTests)/'
+# The evening from phones (three headless Chromiums beside the room) and a phone singing into the room (one Chromium
+# whose fake microphone is a generated singer): after phase 3, beside each other.
+EVENING='\.(EveningStageTests|PhoneMicTests)/'
 mkdir -p .build
 status=0
 # Each phase's banner says how long the tests have run so far (the build before them not counted): where the minutes go.
@@ -32,10 +34,11 @@ $SWIFT test --skip-build --skip "$REALTIME" --skip "$ALONE" --skip "$EVENING" 2>
 phase "phase 1: fuzz smoke"
 python3 scripts/fuzz-smoke.py --binary .build/debug/liveaudio --inputs 400 --seed "$(date +%Y%m%d)" --keep .build/fuzz-failures \
     2>&1 | tee .build/test-fuzz.log || status=1
-# Every fuzz target for 10 s under libFuzzer and AddressSanitizer (the long runs: `make fuzz`); a crash, a broken
-# invariant or a leak fails the run, and its input is printed for Fuzz/regressions/ (which phase 1 replays).
+# Every fuzz target for 10 s under libFuzzer and AddressSanitizer, a debug build (built in 3 minutes where the release
+# build takes 4.5; the long runs, release, are `make fuzz`'s); a crash, a broken invariant or a leak fails the run, and
+# its input is printed for Fuzz/regressions/ (which phase 1 replays).
 phase "phase 1: fuzz targets"
-SWIFT=$SWIFT FUZZ_SECONDS=10 FUZZ_JOBS=2 scripts/fuzz.sh 2>&1 | tee .build/test-libfuzzer.log || status=1
+SWIFT=$SWIFT FUZZ_SECONDS=10 FUZZ_JOBS=2 FUZZ_CONFIG=debug scripts/fuzz.sh 2>&1 | tee .build/test-libfuzzer.log || status=1
 # The API documentation (DocC, every warning an error, every public symbol documented) and the Examples/ package (its
 # own build of LiveAudio; the offline example's WAV read by ffprobe).
 phase "phase 1: API documentation"
@@ -57,7 +60,7 @@ $SWIFT test --skip-build --filter "$ALONE" 2>&1 | tee .build/test-karaoke.log ||
 if ! grep -qE "Test run with [1-9][0-9]* tests? " .build/test-karaoke.log; then
     note "phase 3 ran no tests"
 fi
-phase "phase 3: the evening from phones"
+phase "phase 3: the evening from phones, a phone as the microphone"
 $SWIFT test --skip-build --filter "$EVENING" 2>&1 | tee .build/test-evening.log || status=1
 if ! grep -qE "Test run with [1-9][0-9]* tests? " .build/test-evening.log; then
     note "the evening's phase ran no tests"

@@ -353,6 +353,15 @@ final class StageSchemeSniffer: ChannelInboundHandler, RemovableChannelHandler {
         context.fireChannelRead(data)
         context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
     }
+
+    /// A connection that sent nothing for the idle timeout (not even a TLS handshake) is closed.
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if event is IdleStateHandler.IdleStateEvent {
+            context.close(promise: nil)
+        } else {
+            context.fireUserInboundEventTriggered(event)
+        }
+    }
 }
 
 /// The page and its files over HTTP: only for this server's own Host (else 421), never cached, no other site's

@@ -8,7 +8,7 @@ import Synchronization
 /// device thread's ``PhoneVoiceSource``, which the voice's chain, pitch tracker, stems and score read like a wired
 /// microphone's.
 ///
-/// Where a packet goes: the phone's stamp → the room's host clock (``ClockFit`` through NTP-style readings: the room
+/// Where a packet goes: the phone's stamp → the room's host clock (``/AudioCore/ClockFit`` through NTP-style readings: the room
 /// sends its time, the phone answers with its own) → the room's sample time (the device's cycles against the host
 /// clock) → less the phone's offset, what its stamps cannot see (its input path, the air, the room's output path:
 /// ``calibrate()``) → plus the wired round trip (so that the voice is where a wired microphone's would be). The
@@ -18,7 +18,12 @@ import Synchronization
 /// phone).
 public final class PhoneVoice: Sendable {
     /// How a packet's payload is coded.
-    public enum Codec: Sendable { case pcm16, opus }
+    public enum Codec: Sendable {
+        /// 16-bit little-endian PCM, channels interleaved.
+        case pcm16
+        /// One Opus packet (RFC 6716), 48 kHz.
+        case opus
+    }
 
     /// What the voice has seen: for the stage and the room's report.
     public struct Report: Sendable, Equatable {

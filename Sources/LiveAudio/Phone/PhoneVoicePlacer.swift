@@ -4,7 +4,7 @@ import AudioCore
 /// ``PhoneVoiceFeed`` in chunks, each with the room sample time of its first frame.
 ///
 /// Each packet comes with the room time its first frame belongs at (its capture time through the clocks' fits, see
-/// ``ClockFit``). The packets of one run are one stream through a variable-rate converter: where the stream would
+/// ``/AudioCore/ClockFit``). The packets of one run are one stream through a variable-rate converter: where the stream would
 /// put a packet and where its time says drift apart as the phone's audio clock and the room's part (a phone's
 /// crystal is off by tens of parts per million, the test's by 200), and the converter's ratio follows: a
 /// second-order loop (proportional and integral, critically damped, 30 s to settle) whose integral learns the
