@@ -4,6 +4,7 @@ import CFFmpeg
 /// Decodes Opus packets (RFC 6716) one at a time, as they come from a phone's WebCodecs `AudioEncoder`, through
 /// FFmpeg's Opus decoder: 48 kHz, mono or stereo in, mono out (a stereo packet's channels averaged).
 ///
+/// <!-- sample: packet: [UInt8] -->
 /// ```swift
 /// let decoder = try OpusPacketDecoder(channelCount: 1)
 /// let samples = try decoder.decode(packet)   // 960 samples for a 20 ms packet

@@ -419,22 +419,28 @@ func sample26() async throws {
     }
 }
 
+// Sources/AudioCodecs/OpusPacketDecoder.swift
+func sample27(packet: [UInt8]) async throws {
+    let decoder = try OpusPacketDecoder(channelCount: 1)
+    let samples = try decoder.decode(packet)   // 960 samples for a 20 ms packet
+}
+
 // Sources/AudioCore/SampleRateConverter.swift
-func sample27(songBlock: BufferView, outputBlock: BufferView) async throws {
+func sample28(songBlock: BufferView, outputBlock: BufferView) async throws {
     let converter = try SampleRateConverter(inputRate: 44_100, outputRate: 48_000, channelCount: 2)
     let (consumed, produced) = converter.process(input: songBlock, output: outputBlock)
     let tail = converter.flush(into: outputBlock)   // after the last input
 }
 
 // Sources/AudioUnits/Playback/FilePlayerUnit.swift
-func sample28() async throws {
+func sample29() async throws {
     let player = try FilePlayerUnit(path: "song.m4a", sampleRate: 48_000)
     try player.schedule(.init(startFrame: 48_000 * 30, frameCount: 48_000 * 20, loopCount: 1), at: 96_000)
     player.onEnd = { print("done") }
 }
 
 // Sources/LiveAudio/Karaoke/KaraokeRoom.swift
-func sample29() async throws {
+func sample30() async throws {
     var room = KaraokeRoom.Configuration()
     room.voiceChain = "Examples/graphs/voice-chain.json"
     room.outputs = [try .init(parsing: "rtmp://127.0.0.1/live/room")]
@@ -453,7 +459,7 @@ func sample29() async throws {
 }
 
 // Sources/LiveAudio/Karaoke/KaraokeSession.swift
-func sample30() async throws {
+func sample31() async throws {
     var configuration = KaraokeSession.Configuration(song: "song.m4a")
     configuration.voiceChain = "Examples/graphs/voice-chain.json"
     configuration.stemsDirectory = "take1"          // accompaniment.wav, voice-dry.wav, voice-wet.wav, song.wav
@@ -466,7 +472,7 @@ func sample30() async throws {
 }
 
 // Sources/LiveAudio/LiveStreamSession.swift
-func sample31() async throws {
+func sample32() async throws {
     var configuration = LiveStreamSession.Configuration(input: .device(name: nil, backend: .alsa))
     configuration.graphPath = "Examples/graphs/voice-chain.json"
     configuration.outputs = [.rtmp(try RTMPURL("rtmp://127.0.0.1/live/key")), .file("show.m4a")]
@@ -478,7 +484,7 @@ func sample31() async throws {
 }
 
 // Sources/RTMP/RTMPPublisher.swift
-func sample32(description: AACStreamDescription, packet: AACPacket) async throws {
+func sample33(description: AACStreamDescription, packet: AACPacket) async throws {
     let publisher = try RTMPPublisher(url: RTMPURL("rtmp://127.0.0.1/live/key"), stream: description)
     try await publisher.start()            // connect → … → publish; throws if that fails
     publisher.send(aacFrame: packet.data, timestamp: packet.streamMilliseconds)   // any thread, never waits
