@@ -192,6 +192,24 @@ func probe(_ arguments: [String], environment: [String: String] = [:]) async thr
         #expect(report["failed"] == 0 && report["outputs"] == 2, "\(report)")
     }
 
+    /// A room with a phone voice on JACK's dummy driver's thread (128 frames), the phone fed from another thread as
+    /// the stage feeds it (clock readings, 20 ms PCM packets) and a calibration's chirps played while watched: 4000
+    /// watched cycles with no allocation, free, lock wait or blocking call; the phone's audio was placed and none of it
+    /// came late. A deliberate allocation, free and lock on the thread are counted.
+    @Test func phoneVoiceOnTheJACKThread() async throws {
+        let jack = try await JACKServer.started(periodFrames: 128)
+        defer { jack.stop() }
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let report = try await probe(["phone-room", dir.path, jack.name])
+        #expect(report["watchedCycles"]! >= 4000, "\(report)")
+        #expect(report["canaryAllocations"]! >= 1 && report["canaryFrees"]! >= 1 && report["canaryLockWaits"]! >= 1, "\(report)")
+        #expect(report["deviceThreadAllocations"] == 0 && report["deviceThreadFrees"] == 0, "\(report)")
+        #expect(report["deviceThreadLockWaits"] == 0, "\(report)")
+        Self.expectNoBlockingCalls(report, minimumCycles: 4000, "a phone voice on jack")
+        #expect(report["placed"]! > 96_000 && report["late"] == 0, "the phone's audio placed in time: \(report)")
+    }
+
     /// The ALSA driver's own thread, through PulseAudio (the pulse plugin), with an xrun forced every 150 cycles
     /// (the tap holds the thread for 40 ms, longer than the buffer): the cycles and the hand-over of every recovery
     /// to the recovery thread make no allocation, free or lock wait of their own, and the recovery itself — drop,

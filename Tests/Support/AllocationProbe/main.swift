@@ -895,6 +895,121 @@ func karaokeSession(directory: String, jackServer: String) throws {
     ])
 }
 
+/// A room on JACK's dummy driver (128 frames) with a phone voice fed from another thread as the stage feeds it — its
+/// clock read four times a second, 20 ms packets of 16-bit PCM stamped on its clock, a calibration's chirps played
+/// meanwhile — while a take plays: the device thread's cycles (the phone voice's jitter buffer, the chirps, the
+/// timeline's clock readings among them), 4000 watched, make no allocation, free, lock wait or blocking call.
+func phoneRoom(directory: String, jackServer: String) throws {
+    let song = directory + "/song.wav"
+    try writeTestFile(song, seconds: 120, channels: 2)
+    let tapUnit = ThreadTap(format: try .graph(sampleRate: 48_000, channelCount: 2))
+    var registry = UnitRegistry.standard
+    // The wired voice's chain gets the tap; the phone voice's copy of the chain a plain gain.
+    let taps = Locked(0)
+    registry.register("tap") { (f: inout NodeFields) throws(AudioError) -> any RenderUnit in
+        taps.add(1)
+        return taps.load() == 1 ? tapUnit : try GainUnit(format: f.format, gain: 0)
+    }
+    let chain = directory + "/chain.json"
+    try """
+    {"sampleRate": 48000, "channels": 2, "nodes": [
+      {"id": "mic", "type": "input", "channels": 1},
+      {"id": "eq", "type": "eq", "bands": [{"type": "highPass", "frequency": 90, "q": 0.7071}]},
+      {"id": "tap", "type": "tap"}],
+     "connections": [{"from": "mic", "to": "eq"}, {"from": "eq", "to": "tap"}, {"from": "tap", "to": "output"}]}
+    """.write(toFile: chain, atomically: true, encoding: .utf8)
+    var c = KaraokeRoom.Configuration()
+    c.voiceChain = chain
+    c.unitRegistry = registry
+    c.backend = .jack
+    c.jackServer = jackServer
+    c.inputDevice = "self"
+    c.outputDevice = "self"
+    c.periodFrames = 128
+    c.roundTrip = .milliseconds(5)
+    c.phoneVoices = 1
+    c.phoneDelay = 0.3
+    c.outputs = [.file(directory + "/room.m4a")]
+    let room = try KaraokeRoom(c)
+    let take = try KaraokeTake(KaraokeTake.Configuration(song: song), room: room)
+    let phone = room.phoneVoices[0]
+    MallocInterposerSwift.setAllocationHook(allocation_probe_hook)
+    MallocInterposerSwift.hook()
+    try blocking { () async throws(AudioError) in try await room.start(playing: take) }
+    phone.connect()
+    phone.setOffset(0.05)
+    let stop = Locked(false)
+    let packets = Locked(0)
+    // The phone: its clock the host's plus 7 s; a 440 Hz tone in 20 ms packets, sent when captured.
+    let feeder = Thread {
+        func now() -> Double { Double(monotonicNanoseconds()) / 1000 }
+        var sequence: UInt32 = 0
+        var phase = 0.0
+        var next = monotonicNanoseconds()
+        var readings = 0
+        while !stop.load() {
+            next += 20_000_000
+            while monotonicNanoseconds() < next { usleep(1000) }
+            if readings % 5 == 0 {
+                let sent = now()
+                phone.clockReading(sentMicros: sent, phoneMicros: now() + 7_000_000, receivedMicros: now())
+            }
+            readings += 1
+            var payload = [UInt8](repeating: 0, count: 960 * 2)
+            for i in 0..<960 {
+                let v = Int16(8000 * sin(phase))
+                phase += 2 * Double.pi * 440 / 48_000
+                payload[2 * i] = UInt8(truncatingIfNeeded: v)
+                payload[2 * i + 1] = UInt8(truncatingIfNeeded: v >> 8)
+            }
+            let stamp = Int64(now() + 7_000_000 - 20_000)
+            try? phone.audio(codec: .pcm16, payload: payload, sampleRate: 48_000, channelCount: 1, captureMicroseconds: stamp, sequence: sequence, isFirst: sequence == 0)
+            sequence &+= 1
+            packets.add(1)
+        }
+    }
+    feeder.start()
+    func waitFor(watched n: Int) {
+        let deadline = monotonicNanoseconds() + 90_000_000_000
+        while tapUnit.watchedCycles.load(ordering: .relaxed) < n, monotonicNanoseconds() < deadline { usleep(2000) }
+    }
+    // Warm-up: two seconds of the phone placed.
+    let warm = monotonicNanoseconds() + 30_000_000_000
+    while phone.report.counters.placed < 96_000, monotonicNanoseconds() < warm { usleep(2000) }
+    tapUnit.armed.store(true, ordering: .releasing)
+    waitFor(watched: 2)
+    allocation_probe_reset()
+    // The chirps played through the room's output while watched (the calibration itself fails: the phone is a tone).
+    let calibration = Task.detached { _ = try? await phone.calibrate() }
+    waitFor(watched: 4002)
+    let allocations = allocation_probe_count()
+    let lockWaits = allocation_probe_lock_waits()
+    let frees = allocation_probe_frees()
+    let blockingCalls = allocation_probe_blocking_calls()
+    let scopeEntries = allocation_probe_scope_entries()
+    let watched = tapUnit.watchedCycles.load(ordering: .relaxed) - 2
+    tapUnit.canary.store(true, ordering: .releasing)
+    waitFor(watched: tapUnit.watchedCycles.load(ordering: .relaxed) + 2)
+    let canary = allocation_probe_count() - allocations
+    let lockCanary = allocation_probe_lock_waits() - lockWaits
+    let freeCanary = allocation_probe_frees() - frees
+    let blockingCanary = allocation_probe_blocking_calls() - blockingCalls
+    tapUnit.armed.store(false, ordering: .releasing)
+    stop.store(true)
+    while !feeder.isFinished { usleep(1000) }
+    MallocInterposerSwift.unhook()
+    MallocInterposerSwift.setAllocationHook(nil)
+    try blocking { () async throws(AudioError) in _ = await calibration.value }
+    let report = phone.report
+    try blocking { () async throws(AudioError) in _ = await room.stop() }
+    emit([
+        "watchedCycles": watched, "deviceThreadAllocations": Int(allocations), "deviceThreadLockWaits": Int(lockWaits),
+        "deviceThreadFrees": Int(frees), "canaryAllocations": Int(canary), "canaryLockWaits": Int(lockCanary),
+        "canaryFrees": Int(freeCanary), "deviceThreadBlockingCalls": Int(blockingCalls), "canaryBlockingCalls": Int(blockingCanary),
+        "scopeEntries": Int(scopeEntries), "packets": packets.load(), "placed": report.counters.placed, "late": report.counters.late,
+    ])
+}
+
 let args = CommandLine.arguments
 do {
     switch args.count > 2 ? args[1] : "" {
@@ -904,6 +1019,7 @@ do {
     case "encoder-pushes": try encoderPushes()
     case "stream-session": try streamSession(directory: args[2])
     case "karaoke-session" where args.count > 3: try karaokeSession(directory: args[2], jackServer: args[3])
+    case "phone-room" where args.count > 3: try phoneRoom(directory: args[2], jackServer: args[3])
     case "render-file" where args.count > 3: try renderFile(directory: args[2], seconds: Double(args[3])!)
     case "device-cycles" where args.count > 5 && args[4] == "jack":
         try deviceCycles(
@@ -914,7 +1030,7 @@ do {
     case "device-cycles" where args.count > 4 && args[4] == "virtual":
         try deviceCycles(directory: args[2], graphPath: args[3], backend: .virtual, jackServer: nil)
     default:
-        FileHandle.standardError.write(Data("usage: AllocationProbe render-cycles DIR | voice-cycles DIR | render-file DIR SECONDS | device-cycles DIR GRAPH (jack SERVER [voice] | alsa INPUT OUTPUT | virtual) | encoder-pushes DIR | stream-session DIR | karaoke-session DIR JACK-SERVER | loudness-history -\n".utf8))
+        FileHandle.standardError.write(Data("usage: AllocationProbe render-cycles DIR | voice-cycles DIR | render-file DIR SECONDS | device-cycles DIR GRAPH (jack SERVER [voice] | alsa INPUT OUTPUT | virtual) | encoder-pushes DIR | stream-session DIR | karaoke-session DIR JACK-SERVER | phone-room DIR JACK-SERVER | loudness-history -\n".utf8))
         exit(2)
     }
 } catch {
