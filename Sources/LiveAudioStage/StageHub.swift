@@ -164,11 +164,10 @@ final class StageHub<Presenter: StagePresenter>: Sendable {
             guard presenter.mayUsePhone(role: client.role, singer: client.singer) else {
                 return StageMessages.reply(id: parsed.id, error: "only the singer whose song is on or next may sing with a phone")
             }
-            let voice: Int
-            do throws(AudioError) { voice = try phones.take(client) } catch { return StageMessages.reply(id: parsed.id, error: error.message) }
-            if let offset {
-                phones.voice(of: client)?.setOffset(offset)
-            } else {
+            let taken: (voice: Int, new: Bool)
+            do throws(AudioError) { taken = try phones.take(client, offset: offset) } catch { return StageMessages.reply(id: parsed.id, error: error.message) }
+            let voice = taken.voice
+            if offset == nil, taken.new {
                 // Calibrated once its clock has been read and its audio comes: two seconds on.
                 calibrate(client, id: nil, after: 2)
             }
@@ -178,8 +177,9 @@ final class StageHub<Presenter: StagePresenter>: Sendable {
             calibrate(client, id: parsed.id, after: 0)
             return nil
         case .offset(let seconds):
-            guard let voice = phones.voice(of: client) else { return StageMessages.reply(id: parsed.id, error: "this page sings with no phone voice") }
-            voice.setOffset(seconds)
+            guard let voice = phones.setOffset(client, seconds: seconds) else {
+                return StageMessages.reply(id: parsed.id, error: "this page sings with no phone voice")
+            }
             client.post(type: "phone", StageMessages.phoneCalibrated(voice: voice.voice, offset: seconds))
             return StageMessages.reply(id: parsed.id, error: nil)
         }

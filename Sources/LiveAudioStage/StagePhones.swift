@@ -66,45 +66,61 @@ final class StagePhones: Sendable {
     private struct Link {
         let client: StageClient
         let voice: PhoneVoice
-        let queue: DispatchQueue
+        /// Which taking of a voice this is: a packet queued for an earlier one does not count against this one.
+        let generation: Int
         var pending = 0
         var pings = 0
         var nextPing: UInt64 = 0
         var invalid = 0
     }
-    private let links = Mutex<[Int: Link]>([:])
+    private let links = Mutex<(byClient: [Int: Link], generations: Int)>(([:], 0))
+    /// One serial queue a voice, whoever sings into it: its packets, its connects and disconnects in order (a page
+    /// that reconnects is connected after its old connection's packets and disconnect).
+    private let queues: [Int: DispatchQueue]
     /// Packets a phone may have waiting to be decoded (50: a second of 20 ms packets).
     static let maximumPending = 50
 
-    init(voices: [PhoneVoice]) { self.voices = voices }
+    init(voices: [PhoneVoice]) {
+        self.voices = voices
+        queues = Dictionary(uniqueKeysWithValues: voices.map { ($0.voice, DispatchQueue(label: "la-phone-\($0.voice)")) })
+    }
 
     /// The voices free now.
-    var free: Int { links.withLock { l in voices.count - l.count } }
+    var free: Int { links.withLock { l in voices.count - l.byClient.count } }
 
-    /// `client` takes a free voice; returns its number.
+    /// `client` takes a free voice (or keeps the one it has), connected with `offset` (seconds) when the page knows
+    /// its own; returns its number, and whether it was taken now.
     /// - Throws: ``/AudioCore/AudioError`` `.busy` when every phone voice is taken (or the room has none).
-    func take(_ client: StageClient) throws(AudioError) -> Int {
-        let voice = try links.withLock { (l: inout [Int: Link]) throws(AudioError) -> PhoneVoice in
-            if let mine = l[client.id] { return mine.voice }
-            let used = Set(l.values.map(\.voice.voice))
+    func take(_ client: StageClient, offset: Double? = nil) throws(AudioError) -> (voice: Int, new: Bool) {
+        let taken = try links.withLock { (l: inout (byClient: [Int: Link], generations: Int)) throws(AudioError) -> (PhoneVoice, Bool) in
+            if let mine = l.byClient[client.id] { return (mine.voice, false) }
+            let used = Set(l.byClient.values.map(\.voice.voice))
             guard let voice = voices.first(where: { !used.contains($0.voice) }) else {
                 throw AudioError(.busy, voices.isEmpty ? "this room takes no phones" : "all \(voices.count) phone voices are taken")
             }
-            l[client.id] = Link(client: client, voice: voice, queue: DispatchQueue(label: "la-phone-\(voice.voice)"))
-            return voice
+            l.generations += 1
+            l.byClient[client.id] = Link(client: client, voice: voice, generation: l.generations)
+            return (voice, true)
         }
-        voice.connect()
-        return voice.voice
+        if taken.1 { queues[taken.0.voice]?.async { taken.0.connect(offset: offset) } }
+        return (taken.0.voice, taken.1)
     }
 
     /// `client` gives its voice back (it stopped, or went).
     func release(_ client: StageClient) {
-        guard let link = links.withLock({ $0.removeValue(forKey: client.id) }) else { return }
-        link.queue.async { link.voice.disconnect() }
+        guard let link = links.withLock({ $0.byClient.removeValue(forKey: client.id) }) else { return }
+        queues[link.voice.voice]?.async { link.voice.disconnect() }
+    }
+
+    /// Sets `client`'s voice's offset by hand (in order with its connect and its packets).
+    func setOffset(_ client: StageClient, seconds: Double) -> PhoneVoice? {
+        guard let voice = voice(of: client) else { return nil }
+        queues[voice.voice]?.async { voice.setOffset(seconds) }
+        return voice
     }
 
     /// The voice `client` sings into, if any.
-    func voice(of client: StageClient) -> PhoneVoice? { links.withLock { $0[client.id]?.voice } }
+    func voice(of client: StageClient) -> PhoneVoice? { links.withLock { $0.byClient[client.id]?.voice } }
 
     /// The page's answer to a clock reading, received now.
     func clock(_ client: StageClient, room: Double, phone: Double) {
@@ -118,36 +134,45 @@ final class StagePhones: Sendable {
     /// A binary message from `client`: a packet of its audio, parsed here and decoded on its queue. `.dropped` when
     /// the page must go (garbage three times, a flood); `.notSinging` from a page that has no phone voice.
     func audio(_ client: StageClient, _ bytes: [UInt8]) -> Taken {
-        guard links.withLock({ $0[client.id] != nil }) else { return .notSinging }
+        guard links.withLock({ $0.byClient[client.id] != nil }) else { return .notSinging }
         let packet: PhoneAudioPacket
         do {
             packet = try PhoneAudioPacket(decoding: bytes)
         } catch {
             return links.withLock { l in
-                l[client.id]?.invalid += 1
-                return (l[client.id]?.invalid ?? 3) < 3 ? .taken : .dropped
+                l.byClient[client.id]?.invalid += 1
+                return (l.byClient[client.id]?.invalid ?? 3) < 3 ? .taken : .dropped
             }
         }
         guard
             let link = links.withLock({ l -> Link? in
-                guard l[client.id] != nil, l[client.id]!.pending < Self.maximumPending else { return nil }
-                l[client.id]!.pending += 1
-                return l[client.id]
-            })
+                guard l.byClient[client.id] != nil, l.byClient[client.id]!.pending < Self.maximumPending else { return nil }
+                l.byClient[client.id]!.pending += 1
+                return l.byClient[client.id]
+            }), let queue = queues[link.voice.voice]
         else {
             release(client)
             return .dropped
         }
-        link.queue.async { [self] in
-            defer { links.withLock { l in l[client.id]?.pending -= 1 } }
+        queue.async { [self] in
+            defer {
+                links.withLock { l in
+                    if l.byClient[client.id]?.generation == link.generation { l.byClient[client.id]!.pending -= 1 }
+                }
+            }
+            // A packet of a taking that has ended (the page stopped or went meanwhile) is not this voice's any more.
+            guard links.withLock({ $0.byClient[client.id]?.generation == link.generation }) else { return }
             do throws(AudioError) {
                 try link.voice.audio(
                     codec: packet.codec == .opus ? .opus : .pcm16, payload: packet.payload, sampleRate: packet.sampleRate,
                     channelCount: packet.channelCount, captureMicroseconds: packet.captureMicroseconds, sequence: packet.sequence,
                     isFirst: packet.isFirst)
             } catch {
-                links.withLock { l in l[client.id]?.invalid += 1 }
-                if error.code == .invalidParameter || (links.withLock { $0[client.id]?.invalid ?? 0 }) >= 3 {
+                let invalid = links.withLock { l -> Int in
+                    l.byClient[client.id]?.invalid += 1
+                    return l.byClient[client.id]?.invalid ?? 0
+                }
+                if error.code == .invalidParameter || invalid >= 3 {
                     release(client)
                     client.post(type: "phone", StageMessages.phoneEnded(error.message))
                     client.abort()
@@ -163,9 +188,9 @@ final class StagePhones: Sendable {
         let now = monotonicNanoseconds()
         let due = links.withLock { l -> [StageClient] in
             var due: [StageClient] = []
-            for (id, link) in l where now >= link.nextPing {
-                l[id]!.pings += 1
-                l[id]!.nextPing = now + (link.pings < 30 ? 100_000_000 : 250_000_000)
+            for (id, link) in l.byClient where now >= link.nextPing {
+                l.byClient[id]!.pings += 1
+                l.byClient[id]!.nextPing = now + (link.pings < 30 ? 100_000_000 : 250_000_000)
                 due.append(link.client)
             }
             return due

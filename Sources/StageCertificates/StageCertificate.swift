@@ -62,8 +62,9 @@ public struct StageCertificate: Sendable, Equatable {
         let made = try make(for: wanted, now: now)
         do {
             try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-            // The key first, created unreadable to others before a byte is in it.
-            let fd = open(keyPath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+            _ = chmod(folder, 0o700)
+            // The key first, created unreadable to others before a byte is in it (and not through a link planted there).
+            let fd = open(keyPath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o600)
             guard fd >= 0 else { throw AudioError(.fileIO, "cannot write '\(keyPath)': \(String(cString: strerror(errno)))") }
             _ = fchmod(fd, 0o600)
             let bytes = Array(made.keyPEM.utf8)

@@ -74,6 +74,7 @@ public final class PhoneVoice: Sendable {
         var audioSeconds = 0.0
         var connectedAt: UInt64 = 0
         var capture: CalibrationCapture?
+        var calibrating = false
         var runsBefore = 0
         /// The capture time (the phone's clock, µs) of the first frame since the phone connected, and of its first
         /// sound.
@@ -94,15 +95,18 @@ public final class PhoneVoice: Sendable {
         self.source = source
     }
 
-    /// A phone took the voice: its clock readings start anew.
-    public func connect() {
+    /// A phone took the voice: its clock readings start anew; `offset` (seconds), when the phone knows its own from
+    /// an earlier calibration (a page that reconnected), else none until a calibration or ``setOffset(_:)``.
+    public func connect(offset: Double? = nil) {
         state.withLock {
             let runs = $0.runsBefore + ($0.placer?.runs ?? 0)
             $0 = State()
             $0.runsBefore = runs
             $0.connected = true
             $0.connectedAt = monotonicNanoseconds()
+            $0.offsetFrames = offset.map { Int(($0 * room.sampleRate).rounded()) }
         }
+        source.newRun()
     }
 
     /// The phone went: what it sent is placed, what is still to come is silence.
@@ -218,6 +222,14 @@ public final class PhoneVoice: Sendable {
         guard isConnected else { throw AudioError(.invalidState, "phone voice \(voice): no phone is connected") }
         let rate = room.sampleRate
         let maximumLag = Int(1.5 * rate)
+        // One calibration of a voice at a time.
+        let already = state.withLock { s -> Bool in
+            defer { s.calibrating = true }
+            return s.calibrating
+        }
+        guard !already else { throw AudioError(.busy, "phone voice \(voice): a calibration is under way") }
+        defer { state.withLock { $0.calibrating = false } }
+        // The chirps are the room's, one playback for every voice calibrating now (another's, when one is pending).
         guard let played = room.playPhoneCalibration(lead: 0.3) else {
             throw AudioError(.invalidState, "phone voice \(voice): the room has not started")
         }
@@ -266,6 +278,8 @@ final class PhoneVoiceHost: Sendable {
     private let fit = Mutex<(fit: ClockFit, last: Int64)>((ClockFit(bucketSpan: 2_000_000, bucketCount: 150), .min))
     private let roundTrip = Atomic<Int>(0)
     private let started = Atomic<Bool>(false)
+    /// The chirps' pending playback (its start), shared by the voices that calibrate before it begins.
+    private let pendingChirps = Mutex<Int64?>(nil)
 
     init(sampleRate: Double, timeline: TimelineTap, chirps: SignalInjector, signal: [Float]) {
         self.sampleRate = sampleRate
@@ -309,7 +323,14 @@ final class PhoneVoiceHost: Sendable {
     /// Plays the chirps `lead` seconds from now; returns where (sample time) and what, or nil before the room started.
     func playPhoneCalibration(lead: Double) -> (Int64, [Float])? {
         guard started.load(ordering: .acquiring) else { return nil }
-        let at = timeline.sampleTime + Int64(lead * sampleRate)
+        let now = timeline.sampleTime
+        let at = pendingChirps.withLock { pending -> Int64 in
+            // A playback not begun yet is shared (one that has begun cannot be: its start is in the past).
+            if let p = pending, p > now { return p }
+            let at = now + Int64(lead * sampleRate)
+            pending = at
+            return at
+        }
         chirps.arm(at: at)
         return (at, signal)
     }

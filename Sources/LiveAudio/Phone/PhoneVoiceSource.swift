@@ -30,6 +30,7 @@ public final class PhoneVoiceSource: RenderUnit, @unchecked Sendable {
     private let newestEnd = Atomic<Int64>(.min)
     private let readAt = Atomic<Int64>(.min)
     private let firstPosition = Atomic<Int64>(.max)
+    private let restart = Atomic<Bool>(false)
     /// The feed it reads.
     public let feed: PhoneVoiceFeed
 
@@ -102,10 +103,29 @@ public final class PhoneVoiceSource: RenderUnit, @unchecked Sendable {
             margin: end == .min || at == .min ? nil : end - at)
     }
 
+    /// A new phone's run begins: the counts of where its frames reach start again (the device thread takes it at its
+    /// next cycle).
+    public func newRun() { restart.store(true, ordering: .releasing) }
+
     public func render(_ context: RenderContext) {
         let q = context.timeStamp.sampleTime - Int64(delay.load(ordering: .relaxed))
         let n = context.frameCount
         let out = context.output(0)[0]
+        if restart.exchange(false, ordering: .acquiring) {
+            newestEnd.store(.min, ordering: .relaxed)
+            firstPosition.store(.max, ordering: .relaxed)
+        }
+        // Time jumped on (a device that recovered or reopened): what was placed for the frames skipped is cleared, or
+        // it would play a lap of the ring later.
+        let last = readAt.load(ordering: .relaxed)
+        if last != .min, q > last {
+            let skipped = min(q - last, Int64(capacity))
+            for i in 0..<Int(skipped) {
+                let slot = Int((last + Int64(i)) & mask)
+                samples[slot] = 0
+                valid[slot] = 0
+            }
+        }
         // Every chunk waiting, into the ring.
         var placedNow = 0, lateNow = 0, earlyNow = 0
         var newest = newestEnd.load(ordering: .relaxed)

@@ -24,6 +24,7 @@ export class Mic {
     this.filled = 0;
     this.bufferFrame = 0;
     this.stamps = [];
+    this.encodedStamps = [];
     this.context = null;
     this.encoder = null;
     this.bound = false;
@@ -141,6 +142,9 @@ export class Mic {
     this.sequence = 0;
     this.first = true;
     this.filled = 0;
+    // A new audio context: its clock against the page's is read anew.
+    this.stamps = [];
+    this.encodedStamps = [];
     this.send({ type: "phone", id: "mic-sing", action: "sing" });
   }
 
@@ -155,7 +159,10 @@ export class Mic {
         output: (chunk) => {
           const payload = new Uint8Array(chunk.byteLength);
           chunk.copyTo(payload);
-          this.packet(1, chunk.timestamp, Math.round((chunk.duration || 20000) * RATE / 1e6), payload);
+          // Each 20 ms given to the encoder comes out as one packet, in order: its stamp is the one it went in with
+          // (the encoder's own timestamps count frames from the first, and would not follow the page's clock).
+          const stamp = this.encodedStamps.length ? this.encodedStamps.shift() : chunk.timestamp;
+          this.packet(1, stamp, Math.round((chunk.duration || 20000) * RATE / 1e6), payload);
         },
         error: (e) => { this.state.note = `(Opus: ${e.message}; PCM from now on)`; this.encoder = null; },
       });
@@ -227,6 +234,7 @@ export class Mic {
     if (this.state.firstCapture === null) this.state.firstCapture = stamp;
     if (this.encoder) {
       const data = new AudioData({ format: "f32-planar", sampleRate: RATE, numberOfFrames: FRAMES, numberOfChannels: 1, timestamp: stamp, data: this.buffer.slice() });
+      this.encodedStamps.push(stamp);
       this.encoder.encode(data);
       data.close();
       return;
