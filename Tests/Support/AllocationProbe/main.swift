@@ -787,6 +787,27 @@ func streamSession(directory: String) throws {
 /// four stem recorders, the song encoded to FLV and M4A, the route gate — while a control thread changes the volumes,
 /// mutes, the key and the reverb, and pauses, resumes and seeks the song. The tap in the voice chain watches the
 /// JACK thread from the cycle after it is armed.
+/// The counts since the reset, for the cycles `tap` watched (less the two it began with), then one cycle with the
+/// tap's canary — a deliberate allocation, free, lock and sleep — to show the counts see the thread; unarms the tap.
+func watchedCounts(_ tap: ThreadTap, waitFor: (Int) -> Void) -> [String: Int] {
+    let allocations = allocation_probe_count()
+    let lockWaits = allocation_probe_lock_waits()
+    let frees = allocation_probe_frees()
+    let blockingCalls = allocation_probe_blocking_calls()
+    let scopeEntries = allocation_probe_scope_entries()
+    let watched = tap.watchedCycles.load(ordering: .relaxed) - 2
+    tap.canary.store(true, ordering: .releasing)
+    waitFor(tap.watchedCycles.load(ordering: .relaxed) + 2)
+    let counts: [String: Int] = [
+        "watchedCycles": watched, "deviceThreadAllocations": Int(allocations), "deviceThreadLockWaits": Int(lockWaits),
+        "deviceThreadFrees": Int(frees), "deviceThreadBlockingCalls": Int(blockingCalls), "scopeEntries": Int(scopeEntries),
+        "canaryAllocations": Int(allocation_probe_count() - allocations), "canaryLockWaits": Int(allocation_probe_lock_waits() - lockWaits),
+        "canaryFrees": Int(allocation_probe_frees() - frees), "canaryBlockingCalls": Int(allocation_probe_blocking_calls() - blockingCalls),
+    ]
+    tap.armed.store(false, ordering: .releasing)
+    return counts
+}
+
 func karaokeSession(directory: String, jackServer: String) throws {
     let song = directory + "/song.wav"
     try writeTestFile(song, seconds: 120, channels: 2)
@@ -863,36 +884,20 @@ func karaokeSession(directory: String, jackServer: String) throws {
     let changesFrom = changes.load()
     let xrunsFrom = session.xruns
     waitFor(watched: 4002, changes: changesFrom + 100)
-    let allocations = allocation_probe_count()
-    let lockWaits = allocation_probe_lock_waits()
-    let frees = allocation_probe_frees()
-    let blockingCalls = allocation_probe_blocking_calls()
-    let scopeEntries = allocation_probe_scope_entries()
-    let watched = tapUnit.watchedCycles.load(ordering: .relaxed) - 2
     let measuredChanges = changes.load() - changesFrom
     let xruns = session.xruns - xrunsFrom
-    tapUnit.canary.store(true, ordering: .releasing)
-    waitFor(watched: tapUnit.watchedCycles.load(ordering: .relaxed) + 2)
-    let canary = allocation_probe_count() - allocations
-    let lockCanary = allocation_probe_lock_waits() - lockWaits
-    let freeCanary = allocation_probe_frees() - frees
-    let blockingCanary = allocation_probe_blocking_calls() - blockingCalls
-    tapUnit.armed.store(false, ordering: .releasing)
+    let counts = watchedCounts(tapUnit) { waitFor(watched: $0) }
     stop.store(true)
     while !control.isFinished { usleep(1000) }
     MallocInterposerSwift.unhook()
     MallocInterposerSwift.setAllocationHook(nil)
     let summary = Locked<KaraokeSession.Summary?>(nil)
     try blocking { () async throws(AudioError) in summary.store(await session.stop()) }
-    emit([
-        "watchedCycles": watched, "deviceThreadAllocations": Int(allocations), "deviceThreadLockWaits": Int(lockWaits),
-        "deviceThreadFrees": Int(frees), "canaryAllocations": Int(canary), "canaryLockWaits": Int(lockCanary),
-        "canaryFrees": Int(freeCanary), "changes": measuredChanges, "measuredXruns": xruns,
-        "deviceThreadBlockingCalls": Int(blockingCalls), "canaryBlockingCalls": Int(blockingCanary),
-        "scopeEntries": Int(scopeEntries),
+    emit(counts.merging([
+        "changes": measuredChanges, "measuredXruns": xruns,
         "droppedFrames": Int(summary.load()?.droppedFrames ?? -1), "failed": summary.load()?.error == nil ? 0 : 1,
         "outputs": summary.load()?.outputs.count ?? 0,
-    ])
+    ]) { a, _ in a })
 }
 
 /// A room on JACK's dummy driver (128 frames) with a phone voice fed from another thread as the stage feeds it — its
@@ -982,19 +987,7 @@ func phoneRoom(directory: String, jackServer: String) throws {
     // The chirps played through the room's output while watched (the calibration itself fails: the phone is a tone).
     let calibration = Task.detached { _ = try? await phone.calibrate() }
     waitFor(watched: 4002)
-    let allocations = allocation_probe_count()
-    let lockWaits = allocation_probe_lock_waits()
-    let frees = allocation_probe_frees()
-    let blockingCalls = allocation_probe_blocking_calls()
-    let scopeEntries = allocation_probe_scope_entries()
-    let watched = tapUnit.watchedCycles.load(ordering: .relaxed) - 2
-    tapUnit.canary.store(true, ordering: .releasing)
-    waitFor(watched: tapUnit.watchedCycles.load(ordering: .relaxed) + 2)
-    let canary = allocation_probe_count() - allocations
-    let lockCanary = allocation_probe_lock_waits() - lockWaits
-    let freeCanary = allocation_probe_frees() - frees
-    let blockingCanary = allocation_probe_blocking_calls() - blockingCalls
-    tapUnit.armed.store(false, ordering: .releasing)
+    let counts = watchedCounts(tapUnit) { waitFor(watched: $0) }
     stop.store(true)
     while !feeder.isFinished { usleep(1000) }
     MallocInterposerSwift.unhook()
@@ -1002,12 +995,7 @@ func phoneRoom(directory: String, jackServer: String) throws {
     try blocking { () async throws(AudioError) in _ = await calibration.value }
     let report = phone.report
     try blocking { () async throws(AudioError) in _ = await room.stop() }
-    emit([
-        "watchedCycles": watched, "deviceThreadAllocations": Int(allocations), "deviceThreadLockWaits": Int(lockWaits),
-        "deviceThreadFrees": Int(frees), "canaryAllocations": Int(canary), "canaryLockWaits": Int(lockCanary),
-        "canaryFrees": Int(freeCanary), "deviceThreadBlockingCalls": Int(blockingCalls), "canaryBlockingCalls": Int(blockingCanary),
-        "scopeEntries": Int(scopeEntries), "packets": packets.load(), "placed": report.counters.placed, "late": report.counters.late,
-    ])
+    emit(counts.merging(["packets": packets.load(), "placed": report.counters.placed, "late": report.counters.late]) { a, _ in a })
 }
 
 let args = CommandLine.arguments

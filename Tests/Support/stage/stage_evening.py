@@ -21,7 +21,7 @@ import time
 
 from selenium.webdriver.common.by import By
 
-from stage_run import Liveaudio, chromium, command
+from stage_run import Liveaudio, chromium, command, wait
 
 
 class Evening(Liveaudio):
@@ -36,16 +36,6 @@ class Evening(Liveaudio):
                     return m.group(1)
             time.sleep(0.05)
         raise RuntimeError("liveaudio printed no join address: " + " | ".join(self.stderr[-5:]))
-
-
-def wait(what, check, timeout=30, step=0.05):
-    end = time.time() + timeout
-    while time.time() < end:
-        value = check()
-        if value:
-            return value
-        time.sleep(step)
-    raise RuntimeError("timed out waiting for " + what)
 
 
 def phone_state(d):

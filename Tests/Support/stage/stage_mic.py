@@ -23,17 +23,7 @@ import time
 
 from selenium.webdriver.common.by import By
 
-from stage_run import Liveaudio, chromium, command
-
-
-def wait(what, check, timeout=30, step=0.05):
-    end = time.time() + timeout
-    while time.time() < end:
-        value = check()
-        if value:
-            return value
-        time.sleep(step)
-    raise RuntimeError("timed out waiting for " + what)
+from stage_run import Liveaudio, chromium, command, wait
 
 
 def mic(d):

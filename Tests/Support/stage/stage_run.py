@@ -54,6 +54,17 @@ class Liveaudio:
         results["stderr"] = self.stderr
 
 
+def wait(what, check, timeout=30, step=0.05):
+    """`check()`'s first true value, tried every `step` seconds; an error naming `what` after `timeout`."""
+    end = time.time() + timeout
+    while time.time() < end:
+        value = check()
+        if value:
+            return value
+        time.sleep(step)
+    raise RuntimeError("timed out waiting for " + what)
+
+
 def command(args):
     """The command after `--` (argparse's REMAINDER keeps the separator)."""
     return args.command[1:] if args.command and args.command[0] == "--" else args.command
