@@ -19,9 +19,11 @@ import CSoxr
 /// Rates are 8 kHz … 192 kHz, any ratio. With `variableRate`, ``setRatio(_:slewFrames:)`` changes the ratio while
 /// running (within ±5 % of the nominal one), for a converter that tracks the drift between two clocks.
 ///
-/// Thread safety: one thread at a time. `process`, `flush` and `setRatio` neither lock nor allocate once the
-/// converter has been primed (see the allocation probe's converter test); create, reset and deinit on a control
-/// thread.
+/// Thread safety: one thread at a time; create, reset and deinit on a control thread. `process`, `flush` and
+/// `setRatio` never lock. libsoxr grows its buffers (realloc) when a call needs more than they hold, and ``reset()``
+/// frees them: a real-time caller calls `process` with the same sizes every time (as `ConverterUnit`
+/// and the device bridges do), so that they reach their sizes within the first few hundred calls after a reset and
+/// never grow after; with sizes that vary from call to call they can reach a new high at any time.
 public final class SampleRateConverter: @unchecked Sendable {
     // Unchecked Sendable: soxr handle and channel tables: one thread at a time (the render or device thread); made and reset while stopped
     /// libsoxr's five standard qualities (those of SoX's `rate` effect).

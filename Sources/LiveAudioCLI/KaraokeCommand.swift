@@ -68,7 +68,7 @@ struct Karaoke: AsyncParsableCommand {
     @Flag(name: .customLong("phones-in-output"), help: "With --phones: the phones' voices in the room's output too (off by default: they arrive --phone-delay late).")
     var phonesInOutput = false
 
-    @Option(help: "With several voices, the part each sings, in voice order (e.g. 2,1; default: voice N sings PN when the chart has it, else --part).")
+    @Option(help: "With several voices, the part each sings, in voice order — the wired ones, then the phones (e.g. 2,1; default: voice N sings PN when the chart has it, else --part).")
     var parts: String?
 
     @Option(name: .customLong("score-file"), help: "Write the score as JSON to this file (with a chart).")
@@ -280,8 +280,10 @@ struct Karaoke: AsyncParsableCommand {
     func parsedParts() throws(AudioError) -> [Int]? {
         guard let parts else { return nil }
         let list = parts.split(separator: ",").map { Int(String($0).filter { $0 != " " }) }
-        guard !list.isEmpty, list.count <= voices, list.allSatisfy({ $0.map { (1...9).contains($0) } == true }) else {
-            throw AudioError(.invalidParameter, "--parts takes up to --voices parts 1 … 9, separated by commas (e.g. 2,1), got '\(parts)'")
+        guard !list.isEmpty, list.count <= voices + phones, list.allSatisfy({ $0.map { (1...9).contains($0) } == true }) else {
+            throw AudioError(
+                .invalidParameter,
+                "--parts takes a part 1 … 9 for each voice (--voices, then --phones), up to \(voices + phones), separated by commas (e.g. 2,1), got '\(parts)'")
         }
         return list.compactMap { $0 }
     }

@@ -39,6 +39,17 @@ func probe(_ arguments: [String], environment: [String: String] = [:]) async thr
         #expect(report["renderThreadLockWaits"] == 0, "the sync probe counts lock waits (-1: not loaded)")
     }
 
+    /// A converter pulled in sizes that made libsoxr grow its buffers mid-run when it was called with whatever each
+    /// cycle needed (the first test saw it about one run in eight): six rate pairs, up and down by small and large
+    /// factors, 30,000 cycles each after a warm-up — stretches of 1-frame cycles, random sizes, whole maxima — and
+    /// not one allocation, free or lock wait on the render thread. A deliberate allocation among them is counted.
+    @Test func converterNeverGrowsMidRun() async throws {
+        let report = try await probe(["converter-sizes", "-"])
+        #expect(report["cycles"] == 180_000, "\(report)")
+        #expect(report["allocations"] == 0 && report["frees"] == 0 && report["lockWaits"] == 0, "\(report)")
+        #expect(report["canary"] == 1, "the count sees the render thread: \(report)")
+    }
+
     /// A stream's loudness meter over ten minutes of programme, read by another thread all the while: not one
     /// allocation, free or lock wait on the metering thread, and the heap in use the same after the tenth minute as
     /// after the first (the history is two fixed histograms and a 3 s ring, whatever the length of the run).

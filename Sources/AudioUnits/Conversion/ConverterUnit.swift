@@ -15,8 +15,9 @@ import Synchronization
 /// - ``latency``: how far ahead of its output the converter reads its input (the filter's look-ahead): what it
 ///   adds when its input is live.
 ///
-/// Thread safety: as every unit; render neither allocates nor locks (libsoxr's working memory is allocated when the
-/// unit is prepared and primed).
+/// Thread safety: as every unit; render never locks. It allocates only within its first few hundred calls to libsoxr
+/// after the unit is prepared or reset, while libsoxr's buffers grow to the sizes the unit's fixed calls need (a
+/// handful of reallocations, none later; see `ConverterKernel`): a graph's first seconds, never mid-run.
 public final class ConverterUnit: RenderUnit {
     public let core: UnitCore
     /// The libsoxr quality the rate conversion runs at (`.high` by default); unused when the rates are equal.
@@ -79,31 +80,33 @@ public final class ConverterUnit: RenderUnit {
     public func allocateRenderResources(_ spec: RenderSpec) throws(AudioError) {
         let inRate = inputFormats[0].sampleRate
         let outRate = outputFormats[0].sampleRate
-        kernel.whileStopped.pending = PCMBuffer(
-            channelCount: outputFormats[0].channelCount, capacity: spec.maximumFrames)
+        let channels = outputFormats[0].channelCount
         guard inRate != outRate else {
             kernel.whileStopped.converter = nil
             lookahead.store(Double(0).bitPattern, ordering: .relaxed)
             return
         }
-        let made = try SampleRateConverter(
-            inputRate: inRate, outputRate: outRate, channelCount: outputFormats[0].channelCount, quality: quality)
-        // The look-ahead: input frames taken before the first output frame, found by feeding silence. This also
-        // primes libsoxr's working memory here rather than on the render thread.
-        let probe = PCMBuffer(channelCount: made.channelCount, capacity: 64)
-        let sink = PCMBuffer(channelCount: made.channelCount, capacity: 4096)
+        let made = try SampleRateConverter(inputRate: inRate, outputRate: outRate, channelCount: channels, quality: quality)
+        // libsoxr is called with `chunk` input frames and room for `room` output frames, every time: the sizes its
+        // buffers grow to are reached within the first few hundred calls and never exceeded after (with calls of
+        // varying sizes they could grow at any time, and input given in small pieces piled up in them).
+        let chunk = max(1, min(ConverterKernel.chunkFrames, spec.maximumFrames))
+        let room = Int((Double(chunk) * outRate / inRate).rounded(.up)) + ConverterKernel.extraRoom
+        kernel.whileStopped.prepare(converter: made, channelCount: channels, chunk: chunk, room: room)
+        // The look-ahead: input frames taken before the first output frame, found by feeding silence as render does.
+        let probe = PCMBuffer(channelCount: channels, capacity: chunk)
+        let sink = PCMBuffer(channelCount: channels, capacity: room)
         var fed = 0
-        while fed < Int(inRate) {
-            let r = made.process(input: probe.view(frames: 64), output: sink.view(frames: 4096))
+        while fed < Int(inRate) * 2 {
+            let r = made.process(input: probe.view(frames: chunk), output: sink.view(frames: room))
             fed += r.consumed
             if r.produced > 0 {
                 fed -= Int((Double(r.produced) * inRate / outRate).rounded())
                 break
             }
         }
-        lookahead.store((Double(fed) / inRate).bitPattern, ordering: .relaxed)
+        lookahead.store((Double(max(fed, 0)) / inRate).bitPattern, ordering: .relaxed)
         made.reset()
-        kernel.whileStopped.converter = made
     }
 
     public func reset() {
@@ -115,18 +118,37 @@ public final class ConverterUnit: RenderUnit {
     }
 }
 
-/// The render-side state of a ``ConverterUnit``: the converter (nil for equal rates) and the input pulled and
-/// mapped to the output's channels, not yet taken by it. Used by one thread at a time.
+/// The render-side state of a ``ConverterUnit``: the converter (nil for equal rates), the input pulled and mapped to
+/// the output's channels for its next call, and what it gave and render has not taken yet. Used by one thread at a
+/// time.
+///
+/// libsoxr keeps its own FIFOs, which grow (realloc) when a call needs more than they hold: called with sizes that
+/// vary from call to call, they reach a new high now and then, however long the run. So it is always called with
+/// `chunk` input frames and room for `room` output frames; what it gives waits in `converted`. Its buffers then
+/// reach their sizes within its first few hundred calls after the unit is prepared or reset (a handful of
+/// reallocations, none later), and input never piles up inside it: a chunk is pulled only when `converted` is empty.
 private struct ConverterKernel {
+    /// Input frames a call to libsoxr takes (fewer when the graph's cycles are shorter): pulled ahead of the
+    /// output by at most this many frames.
+    static let chunkFrames = 128
+    /// Output room beyond a chunk's share: libsoxr's stages give their output in blocks.
+    static let extraRoom = 2_048
+
     let channelMap: [Int]
     let averageInputs: Bool
     /// Input rate over output rate.
     let ratio: Double
     var converter: SampleRateConverter?
-    /// Input pulled and mapped to the output's channels, not yet taken by the converter.
-    var pending = PCMBuffer(channelCount: 1, capacity: 0)
-    var pendingStart = 0
-    var pendingEnd = 0
+    var chunk = 1
+    var room = 1
+    /// A chunk of input pulled and mapped to the output's channels; `stagedStart` frames of it already taken.
+    var staged = PCMBuffer(channelCount: 1, capacity: 0)
+    var stagedStart = 0
+    var stagedEnd = 0
+    /// What the converter gave, not yet rendered.
+    var converted = PCMBuffer(channelCount: 1, capacity: 0)
+    var convertedStart = 0
+    var convertedEnd = 0
 
     init(channelMap: [Int], averageInputs: Bool, ratio: Double) {
         self.channelMap = channelMap
@@ -134,10 +156,22 @@ private struct ConverterKernel {
         self.ratio = ratio
     }
 
+    /// Control side, while stopped.
+    mutating func prepare(converter: SampleRateConverter, channelCount: Int, chunk: Int, room: Int) {
+        self.converter = converter
+        self.chunk = chunk
+        self.room = room
+        staged = PCMBuffer(channelCount: channelCount, capacity: chunk)
+        converted = PCMBuffer(channelCount: channelCount, capacity: room)
+        reset()
+    }
+
     mutating func reset() {
         converter?.reset()
-        pendingStart = 0
-        pendingEnd = 0
+        stagedStart = 0
+        stagedEnd = 0
+        convertedStart = 0
+        convertedEnd = 0
     }
 
     mutating func render(_ context: RenderContext) {
@@ -148,28 +182,35 @@ private struct ConverterKernel {
             map(context.pull(frames: frames)[0], into: output, frames: frames)
             return
         }
-        let maximum = pending.capacity
         var produced = 0
-        var rounds = 0
+        var calls = 0
         while produced < frames {
-            if pendingStart == pendingEnd {
-                let wanted = Int((Double(frames - produced) * ratio).rounded(.up)) + 16
-                let n = min(maximum, max(1, wanted))
-                map(context.pull(frames: n)[0], into: pending.view(frames: n), frames: n)
-                pendingStart = 0
-                pendingEnd = n
+            if convertedStart == convertedEnd {
+                if stagedStart == stagedEnd {
+                    map(context.pull(frames: chunk)[0], into: staged.view(frames: chunk), frames: chunk)
+                    stagedStart = 0
+                    stagedEnd = chunk
+                }
+                let r = converter.process(
+                    input: staged.view(frames: stagedEnd).slice(from: stagedStart, frames: stagedEnd - stagedStart),
+                    output: converted.view(frames: room))
+                stagedStart += r.consumed
+                convertedStart = 0
+                convertedEnd = r.produced
+                calls += 1
+                // libsoxr always takes or gives something; a bound all the same, so a render can never spin.
+                if calls > 4096 {
+                    output.slice(from: produced, frames: frames - produced).clear()
+                    return
+                }
+                continue
             }
-            let r = converter.process(
-                input: pending.view(frames: pendingEnd).slice(from: pendingStart, frames: pendingEnd - pendingStart),
-                output: output.slice(from: produced, frames: frames - produced))
-            pendingStart += r.consumed
-            produced += r.produced
-            rounds += 1
-            // libsoxr always takes or gives something; a bound all the same, so a render can never spin.
-            if rounds > 4096 {
-                output.slice(from: produced, frames: frames - produced).clear()
-                return
-            }
+            let n = min(frames - produced, convertedEnd - convertedStart)
+            let from = converted.view(frames: convertedEnd).slice(from: convertedStart, frames: n)
+            let to = output.slice(from: produced, frames: n)
+            for c in 0..<to.channelCount { to[c].baseAddress!.update(from: from[c].baseAddress!, count: n) }
+            convertedStart += n
+            produced += n
         }
     }
 

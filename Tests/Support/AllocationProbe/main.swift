@@ -202,6 +202,72 @@ func renderCycles(directory: String) throws {
     ])
 }
 
+/// A converter pulled in the sizes that once made libsoxr grow its buffers mid-run: for each of six rate pairs (up and
+/// down, by small and large factors), a tone through a `ConverterUnit` rendered after a warm-up (libsoxr's buffers
+/// grow during its first few hundred calls after the unit is prepared) in 30,000 watched cycles: stretches of
+/// 1-frame cycles, random sizes up to the maximum, whole maxima. Allocations, frees and lock waits on the render
+/// thread; a deliberate allocation among the watched cycles is the canary.
+func converterSizes() throws {
+    var allocations = 0, frees = 0, lockWaits = 0, cycles = 0, canary = 0
+    MallocInterposerSwift.setAllocationHook(allocation_probe_hook)
+    MallocInterposerSwift.hook()
+    for (inRate, outRate) in [(44_100.0, 48_000.0), (48_000.0, 44_100.0), (8_000.0, 48_000.0), (48_000.0, 8_000.0),
+                              (11_025.0, 48_000.0), (192_000.0, 44_100.0)] {
+        let format = try StreamFormat.graph(sampleRate: outRate, channelCount: 2)
+        let graph = try RenderGraph(format: format, maximumFrames: 512)
+        let source = try StreamFormat.graph(sampleRate: inRate, channelCount: 2)
+        let tone = try graph.addNode(ToneUnit(format: source, frequency: 330, amplitude: 0.3), name: "tone")
+        let converter = try graph.addNode(ConverterUnit(inputFormat: source, outputFormat: format), name: "convert")
+        try graph.connect(tone, to: converter)
+        try graph.connect(converter, to: graph.output)
+        try graph.initialize()
+        try graph.start()
+        let renderer = OfflineRenderer(graph: graph)
+        // Warm-up: 1,000 of libsoxr's calls (128 input frames each) in 256-frame cycles.
+        let warm = Int((1_000 * 128 * outRate / inRate / 256).rounded(.up))
+        for _ in 0..<warm { _ = try renderer.render(frames: 256) }
+        var generator = SplitMix64(seed: UInt64(inRate + outRate))
+        let sizes: [Int] = (0..<30_000).map { i in
+            switch (i / 500) % 3 {
+            case 0: 1
+            case 1: Int.random(in: 1...512, using: &generator)
+            default: 512
+            }
+        }
+        let canaryAt = inRate == 44_100 ? 15_000 : -1
+        try sizes.withUnsafeBufferPointer { sizes in
+            allocation_probe_reset()
+            allocation_probe_watch_this_thread(1)
+            var i = 0
+            while i < sizes.count {
+                _ = try renderer.render(frames: sizes[i])
+                if i == canaryAt {
+                    let box = UnsafeMutablePointer<Int>.allocate(capacity: 1)
+                    box.deallocate()
+                }
+                i += 1
+            }
+            allocation_probe_watch_this_thread(0)
+        }
+        let counted = Int(allocation_probe_count())
+        let freed = Int(allocation_probe_frees())
+        if inRate == 44_100 {
+            canary = counted
+            allocations += counted - 1
+            frees += freed - 1
+        } else {
+            allocations += counted
+            frees += freed
+        }
+        lockWaits += Int(allocation_probe_lock_waits())
+        cycles += sizes.count
+        try graph.stop()
+    }
+    MallocInterposerSwift.unhook()
+    MallocInterposerSwift.setAllocationHook(nil)
+    emit(["cycles": cycles, "allocations": allocations, "canary": canary, "frees": frees, "lockWaits": lockWaits])
+}
+
 /// A stream's loudness meter fed ten minutes of stereo 48 kHz programme (music-like: tones that swell and decay, a
 /// level that changes every few seconds) in 480-frame blocks as fast as it goes, on a watched thread: its
 /// allocations and frees, and the heap in use (mallinfo2) after the first minute and after the tenth. Another thread
@@ -1003,6 +1069,7 @@ do {
     switch args.count > 2 ? args[1] : "" {
     case "render-cycles": try renderCycles(directory: args[2])
     case "loudness-history": try loudnessHistory()
+    case "converter-sizes": try converterSizes()  // DIR unused
     case "voice-cycles": try voiceCycles()  // DIR unused
     case "encoder-pushes": try encoderPushes()
     case "stream-session": try streamSession(directory: args[2])
@@ -1018,7 +1085,7 @@ do {
     case "device-cycles" where args.count > 4 && args[4] == "virtual":
         try deviceCycles(directory: args[2], graphPath: args[3], backend: .virtual, jackServer: nil)
     default:
-        FileHandle.standardError.write(Data("usage: AllocationProbe render-cycles DIR | voice-cycles DIR | render-file DIR SECONDS | device-cycles DIR GRAPH (jack SERVER [voice] | alsa INPUT OUTPUT | virtual) | encoder-pushes DIR | stream-session DIR | karaoke-session DIR JACK-SERVER | phone-room DIR JACK-SERVER | loudness-history -\n".utf8))
+        FileHandle.standardError.write(Data("usage: AllocationProbe render-cycles DIR | voice-cycles DIR | render-file DIR SECONDS | device-cycles DIR GRAPH (jack SERVER [voice] | alsa INPUT OUTPUT | virtual) | encoder-pushes DIR | stream-session DIR | karaoke-session DIR JACK-SERVER | phone-room DIR JACK-SERVER | converter-sizes - | loudness-history -\n".utf8))
         exit(2)
     }
 } catch {
