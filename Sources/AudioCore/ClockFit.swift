@@ -6,7 +6,11 @@
 /// (smaller is better). The fit keeps, in each span of ``bucketSpan`` of `x`, the reading with the smallest error
 /// (NTP's clock filter), and draws the least-squares line through those — each weighted by the inverse square of its
 /// error — once they span ``minimumSpanForRate`` (its slope is the clocks' drift); before that the rate is 1 and the
-/// offset is the best reading's.
+/// offset is the best reading's. The slope is drawn toward 1 by a prior of ``expectedDrift`` (a ridge: the
+/// least-squares line's slope as a Gaussian's mean whose spread is that drift): readings over a short span, or as
+/// uneven as a jittery network's, would otherwise make a drift of their noise (a line through 10 s of readings good to
+/// ±5 ms has a slope good only to ±1,000 ppm), which then carries the clock off as time passes. Readings that say
+/// more — a longer span, smaller errors — outweigh it.
 ///
 /// Value type, no locks: one owner feeds it and reads it.
 public struct ClockFit: Sendable {
@@ -35,6 +39,8 @@ public struct ClockFit: Sendable {
     public let minimumSpanForRate: Double
     /// The rate is kept within 1 ± this (a clock off by more is a broken reading, not drift).
     public let maximumDrift: Double
+    /// How far from 1 the rate is expected to be (a standard deviation): the prior the fitted slope is drawn toward.
+    public let expectedDrift: Double
 
     /// The best reading of each span, oldest first.
     public private(set) var best: [Reading] = []
@@ -45,8 +51,14 @@ public struct ClockFit: Sendable {
     private var origin = 0.0, offset = 0.0
 
     /// A fit of `bucketSpan` spans (e.g. 5 s of a phone's clock in microseconds: 5_000_000), keeping `bucketCount`.
-    public init(bucketSpan: Double, bucketCount: Int = 120, minimumSpanForRate: Double? = nil, maximumDrift: Double = 0.001) {
-        precondition(bucketSpan > 0 && bucketCount >= 2, "a span and at least two of them")
+    /// `expectedDrift` (default 200 ppm, what a phone's crystal is off by at worst) is the spread of the prior on the
+    /// drift.
+    public init(
+        bucketSpan: Double, bucketCount: Int = 120, minimumSpanForRate: Double? = nil, maximumDrift: Double = 0.001,
+        expectedDrift: Double = 200e-6
+    ) {
+        precondition(bucketSpan > 0 && bucketCount >= 2 && expectedDrift > 0, "a span, at least two of them, and a drift to expect")
+        self.expectedDrift = expectedDrift
         self.bucketSpan = bucketSpan
         self.bucketCount = bucketCount
         self.minimumSpanForRate = minimumSpanForRate ?? 2 * bucketSpan
@@ -88,10 +100,11 @@ public struct ClockFit: Sendable {
         guard let newest = best.last else { return }
         let span = newest.x - best[0].x
         if best.count >= 3, span >= minimumSpanForRate {
-            // Weighted least squares: a reading counts by the inverse square of its error bound (a span whose best
-            // round trip was short counts for more), never more than a floor's worth.
+            // Weighted least squares: a reading counts by the inverse of its variance (a span whose best round trip
+            // was short counts for more) — a reading anywhere within its bound, e²/3 — never more than a floor's
+            // worth.
             let floor = max(1e-9, (best.map(\.error).min() ?? 0) * 0.5)
-            func weight(_ r: Reading) -> Double { 1 / (r.error * r.error + floor * floor) }
+            func weight(_ r: Reading) -> Double { 1 / (r.error * r.error / 3 + floor * floor) }
             let total = best.reduce(0) { $0 + weight($1) }
             let mx = best.reduce(0) { $0 + weight($1) * $1.x } / total, my = best.reduce(0) { $0 + weight($1) * $1.y } / total
             var sxy = 0.0, sxx = 0.0
@@ -100,7 +113,10 @@ public struct ClockFit: Sendable {
                 sxy += w * (r.x - mx) * (r.y - my)
                 sxx += w * (r.x - mx) * (r.x - mx)
             }
-            rate = sxx > 0 ? min(max(sxy / sxx, 1 - maximumDrift), 1 + maximumDrift) : 1
+            // The slope that minimises the weighted squares plus (slope − 1)² / expectedDrift²: the readings' slope
+            // where they say much (sxx large against the prior's weight), 1 where they say little.
+            let prior = 1 / (expectedDrift * expectedDrift)
+            rate = min(max((sxy + prior) / (sxx + prior), 1 - maximumDrift), 1 + maximumDrift)
             // Through the mean of the kept readings: every reading counts for the offset, not only the newest.
             origin = mx
             offset = my

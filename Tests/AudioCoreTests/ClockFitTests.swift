@@ -19,13 +19,15 @@ import Testing
     }
 
     /// Over five minutes of readings four a second (the stage's pace), the room time of any phone time is found
-    /// within 2 ms from the 15th second on (a fifth of what a phone voice may be placed off by: the best of each 5 s
-    /// span has queued little either way, and the weighted line through them averages what is left; before three
-    /// spans the rate is taken as 1, and 200 ppm is 0.2 ms a second), and the drift within 10 ppm at the end.
+    /// within 2.5 ms from the 15th second on and within 1 ms from the first minute (a quarter and a tenth of what a
+    /// phone voice may be placed off by: the best of each 5 s span has queued little either way, and the weighted
+    /// line through them averages what is left; before three spans the rate is taken as 1, and then drawn toward 1
+    /// by the prior while few spans say otherwise — 200 ppm is 0.2 ms a second), and the drift within 10 ppm at the
+    /// end.
     @Test func followsADriftingClockOverFiveMinutes() {
         var rng = SplitMix64(seed: 7)
         var fit = ClockFit(bucketSpan: 5_000_000)
-        var worst = 0.0
+        var worst = 0.0, worstAfterAMinute = 0.0
         for quarter in 0..<1200 {
             let t = Double(quarter) * 250_000
             fit.add(Self.reading(at: t, rng: &rng))
@@ -36,10 +38,12 @@ import Testing
                     let truth = t - back
                     let found = fit.y(at: Self.phone(truth))!
                     worst = max(worst, abs(found - truth))
+                    if second >= 60 { worstAfterAMinute = max(worstAfterAMinute, abs(found - truth)) }
                 }
             }
         }
-        #expect(worst < 2_000, "the worst error over five minutes: \(worst) µs")
+        #expect(worst < 2_500, "the worst error over five minutes: \(worst) µs")
+        #expect(worstAfterAMinute < 1_000, "the worst error after the first minute: \(worstAfterAMinute) µs")
         // The phone's clock runs 200 ppm fast: the room's clock advances 1/1.0002 of it.
         #expect(abs(fit.driftPPM + 200) < 10, "\(fit.driftPPM) ppm")
         #expect(fit.readings == 1200 && (60...61).contains(fit.best.count), "\(fit.best.count) spans")
@@ -71,7 +75,9 @@ import Testing
     }
 
     /// The window moves on: after 10 minutes of a clock that changed its drift (a phone warming up: 50 ppm, then
-    /// 150), the rate is the newer one's, as the older spans leave the window.
+    /// 150), the rate is the newer one's, as the older spans leave the window — within 5 ppm: the readings are exact,
+    /// but their stated errors (4 … 20 ms over a 2-minute window) allow the slope about 17 ppm, and the prior draws
+    /// it toward 0 by a small part of that.
     @Test func theWindowFollowsAChangeOfDrift() {
         var rng = SplitMix64(seed: 3)
         var fit = ClockFit(bucketSpan: 5_000_000, bucketCount: 24)
@@ -86,7 +92,31 @@ import Testing
             let roundTrip = Double.random(in: 8_000...40_000, using: &rng)
             fit.add(ClockFit.Reading(x: phoneClock(t + roundTrip / 2), y: t + roundTrip / 2, error: roundTrip / 2))
         }
-        #expect(abs(fit.driftPPM + 150) < 1, "exact readings: \(fit.driftPPM) ppm")
+        #expect(abs(fit.driftPPM + 150) < 5, "exact readings: \(fit.driftPPM) ppm")
         #expect(fit.best.count == 24)
+    }
+
+    /// A phone over a jittery link with no drift at all (each way 10 … 50 ms, one reading in twenty held 200 … 400 ms
+    /// more, as TCP holds what follows a lost segment), read four times a second into 2 s spans as a phone voice
+    /// does: over the first 10 … 30 s the fit invents no drift of the noise (a plain least-squares line did: 700 ppm in
+    /// the browser test, 7 ms a 10 s), and places the phone's time within 5 ms.
+    @Test func aJitteryStartInventsNoDrift() {
+        var rng = SplitMix64(seed: 11)
+        var fit = ClockFit(bucketSpan: 2_000_000, bucketCount: 150)
+        var worstDrift = 0.0, worst = 0.0
+        for quarter in 0..<120 {
+            let t = Double(quarter) * 250_000
+            func way() -> Double {
+                Double.random(in: 10_000...50_000, using: &rng) + (Double.random(in: 0..<1, using: &rng) < 0.05 ? Double.random(in: 200_000...400_000, using: &rng) : 0)
+            }
+            let out = way(), back = way()
+            fit.add(ClockFit.Reading(x: Self.phone(t + out, ppm: 0), y: t + (out + back) / 2, error: (out + back) / 2))
+            if quarter >= 40 {
+                worstDrift = max(worstDrift, abs(fit.driftPPM))
+                worst = max(worst, abs(fit.y(at: Self.phone(t, ppm: 0))! - t))
+            }
+        }
+        #expect(worstDrift < 150, "the drift the fit found: up to \(worstDrift) ppm")
+        #expect(worst < 5_000, "the phone's time placed up to \(worst) µs off")
     }
 }

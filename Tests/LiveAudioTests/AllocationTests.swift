@@ -22,7 +22,9 @@ func probe(_ arguments: [String], environment: [String: String] = [:]) async thr
     return try #require(object, "probe printed: \(r.stdout)")
 }
 
-@Suite(.serialized) struct AllocationTests {
+/// The render thread's probe apart from the others, so that it runs beside them: the longest of them (minutes when
+/// the whole phase runs at once), and it needs no device.
+@Suite struct RenderAllocationTests {
     /// Every unit (file, player, tone, noise, mixer, gain, both kinds of render callback, a mono source on a
     /// stereo bus, a 44.1 kHz tone through a converter and a time-pitch) and every effect (eq, lowpass, highpass,
     /// bandpass, dynamics, reverb, delay, limiter), their parameters (the time-pitch's rate and pitch too) and
@@ -38,7 +40,9 @@ func probe(_ arguments: [String], environment: [String: String] = [:]) async thr
         #expect(report["renderThreadAllocations"] == 0)
         #expect(report["renderThreadLockWaits"] == 0, "the sync probe counts lock waits (-1: not loaded)")
     }
+}
 
+@Suite(.serialized) struct AllocationTests {
     /// A converter pulled in sizes that made libsoxr grow its buffers mid-run when it was called with whatever each
     /// cycle needed (the first test saw it about one run in eight): six rate pairs, up and down by small and large
     /// factors, 30,000 cycles each after a warm-up — stretches of 1-frame cycles, random sizes, whole maxima — and

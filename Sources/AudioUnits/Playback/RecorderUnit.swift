@@ -71,6 +71,8 @@ public final class RecorderUnit: RenderUnit {
         let skipRequest = Atomic<Int64>(-1)
         /// The first sample time recorded (`Int64.min`: from the first cycle).
         let recordFrom = Atomic<Int64>(.min)
+        /// The first sample time not recorded (`.max`: none).
+        let recordUntil = Atomic<Int64>(.max)
         /// Seconds the writer waits between passes (tests make it fall behind with it).
         let delayBits = Atomic<UInt64>(0)
         let commitEvery: Int64
@@ -267,6 +269,13 @@ public final class RecorderUnit: RenderUnit {
         shared.recordFrom.store(sampleTime, ordering: .releasing)
     }
 
+    /// Records nothing from sample time `sampleTime` of the render on (the cycle it falls in up to there): how
+    /// recorders started at different times end with the same length. ``finish()`` still completes the file.
+    /// Control thread.
+    public func stopRecording(atSampleTime sampleTime: Int64) {
+        shared.recordUntil.store(sampleTime, ordering: .releasing)
+    }
+
     /// Offline (and before any announcement) the render waits for room in the ring, so nothing is lost however fast
     /// the graph renders; in real time it never waits, and what finds no room is silence in the file.
     public func willRender(_ mode: RenderingMode) {
@@ -292,10 +301,13 @@ public final class RecorderUnit: RenderUnit {
         if s.stopping.load(ordering: .relaxed) { return }
         // Before the first sample time recorded: nothing; the cycle it falls in: from there.
         let from = s.recordFrom.load(ordering: .acquiring)
+        let until = s.recordUntil.load(ordering: .acquiring)
         let t0 = context.timeStamp.sampleTime
-        if t0 + Int64(context.frameCount) <= from { return }
+        if t0 + Int64(context.frameCount) <= from || t0 >= until { return }
         let offset = from > t0 ? Int(from - t0) : 0
-        let recorded = offset > 0 ? input.slice(from: offset, frames: context.frameCount - offset) : input
+        let end = until < t0 + Int64(context.frameCount) ? Int(until - t0) : context.frameCount
+        guard end > offset else { return }
+        let recorded = offset > 0 || end < context.frameCount ? input.slice(from: offset, frames: end - offset) : input
         let n = recorded.frameCount
         if s.waits.load(ordering: .relaxed), s.owed.load(ordering: .relaxed) == 0 {
             // No deadline: wait (sleeping) for the writer to make room, up to a second; then it counts as a drop.

@@ -104,6 +104,8 @@ public final class KaraokeTake: Sendable {
         var scheduled = false
         var startTime: Int64 = 0
         var roundTrip = 0
+        /// How late each signal is (the room's, when the take was attached).
+        var alignment = Alignment()
         var endSeen: Int64?
         /// The first file frame of the region playing (the pause does not go back before it).
         var songRegionStart: Int64 = 0
@@ -219,6 +221,7 @@ public final class KaraokeTake: Sendable {
         state.withLock {
             $0.number = number
             $0.roundTrip = dry
+            $0.alignment = alignment
             $0.startTime = startTime
             $0.songRegionStart = region.startFrame
             $0.scheduled = true
@@ -337,11 +340,19 @@ public final class KaraokeTake: Sendable {
         let chainTail = min(room.graph.tailTime(of: room.wetVoice), Double(ReverbUnit.decayTimeAt0HzSpec.range.upperBound))
         let tail = Int64((song.lookAhead + (timePitch?.latency ?? 0) + chainTail + 0.1) * sampleRate)
         let shift = Int64(room.chainLatencyFrames)
-        return state.withLock { s -> Bool in
-            guard s.scheduled else { return false }
-            if s.endSeen == nil { s.endSeen = now }
-            return now >= s.endSeen! + tail + Int64(s.roundTrip) + shift
+        let (end, seenNow, alignment) = state.withLock { s -> (Int64?, Bool, Alignment) in
+            guard s.scheduled else { return (nil, false, s.alignment) }
+            let first = s.endSeen == nil
+            if first { s.endSeen = now }
+            return (s.endSeen! + tail + Int64(s.roundTrip) + shift, first, s.alignment)
         }
+        guard let end else { return false }
+        // The take ends at `end` on the accompaniment's timeline; each stem where that falls on its own (a phone's
+        // `--phone-delay` later than a wired voice's): every stem as long as the take, the last of each in it.
+        if seenNow { for r in recorders { r.unit.stopRecording(atSampleTime: end + alignment.shift(r.signal)) } }
+        // The latest of them, and the phones' voices for their scores.
+        let signals = recorders.map(\.signal) + (room.voices.phones.isEmpty ? [] : [Alignment.Signal.phoneDry])
+        return now >= end + (signals.map { alignment.shift($0) }.max() ?? 0)
     }
 
     /// The song's loudness from the cache, or measured on a thread of its own; the gain for the target, stopped at
