@@ -165,6 +165,7 @@ function connect() {
   socket.onclose = (event) => {
     stage.connected = false;
     stage.closes.push({ code: event.code, reason: event.reason });
+    if (event.code === 1008) mic.onPolicyClose(event.reason);
     if (event.code === 1000 && event.reason === "the session has ended") {
       stage.ended = true;
       $("connection").textContent = "the session has ended";
@@ -784,6 +785,7 @@ function connect() {
   };
   socket.onclose = (event) => {
     phone.connected = false;
+    if (event.code === 1008) mic.onPolicyClose(event.reason);
     if (event.code === 1000 && event.reason === "the session has ended") {
       $("connection").textContent = "the evening has ended";
       return;
@@ -1023,6 +1025,14 @@ export class Mic {
   }
 
   // The socket (re)opened: a phone that was singing takes its voice again, its audio a new run.
+  // The room closed the connection for what this phone sent (1008): it is not sung with again until tapped, so a
+  // page that sends what the room refuses does not do it again with every reconnect.
+  onPolicyClose(reason) {
+    if (this.state.mode === "off") return;
+    this.state.error = `the room stopped this phone: ${reason || "what it sent was refused"}`;
+    this.teardown();
+  }
+
   onOpen() {
     if (this.state.mode === "off") return;
     this.first = true;

@@ -129,20 +129,24 @@ final class StagePhones: Sendable {
     }
 
     /// What became of a binary message.
-    enum Taken { case taken, notSinging, dropped }
+    enum Taken: Equatable { case taken, notSinging, dropped(String) }
 
-    /// A binary message from `client`: a packet of its audio, parsed here and decoded on its queue. `.dropped` when
-    /// the page must go (garbage three times, a flood); `.notSinging` from a page that has no phone voice.
+    /// A binary message from `client`: a packet of its audio, parsed here and decoded on its queue. `.dropped` with
+    /// why when the page must go (garbage three times, a flood: its voice is given back here); `.notSinging` from a
+    /// page that has no phone voice.
     func audio(_ client: StageClient, _ bytes: [UInt8]) -> Taken {
         guard links.withLock({ $0.byClient[client.id] != nil }) else { return .notSinging }
         let packet: PhoneAudioPacket
         do {
             packet = try PhoneAudioPacket(decoding: bytes)
         } catch {
-            return links.withLock { l in
+            let invalid = links.withLock { l -> Int in
                 l.byClient[client.id]?.invalid += 1
-                return (l.byClient[client.id]?.invalid ?? 3) < 3 ? .taken : .dropped
+                return l.byClient[client.id]?.invalid ?? 3
             }
+            guard invalid >= 3 else { return .taken }
+            release(client)
+            return .dropped("three messages that are not a phone's audio (the last: \(error.message))")
         }
         guard
             let link = links.withLock({ l -> Link? in
@@ -152,7 +156,7 @@ final class StagePhones: Sendable {
             }), let queue = queues[link.voice.voice]
         else {
             release(client)
-            return .dropped
+            return .dropped("more than a second of audio waiting: the phone sends faster than the room takes it")
         }
         queue.async { [self] in
             defer {
@@ -182,22 +186,23 @@ final class StagePhones: Sendable {
         return .taken
     }
 
-    /// The clock readings due now: ten a second for a phone's first three seconds, then four a second (the best of
-    /// each two seconds is what counts: the more readings, the likelier one with a short round trip).
+    /// The clock readings due now: ten a second (the best of each two seconds is what counts: the more readings, the
+    /// likelier one with a short round trip, whose midpoint a jittery network has split least unevenly — a few dozen
+    /// bytes each way), and with every third the voice's state for the page.
     func pings() {
         let now = monotonicNanoseconds()
-        let due = links.withLock { l -> [StageClient] in
-            var due: [StageClient] = []
+        let due = links.withLock { l -> [(StageClient, Bool)] in
+            var due: [(StageClient, Bool)] = []
             for (id, link) in l.byClient where now >= link.nextPing {
                 l.byClient[id]!.pings += 1
-                l.byClient[id]!.nextPing = now + (link.pings < 30 ? 100_000_000 : 250_000_000)
-                due.append(link.client)
+                l.byClient[id]!.nextPing = now + 100_000_000
+                due.append((link.client, link.pings % 3 == 0))
             }
             return due
         }
-        for client in due {
+        for (client, withStatus) in due {
             client.post(type: "clock", "{\"type\":\"clock\",\"room\":\(Int64(Self.nowMicros()))}")
-            if let report = voice(of: client)?.report { client.post(type: "phone-status", StageMessages.phoneStatus(report)) }
+            if withStatus, let report = voice(of: client)?.report { client.post(type: "phone-status", StageMessages.phoneStatus(report)) }
         }
     }
 

@@ -509,7 +509,16 @@ final class StageSocketHandler<Presenter: StagePresenter>: ChannelInboundHandler
             switch hub.audio(data.readBytes(length: data.readableBytes) ?? [], client: client) {
             case .taken: break
             case .notSinging: client.post(type: "reply", StageMessages.reply(id: nil, error: "binary messages are a singing phone's audio only"))
-            case .dropped: close(context, code: .policyViolation, reason: "a phone's audio that is not audio, or more than real time")
+            case .dropped(let why):
+                // Told why (the page stops singing until tapped again), then closed as a policy violation.
+                client.post(type: "phone", StageMessages.phoneEnded(why))
+                // A close frame's reason is at most 123 bytes.
+                var reason = ""
+                for c in why {
+                    guard reason.utf8.count + String(c).utf8.count <= 120 else { break }
+                    reason.append(c)
+                }
+                close(context, code: .policyViolation, reason: reason)
             }
         case .ping:
             // Not to a page that does not read: pings sent without reading would pile pongs up.

@@ -76,6 +76,10 @@ import TestSupport
             "--parts", "1," + parts.map { String(max($0, 1)) }.joined(separator: ","), "--web", "127.0.0.2:0",
             "--backend", "virtual", "--input", "room-mic.wav", "--output", "out.wav", "--stems", "stems", "--latency-ms", "0",
             "--difficulty", "hard", "--score-file", "scores.json", "--no-screen",
+            // The pages start one after the other (the second up to two seconds after the first on a loaded
+            // machine), so the offset the test sets for the second can place its audio a second earlier than its
+            // stamps — a test's artefact, not a phone's path — which the room's buffer must hold.
+            "--phone-delay", "1.5",
         ]
         let process = try await runTool(
             StageTests.python,
@@ -151,7 +155,7 @@ import TestSupport
         print("phone faults: the page was told: \(run.results["floodError"] ?? "-"); then \(run.results["garbageError"] ?? "-")")
         #expect(run.results["garbageAt"] != nil, "the page was back and singing after the flood")
         #expect((run.results["floodError"] as? String ?? "").contains("faster than real time"), "\(run.results["floodError"] ?? "-")")
-        #expect(run.results["garbageError"] != nil, "dropped after the garbage")
+        #expect((run.results["garbageError"] as? String ?? "").contains("three messages that are not a phone's audio"), "\(run.results["garbageError"] ?? "-")")
         #expect(closes.filter { $0["code"] as? Int != 1000 }.count >= 2, "dropped after the flood and after the garbage: \(closes)")
         // The cut page: reconnected, singing at the end.
         let cut = run.pages[0]
@@ -169,7 +173,9 @@ import TestSupport
         }
         let cutAt = run.results["cutAt"] as? Double ?? -1
         print("phone faults: cut at \(cutAt) s of the take; the stem silent from \(Double(best.start) / 48_000) s for \(Double(best.length) / 48_000) s")
-        #expect(best.length >= 96_000 - 4_800 && abs(Double(best.start) / 48_000 - cutAt) < 1, "silent \(best) after a cut at \(cutAt) s")
+        // Where the cut falls in the take is known only to the stage's ticks, read by the test every 0.2 s.
+        let silentFrom = Double(best.start) / 48_000
+        #expect(best.length >= 96_000 - 4_800 && silentFrom > cutAt - 0.5 && silentFrom < cutAt + 2.5, "silent \(best) after a cut at \(cutAt) s")
         // After it, placed as before.
         let gap = best.start..<(best.start + best.length)
         let (lags, _) = PhoneMicTests.windows(stem: dry, singer: singer) { start in start + 4_800 + 960 > gap.lowerBound && start - 960 < gap.upperBound }

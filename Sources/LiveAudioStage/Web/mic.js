@@ -75,6 +75,14 @@ export class Mic {
   }
 
   // The socket (re)opened: a phone that was singing takes its voice again, its audio a new run.
+  // The room closed the connection for what this phone sent (1008): it is not sung with again until tapped, so a
+  // page that sends what the room refuses does not do it again with every reconnect.
+  onPolicyClose(reason) {
+    if (this.state.mode === "off") return;
+    this.state.error = `the room stopped this phone: ${reason || "what it sent was refused"}`;
+    this.teardown();
+  }
+
   onOpen() {
     if (this.state.mode === "off") return;
     this.first = true;

@@ -61,6 +61,7 @@ function connect() {
   };
   socket.onclose = (event) => {
     phone.connected = false;
+    if (event.code === 1008) mic.onPolicyClose(event.reason);
     if (event.code === 1000 && event.reason === "the session has ended") {
       $("connection").textContent = "the evening has ended";
       return;

@@ -53,6 +53,7 @@ function connect() {
   socket.onclose = (event) => {
     stage.connected = false;
     stage.closes.push({ code: event.code, reason: event.reason });
+    if (event.code === 1008) mic.onPolicyClose(event.reason);
     if (event.code === 1000 && event.reason === "the session has ended") {
       stage.ended = true;
       $("connection").textContent = "the session has ended";
