@@ -18,7 +18,7 @@ REALTIME='\.(TerminalDisplayTests|KaraokeNormalizeTests|VoiceProcessingRealTimeT
 ALONE='\.(KaraokeSessionTests|KaraokeRoomTests|StageTests)/'
 # The evening from phones (three headless Chromiums beside the room) and a phone singing into the room (one Chromium
 # whose fake microphone is a generated singer): after phase 3, beside each other.
-EVENING='\.(EveningStageTests|PhoneMicTests|PhoneFaultTests|PhoneDriftTests)/'
+EVENING='\.(EveningStageTests|PhoneMicTests|PhoneFaultTests)/'
 mkdir -p .build
 status=0
 # Each phase's banner says how long the tests have run so far (the build before them not counted): where the minutes go.

@@ -39,7 +39,8 @@ public struct ClockFit: Sendable {
     public let minimumSpanForRate: Double
     /// The rate is kept within 1 ± this (a clock off by more is a broken reading, not drift).
     public let maximumDrift: Double
-    /// How far from 1 the rate is expected to be (a standard deviation): the prior the fitted slope is drawn toward.
+    /// How far from 1 the rate is expected to be (a standard deviation): the prior the fitted slope is drawn toward
+    /// (`.infinity`: none). It weighs against the readings' errors, so they must be bounds in `y`'s unit.
     public let expectedDrift: Double
 
     /// The best reading of each span, oldest first.
@@ -52,7 +53,7 @@ public struct ClockFit: Sendable {
 
     /// A fit of `bucketSpan` spans (e.g. 5 s of a phone's clock in microseconds: 5_000_000), keeping `bucketCount`.
     /// `expectedDrift` (default 200 ppm, what a phone's crystal is off by at worst) is the spread of the prior on the
-    /// drift.
+    /// drift; `.infinity` fits the plain line (for readings whose errors only rank them, not bound them).
     public init(
         bucketSpan: Double, bucketCount: Int = 120, minimumSpanForRate: Double? = nil, maximumDrift: Double = 0.001,
         expectedDrift: Double = 200e-6
@@ -115,8 +116,8 @@ public struct ClockFit: Sendable {
             }
             // The slope that minimises the weighted squares plus (slope − 1)² / expectedDrift²: the readings' slope
             // where they say much (sxx large against the prior's weight), 1 where they say little.
-            let prior = 1 / (expectedDrift * expectedDrift)
-            rate = min(max((sxy + prior) / (sxx + prior), 1 - maximumDrift), 1 + maximumDrift)
+            let prior = expectedDrift.isFinite ? 1 / (expectedDrift * expectedDrift) : 0
+            rate = sxx + prior > 0 ? min(max((sxy + prior) / (sxx + prior), 1 - maximumDrift), 1 + maximumDrift) : 1
             // Through the mean of the kept readings: every reading counts for the offset, not only the newest.
             origin = mx
             offset = my

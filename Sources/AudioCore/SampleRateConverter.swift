@@ -21,9 +21,9 @@ import CSoxr
 ///
 /// Thread safety: one thread at a time; create, reset and deinit on a control thread. `process`, `flush` and
 /// `setRatio` never lock. libsoxr grows its buffers (realloc) when a call needs more than they hold, and ``reset()``
-/// frees them: a real-time caller calls `process` with the same sizes every time (as `ConverterUnit`
-/// and the device bridges do), so that they reach their sizes within the first few hundred calls after a reset and
-/// never grow after; with sizes that vary from call to call they can reach a new high at any time.
+/// frees them: a real-time caller calls `process` with the same sizes every time (as `ConverterUnit` does), so that
+/// they reach their sizes within the first few hundred calls after a reset and never grow after; with sizes that
+/// vary from call to call they can reach a new high at any time.
 public final class SampleRateConverter: @unchecked Sendable {
     // Unchecked Sendable: soxr handle and channel tables: one thread at a time (the render or device thread); made and reset while stopped
     /// libsoxr's five standard qualities (those of SoX's `rate` effect).

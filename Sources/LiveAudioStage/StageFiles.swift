@@ -1024,7 +1024,6 @@ export class Mic {
     if (socket && socket.readyState === WebSocket.OPEN) socket.send(JSON.stringify(message));
   }
 
-  // The socket (re)opened: a phone that was singing takes its voice again, its audio a new run.
   // The room closed the connection for what this phone sent (1008): it is not sung with again until tapped, so a
   // page that sends what the room refuses does not do it again with every reconnect.
   onPolicyClose(reason) {
@@ -1033,6 +1032,7 @@ export class Mic {
     this.teardown();
   }
 
+  // The socket (re)opened: a phone that was singing takes its voice again, its audio a new run.
   onOpen() {
     if (this.state.mode === "off") return;
     this.first = true;

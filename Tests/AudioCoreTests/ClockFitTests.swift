@@ -119,4 +119,19 @@ import Testing
         #expect(worstDrift < 150, "the drift the fit found: up to \(worstDrift) ppm")
         #expect(worst < 5_000, "the phone's time placed up to \(worst) µs off")
     }
+
+    /// With no prior (`expectedDrift: .infinity`) the line is the readings' own, whatever their errors' scale: a
+    /// device's clock 50 ppm slow against the host's, read once a cycle with errors that only rank the readings (how
+    /// late a cycle was, plus 10¹² µs), is followed to the ppm — a prior would weigh against such errors as bounds
+    /// and hold the rate at 1.
+    @Test func withoutAPriorErrorsOnlyRank() {
+        var fit = ClockFit(bucketSpan: 2_000_000, bucketCount: 150, expectedDrift: .infinity)
+        var rng = SplitMix64(seed: 5)
+        for cycle in 0..<6_000 {
+            let host = Double(cycle) * 10_000
+            let late = Double.random(in: 0...500, using: &rng)
+            fit.add(ClockFit.Reading(x: host + late, y: host * (1 - 50e-6), error: late + 1e12))
+        }
+        #expect(abs(fit.driftPPM + 50) < 1, "\(fit.driftPPM) ppm")
+    }
 }

@@ -143,18 +143,31 @@ import TestSupport
     /// at once and, tapped to sing again, sends three messages of garbage: the flooding page is dropped each time (its
     /// connection closed by the room, the page told why); the cut page reconnects by itself, and its voice is silence from the cut to
     /// its return and placed as before after it, its stem as long as the take's; its score is `liveaudio score` of
-    /// its file with that silence (within 2 %); the room kept time throughout (no xrun, no dropped frame).
+    /// its file with that silence (within 2 %); the room kept time throughout (no xrun, no dropped frame). A third
+    /// page, whose browser denies it the microphone, says so when tapped.
     @Test func aCutLinkAndAFloodingPage() async throws {
-        let run = try await Self.run(parts: [1, 0], options: ["--cut-at", "4", "--cut-for", "2", "--abuse", "1", "--abuse-at", "1.5"])
+        // 32 notes (16 s of singing): the cut 4 s in, a good 8 s after the page's return.
+        var text = "#TITLE:Phone cut\n#ARTIST:Tests\n#MP3:song.wav\n#BPM:240\n#GAP:500\n"
+        for n in 0..<32 { text += ": \(n * 8) 6 \([0, 2, 4, 5, 7, 5, 4, 2][n % 8]) la\n" }
+        text += "E\n"
+        let run = try await Self.run(
+            parts: [1, 0], options: ["--cut-at", "4", "--cut-for", "2", "--abuse", "1", "--abuse-at", "1.5", "--denied"], chart: text,
+            songSeconds: 18)
         defer { run.dir.remove() }
         try Self.checkRan(run)
+        // A third page, whose browser will not give it the microphone, says so on the page.
+        let denied = run.results["deniedShown"] as? String ?? ""
+        print("phone faults: a page without a microphone shows: \(denied)")
+        #expect(denied.contains("no microphone: the browser was not allowed to use it"), "\(run.results["deniedError"] ?? "-")")
         // The abusive page: closed by the room after the flood and after the garbage.
         let abusive = run.pages[1]
         let closes = abusive["closes"] as? [[String: Any]] ?? []
         print("phone faults: the flooding page's connection closed \(closes.count) times: \(closes); flood at \(run.results["floodAt"] ?? "-"), garbage at \(run.results["garbageAt"] ?? "-")")
         print("phone faults: the page was told: \(run.results["floodError"] ?? "-"); then \(run.results["garbageError"] ?? "-")")
         #expect(run.results["garbageAt"] != nil, "the page was back and singing after the flood")
-        #expect((run.results["floodError"] as? String ?? "").contains("faster than real time"), "\(run.results["floodError"] ?? "-")")
+        // Caught by the decoder's clock (audio faster than real time) or by its queue (a second of packets waiting),
+        // whichever comes first.
+        #expect((run.results["floodError"] as? String ?? "").contains("faster than"), "\(run.results["floodError"] ?? "-")")
         #expect((run.results["garbageError"] as? String ?? "").contains("three messages that are not a phone's audio"), "\(run.results["garbageError"] ?? "-")")
         #expect(closes.filter { $0["code"] as? Int != 1000 }.count >= 2, "dropped after the flood and after the garbage: \(closes)")
         // The cut page: reconnected, singing at the end.
@@ -175,12 +188,14 @@ import TestSupport
         print("phone faults: cut at \(cutAt) s of the take; the stem silent from \(Double(best.start) / 48_000) s for \(Double(best.length) / 48_000) s")
         // Where the cut falls in the take is known only to the stage's ticks, read by the test every 0.2 s.
         let silentFrom = Double(best.start) / 48_000
-        #expect(best.length >= 96_000 - 4_800 && silentFrom > cutAt - 0.5 && silentFrom < cutAt + 2.5, "silent \(best) after a cut at \(cutAt) s")
+        // Silent for the cut and the page's way back (its reconnect waits 0.5 … 1 s more), not for ever.
+        #expect(best.length >= 96_000 - 4_800 && best.length <= 5 * 48_000, "silent for \(Double(best.length) / 48_000) s")
+        #expect(silentFrom > cutAt - 0.5 && silentFrom < cutAt + 2.5, "silent from \(silentFrom) s after a cut at \(cutAt) s")
         // After it, placed as before.
         let gap = best.start..<(best.start + best.length)
-        let (lags, _) = PhoneMicTests.windows(stem: dry, singer: singer) { start in start + 4_800 + 960 > gap.lowerBound && start - 960 < gap.upperBound }
-        let after = lags.count
-        #expect(after >= 12 && lags.allSatisfy { abs($0) <= 480 }, "placed \(lags.map { Double($0) / 48 }) ms from where its timestamps say")
+        let (lags, _) = PhoneMicTests.windows(stem: dry, singer: singer) { start in start - 960 < gap.upperBound }
+        print("phone faults: \(lags.count) windows after the return, lags \(lags.min() ?? 0) … \(lags.max() ?? 0) frames")
+        #expect(lags.count >= 20 && lags.allSatisfy { abs($0) <= 480 }, "placed \(lags.map { Double($0) / 48 }) ms from where its timestamps say")
         // Scored as the file with that silence.
         var silenced = singer
         for i in gap where i < silenced.count { silenced[i] = 0 }
@@ -190,14 +205,12 @@ import TestSupport
         print("phone faults: the cut page scored \(live) live; its file with the gap \(offline), without \(whole)")
         #expect(live < whole && abs(Double(offline - live)) <= 0.02 * Double(max(offline, 1)), "live \(live), offline with the gap \(offline)")
     }
-}
 
-/// A phone whose clock runs fast: the page's clock (performance.now, and the times its audio context pairs with it)
-/// made to run `PHONE_DRIFT_PPM` (default 800) ppm fast over a take of `PHONE_DRIFT_SECONDS` (default 75): 60 ms of
-/// drift, what 200 ppm gives over five minutes (`make bench` runs that: 200 ppm for 300 s). The room follows it: every
-/// window of the dry stem placed within ±10 ms of where the timestamps say, first minute and last alike, and the
-/// drift it reports within a quarter of the truth.
-@Suite struct PhoneDriftTests {
+    /// A phone whose clock runs fast: the page's clock (performance.now, and the times its audio context pairs with
+    /// it) made to run `PHONE_DRIFT_PPM` (default 800) ppm fast over a take of `PHONE_DRIFT_SECONDS` (default 75): 60 ms
+    /// of drift, what 200 ppm gives over five minutes (`make bench` runs that: 200 ppm for 300 s). The room follows it:
+    /// every second of the dry stem (a 100 ms window) placed within ±10 ms of where the timestamps say, first minute
+    /// and last alike, and the drift it reports within a quarter of the truth.
     @Test func aFastPhoneClockIsFollowed() async throws {
         let environment = ProcessInfo.processInfo.environment
         let ppm = Double(environment["PHONE_DRIFT_PPM"] ?? "") ?? 800
@@ -205,20 +218,20 @@ import TestSupport
         var text = "#TITLE:Phone drift\n#ARTIST:Tests\n#MP3:song.wav\n#BPM:240\n#GAP:500\n"
         for n in 0..<Int(seconds * 2 - 2) { text += ": \(n * 8) 6 \([0, 2, 4, 5, 7, 5, 4, 2][n % 8]) la\n" }
         text += "E\n"
-        let run = try await PhoneFaultTests.run(
+        let run = try await Self.run(
             parts: [1], options: ["--clock-ppm", String(ppm)], chart: text, songSeconds: seconds + 2)
         defer { run.dir.remove() }
-        try PhoneFaultTests.checkRan(run)
+        try Self.checkRan(run)
         let status = (run.pages.first?["mic"] as? [String: Any])?["status"] as? [String: Any] ?? [:]
         print("phone drift (\(ppm) ppm fast, \(seconds) s): \(status)")
         #expect((status["late"] as? Int) == 0 && (status["holes"] as? Int) == 0, "\(status)")
         let drift = status["clockDriftPPM"] as? Double ?? .nan
         #expect(abs(drift - ppm) <= 0.25 * ppm, "the room says the phone's clock drifts \(drift) ppm; it runs \(ppm) ppm fast")
         let stem = try FFmpeg.decode(run.dir.file("stems/02/voice-2-dry.wav"), channels: 1)[0]
-        let (lags, correlations) = PhoneMicTests.windows(stem: stem, singer: run.singers[0])
+        let (lags, correlations) = PhoneMicTests.windows(stem: stem, singer: run.singers[0], every: 48_000)
         let third = lags.count / 3
         print("phone drift: \(lags.count) windows; lags in the first third \(lags.prefix(third).min() ?? 0) … \(lags.prefix(third).max() ?? 0), in the last \(lags.suffix(third).min() ?? 0) … \(lags.suffix(third).max() ?? 0) frames")
-        #expect(Double(lags.count) >= seconds * 2, "\(lags.count) windows of singing")
+        #expect(Double(lags.count) >= seconds * 0.8, "\(lags.count) windows of singing")
         #expect(lags.allSatisfy { abs($0) <= 480 }, "placed \(lags.map { Double($0) / 48 }) ms from where its timestamps say")
         #expect(correlations.sorted()[correlations.count / 2] >= 0.95, "\(correlations)")
     }

@@ -102,13 +102,15 @@ import TestSupport
         }
     }
 
-    /// Each 100 ms of singing (every 250 ms from the singer's first half second, where the singer is not silent) of
-    /// `singer` found in `stem` at its best lag within ±20 ms: the lags (where it lies against where the timestamps
-    /// put it) and how well it matches there. `skip` leaves out windows (a gap the test made).
-    static func windows(stem: [Float], singer: [Float], skip: (Int) -> Bool = { _ in false }) -> (lags: [Int], correlations: [Double]) {
+    /// Each 100 ms of singing (every 250 ms, or `every` frames, from the singer's first half second, where the singer
+    /// is not silent) of `singer` found in `stem` at its best lag within ±20 ms: the lags (where it lies against
+    /// where the timestamps put it) and how well it matches there. `skip` leaves out windows (a gap the test made).
+    static func windows(
+        stem: [Float], singer: [Float], every: Int = 12_000, skip: (Int) -> Bool = { _ in false }
+    ) -> (lags: [Int], correlations: [Double]) {
         let span = 960, length = 4_800
         var lags: [Int] = [], correlations: [Double] = []
-        for start in stride(from: 24_000, to: min(singer.count, stem.count) - length - span, by: 12_000) where !skip(start) {
+        for start in stride(from: 24_000, to: min(singer.count, stem.count) - length - span, by: every) where !skip(start) {
             let probe = Array(singer[start..<(start + length)])
             guard probe.reduce(0, { $0 + $1 * $1 }) / Float(length) > 1e-4 else { continue }
             var best = (lag: 0, correlation: -1.0)

@@ -16,8 +16,9 @@ import Synchronization
 ///   adds when its input is live.
 ///
 /// Thread safety: as every unit; render never locks. It allocates only within its first few hundred calls to libsoxr
-/// after the unit is prepared or reset, while libsoxr's buffers grow to the sizes the unit's fixed calls need (a
-/// handful of reallocations, none later; see `ConverterKernel`): a graph's first seconds, never mid-run.
+/// after the unit is prepared or reset (a graph's reset too: libsoxr's reset frees its buffers), while they grow to
+/// the sizes the unit's fixed calls need — a handful of reallocations in the seconds after, none later (see
+/// `ConverterKernel`).
 public final class ConverterUnit: RenderUnit {
     public let core: UnitCore
     /// The libsoxr quality the rate conversion runs at (`.high` by default); unused when the rates are equal.
@@ -183,7 +184,7 @@ private struct ConverterKernel {
             return
         }
         var produced = 0
-        var calls = 0
+        var calls = 0, idle = 0
         while produced < frames {
             if convertedStart == convertedEnd {
                 if stagedStart == stagedEnd {
@@ -197,9 +198,11 @@ private struct ConverterKernel {
                 stagedStart += r.consumed
                 convertedStart = 0
                 convertedEnd = r.produced
+                // libsoxr always takes or gives something; a bound all the same, so a render can never spin: calls
+                // that do neither, and in all a few times the calls the cycle's input needs.
                 calls += 1
-                // libsoxr always takes or gives something; a bound all the same, so a render can never spin.
-                if calls > 4096 {
+                idle = r.consumed == 0 && r.produced == 0 ? idle + 1 : 0
+                if idle > 16 || calls > 64 + 4 * (Int(Double(frames) * ratio) / chunk + 1) {
                     output.slice(from: produced, frames: frames - produced).clear()
                     return
                 }

@@ -107,6 +107,10 @@ public final class KaraokeTake: Sendable {
         /// How late each signal is (the room's, when the take was attached).
         var alignment = Alignment()
         var endSeen: Int64?
+        /// The take's end on the accompaniment's timeline, and when the latest stem has reached it (fixed at the first
+        /// look after the song's end).
+        var endAt: Int64?
+        var completeAt: Int64?
         /// The first file frame of the region playing (the pause does not go back before it).
         var songRegionStart: Int64 = 0
         /// The region playing: the take's, or the last ``KaraokeTake/playSong(_:)`` asked for.
@@ -330,8 +334,10 @@ public final class KaraokeTake: Sendable {
     /// Frames the stems' writers fell too far behind for, so far.
     public var droppedFrames: Int64 { recorders.reduce(0) { $0 + $1.unit.droppedFrames } }
 
-    /// True once the song has played to its end and what follows it has passed: the song's look-ahead and the
-    /// time-pitch's, the round trip the recordings are shifted by, the voice chain's tail time, and 0.1 s. Poll it.
+    /// True once the song has played to its end and what follows it has passed — the song's look-ahead and the
+    /// time-pitch's, the voice chain's tail time, and 0.1 s — on every stem's timeline: each stem (and a phone voice's
+    /// score) is late by its signal's shift, the round trip and more (a phone's `--phone-delay` more than a wired
+    /// voice's), and stops where the take's end falls on it, so every stem is as long as the take. Poll it.
     public var songHasEnded: Bool {
         guard player.hasFinished else { return false }
         let now = room.timeline.sampleTime
@@ -339,20 +345,20 @@ public final class KaraokeTake: Sendable {
         // an echo that never dies away (feedback 100 %) is cut after the longest reverb decay there is.
         let chainTail = min(room.graph.tailTime(of: room.wetVoice), Double(ReverbUnit.decayTimeAt0HzSpec.range.upperBound))
         let tail = Int64((song.lookAhead + (timePitch?.latency ?? 0) + chainTail + 0.1) * sampleRate)
-        let shift = Int64(room.chainLatencyFrames)
-        let (end, seenNow, alignment) = state.withLock { s -> (Int64?, Bool, Alignment) in
-            guard s.scheduled else { return (nil, false, s.alignment) }
-            let first = s.endSeen == nil
-            if first { s.endSeen = now }
-            return (s.endSeen! + tail + Int64(s.roundTrip) + shift, first, s.alignment)
-        }
-        guard let end else { return false }
-        // The take ends at `end` on the accompaniment's timeline; each stem where that falls on its own (a phone's
-        // `--phone-delay` later than a wired voice's): every stem as long as the take, the last of each in it.
-        if seenNow { for r in recorders { r.unit.stopRecording(atSampleTime: end + alignment.shift(r.signal)) } }
-        // The latest of them, and the phones' voices for their scores.
         let signals = recorders.map(\.signal) + (room.voices.phones.isEmpty ? [] : [Alignment.Signal.phoneDry])
-        return now >= end + (signals.map { alignment.shift($0) }.max() ?? 0)
+        return state.withLock { s -> Bool in
+            guard s.scheduled else { return false }
+            if s.endAt == nil {
+                // The first look after the song's end fixes the take's end (on the accompaniment's timeline) and
+                // where each stem stops, once.
+                let end = now + tail
+                s.endSeen = now
+                s.endAt = end
+                s.completeAt = end + (signals.map { s.alignment.shift($0) }.max() ?? 0)
+                for r in recorders { r.unit.stopRecording(atSampleTime: end + s.alignment.shift(r.signal)) }
+            }
+            return now >= s.completeAt!
+        }
     }
 
     /// The song's loudness from the cache, or measured on a thread of its own; the gain for the target, stopped at

@@ -275,7 +275,10 @@ final class PhoneVoiceHost: Sendable {
     let timeline: TimelineTap
     let chirps: SignalInjector
     let signal: [Float]
-    private let fit = Mutex<(fit: ClockFit, last: Int64)>((ClockFit(bucketSpan: 2_000_000, bucketCount: 150), .min))
+    /// The readings' errors only rank them (the least late cycle is the best): no prior on the drift, which would
+    /// weigh against them as if they were bounds.
+    private let fit = Mutex<(fit: ClockFit, last: Int64)>(
+        (ClockFit(bucketSpan: 2_000_000, bucketCount: 150, expectedDrift: .infinity), .min))
     private let roundTrip = Atomic<Int>(0)
     private let started = Atomic<Bool>(false)
     /// The chirps' pending playback (its start), shared by the voices that calibrate before it begins.

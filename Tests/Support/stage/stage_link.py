@@ -59,10 +59,15 @@ class Link:
             if method != "CONNECT":
                 raise ValueError(method)
             up_reader, up_writer = await asyncio.open_connection(host.strip("[]"), int(port))
-            writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
-            await writer.drain()
         except (OSError, ValueError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
             writer.transport.abort()
+            return
+        try:
+            writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
+            await writer.drain()
+        except OSError:
+            writer.transport.abort()
+            up_writer.transport.abort()
             return
         self.connections += 1
         self.writers.update([writer, up_writer])
@@ -124,6 +129,8 @@ class Link:
             self.server.close()
             for w in list(self.writers):
                 w.transport.abort()
-            self.loop.stop()
+            for task in asyncio.all_tasks(self.loop):
+                task.cancel()
+            self.loop.call_later(0.1, self.loop.stop)
         self.loop.call_soon_threadsafe(go)
         self.thread.join(5)

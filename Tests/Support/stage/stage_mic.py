@@ -19,7 +19,8 @@ set is small (a phone's offset is at most ±2 s); the singers must come after th
 Faults, on the first page unless said: --lossy DELAY,JITTER,LOSS puts it behind a bad link (stage_link.py: each read
 DELAY ± JITTER ms late, a share LOSS held a retransmission timeout more); --cut-at S cuts its link for --cut-for
 seconds (default 2) when the second song has played S seconds; --clock-ppm P makes its clock run P ppm fast
-(performance.now and the times the audio context pairs with it); --abuse I has page I, once singing and placed, send
+(performance.now and the times the audio context pairs with it); --denied opens one more page, in a browser that
+denies it the microphone, taps it, and keeps what it says; --abuse I has page I, once singing and placed, send
 300 packets of PCM at once (6 s of audio, faster than real time) when the second song has played --abuse-at seconds,
 and — dropped, told why, and tapped to sing again — three messages of random bytes once it sings again.
 
@@ -103,6 +104,7 @@ def main():
     ap.add_argument("--abuse", type=int)
     ap.add_argument("--abuse-at", type=float)
     ap.add_argument("--clock-ppm", type=float, help="the first page's clock runs this many ppm fast")
+    ap.add_argument("--denied", action="store_true", help="one more page, whose browser denies it the microphone")
     ap.add_argument("command", nargs=argparse.REMAINDER)
     args = ap.parse_args()
     r = {"errors": [], "pages": []}
@@ -128,6 +130,18 @@ def main():
         for d in drivers:
             wait("a page's hello", lambda: d.execute_script("return window.stage && window.stage.hello && window.stage.hello.phones"))
         r["secure"] = all(d.execute_script("return window.isSecureContext") for d in drivers)
+        if args.denied:
+            # A page the browser will not give the microphone: what it says when tapped.
+            d = chromium(["--ignore-certificate-errors", "--use-fake-device-for-media-stream", "--deny-permission-prompts"])
+            drivers.append(d)
+            d.get(url)
+            wait("the denied page's hello", lambda: d.execute_script("return window.stage && window.stage.hello && window.stage.hello.phones"))
+            d.find_element(By.ID, "mic-start").click()
+            m = wait("the denied page to say why", lambda: (lambda x: x if x and x.get("error") else None)(mic(d)), timeout=20)
+            r["deniedError"] = m["error"]
+            r["deniedShown"] = d.find_element(By.ID, "mic-state").text
+            d.quit()
+            drivers.pop()
         first = drivers[0]
         wait("the room's time to open the microphones at", lambda: first.execute_script(
             "const t = window.stage.tick; return t && t.position >= arguments[0];", args.click_at), timeout=60)
