@@ -111,16 +111,20 @@ struct StageTests {
             return (w, p)
         }
         #expect(clock.count > 100)
-        func wall(atPosition p: Double) -> Double? {
-            // The tick nearest that position, extrapolated (the song plays at tempo 1).
-            guard let nearest = clock.min(by: { abs($0.position - p) < abs($1.position - p) }), abs(nearest.position - p) < 0.5 else { return nil }
+        func wall(atPosition p: Double, near at: Double) -> Double? {
+            // A tick within half a second of that position, extrapolated (the song plays at tempo 1); of those, the
+            // one nearest the change in time: the seek goes a second back and the pause holds the position, so a
+            // position can be played twice, and the change belongs to the pass it was seen in.
+            let close = clock.filter { abs($0.position - p) < 0.5 }
+            guard let nearest = close.min(by: { abs($0.wall + (p - $0.position) * 1000 - at) < abs($1.wall + (p - $1.position) * 1000 - at) })
+            else { return nil }
             return nearest.wall + (p - nearest.position) * 1000
         }
         var delays: [Double] = []
         for change in r["lineChangesB"] as? [[String: Any]] ?? [] {
             guard let text = change["text"] as? String, let at = change["wallMs"] as? Double,
                 let k = lines.firstIndex(where: { $0.text == text.trimmingCharacters(in: .whitespaces) }), k > 0,
-                let expected = wall(atPosition: lines[k - 1].end)
+                let expected = wall(atPosition: lines[k - 1].end, near: at)
             else { continue }
             delays.append(at - expected)
         }
