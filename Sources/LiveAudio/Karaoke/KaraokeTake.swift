@@ -345,7 +345,8 @@ public final class KaraokeTake: Sendable {
         // an echo that never dies away (feedback 100 %) is cut after the longest reverb decay there is.
         let chainTail = min(room.graph.tailTime(of: room.wetVoice), Double(ReverbUnit.decayTimeAt0HzSpec.range.upperBound))
         let tail = Int64((song.lookAhead + (timePitch?.latency ?? 0) + chainTail + 0.1) * sampleRate)
-        let signals = recorders.map(\.signal) + (room.voices.phones.isEmpty ? [] : [Alignment.Signal.phoneDry])
+        // The stems', and the voices' the scores follow (a wired voice's, the wet voice's tail, a phone's) with none.
+        let signals = recorders.map(\.signal) + [.dryVoice, .wetVoice] + (room.voices.phones.isEmpty ? [] : [Alignment.Signal.phoneDry])
         return state.withLock { s -> Bool in
             guard s.scheduled else { return false }
             if s.endAt == nil {
