@@ -191,11 +191,11 @@ import TestSupport
         // Silent for the cut and the page's way back (its reconnect waits 0.5 … 1 s more), not for ever.
         #expect(best.length >= 96_000 - 4_800 && best.length <= 5 * 48_000, "silent for \(Double(best.length) / 48_000) s")
         #expect(silentFrom > cutAt - 0.5 && silentFrom < cutAt + 2.5, "silent from \(silentFrom) s after a cut at \(cutAt) s")
-        // After it, placed as before.
+        // After it, placed as before: from a second after its return (the room reads its clock anew from there).
         let gap = best.start..<(best.start + best.length)
-        let (lags, _) = PhoneMicTests.windows(stem: dry, singer: singer) { start in start - 960 < gap.upperBound }
+        let (lags, _) = PhoneMicTests.windows(stem: dry, singer: singer) { start in start - 960 < gap.upperBound + 48_000 }
         print("phone faults: \(lags.count) windows after the return, lags \(lags.min() ?? 0) … \(lags.max() ?? 0) frames")
-        #expect(lags.count >= 20 && lags.allSatisfy { abs($0) <= 480 }, "placed \(lags.map { Double($0) / 48 }) ms from where its timestamps say")
+        #expect(lags.count >= 16 && lags.allSatisfy { abs($0) <= 480 }, "placed \(lags.map { Double($0) / 48 }) ms from where its timestamps say")
         // Scored as the file with that silence.
         var silenced = singer
         for i in gap where i < silenced.count { silenced[i] = 0 }
