@@ -42,7 +42,7 @@ public final class KaraokeRoomPresenter: StagePresenter {
         let s = shown.withLock { $0 }
         return KaraokeStagePresenter.hello(
             canControl: canControl, title: s.title, artist: s.artist, keyAdjustable: s.take?.timePitch != nil,
-            chart: s.take?.configuration.chart, part: s.take?.parts.first ?? s.take?.configuration.part ?? 1)
+            chart: s.take?.configuration.chart, part: s.take?.parts.first ?? s.take?.configuration.part ?? 1, parts: s.take?.parts ?? [])
     }
 
     public func tick(_ snapshot: KaraokeSnapshot, wallMilliseconds: Double) -> String {
@@ -56,7 +56,7 @@ public final class KaraokeRoomPresenter: StagePresenter {
         o.add("number", s.number)
         KaraokeStagePresenter.song(
             &o, title: s.title, artist: s.artist, keyAdjustable: s.take?.timePitch != nil, chart: s.take?.configuration.chart,
-            part: s.take?.parts.first ?? s.take?.configuration.part ?? 1)
+            part: s.take?.parts.first ?? s.take?.configuration.part ?? 1, parts: s.take?.parts ?? [])
         // Seconds until the take starts on the room's timeline (0 once it plays): the page's countdown.
         let waiting = s.take?.secondsUntilStart ?? 0
         o.add("startsIn", waiting.rounded(.up))

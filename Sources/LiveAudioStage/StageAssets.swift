@@ -27,11 +27,12 @@ public struct StageAssets: Sendable {
         "/phone.js": File(bytes: Array(StageFiles.phoneJS.utf8), contentType: "text/javascript; charset=utf-8"),
         "/mic.js": File(bytes: Array(StageFiles.micJS.utf8), contentType: "text/javascript; charset=utf-8"),
         "/mic-worklet.js": File(bytes: Array(StageFiles.micWorkletJS.utf8), contentType: "text/javascript; charset=utf-8"),
+        "/lane.js": File(bytes: Array(StageFiles.laneJS.utf8), contentType: "text/javascript; charset=utf-8"),
     ])
 
     /// The folder the files come from, and the name each has there.
     public static let sources: [(path: String, name: String)] = [
         ("/", "index.html"), ("/stage.js", "stage.js"), ("/stage.css", "stage.css"), ("/join", "join.html"), ("/phone.js", "phone.js"),
-        ("/mic.js", "mic.js"), ("/mic-worklet.js", "mic-worklet.js"),
+        ("/mic.js", "mic.js"), ("/mic-worklet.js", "mic-worklet.js"), ("/lane.js", "lane.js"),
     ]
 }

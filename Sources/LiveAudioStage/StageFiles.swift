@@ -47,6 +47,7 @@ enum StageFiles {
       <button type="button" id="mic-calibrate" class="small" disabled>calibrate again</button></p>
     <p><meter id="mic-level" min="0" max="1" value="0" aria-label="The microphone's level"></meter>
       <span id="mic-state" role="status" aria-live="polite"></span></p>
+    <canvas id="mic-lane" width="640" height="160" hidden role="img" aria-label="Your part's notes of the line being sung as bars, and your pitch as the room hears it drawn over them"></canvas>
     <p class="small"><label><input type="checkbox" id="mic-echo"> echo cancellation</label>
       <label><input type="checkbox" id="mic-noise"> noise suppression</label>
       <label><input type="checkbox" id="mic-gain"> gain control</label></p>
@@ -115,6 +116,7 @@ enum StageFiles {
 "use strict";
 
 import { Mic } from "/mic.js";
+import { emptyLane, laneFor, addPitch, drawLane } from "/lane.js";
 
 const $ = (id) => document.getElementById(id);
 const token = new URLSearchParams(location.search).get("token");
@@ -122,7 +124,7 @@ const token = new URLSearchParams(location.search).get("token");
 // What the page knows, also for tests and for anyone curious in the console.
 const stage = {
   connected: false, hello: null, song: null, tick: null, status: null, lyrics: null, score: null, queue: null, join: null, scores: null,
-  ticks: 0, connects: 0, closes: [], ended: false, lineChanges: [], lane: { line: -1, notes: [], points: [] }, replies: [],
+  ticks: 0, connects: 0, closes: [], ended: false, lineChanges: [], lane: emptyLane(), replies: [],
   socket: null,
 };
 window.stage = stage;
@@ -131,7 +133,7 @@ let socket = null;
 let backoff = 500;
 let nextId = 1;
 // Singing with this page's microphone, when the room takes phones (the stage's page on a phone).
-const mic = new Mic(() => socket, { start: "mic-start", calibrate: "mic-calibrate", state: "mic-state", level: "mic-level",
+const mic = new Mic(() => socket, { start: "mic-start", calibrate: "mic-calibrate", state: "mic-state", level: "mic-level", lane: "mic-lane",
                                     echoCancellation: "mic-echo", noiseSuppression: "mic-noise", autoGainControl: "mic-gain" });
 
 function connect() {
@@ -313,7 +315,7 @@ function onSong(m) {
     // Another take: what the page showed of the last one goes.
     stage.lyrics = null;
     stage.score = null;
-    stage.lane = { line: -1, notes: [], points: [] };
+    stage.lane = emptyLane();
     $("line").textContent = "";
     $("next").textContent = "";
   }
@@ -370,14 +372,15 @@ function onTick(m) {
   }
   if (stage.hello && stage.hello.kind === "karaoke") {
     showLine(m.position);
+    const singing = followLane();
     if (m.pitch && m.pitch.voiced && m.pitch.midi !== null) {
       $("pitch").textContent = `${m.pitch.frequency.toFixed(1)} Hz`;
-      addPitch(m.position, m.pitch.time, m.pitch.midi);
+      if (singing) addPitch(stage.lane, m.pitch.time, m.pitch.midi, stage.status && stage.status.keyCents ? stage.status.keyCents / 100 : 0);
     } else {
       $("pitch").textContent = "–";
     }
     $("target").textContent = m.target === null ? "–" : noteName(m.target);
-    drawLane(m.position);
+    drawLane($("lane"), singing ? stage.lane : emptyLane(), m.position);
   }
 }
 
@@ -477,74 +480,12 @@ function onReply(m) {
   if (!m.ok) $("control-note").textContent = m.error;
 }
 
-// The pitch lane: the line's notes as bars, a row a semitone; the voice folded by octaves into the lane.
-function laneLine(position) {
+// The pitch lane of the line being sung (lane.js): voice 1's. True when a line is being sung.
+function followLane() {
   const lines = stage.hello ? stage.hello.lines : [];
   const index = stage.lyrics ? stage.lyrics.line : null;
-  return index === null || index === undefined ? null : { index, line: lines[index] };
-}
-
-function laneRange(notes) {
-  const midis = notes.map((n) => n.midi);
-  const low = Math.min(...midis), high = Math.max(...midis);
-  return { low: low - 2, high: Math.max(high, low + 10) + 2 };
-}
-
-function fold(midi, range) {
-  const centre = (range.low + range.high) / 2;
-  while (midi - centre > 6) midi -= 12;
-  while (centre - midi > 6) midi += 12;
-  return midi;
-}
-
-// A pitch at the song's time it was sung to (the newest estimate's own time), drawn once per estimate.
-function addPitch(position, time, midi) {
-  const current = laneLine(position);
-  if (!current || !current.line) return;
-  if (stage.lane.line !== current.index) resetLane(current);
-  if (time < current.line.start || time > current.line.end || stage.lane.notes.length === 0) return;
-  const points = stage.lane.points;
-  if (points.length && points[points.length - 1].time === time) return;
-  // Less the key change: the bars are the notes as the song now plays them (a singer who follows a key change
-  // up stays on them).
-  const key = stage.status && stage.status.keyCents ? stage.status.keyCents / 100 : 0;
-  points.push({ time, midi: fold(midi - key, stage.lane.range) });
-}
-
-function resetLane(current) {
-  const notes = current.line.syllables.filter((s) => s.midi !== undefined && s.midi !== null)
-    .map((s) => ({ start: s.start, end: s.end, midi: s.midi, golden: s.kind === "golden" }));
-  stage.lane = { line: current.index, start: current.line.start, end: current.line.end, notes, points: [],
-    range: notes.length ? laneRange(notes) : { low: 48, high: 72 } };
-}
-
-function drawLane(position) {
-  const canvas = $("lane");
-  const g = canvas.getContext("2d");
-  const current = laneLine(position);
-  g.clearRect(0, 0, canvas.width, canvas.height);
-  if (!current || !current.line) return;
-  if (stage.lane.line !== current.index) resetLane(current);
-  const { start, end, notes, points, range } = stage.lane;
-  const span = Math.max(0.001, end - start);
-  const x = (t) => ((t - start) / span) * canvas.width;
-  const rows = range.high - range.low;
-  const y = (m) => canvas.height - ((m - range.low) / rows) * canvas.height;
-  const h = canvas.height / rows;
-  for (const n of notes) {
-    g.fillStyle = n.golden ? "#ffb000" : "#4da3ff";
-    g.fillRect(x(n.start), y(n.midi) - h / 2, Math.max(2, x(n.end) - x(n.start)), h * 0.8);
-  }
-  if (position >= start && position <= end) {
-    g.fillStyle = "#ffffff55";
-    g.fillRect(x(position), 0, 2, canvas.height);
-  }
-  g.fillStyle = "#ffd34d";
-  for (const p of points) {
-    g.beginPath();
-    g.arc(x(p.time), y(p.midi), 4, 0, 2 * Math.PI);
-    g.fill();
-  }
+  stage.lane = laneFor(stage.lane, lines, index);
+  return index !== null && index !== undefined && Boolean(lines[index]);
 }
 
 // The controls: a range in dB for each volume (its lowest step is "off"), a toggle button for each mute.
@@ -707,6 +648,7 @@ body.singing #join-box figcaption { display: none; }
       <button type="button" id="mic-calibrate" class="small" disabled>calibrate again</button></p>
     <p><meter id="mic-level" min="0" max="1" value="0" aria-label="The microphone's level"></meter>
       <span id="mic-state" role="status" aria-live="polite"></span></p>
+    <canvas id="mic-lane" width="640" height="160" hidden role="img" aria-label="Your part's notes of the line being sung as bars, and your pitch as the room hears it drawn over them"></canvas>
     <p class="small"><label><input type="checkbox" id="mic-echo"> echo cancellation</label>
       <label><input type="checkbox" id="mic-noise"> noise suppression</label>
       <label><input type="checkbox" id="mic-gain"> gain control</label></p>
@@ -753,7 +695,7 @@ let backoff = 500;
 let nextId = 1;
 const pending = new Map();
 // Singing with this phone, when the room takes phones and this singer's song is on or next.
-const mic = new Mic(() => socket, { start: "mic-start", calibrate: "mic-calibrate", state: "mic-state", level: "mic-level",
+const mic = new Mic(() => socket, { start: "mic-start", calibrate: "mic-calibrate", state: "mic-state", level: "mic-level", lane: "mic-lane",
                                     echoCancellation: "mic-echo", noiseSuppression: "mic-noise", autoGainControl: "mic-gain" });
 
 function connect() {
@@ -954,7 +896,11 @@ connect();
 // PCM otherwise — each stamped with the capture time of its first frame on this page's clock (performance.now(), µs).
 // The room reads that clock over the same socket (it sends its time, the page answers with its own) and calibrates
 // what the stamps cannot see by playing chirps the phone hears. The packet layout is PhoneAudioPacket's (Swift).
+// While it sings, the page draws its own voice's pitch lane: its part's line and notes, and its pitch as the room
+// tracked it (the room's tick has every voice's), which comes `--phone-delay` after it was sung.
 "use strict";
+
+import { emptyLane, laneFor, addPitch, drawLane } from "/lane.js";
 
 const RATE = 48000;
 const FRAMES = 960; // 20 ms
@@ -966,7 +912,12 @@ export class Mic {
     this.socket = socket;
     this.el = el;
     this.state = { mode: "off", voice: null, offset: null, error: null, note: "", level: 0, codec: null, packets: 0, bytes: 0,
-                   firstCapture: null, calibrations: 0, switches: { echoCancellation: false, noiseSuppression: false, autoGainControl: false } };
+                   firstCapture: null, calibrations: 0, switches: { echoCancellation: false, noiseSuppression: false, autoGainControl: false },
+                   lane: emptyLane(), pitch: null, target: null };
+    // The song's lines: the first voice's part's, each voice's part and the other parts' lines (hello, song).
+    this.lines = null;
+    this.songNumber = null;
+    this.keyCents = 0;
     window.phoneMic = this.state;
     this.sequence = 0;
     this.first = true;
@@ -1017,6 +968,8 @@ export class Mic {
     if (level) level.value = s.level;
     const calibrate = this.$(e.calibrate);
     if (calibrate) calibrate.disabled = s.mode !== "singing";
+    const lane = this.$(e.lane);
+    if (lane) lane.hidden = s.mode !== "singing";
   }
 
   send(message) {
@@ -1040,8 +993,49 @@ export class Mic {
     this.send({ type: "phone", id: "mic-sing", action: "sing", offset: this.state.offset });
   }
 
-  // A message from the room: true when it was the microphone's.
+  // The song's lines as hello and a room's song event give them: for a new song, a new lane.
+  song(m) {
+    if (!Array.isArray(m.lines)) return;
+    this.lines = { main: m.lines, parts: Array.isArray(m.parts) ? m.parts : null, partLines: m.partLines || {} };
+    if (m.type === "song" && m.number !== this.songNumber) {
+      this.songNumber = m.number;
+      this.state.lane = emptyLane();
+    }
+  }
+
+  // The lines of the part this phone's voice sings (the song's own with one voice).
+  partLines() {
+    const v = this.state.voice, l = this.lines;
+    if (!l || !v) return null;
+    if (!l.parts) return l.main;
+    const part = l.parts[v - 1];
+    if (part === undefined) return null;
+    return part === l.parts[0] ? l.main : l.partLines[String(part)] || null;
+  }
+
+  // Every tick, while singing: this voice's line, pitch and note from the room, drawn on the page's lane.
+  tick(m) {
+    const s = this.state;
+    if (s.mode !== "singing" || !s.voice || !Array.isArray(m.voices)) return;
+    const mine = m.voices[s.voice - 1];
+    const lines = this.partLines();
+    const index = mine ? mine.line : null;
+    const singing = Boolean(lines && index !== null && index !== undefined && lines[index]);
+    if (singing) {
+      s.lane = laneFor(s.lane, lines, index);
+      if (mine.voiced && mine.midi !== null && mine.midi !== undefined) addPitch(s.lane, mine.time, mine.midi, this.keyCents / 100);
+    }
+    s.pitch = mine && mine.voiced ? mine.frequency : null;
+    s.target = mine ? mine.target : null;
+    drawLane(this.$(this.el.lane), singing ? s.lane : emptyLane(), m.position);
+  }
+
+  // A message from the room: true when it was the microphone's alone (the song, its status and the ticks are the
+  // page's too).
   onMessage(m) {
+    if (m.type === "hello" || m.type === "song") { this.song(m); return false; }
+    if (m.type === "status") { this.keyCents = m.keyCents || 0; return false; }
+    if (m.type === "tick") { this.tick(m); return false; }
     if (m.type === "clock") {
       this.send({ type: "phone", action: "clock", room: m.room, phone: performance.now() * 1000 });
       return true;
@@ -1060,7 +1054,10 @@ export class Mic {
     }
     if (m.type === "reply" && typeof m.id === "string" && m.id.startsWith("mic-")) {
       if (m.id === "mic-sing") {
-        if (m.ok) { this.state.voice = m.data && m.data.voice; this.state.mode = "singing"; this.state.error = null; }
+        if (m.ok) {
+          if (this.state.voice !== (m.data && m.data.voice)) this.state.lane = emptyLane();
+          this.state.voice = m.data && m.data.voice; this.state.mode = "singing"; this.state.error = null;
+        }
         else { this.state.error = m.error; this.teardown(); }
       } else if (!m.ok) {
         this.state.note = `(${m.error})`;
@@ -1242,4 +1239,82 @@ class Capture extends AudioWorkletProcessor {
 registerProcessor("la-capture", Capture);
 
 """#
+    static let laneJS = ##"""
+// The pitch lane: a line's notes as bars, a row a semitone, and a voice's pitch as dots at the song's time it was
+// sung to, folded by octaves into the lane. The stage's page draws voice 1's; a page that sings with its phone draws
+// its own voice's. A lane is plain data ({ line, start, end, notes, points, range }), so a test can read it.
+"use strict";
+
+export function emptyLane() {
+  return { line: -1, notes: [], points: [] };
+}
+
+function laneRange(notes) {
+  const midis = notes.map((n) => n.midi);
+  const low = Math.min(...midis), high = Math.max(...midis);
+  return { low: low - 2, high: Math.max(high, low + 10) + 2 };
+}
+
+function fold(midi, range) {
+  const centre = (range.low + range.high) / 2;
+  while (midi - centre > 6) midi -= 12;
+  while (centre - midi > 6) midi += 12;
+  return midi;
+}
+
+// The lane of line `index` (`line` its chart line, with syllables): its notes, no points yet.
+function laneOf(index, line) {
+  const notes = line.syllables.filter((s) => s.midi !== undefined && s.midi !== null)
+    .map((s) => ({ start: s.start, end: s.end, midi: s.midi, golden: s.kind === "golden" }));
+  return { line: index, start: line.start, end: line.end, notes, points: [],
+    range: notes.length ? laneRange(notes) : { low: 48, high: 72 } };
+}
+
+// `lane` for line `index` of `lines` (nil: no line now): the same lane while the line is the same, a new one when
+// it changed.
+export function laneFor(lane, lines, index) {
+  if (index === null || index === undefined || !lines || !lines[index]) return lane;
+  return lane.line === index ? lane : laneOf(index, lines[index]);
+}
+
+// A pitch (`midi`, less the key change in semitones) at song time `time`, added once per estimate when it falls in
+// the lane's line.
+export function addPitch(lane, time, midi, keySemitones) {
+  if (lane.line < 0 || time < lane.start || time > lane.end || lane.notes.length === 0) return;
+  const points = lane.points;
+  if (points.length && points[points.length - 1].time === time) return;
+  // Less the key change: the bars are the notes as the song now plays them (a singer who follows a key change up
+  // stays on them).
+  points.push({ time, midi: fold(midi - keySemitones, lane.range) });
+}
+
+// Draws `lane` on `canvas`, with the song's `position` as a line across it.
+export function drawLane(canvas, lane, position) {
+  if (!canvas) return;
+  const g = canvas.getContext("2d");
+  g.clearRect(0, 0, canvas.width, canvas.height);
+  if (lane.line < 0) return;
+  const { start, end, notes, points, range } = lane;
+  const span = Math.max(0.001, end - start);
+  const x = (t) => ((t - start) / span) * canvas.width;
+  const rows = range.high - range.low;
+  const y = (m) => canvas.height - ((m - range.low) / rows) * canvas.height;
+  const h = canvas.height / rows;
+  for (const n of notes) {
+    g.fillStyle = n.golden ? "#ffb000" : "#4da3ff";
+    g.fillRect(x(n.start), y(n.midi) - h / 2, Math.max(2, x(n.end) - x(n.start)), h * 0.8);
+  }
+  if (position >= start && position <= end) {
+    g.fillStyle = "#ffffff55";
+    g.fillRect(x(position), 0, 2, canvas.height);
+  }
+  g.fillStyle = "#ffd34d";
+  for (const p of points) {
+    g.beginPath();
+    g.arc(x(p.time), y(p.midi), 4, 0, 2 * Math.PI);
+    g.fill();
+  }
+}
+
+"""##
 }

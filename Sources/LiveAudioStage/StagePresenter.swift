@@ -84,23 +84,37 @@ public struct KaraokeStagePresenter: StagePresenter {
     }
 
     /// The karaoke `hello`: the song's title, artist and chart lines (the part sung), and what the page may do.
-    static func hello(canControl: Bool, title: String, artist: String, keyAdjustable: Bool, chart: SongChart?, part: Int) -> String {
+    static func hello(
+        canControl: Bool, title: String, artist: String, keyAdjustable: Bool, chart: SongChart?, part: Int, parts: [Int] = []
+    ) -> String {
         var o = JSONObject()
         o.add("type", "hello")
         o.add("kind", "karaoke")
-        song(&o, title: title, artist: artist, keyAdjustable: keyAdjustable, chart: chart, part: part)
+        song(&o, title: title, artist: artist, keyAdjustable: keyAdjustable, chart: chart, part: part, parts: parts)
         o.add("canControl", canControl)
         return o.json
     }
 
-    /// A song's fields, in `hello` and in a room's `song` event.
-    static func song(_ o: inout JSONObject, title: String, artist: String, keyAdjustable: Bool, chart: SongChart?, part: Int) {
+    /// A song's fields, in `hello` and in a room's `song` event: `lines` are `part`'s; with several voices, `parts`
+    /// is the part each voice sings (voice 1 first) and `partLines` the lines of every other part the voices sing, by
+    /// part number (a phone singing P2 draws its lane from them).
+    static func song(
+        _ o: inout JSONObject, title: String, artist: String, keyAdjustable: Bool, chart: SongChart?, part: Int, parts: [Int] = []
+    ) {
         o.add("title", title)
         o.add("artist", artist)
         o.add("keyAdjustable", keyAdjustable)
         let lines = chart?.voice(part)?.lines ?? chart?.voices.first?.lines ?? []
         o.add("hasNotes", chart?.hasNotes ?? false)
         o.add("lines", raw: "[" + lines.map(Self.line).joined(separator: ",") + "]")
+        guard parts.count > 1, let chart else { return }
+        o.add("parts", raw: "[" + parts.map(String.init).joined(separator: ",") + "]")
+        var others = JSONObject()
+        for p in Set(parts).sorted() where p != part {
+            guard let voice = chart.voice(p) else { continue }
+            others.add(String(p), raw: "[" + voice.lines.map(Self.line).joined(separator: ",") + "]")
+        }
+        o.add("partLines", raw: others.json)
     }
 
     static func line(_ line: SongChart.Line) -> String {
@@ -150,6 +164,23 @@ public struct KaraokeStagePresenter: StagePresenter {
             o.add("pitch", nil as String?)
         }
         o.add("target", s.singAlong?.targetNote.map(Double.init))
+        // With several voices, each one's: the line of its part, its newest pitch and its note (null without a chart).
+        if !s.voiceSingAlong.isEmpty {
+            let voices = s.voiceSingAlong.map { r -> String in
+                guard let r else { return "null" }
+                var v = JSONObject()
+                v.add("line", r.lineIndex.map(Double.init))
+                if let sung = r.sung {
+                    v.add("time", sung.time)
+                    v.add("frequency", sung.voiced ? sung.frequency : nil)
+                    v.add("midi", sung.midiNote)
+                    v.add("voiced", sung.voiced)
+                }
+                v.add("target", r.targetNote.map(Double.init))
+                return v.json
+            }
+            o.add("voices", raw: "[" + voices.joined(separator: ",") + "]")
+        }
         return o.json
     }
 

@@ -137,6 +137,35 @@ import TestSupport
         #expect(low.part == 1 && high.part == 2)
         #expect(low.total >= 9_500 && high.total >= 9_500, "P1 \(low.total), P2 \(high.total)")
         #expect(abs(Double(offline - low.total)) <= 0.02 * Double(max(offline, 1)), "live \(low.total), offline \(offline)")
+        try Self.checkLane(run, page: 0, part: 1)
+        try Self.checkLane(run, page: 1, part: 2)
+    }
+
+    /// Page `page`'s own pitch lane (the microphone's, drawn from the room's ticks) against part `part` of the chart:
+    /// shown while it sings, each line it drew has that part's notes, and its dots — the phone voice's pitch as the
+    /// room tracked it — sit on them (within a semitone, 80 % of the dots inside a note).
+    static func checkLane(_ run: Run, page: Int, part: Int) throws {
+        let lines = try #require(try SongChart.load(path: run.dir.file("chart.txt")).voice(part)?.lines)
+        let looks = run.pages.count > page ? run.pages[page]["lanes"] as? [[String: Any]] ?? [] : []
+        #expect(!looks.isEmpty && looks.allSatisfy { $0["shown"] as? Bool == true }, "page \(page + 1)'s lane: \(looks.map { $0["shown"] ?? "" })")
+        var on = 0, all = 0
+        for look in looks {
+            let lane = look["lane"] as? [String: Any] ?? [:]
+            let index = lane["line"] as? Int ?? -1
+            let notes = lane["notes"] as? [[String: Any]] ?? []
+            let expected = lines.indices.contains(index)
+                ? lines[index].syllables.compactMap(\.note).filter { $0.kind.hasPitch }.map { Double($0.midiNote) } : []
+            #expect(!expected.isEmpty && notes.map { $0["midi"] as? Double ?? .nan } == expected, "page \(page + 1), line \(index): \(notes)")
+            for point in lane["points"] as? [[String: Any]] ?? [] {
+                guard let t = point["time"] as? Double, let midi = point["midi"] as? Double,
+                    let note = notes.first(where: { t >= ($0["start"] as? Double ?? 0) + 0.1 && t <= ($0["end"] as? Double ?? 0) })
+                else { continue }
+                all += 1
+                if abs(midi - (note["midi"] as? Double ?? .nan)) <= 1 { on += 1 }
+            }
+        }
+        print("phone \(page + 1)'s lane (P\(part)): \(looks.count) lines seen, \(on) of \(all) dots on their notes")
+        #expect(all >= 10 && Double(on) >= 0.8 * Double(all), "page \(page + 1): \(on) of \(all) dots on their notes")
     }
 
     /// A page's link cut for 2 s when the take has played 4 s, while another page floods the room with 6 s of audio
@@ -191,8 +220,23 @@ import TestSupport
         // Silent for the cut and the page's way back (its reconnect waits 0.5 … 1 s more), not for ever.
         #expect(best.length >= 96_000 - 4_800 && best.length <= 5 * 48_000, "silent for \(Double(best.length) / 48_000) s")
         #expect(silentFrom > cutAt - 0.5 && silentFrom < cutAt + 2.5, "silent from \(silentFrom) s after a cut at \(cutAt) s")
-        // After it, placed as before: from a second after its return (the room reads its clock anew from there).
         let gap = best.start..<(best.start + best.length)
+        // The pitch track marks the gap: its estimates inside the silence say gap, those of the singing around it not.
+        let rows = try String(contentsOfFile: run.dir.file("stems/02/pitch-2.csv"), encoding: .utf8).split(separator: "\n")
+        #expect(rows.first == "time,frequency,confidence,voiced,note,gap", "\(rows.first ?? "")")
+        let marks = rows.dropFirst().compactMap { row -> (time: Double, gap: Bool)? in
+            let f = row.split(separator: ",", omittingEmptySubsequences: false)
+            guard f.count == 6, let t = Double(f[0]), f[5] == "0" || f[5] == "1" else { return nil }
+            return (t, f[5] == "1")
+        }
+        let (gapFrom, gapTo) = (Double(gap.lowerBound) / 48_000, Double(gap.upperBound) / 48_000)
+        let inside = marks.filter { $0.time > gapFrom + 0.05 && $0.time < gapTo - 0.05 }
+        let sung = marks.filter { ($0.time > 0.5 && $0.time < gapFrom - 0.1) || ($0.time > gapTo + 0.1 && $0.time < 15.5) }
+        print("phone faults: pitch-2.csv marks \(inside.filter(\.gap).count) of \(inside.count) estimates in the silence a gap, \(sung.filter(\.gap).count) of \(sung.count) around it")
+        #expect(marks.count >= rows.count - 2, "every row has its gap column: \(rows.prefix(3))")
+        #expect(inside.count >= 150 && inside.allSatisfy(\.gap), "\(inside.filter { !$0.gap }.prefix(5))")
+        #expect(sung.count >= 900 && sung.allSatisfy { !$0.gap }, "\(sung.filter(\.gap).prefix(5))")
+        // After it, placed as before: from a second after its return (the room reads its clock anew from there).
         let (lags, _) = PhoneMicTests.windows(stem: dry, singer: singer) { start in start - 960 < gap.upperBound + 48_000 }
         print("phone faults: \(lags.count) windows after the return, lags \(lags.min() ?? 0) … \(lags.max() ?? 0) frames")
         #expect(lags.count >= 16 && lags.allSatisfy { abs($0) <= 480 }, "placed \(lags.map { Double($0) / 48 }) ms from where its timestamps say")

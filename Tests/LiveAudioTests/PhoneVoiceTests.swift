@@ -190,6 +190,40 @@ import Testing
         #expect(abs(a.lag) <= 4 && a.correlation >= 0.99, "after the gap: lag \(a.lag), correlation \(a.correlation)")
     }
 
+    /// What the pitch track marks as a gap: the source keeps, frame by frame of the device's time, whether the
+    /// phone's audio was there — 1 where it came, 0 where it did not (a lost stretch, or before the phone sang), and
+    /// nothing known of frames not rendered yet or rendered more than 8 s ago.
+    @Test func theSourceKnowsWhereThePhonesAudioWas() throws {
+        let feed = PhoneVoiceFeed()
+        let source = try PhoneVoiceSource(sampleRate: Self.rate, feed: feed)
+        try source.setDelayFrames(960)
+        let voice = [Float](repeating: 0.25, count: 4_800)
+        // Audio for [1000, 5800) and [10600, 15400) of the phone's time: heard 960 frames later on the device.
+        for start in [Int64(1_000), 10_600] { voice.withUnsafeBufferPointer { _ = feed.push(position: start, samples: $0) } }
+        let out = PCMBuffer(channelCount: 1, capacity: 256)
+        func render(cycles: Range<Int>) {
+            for cycle in cycles {
+                let views = [out.view(frames: 256)]
+                views.withUnsafeBufferPointer { outputs in
+                    source.render(
+                        RenderContext(
+                            frameCount: 256, timeStamp: RenderTimeStamp(sampleTime: Int64(cycle * 256), hostTime: 0),
+                            inputs: UnsafeBufferPointer(start: nil, count: 0), outputs: outputs))
+                }
+            }
+        }
+        render(cycles: 0..<100)  // 25,600 frames
+        #expect(source.shareHeard(from: 1_960, to: 6_760) == 1)
+        #expect(source.shareHeard(from: 0, to: 1_960) == 0, "before the phone sang")
+        #expect(source.shareHeard(from: 6_760, to: 11_560) == 0, "the stretch that never came")
+        #expect(source.shareHeard(from: 4_360, to: 9_160) == 0.5)
+        #expect(source.shareHeard(from: 11_560, to: 16_360) == 1)
+        #expect(source.shareHeard(from: 25_000, to: 26_000) == nil, "not rendered yet")
+        render(cycles: 100..<2_200)  // 563,200 frames: 11.7 s
+        #expect(source.shareHeard(from: 1_960, to: 6_760) == nil, "rendered more than 8 s ago")
+        #expect(source.shareHeard(from: 500_000, to: 501_000) == 0)
+    }
+
     /// A network slower than the delay: what comes after its time has been played is counted late and dropped, and
     /// what comes in time still lands where it was sung.
     @Test func whatComesTooLateIsCountedAndDropped() throws {

@@ -22,6 +22,8 @@ final class SingAlongFollower: Sendable {
     let voice: SongChart.Voice?
     let tracker: PitchTrackerUnit?
     let sampleRate: Double
+    /// A phone voice's source: its `pitch-N.csv` marks the estimates made where the phone's audio did not come.
+    let phone: PhoneVoiceSource?
     /// Takes the estimates in every 100 ms (a `la-work` job) from the song's start to ``finish()``.
     private let job = Mutex<WorkerPool.Job?>(nil)
     /// Where its pitch tracker and its job run (its room's).
@@ -52,9 +54,10 @@ final class SingAlongFollower: Sendable {
 
     init(
         chart: SongChart, part: Int, difficulty: SingingDifficulty, format: StreamFormat, region: FilePlayerUnit.Region,
-        pitchPath: String?, pool: WorkerPool = .shared
+        pitchPath: String?, phone: PhoneVoiceSource? = nil, pool: WorkerPool = .shared
     ) throws(AudioError) {
         self.region = region
+        self.phone = phone
         self.pool = pool
         self.chart = chart
         self.part = part
@@ -76,7 +79,7 @@ final class SingAlongFollower: Sendable {
             guard let f = fopen(pitchPath, "w") else {
                 throw AudioError(.fileIO, "cannot write \(pitchPath): \(String(cString: strerror(errno)))")
             }
-            fputs("time,frequency,confidence,voiced,note\n", f)
+            fputs(phone == nil ? "time,frequency,confidence,voiced,note\n" : "time,frequency,confidence,voiced,note,gap\n", f)
             file = f
         }
         state = Mutex(State(score: score, csv: file))
@@ -157,7 +160,14 @@ final class SingAlongFollower: Sendable {
         s.score?.add(song)
         if let f = s.csv {
             let note = targetNote(at: song.time).map(String.init) ?? ""
-            fputs(String(cFormat: "%.4f,%.2f,%.3f,%d,", song.time, song.frequency, song.confidence, song.voiced ? 1 : 0) + note + "\n", f)
+            var line = String(cFormat: "%.4f,%.2f,%.3f,%d,", song.time, song.frequency, song.confidence, song.voiced ? 1 : 0) + note
+            if let phone {
+                // A gap: most of the 10 ms around the estimate had no audio from the phone (its connection lost,
+                // packets that never came, or not singing yet); empty when no longer known.
+                let at = Int64((e.time * rate).rounded()), half = Int64((rate * 0.005).rounded())
+                line += phone.shareHeard(from: at - half, to: at + half).map { $0 < 0.5 ? ",1" : ",0" } ?? ","
+            }
+            fputs(line + "\n", f)
         }
     }
 

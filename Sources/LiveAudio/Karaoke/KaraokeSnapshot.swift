@@ -99,6 +99,10 @@ public struct KaraokeSnapshot: Sendable {
     /// Each voice's wet level, with several voices (``KaraokeRoom/Configuration/voiceCount``); empty with one, whose
     /// level is ``voice``.
     public var voices: [LevelReading] = []
+    /// Each voice's lyrics, pitch and score, with several voices (phones too) and a chart: its part's line, what it
+    /// sang last and the note to sing (``KaraokeTake/singAlong(voice:)``); empty with one, whose readout is
+    /// ``singAlong``.
+    public var voiceSingAlong: [SingAlongReadout?] = []
 }
 
 /// What a display may do to a running karaoke session: the terminal's keys and the web stage's controls are these.
@@ -190,7 +194,8 @@ extension KaraokeRoom {
             tempo: take?.configuration.tempo ?? 1, roundTripMilliseconds: Double(roundTripFrames) * 1000 / rate,
             roundTripSource: roundTripSource, xruns: xruns, droppedFrames: droppedFrames + (take?.droppedFrames ?? 0),
             underruns: take?.accompanimentUnderruns ?? 0, outputs: outputStatistics.map(\.description), singAlong: take?.singAlong,
-            stopRequested: isStopRequested, voices: voiceMeters.count > 1 ? voiceLevels.map(LevelReading.init) : [])
+            stopRequested: isStopRequested, voices: voiceMeters.count > 1 ? voiceLevels.map(LevelReading.init) : [],
+            voiceSingAlong: take.map { t in t.followers.count > 1 ? (1...t.followers.count).map { t.singAlong(voice: $0) } : [] } ?? [])
     }
 
     /// Does what a display asks, the song's controls on the take playing. Any thread but the render thread.

@@ -164,7 +164,9 @@ public final class KaraokeTake: Sendable {
                 followers.append(
                     try SingAlongFollower(
                         chart: chart, part: part, difficulty: configuration.difficulty, format: dryFormat, region: playing,
-                        pitchPath: configuration.stemsDirectory.map { FilePath.join($0, pitch) }, pool: room.workers))
+                        pitchPath: configuration.stemsDirectory.map { FilePath.join($0, pitch) },
+                        phone: voice > room.voices.wiredCount ? room.phoneVoices[voice - room.voices.wiredCount - 1].source : nil,
+                        pool: room.workers))
             }
         }
         self.followers = followers

@@ -31,6 +31,15 @@ public final class PhoneVoiceSource: RenderUnit, @unchecked Sendable {
     private let readAt = Atomic<Int64>(.min)
     private let firstPosition = Atomic<Int64>(.max)
     private let restart = Atomic<Bool>(false)
+    /// Whether the phone's audio was there, a bit a frame of the output's time (the device's), for the last
+    /// `heardMask + 1` frames: what a pitch track marks as a gap (``shareHeard(from:to:)``). The render thread writes
+    /// the words (it alone), any thread reads them.
+    private let heard: UnsafeMutablePointer<Atomic<UInt64>>
+    private let heardMask: Int64
+    /// A second of frames: what `shareHeard` keeps clear of the frames the writer may be at.
+    private let heardMargin: Int64
+    /// The output's time up to which `heard` is written (`.min` before the first cycle).
+    private let heardEnd = Atomic<Int64>(.min)
     /// The feed it reads.
     public let feed: PhoneVoiceFeed
 
@@ -49,11 +58,35 @@ public final class PhoneVoiceSource: RenderUnit, @unchecked Sendable {
         samples.initialize(repeating: 0, count: c)
         valid = .allocate(capacity: c)
         valid.initialize(repeating: 0, count: c)
+        // At least 8 s of frames (2¹⁹ at 48 kHz: 10.9 s), a bit each.
+        var bits = 1 << 16
+        while Double(bits) < 8 * sampleRate { bits <<= 1 }
+        heardMask = Int64(bits - 1)
+        heardMargin = Int64(sampleRate.rounded(.up))
+        heard = .allocate(capacity: bits / 64)
+        for i in 0..<(bits / 64) { (heard + i).initialize(to: Atomic<UInt64>(0)) }
     }
 
     deinit {
         samples.deallocate()
         valid.deallocate()
+        heard.deinitialize(count: Int(heardMask + 1) / 64)
+        heard.deallocate()
+    }
+
+    /// The share of the frames `[from, to)` of the output's time (the device's sample time, as rendered) that had the
+    /// phone's audio — 0 for a connection lost or packets that never came, or before the phone sang — or nil for
+    /// frames not rendered yet or rendered more than 8 s ago. Any thread.
+    public func shareHeard(from: Int64, to: Int64) -> Double? {
+        let end = heardEnd.load(ordering: .acquiring)
+        // Frames the writer may be overwriting (its next cycle's) are kept out: a second's margin.
+        guard end != .min, from < to, to <= end, end - from <= heardMask + 1 - heardMargin else { return nil }
+        var count = 0
+        for p in from..<to {
+            let b = Int(p & heardMask)
+            if heard[b >> 6].load(ordering: .relaxed) & (UInt64(1) << UInt64(b & 63)) != 0 { count += 1 }
+        }
+        return Double(count) / Double(to - from)
     }
 
     /// Frames the output runs behind the device's time.
@@ -156,11 +189,16 @@ public final class PhoneVoiceSource: RenderUnit, @unchecked Sendable {
         if lateNow > 0 { late.add(lateNow, ordering: .relaxed) }
         if earlyNow > 0 { early.add(earlyNow, ordering: .relaxed) }
         // The frames of [q, q + n): what came, silence elsewhere; then the slots are free for the ring's next lap.
+        // Which of them came is kept by the output's time, a bit a frame.
         var holesNow = 0
+        let t = context.timeStamp.sampleTime
+        var word = -1
+        var bits: UInt64 = 0
         for i in 0..<n {
             let p = q + Int64(i)
             let slot = Int(p & mask)
-            if valid[slot] != 0 {
+            let came = valid[slot] != 0
+            if came {
                 out[i] = samples[slot]
                 samples[slot] = 0
                 valid[slot] = 0
@@ -168,7 +206,17 @@ public final class PhoneVoiceSource: RenderUnit, @unchecked Sendable {
                 out[i] = 0
                 if p >= first, p < newest { holesNow += 1 }
             }
+            let b = Int((t + Int64(i)) & heardMask)
+            if b >> 6 != word {
+                if word >= 0 { heard[word].store(bits, ordering: .relaxed) }
+                word = b >> 6
+                bits = heard[word].load(ordering: .relaxed)
+            }
+            let bit = UInt64(1) << UInt64(b & 63)
+            bits = came ? bits | bit : bits & ~bit
         }
+        if word >= 0 { heard[word].store(bits, ordering: .relaxed) }
+        heardEnd.store(t + Int64(n), ordering: .releasing)
         let output = context.output(0)
         for c in 1..<max(1, output.channelCount) { output[c].baseAddress!.update(from: out.baseAddress!, count: n) }
         if holesNow > 0 { holes.add(holesNow, ordering: .relaxed) }

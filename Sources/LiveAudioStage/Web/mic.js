@@ -4,7 +4,11 @@
 // PCM otherwise — each stamped with the capture time of its first frame on this page's clock (performance.now(), µs).
 // The room reads that clock over the same socket (it sends its time, the page answers with its own) and calibrates
 // what the stamps cannot see by playing chirps the phone hears. The packet layout is PhoneAudioPacket's (Swift).
+// While it sings, the page draws its own voice's pitch lane: its part's line and notes, and its pitch as the room
+// tracked it (the room's tick has every voice's), which comes `--phone-delay` after it was sung.
 "use strict";
+
+import { emptyLane, laneFor, addPitch, drawLane } from "/lane.js";
 
 const RATE = 48000;
 const FRAMES = 960; // 20 ms
@@ -16,7 +20,12 @@ export class Mic {
     this.socket = socket;
     this.el = el;
     this.state = { mode: "off", voice: null, offset: null, error: null, note: "", level: 0, codec: null, packets: 0, bytes: 0,
-                   firstCapture: null, calibrations: 0, switches: { echoCancellation: false, noiseSuppression: false, autoGainControl: false } };
+                   firstCapture: null, calibrations: 0, switches: { echoCancellation: false, noiseSuppression: false, autoGainControl: false },
+                   lane: emptyLane(), pitch: null, target: null };
+    // The song's lines: the first voice's part's, each voice's part and the other parts' lines (hello, song).
+    this.lines = null;
+    this.songNumber = null;
+    this.keyCents = 0;
     window.phoneMic = this.state;
     this.sequence = 0;
     this.first = true;
@@ -67,6 +76,8 @@ export class Mic {
     if (level) level.value = s.level;
     const calibrate = this.$(e.calibrate);
     if (calibrate) calibrate.disabled = s.mode !== "singing";
+    const lane = this.$(e.lane);
+    if (lane) lane.hidden = s.mode !== "singing";
   }
 
   send(message) {
@@ -90,8 +101,49 @@ export class Mic {
     this.send({ type: "phone", id: "mic-sing", action: "sing", offset: this.state.offset });
   }
 
-  // A message from the room: true when it was the microphone's.
+  // The song's lines as hello and a room's song event give them: for a new song, a new lane.
+  song(m) {
+    if (!Array.isArray(m.lines)) return;
+    this.lines = { main: m.lines, parts: Array.isArray(m.parts) ? m.parts : null, partLines: m.partLines || {} };
+    if (m.type === "song" && m.number !== this.songNumber) {
+      this.songNumber = m.number;
+      this.state.lane = emptyLane();
+    }
+  }
+
+  // The lines of the part this phone's voice sings (the song's own with one voice).
+  partLines() {
+    const v = this.state.voice, l = this.lines;
+    if (!l || !v) return null;
+    if (!l.parts) return l.main;
+    const part = l.parts[v - 1];
+    if (part === undefined) return null;
+    return part === l.parts[0] ? l.main : l.partLines[String(part)] || null;
+  }
+
+  // Every tick, while singing: this voice's line, pitch and note from the room, drawn on the page's lane.
+  tick(m) {
+    const s = this.state;
+    if (s.mode !== "singing" || !s.voice || !Array.isArray(m.voices)) return;
+    const mine = m.voices[s.voice - 1];
+    const lines = this.partLines();
+    const index = mine ? mine.line : null;
+    const singing = Boolean(lines && index !== null && index !== undefined && lines[index]);
+    if (singing) {
+      s.lane = laneFor(s.lane, lines, index);
+      if (mine.voiced && mine.midi !== null && mine.midi !== undefined) addPitch(s.lane, mine.time, mine.midi, this.keyCents / 100);
+    }
+    s.pitch = mine && mine.voiced ? mine.frequency : null;
+    s.target = mine ? mine.target : null;
+    drawLane(this.$(this.el.lane), singing ? s.lane : emptyLane(), m.position);
+  }
+
+  // A message from the room: true when it was the microphone's alone (the song, its status and the ticks are the
+  // page's too).
   onMessage(m) {
+    if (m.type === "hello" || m.type === "song") { this.song(m); return false; }
+    if (m.type === "status") { this.keyCents = m.keyCents || 0; return false; }
+    if (m.type === "tick") { this.tick(m); return false; }
     if (m.type === "clock") {
       this.send({ type: "phone", action: "clock", room: m.room, phone: performance.now() * 1000 });
       return true;
@@ -110,7 +162,10 @@ export class Mic {
     }
     if (m.type === "reply" && typeof m.id === "string" && m.id.startsWith("mic-")) {
       if (m.id === "mic-sing") {
-        if (m.ok) { this.state.voice = m.data && m.data.voice; this.state.mode = "singing"; this.state.error = null; }
+        if (m.ok) {
+          if (this.state.voice !== (m.data && m.data.voice)) this.state.lane = emptyLane();
+          this.state.voice = m.data && m.data.voice; this.state.mode = "singing"; this.state.error = null;
+        }
         else { this.state.error = m.error; this.teardown(); }
       } else if (!m.ok) {
         this.state.note = `(${m.error})`;

@@ -29,7 +29,7 @@ let backoff = 500;
 let nextId = 1;
 const pending = new Map();
 // Singing with this phone, when the room takes phones and this singer's song is on or next.
-const mic = new Mic(() => socket, { start: "mic-start", calibrate: "mic-calibrate", state: "mic-state", level: "mic-level",
+const mic = new Mic(() => socket, { start: "mic-start", calibrate: "mic-calibrate", state: "mic-state", level: "mic-level", lane: "mic-lane",
                                     echoCancellation: "mic-echo", noiseSuppression: "mic-noise", autoGainControl: "mic-gain" });
 
 function connect() {

@@ -3,6 +3,7 @@
 "use strict";
 
 import { Mic } from "/mic.js";
+import { emptyLane, laneFor, addPitch, drawLane } from "/lane.js";
 
 const $ = (id) => document.getElementById(id);
 const token = new URLSearchParams(location.search).get("token");
@@ -10,7 +11,7 @@ const token = new URLSearchParams(location.search).get("token");
 // What the page knows, also for tests and for anyone curious in the console.
 const stage = {
   connected: false, hello: null, song: null, tick: null, status: null, lyrics: null, score: null, queue: null, join: null, scores: null,
-  ticks: 0, connects: 0, closes: [], ended: false, lineChanges: [], lane: { line: -1, notes: [], points: [] }, replies: [],
+  ticks: 0, connects: 0, closes: [], ended: false, lineChanges: [], lane: emptyLane(), replies: [],
   socket: null,
 };
 window.stage = stage;
@@ -19,7 +20,7 @@ let socket = null;
 let backoff = 500;
 let nextId = 1;
 // Singing with this page's microphone, when the room takes phones (the stage's page on a phone).
-const mic = new Mic(() => socket, { start: "mic-start", calibrate: "mic-calibrate", state: "mic-state", level: "mic-level",
+const mic = new Mic(() => socket, { start: "mic-start", calibrate: "mic-calibrate", state: "mic-state", level: "mic-level", lane: "mic-lane",
                                     echoCancellation: "mic-echo", noiseSuppression: "mic-noise", autoGainControl: "mic-gain" });
 
 function connect() {
@@ -201,7 +202,7 @@ function onSong(m) {
     // Another take: what the page showed of the last one goes.
     stage.lyrics = null;
     stage.score = null;
-    stage.lane = { line: -1, notes: [], points: [] };
+    stage.lane = emptyLane();
     $("line").textContent = "";
     $("next").textContent = "";
   }
@@ -258,14 +259,15 @@ function onTick(m) {
   }
   if (stage.hello && stage.hello.kind === "karaoke") {
     showLine(m.position);
+    const singing = followLane();
     if (m.pitch && m.pitch.voiced && m.pitch.midi !== null) {
       $("pitch").textContent = `${m.pitch.frequency.toFixed(1)} Hz`;
-      addPitch(m.position, m.pitch.time, m.pitch.midi);
+      if (singing) addPitch(stage.lane, m.pitch.time, m.pitch.midi, stage.status && stage.status.keyCents ? stage.status.keyCents / 100 : 0);
     } else {
       $("pitch").textContent = "–";
     }
     $("target").textContent = m.target === null ? "–" : noteName(m.target);
-    drawLane(m.position);
+    drawLane($("lane"), singing ? stage.lane : emptyLane(), m.position);
   }
 }
 
@@ -365,74 +367,12 @@ function onReply(m) {
   if (!m.ok) $("control-note").textContent = m.error;
 }
 
-// The pitch lane: the line's notes as bars, a row a semitone; the voice folded by octaves into the lane.
-function laneLine(position) {
+// The pitch lane of the line being sung (lane.js): voice 1's. True when a line is being sung.
+function followLane() {
   const lines = stage.hello ? stage.hello.lines : [];
   const index = stage.lyrics ? stage.lyrics.line : null;
-  return index === null || index === undefined ? null : { index, line: lines[index] };
-}
-
-function laneRange(notes) {
-  const midis = notes.map((n) => n.midi);
-  const low = Math.min(...midis), high = Math.max(...midis);
-  return { low: low - 2, high: Math.max(high, low + 10) + 2 };
-}
-
-function fold(midi, range) {
-  const centre = (range.low + range.high) / 2;
-  while (midi - centre > 6) midi -= 12;
-  while (centre - midi > 6) midi += 12;
-  return midi;
-}
-
-// A pitch at the song's time it was sung to (the newest estimate's own time), drawn once per estimate.
-function addPitch(position, time, midi) {
-  const current = laneLine(position);
-  if (!current || !current.line) return;
-  if (stage.lane.line !== current.index) resetLane(current);
-  if (time < current.line.start || time > current.line.end || stage.lane.notes.length === 0) return;
-  const points = stage.lane.points;
-  if (points.length && points[points.length - 1].time === time) return;
-  // Less the key change: the bars are the notes as the song now plays them (a singer who follows a key change
-  // up stays on them).
-  const key = stage.status && stage.status.keyCents ? stage.status.keyCents / 100 : 0;
-  points.push({ time, midi: fold(midi - key, stage.lane.range) });
-}
-
-function resetLane(current) {
-  const notes = current.line.syllables.filter((s) => s.midi !== undefined && s.midi !== null)
-    .map((s) => ({ start: s.start, end: s.end, midi: s.midi, golden: s.kind === "golden" }));
-  stage.lane = { line: current.index, start: current.line.start, end: current.line.end, notes, points: [],
-    range: notes.length ? laneRange(notes) : { low: 48, high: 72 } };
-}
-
-function drawLane(position) {
-  const canvas = $("lane");
-  const g = canvas.getContext("2d");
-  const current = laneLine(position);
-  g.clearRect(0, 0, canvas.width, canvas.height);
-  if (!current || !current.line) return;
-  if (stage.lane.line !== current.index) resetLane(current);
-  const { start, end, notes, points, range } = stage.lane;
-  const span = Math.max(0.001, end - start);
-  const x = (t) => ((t - start) / span) * canvas.width;
-  const rows = range.high - range.low;
-  const y = (m) => canvas.height - ((m - range.low) / rows) * canvas.height;
-  const h = canvas.height / rows;
-  for (const n of notes) {
-    g.fillStyle = n.golden ? "#ffb000" : "#4da3ff";
-    g.fillRect(x(n.start), y(n.midi) - h / 2, Math.max(2, x(n.end) - x(n.start)), h * 0.8);
-  }
-  if (position >= start && position <= end) {
-    g.fillStyle = "#ffffff55";
-    g.fillRect(x(position), 0, 2, canvas.height);
-  }
-  g.fillStyle = "#ffd34d";
-  for (const p of points) {
-    g.beginPath();
-    g.arc(x(p.time), y(p.midi), 4, 0, 2 * Math.PI);
-    g.fill();
-  }
+  stage.lane = laneFor(stage.lane, lines, index);
+  return index !== null && index !== undefined && Boolean(lines[index]);
 }
 
 // The controls: a range in dB for each volume (its lowest step is "off"), a toggle button for each mute.

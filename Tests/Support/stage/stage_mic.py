@@ -40,6 +40,12 @@ from stage_run import Liveaudio, chromium, command, wait
 LINK_ADDRESS = "127.0.0.3"
 
 
+# The phone's own pitch lane, and whether its canvas is shown.
+LANE = """const m = window.phoneMic; const c = document.getElementById('mic-lane');
+return m && m.mode === 'singing' ? {lane: JSON.parse(JSON.stringify(m.lane)), shown: Boolean(c && !c.hidden && c.offsetWidth > 0),
+  voice: m.voice} : null;"""
+
+
 def mic(d):
     return d.execute_script("const m = window.phoneMic; return m ? JSON.parse(JSON.stringify(m)) : null;")
 
@@ -168,9 +174,21 @@ def main():
               ws.send(JSON.stringify({type: 'phone', id: 'test-offset', action: 'offset', seconds}));""", offset)
         started = time.time()
         cut_done = abuse_state = None
+        # Each page's pitch lane as it drew it, the last look at each line (a look a second, page by page).
+        lanes = [{} for _ in pages]
+        looks = 0
         # Until the run ends; the faults when their time comes.
         while proc.proc.poll() is None and time.time() - started < 300:
             position = song_position(first)
+            looks += 1
+            if looks % 5 == 0:
+                i = (looks // 5) % len(pages)
+                try:
+                    look = drivers[i].execute_script(LANE)
+                    if look and look["lane"]["line"] >= 0:
+                        lanes[i][look["lane"]["line"]] = look
+                except Exception:  # noqa: BLE001 - a page closing as the run ends
+                    pass
             if args.cut_at is not None and cut_done is None and position is not None and position >= args.cut_at:
                 link.cut(args.cut_for)
                 cut_done = position
@@ -202,7 +220,8 @@ def main():
                         r["garbageError"] = m.get("error")
             time.sleep(0.2)
         r["seconds"] = time.time() - started
-        for d, page in zip(drivers, pages):
+        for d, page, lane in zip(drivers, pages, lanes):
+            page["lanes"] = [lane[k] for k in sorted(lane)]
             page["mic"] = mic(d)
             page["closes"] = closes(d)
             page["console"] = [e["message"] for e in d.get_log("browser")]

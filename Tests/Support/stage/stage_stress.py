@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """A take under load: `liveaudio karaoke … --web 127.0.0.1:0 --timing` (started here, stopped by its PID) with its
 stage open in headless Chromium and `--busy N` loops of CPU beside it (`yes` into /dev/null, stopped by their PIDs),
-until the take ends. Writes what liveaudio printed, and what Chromium's page saw, as JSON for the Swift test
-KaraokeRoomTests.
+until the take ends. Writes what liveaudio printed, what Chromium's page saw and how busy the machine's CPUs were over
+the take (from /proc/stat: the share of all CPU time not idle), as JSON for the Swift test KaraokeRoomTests.
 
 Usage: stage_stress.py --out RESULTS.json --cwd DIR [--busy 2] -- LIVEAUDIO ARGS…
 """
@@ -14,6 +14,15 @@ import subprocess
 import time
 
 from stage_run import Liveaudio, chromium, command
+
+
+def cpu_times():
+    """The machine's CPU time so far, busy and in all, in clock ticks (the first line of /proc/stat)."""
+    with open("/proc/stat") as f:
+        # user nice system idle iowait irq softirq steal (guest time is counted in user already)
+        fields = [int(x) for x in f.readline().split()[1:9]]
+    idle = fields[3] + fields[4]
+    return sum(fields) - idle, sum(fields)
 
 
 def main():
@@ -31,10 +40,13 @@ def main():
         r["url"] = proc.url()
         d = chromium()
         d.get(r["url"])
+        busy0, all0 = cpu_times()
         while proc.proc.poll() is None:
             time.sleep(1)
             r["ticks"] = d.execute_script("return window.stage ? window.stage.ticks : 0")
         r["busyRunning"] = all(b.poll() is None for b in busy)
+        busy1, all1 = cpu_times()
+        r["machineBusy"] = (busy1 - busy0) / max(all1 - all0, 1)
     except Exception as e:  # noqa: BLE001 - every failure goes to the test
         r["errors"].append("%s: %s" % (type(e).__name__, e))
     finally:
