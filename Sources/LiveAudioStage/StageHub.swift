@@ -137,7 +137,8 @@ final class StageHub<Presenter: StagePresenter>: Sendable {
 
     /// A page's connection ended.
     func leave(_ client: StageClient) {
-        phones.release(client)
+        // Its voice kept a while for the page, which reconnects by itself.
+        phones.release(client, keep: true)
         client.finish()
         remove(client, slow: false)
     }
@@ -160,16 +161,16 @@ final class StageHub<Presenter: StagePresenter>: Sendable {
         case .stop:
             phones.release(client)
             return StageMessages.reply(id: parsed.id, error: nil)
-        case .sing(let offset):
+        case .sing(let offset, let claim):
             guard presenter.mayUsePhone(role: client.role, singer: client.singer) else {
                 return StageMessages.reply(id: parsed.id, error: "only the singer whose song is on or next may sing with a phone")
             }
             let taken: (voice: Int, new: Bool)
-            do throws(AudioError) { taken = try phones.take(client, offset: offset) } catch { return StageMessages.reply(id: parsed.id, error: error.message) }
+            do throws(AudioError) { taken = try phones.take(client, offset: offset, claim: claim) } catch { return StageMessages.reply(id: parsed.id, error: error.message) }
             let voice = taken.voice
             if offset == nil, taken.new {
-                // Calibrated once its clock has been read and its audio comes: two seconds on.
-                calibrate(client, id: nil, after: 2)
+                // Calibrated once its clock has been read and its audio comes: two seconds on (three tries).
+                calibrate(client, id: nil, after: 2, attempts: 3)
             }
             return StageMessages.reply(id: parsed.id, answer: EveningAnswer(data: "{\"voice\":\(voice)}"))
         case .calibrate:
@@ -185,19 +186,28 @@ final class StageHub<Presenter: StagePresenter>: Sendable {
         }
     }
 
-    /// Calibrates `client`'s voice after `seconds`; the result goes to the page as a `phone` message (and a reply
-    /// when asked for with `id`).
-    private func calibrate(_ client: StageClient, id: String?, after seconds: Double) {
+    /// Calibrates `client`'s voice after `seconds`, up to `attempts` times while the chirps are not heard clearly (a
+    /// second apart: a browser's capture can shift once in its first seconds, and a noise in the room passes); the
+    /// result goes to the page as a `phone` message (and a reply when asked for with `id`).
+    private func calibrate(_ client: StageClient, id: String?, after seconds: Double, attempts: Int = 1) {
         Task.detached { [phones] in
             if seconds > 0 { try? await Task.sleep(nanoseconds: UInt64(seconds * 1e9)) }
-            guard let voice = phones.voice(of: client) else { return }
-            do throws(AudioError) {
-                let offset = try await voice.calibrate()
-                client.post(type: "phone", StageMessages.phoneCalibrated(voice: voice.voice, offset: offset))
-                if id != nil { client.post(type: "reply", StageMessages.reply(id: id, error: nil)) }
-            } catch {
-                client.post(type: "phone", StageMessages.phoneCalibrated(voice: voice.voice, error: error.message))
-                if id != nil { client.post(type: "reply", StageMessages.reply(id: id, error: error.message)) }
+            for attempt in 1...max(1, attempts) {
+                guard let voice = phones.voice(of: client) else { return }
+                do throws(AudioError) {
+                    let offset = try await voice.calibrate()
+                    client.post(type: "phone", StageMessages.phoneCalibrated(voice: voice.voice, offset: offset))
+                    if id != nil { client.post(type: "reply", StageMessages.reply(id: id, error: nil)) }
+                    return
+                } catch {
+                    if attempt < attempts, error.code != .busy {
+                        try? await Task.sleep(nanoseconds: 1_000_000_000)
+                        continue
+                    }
+                    client.post(type: "phone", StageMessages.phoneCalibrated(voice: voice.voice, error: error.message))
+                    if id != nil { client.post(type: "reply", StageMessages.reply(id: id, error: error.message)) }
+                    return
+                }
             }
         }
     }

@@ -5,8 +5,9 @@ import Synchronization
 /// A page's phone messages (`{"type":"phone",…}`), parsed.
 public enum PhoneRequest: Sendable, Equatable {
     /// Sing with this phone: take a phone voice; with the offset it was calibrated to before (a page that
-    /// reconnected), no calibration.
-    case sing(offset: Double?)
+    /// reconnected), no calibration; with the page's `claim` (a random name it made when it started singing), the
+    /// voice it had, kept for it for a while after its connection dropped, and its clock readings with it.
+    case sing(offset: Double?, claim: String? = nil)
     /// Stop singing with it: give the voice back.
     case stop
     /// Measure the phone's offset again (the room plays its chirps).
@@ -33,9 +34,15 @@ extension StageMessages {
         guard case .string(let action)? = fields["action"] else { throw Refusal(id: id, message: "a phone message needs an action") }
         switch action {
         case "sing":
+            var claim: String?
+            switch fields["claim"] {
+            case nil, .null?: claim = nil
+            case .string(let c)? where (16...64).contains(c.utf8.count) && c.utf8.allSatisfy(Self.isClaimByte): claim = c
+            default: throw Refusal(id: id, message: "a claim is 16 … 64 letters, digits, '-' or '_'")
+            }
             switch fields["offset"] {
-            case nil, .null?: return (id, .sing(offset: nil))
-            case .number(let seconds)? where seconds.isFinite && abs(seconds) <= 2: return (id, .sing(offset: seconds))
+            case nil, .null?: return (id, .sing(offset: nil, claim: claim))
+            case .number(let seconds)? where seconds.isFinite && abs(seconds) <= 2: return (id, .sing(offset: seconds, claim: claim))
             default: throw Refusal(id: id, message: "an offset is seconds, −2 … 2")
             }
         case "stop": return (id, .stop)
@@ -56,6 +63,12 @@ extension StageMessages {
     }
 }
 
+extension StageMessages {
+    static func isClaimByte(_ b: UInt8) -> Bool {
+        (b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A) || b == 0x2D || b == 0x5F
+    }
+}
+
 /// The pages singing into the room's phone voices: which page has which voice, its clock readings, and its audio —
 /// each phone's packets decoded and placed on a queue of its own, never on the event loop every page shares.
 ///
@@ -68,12 +81,22 @@ final class StagePhones: Sendable {
         let voice: PhoneVoice
         /// Which taking of a voice this is: a packet queued for an earlier one does not count against this one.
         let generation: Int
+        /// The page's name for its singing (``PhoneRequest/sing(offset:claim:)``), if it gave one.
+        let claim: String?
         var pending = 0
         var pings = 0
         var nextPing: UInt64 = 0
         var invalid = 0
     }
-    private let links = Mutex<(byClient: [Int: Link], generations: Int)>(([:], 0))
+    private struct Links {
+        var byClient: [Int: Link] = [:]
+        var generations = 0
+        /// Voices whose page's connection dropped, by voice: kept for that page's claim until the time (monotonic ns).
+        var kept: [Int: (claim: String, until: UInt64)] = [:]
+    }
+    private let links = Mutex<Links>(Links())
+    /// How long a voice is kept for a page whose connection dropped (it reconnects within seconds).
+    static let keptFor: UInt64 = 30_000_000_000
     /// One serial queue a voice, whoever sings into it: its packets, its connects and disconnects in order (a page
     /// that reconnects is connected after its old connection's packets and disconnect).
     private let queues: [Int: DispatchQueue]
@@ -85,30 +108,66 @@ final class StagePhones: Sendable {
         queues = Dictionary(uniqueKeysWithValues: voices.map { ($0.voice, DispatchQueue(label: "la-phone-\($0.voice)")) })
     }
 
-    /// The voices free now.
-    var free: Int { links.withLock { l in voices.count - l.byClient.count } }
-
-    /// `client` takes a free voice (or keeps the one it has), connected with `offset` (seconds) when the page knows
-    /// its own; returns its number, and whether it was taken now.
-    /// - Throws: ``/AudioCore/AudioError`` `.busy` when every phone voice is taken (or the room has none).
-    func take(_ client: StageClient, offset: Double? = nil) throws(AudioError) -> (voice: Int, new: Bool) {
-        let taken = try links.withLock { (l: inout (byClient: [Int: Link], generations: Int)) throws(AudioError) -> (PhoneVoice, Bool) in
-            if let mine = l.byClient[client.id] { return (mine.voice, false) }
-            let used = Set(l.byClient.values.map(\.voice.voice))
-            guard let voice = voices.first(where: { !used.contains($0.voice) }) else {
-                throw AudioError(.busy, voices.isEmpty ? "this room takes no phones" : "all \(voices.count) phone voices are taken")
+    /// `client` takes a voice (or keeps the one it has), connected with `offset` (seconds) when the page knows its
+    /// own; returns its number, and whether it was taken now.
+    ///
+    /// With a `claim`, the page gets back the voice it sang into under that claim: from a connection of its own the
+    /// room has not yet seen drop (that one is closed), or kept for it since its connection dropped (for
+    /// ``keptFor``) — its clock readings, its drift and its offset go on. Without, or for a claim the room does not
+    /// know, the first voice that is neither taken nor kept for another page.
+    /// - Throws: ``/AudioCore/AudioError`` `.busy` when every phone voice is taken or kept (or the room has none).
+    func take(_ client: StageClient, offset: Double? = nil, claim: String? = nil) throws(AudioError) -> (voice: Int, new: Bool) {
+        let now = monotonicNanoseconds()
+        let (voice, new, resumed, replaced) = try links.withLock {
+            (l: inout Links) throws(AudioError) -> (PhoneVoice, Bool, Bool, StageClient?) in
+            if let mine = l.byClient[client.id] { return (mine.voice, false, false, nil) }
+            l.kept = l.kept.filter { $0.value.until > now }
+            var pick: (voice: PhoneVoice, resumed: Bool, replaced: StageClient?)?
+            if let claim {
+                if let (id, old) = l.byClient.first(where: { $0.value.claim == claim }) {
+                    // The same page on a new connection, its old one not yet seen to drop.
+                    l.byClient.removeValue(forKey: id)
+                    pick = (old.voice, true, old.client)
+                } else if let number = l.kept.first(where: { $0.value.claim == claim })?.key,
+                    let voice = voices.first(where: { $0.voice == number }),
+                    !l.byClient.values.contains(where: { $0.voice.voice == number })
+                {
+                    pick = (voice, true, nil)
+                }
             }
+            if pick == nil {
+                let used = Set(l.byClient.values.map(\.voice.voice)).union(l.kept.keys)
+                guard let voice = voices.first(where: { !used.contains($0.voice) }) else {
+                    throw AudioError(
+                        .busy,
+                        voices.isEmpty
+                            ? "this room takes no phones"
+                            : "all \(voices.count) phone voices are taken" + (l.kept.isEmpty ? "" : " (\(l.kept.count) kept for a page whose connection dropped, for up to \(Self.keptFor / 1_000_000_000) s)"))
+                }
+                pick = (voice, false, nil)
+            }
+            let voice = pick!.voice
+            l.kept.removeValue(forKey: voice.voice)
             l.generations += 1
-            l.byClient[client.id] = Link(client: client, voice: voice, generation: l.generations)
-            return (voice, true)
+            l.byClient[client.id] = Link(client: client, voice: voice, generation: l.generations, claim: claim)
+            return (voice, true, pick!.resumed, pick!.replaced)
         }
-        if taken.1 { queues[taken.0.voice]?.async { taken.0.connect(offset: offset) } }
-        return (taken.0.voice, taken.1)
+        replaced?.abort()
+        if new { queues[voice.voice]?.async { voice.connect(offset: offset, resuming: resumed) } }
+        return (voice.voice, new)
     }
 
-    /// `client` gives its voice back (it stopped, or went).
-    func release(_ client: StageClient) {
-        guard let link = links.withLock({ $0.byClient.removeValue(forKey: client.id) }) else { return }
+    /// `client` gives its voice back: it stopped, or was dropped (`keep` false), or its connection ended (`keep`
+    /// true: the voice is kept for its claim for ``keptFor``, the page reconnecting by itself).
+    func release(_ client: StageClient, keep: Bool = false) {
+        let now = monotonicNanoseconds()
+        guard
+            let link = links.withLock({ l -> Link? in
+                guard let link = l.byClient.removeValue(forKey: client.id) else { return nil }
+                if keep, let claim = link.claim { l.kept[link.voice.voice] = (claim, now + Self.keptFor) }
+                return link
+            })
+        else { return }
         queues[link.voice.voice]?.async { link.voice.disconnect() }
     }
 

@@ -97,8 +97,17 @@ public final class PhoneVoice: Sendable {
 
     /// A phone took the voice: its clock readings start anew; `offset` (seconds), when the phone knows its own from
     /// an earlier calibration (a page that reconnected), else none until a calibration or ``setOffset(_:)``.
-    public func connect(offset: Double? = nil) {
+    ///
+    /// `resuming`: the same page again on a new connection (its clock and its capture went on while it was away):
+    /// its clock readings, the drift its audio was found to have and its offset (unless `offset` gives one) are kept;
+    /// its audio starts a new run.
+    public func connect(offset: Double? = nil, resuming: Bool = false) {
         state.withLock {
+            if resuming {
+                $0.connected = true
+                if let offset { $0.offsetFrames = Int((offset * room.sampleRate).rounded()) }
+                return
+            }
             let runs = $0.runsBefore + ($0.placer?.runs ?? 0)
             $0 = State()
             $0.runsBefore = runs

@@ -97,8 +97,8 @@ export class Mic {
   onOpen() {
     if (this.state.mode === "off") return;
     this.first = true;
-    // Its offset as calibrated before: no calibration again.
-    this.send({ type: "phone", id: "mic-sing", action: "sing", offset: this.state.offset });
+    // Its offset as calibrated before: no calibration again; its claim: the voice it had, and its clock.
+    this.send({ type: "phone", id: "mic-sing", action: "sing", offset: this.state.offset, claim: this.claim });
   }
 
   // The song's lines as hello and a room's song event give them: for a new song, a new lane.
@@ -208,7 +208,11 @@ export class Mic {
     // A new audio context: its clock against the page's is read anew.
     this.stamps = [];
     this.encodedStamps = [];
-    this.send({ type: "phone", id: "mic-sing", action: "sing" });
+    // A name for this singing, new each time the page starts: on a reconnect it gets its voice back by it.
+    const bytes = new Uint8Array(16);
+    crypto.getRandomValues(bytes);
+    this.claim = Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+    this.send({ type: "phone", id: "mic-sing", action: "sing", claim: this.claim });
   }
 
   async openEncoder() {

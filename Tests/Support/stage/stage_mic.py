@@ -111,6 +111,9 @@ def main():
     ap.add_argument("--abuse-at", type=float)
     ap.add_argument("--clock-ppm", type=float, help="the first page's clock runs this many ppm fast")
     ap.add_argument("--denied", action="store_true", help="one more page, whose browser denies it the microphone")
+    ap.add_argument("--hear-room", action="store_true",
+                    help="the pages' microphone is the system's default source (PulseAudio: one that hears the room's "
+                         "output), not a file; their offset is the room's own calibration, not set by the test")
     ap.add_argument("command", nargs=argparse.REMAINDER)
     args = ap.parse_args()
     r = {"errors": [], "pages": []}
@@ -124,9 +127,9 @@ def main():
             delay, jitter, loss = (float(x) for x in (args.lossy or "0,0,0").split(","))
             link = Link(LINK_ADDRESS, delay, jitter, loss).start()
         for i, singer in enumerate(args.singer):
-            d = chromium(["--ignore-certificate-errors", "--use-fake-ui-for-media-stream", "--use-fake-device-for-media-stream",
-                          "--use-file-for-fake-audio-capture=" + singer, "--autoplay-policy=no-user-gesture-required"]
-                         + (link.chromium_arguments() if link is not None and i == 0 else []))
+            microphone = [] if args.hear_room else ["--use-fake-device-for-media-stream", "--use-file-for-fake-audio-capture=" + singer]
+            d = chromium(["--ignore-certificate-errors", "--use-fake-ui-for-media-stream", "--autoplay-policy=no-user-gesture-required"]
+                         + microphone + (link.chromium_arguments() if link is not None and i == 0 else []))
             drivers.append(d)
             if args.pcm:
                 d.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": "delete window.AudioEncoder;"})
@@ -156,14 +159,24 @@ def main():
             d.find_element(By.ID, "mic-start").click()
             m = wait("a phone to sing", lambda: (lambda x: x if x and x["mode"] == "singing" else None)(mic(d)), timeout=20)
             pages.append({"codec": m["codec"], "voice": m["voice"]})
+        if args.hear_room:
+            # The room's own calibration, two seconds after a page starts singing: its chirps through the room's
+            # output, heard by the page.
+            for d, page in zip(drivers, pages):
+                m = wait("the room to calibrate a phone", lambda: (lambda x: x if x and (x.get("offset") is not None or
+                         x.get("note")) else None)(mic(d)), timeout=40)
+                page.update({"offset": m.get("offset"), "calibrationNote": m.get("note"), "calibrations": m.get("calibrations")})
+            pages_placed = True
+        else:
+            pages_placed = False
         # Each file's beep, LEAD − 3 seconds in: where the room's timeline has it by that phone's timestamps.
-        statuses = [wait("the room to hear a phone's first sound", lambda: (lambda x: x["status"] if x and x.get("status") and
+        statuses = [] if pages_placed else [wait("the room to hear a phone's first sound", lambda: (lambda x: x["status"] if x and x.get("status") and
                     x["status"].get("firstSound") is not None else None)(mic(d)), timeout=30) for d in drivers]
         # The second song's start on the room's timeline, exactly, once the room has scheduled it.
         take_start = wait("the second song to be scheduled", lambda: first.execute_script(
             "const s = window.stage.song; return s && s.number >= 2 && s.startsAt !== undefined ? s.startsAt : null;"), timeout=30)
         r["takeStart"] = take_start
-        for d, page, status in zip(drivers, pages, statuses):
+        for d, page, status in ([] if pages_placed else zip(drivers, pages, statuses)):
             # The singer's LEAD seconds (3 s after the beep) at the second song's first frame.
             offset = status["firstSound"] + 3 - take_start
             page.update({"captureStart": status["captureStart"], "firstSound": status["firstSound"], "offset": offset})
@@ -226,7 +239,7 @@ def main():
             page["closes"] = closes(d)
             page["console"] = [e["message"] for e in d.get_log("browser")]
         r["pages"] = pages
-        r.update({k: pages[0][k] for k in ("codec", "voice", "captureStart", "firstSound", "offset", "offsetReply", "mic")})
+        r.update({k: pages[0][k] for k in ("codec", "voice", "captureStart", "firstSound", "offset", "offsetReply", "mic") if k in pages[0]})
         if link is not None:
             r["link"] = {"connections": link.connections, "held": link.held, "reads": link.reads}
     except Exception as e:  # noqa: BLE001 — reported to the Swift test, which fails on it
