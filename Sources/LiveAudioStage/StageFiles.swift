@@ -937,6 +937,8 @@ export class Mic {
   bind() {
     if (this.bound) return;
     this.bound = true;
+    // A page closed or reloaded gives its voice back at once (a connection that merely drops keeps it a while).
+    window.addEventListener("pagehide", () => { if (this.state.mode !== "off") this.send({ type: "phone", action: "stop" }); });
     const e = this.el;
     this.$(e.start).addEventListener("click", () => (this.state.mode === "off" ? this.start() : this.stop()));
     this.$(e.calibrate).addEventListener("click", () => this.send({ type: "phone", id: "mic-calibrate", action: "calibrate" }));
@@ -987,7 +989,8 @@ export class Mic {
 
   // The socket (re)opened: a phone that was singing takes its voice again, its audio a new run.
   onOpen() {
-    if (this.state.mode === "off") return;
+    // A page still opening its microphone sings when it has (start() sends it).
+    if (this.state.mode !== "singing") return;
     this.first = true;
     // Its offset as calibrated before: no calibration again; its claim: the voice it had, and its clock.
     this.send({ type: "phone", id: "mic-sing", action: "sing", offset: this.state.offset, claim: this.claim });
@@ -1016,7 +1019,12 @@ export class Mic {
   // Every tick, while singing: this voice's line, pitch and note from the room, drawn on the page's lane.
   tick(m) {
     const s = this.state;
-    if (s.mode !== "singing" || !s.voice || !Array.isArray(m.voices)) return;
+    if (s.mode !== "singing" || !s.voice) return;
+    if (!Array.isArray(m.voices)) {
+      // Between takes, or a song without a chart: no lane.
+      drawLane(this.$(this.el.lane), emptyLane(), m.position);
+      return;
+    }
     const mine = m.voices[s.voice - 1];
     const lines = this.partLines();
     const index = mine ? mine.line : null;
@@ -1071,6 +1079,10 @@ export class Mic {
   async start() {
     const s = this.state;
     s.error = null;
+    // A name for this singing, new each time the page starts: on a reconnect it gets its voice back by it.
+    const bytes = new Uint8Array(16);
+    crypto.getRandomValues(bytes);
+    this.claim = Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
     if (!window.isSecureContext || !navigator.mediaDevices || !navigator.mediaDevices.getUserMedia) {
       s.error = "the browser gives the microphone to secure (https) pages only: open the stage's https address";
       this.show();
@@ -1100,10 +1112,6 @@ export class Mic {
     // A new audio context: its clock against the page's is read anew.
     this.stamps = [];
     this.encodedStamps = [];
-    // A name for this singing, new each time the page starts: on a reconnect it gets its voice back by it.
-    const bytes = new Uint8Array(16);
-    crypto.getRandomValues(bytes);
-    this.claim = Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
     this.send({ type: "phone", id: "mic-sing", action: "sing", claim: this.claim });
   }
 

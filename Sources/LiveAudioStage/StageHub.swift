@@ -165,10 +165,13 @@ final class StageHub<Presenter: StagePresenter>: Sendable {
             guard presenter.mayUsePhone(role: client.role, singer: client.singer) else {
                 return StageMessages.reply(id: parsed.id, error: "only the singer whose song is on or next may sing with a phone")
             }
-            let taken: (voice: Int, new: Bool)
+            let taken: (voice: Int, new: Bool, resumed: Bool)
             do throws(AudioError) { taken = try phones.take(client, offset: offset, claim: claim) } catch { return StageMessages.reply(id: parsed.id, error: error.message) }
             let voice = taken.voice
-            if offset == nil, taken.new {
+            if offset == nil, taken.resumed, let known = phones.voice(of: client)?.report.offset {
+                // Back before its offset reached it: the one the room has, not another calibration mid-song.
+                client.post(type: "phone", StageMessages.phoneCalibrated(voice: voice, offset: known))
+            } else if offset == nil, taken.new {
                 // Calibrated once its clock has been read and its audio comes: two seconds on (three tries).
                 calibrate(client, id: nil, after: 2, attempts: 3)
             }
@@ -192,15 +195,25 @@ final class StageHub<Presenter: StagePresenter>: Sendable {
     private func calibrate(_ client: StageClient, id: String?, after seconds: Double, attempts: Int = 1) {
         Task.detached { [phones] in
             if seconds > 0 { try? await Task.sleep(nanoseconds: UInt64(seconds * 1e9)) }
+            var busy = false
             for attempt in 1...max(1, attempts) {
                 guard let voice = phones.voice(of: client) else { return }
+                if busy, let known = voice.report.offset {
+                    // The calibration that was under way found it.
+                    client.post(type: "phone", StageMessages.phoneCalibrated(voice: voice.voice, offset: known))
+                    if id != nil { client.post(type: "reply", StageMessages.reply(id: id, error: nil)) }
+                    return
+                }
                 do throws(AudioError) {
                     let offset = try await voice.calibrate()
                     client.post(type: "phone", StageMessages.phoneCalibrated(voice: voice.voice, offset: offset))
                     if id != nil { client.post(type: "reply", StageMessages.reply(id: id, error: nil)) }
                     return
                 } catch {
-                    if attempt < attempts, error.code != .busy {
+                    // Another calibration of this voice under way (its page's connection before this one): its
+                    // result is the voice's; this one waits for it and tries after.
+                    if attempt < attempts {
+                        busy = error.code == .busy
                         try? await Task.sleep(nanoseconds: 1_000_000_000)
                         continue
                     }

@@ -116,11 +116,17 @@ final class StagePhones: Sendable {
     /// ``keptFor``) — its clock readings, its drift and its offset go on. Without, or for a claim the room does not
     /// know, the first voice that is neither taken nor kept for another page.
     /// - Throws: ``/AudioCore/AudioError`` `.busy` when every phone voice is taken or kept (or the room has none).
-    func take(_ client: StageClient, offset: Double? = nil, claim: String? = nil) throws(AudioError) -> (voice: Int, new: Bool) {
+    func take(
+        _ client: StageClient, offset: Double? = nil, claim: String? = nil
+    ) throws(AudioError) -> (voice: Int, new: Bool, resumed: Bool) {
         let now = monotonicNanoseconds()
         let (voice, new, resumed, replaced) = try links.withLock {
             (l: inout Links) throws(AudioError) -> (PhoneVoice, Bool, Bool, StageClient?) in
-            if let mine = l.byClient[client.id] { return (mine.voice, false, false, nil) }
+            if let mine = l.byClient[client.id] {
+                // A page whose first sing raced its reconnect: its claim from now on.
+                if mine.claim == nil, let claim { l.byClient[client.id] = Link(client: client, voice: mine.voice, generation: mine.generation, claim: claim) }
+                return (mine.voice, false, false, nil)
+            }
             l.kept = l.kept.filter { $0.value.until > now }
             var pick: (voice: PhoneVoice, resumed: Bool, replaced: StageClient?)?
             if let claim {
@@ -142,7 +148,10 @@ final class StagePhones: Sendable {
                         .busy,
                         voices.isEmpty
                             ? "this room takes no phones"
-                            : "all \(voices.count) phone voices are taken" + (l.kept.isEmpty ? "" : " (\(l.kept.count) kept for a page whose connection dropped, for up to \(Self.keptFor / 1_000_000_000) s)"))
+                            : "every phone voice (\(voices.count)) is taken"
+                                + (l.kept.isEmpty
+                                    ? ""
+                                    : " (\(l.kept.count) kept for \(l.kept.count == 1 ? "a page" : "pages") whose connection dropped, for up to \(Self.keptFor / 1_000_000_000) s)"))
                 }
                 pick = (voice, false, nil)
             }
@@ -154,7 +163,7 @@ final class StagePhones: Sendable {
         }
         replaced?.abort()
         if new { queues[voice.voice]?.async { voice.connect(offset: offset, resuming: resumed) } }
-        return (voice.voice, new)
+        return (voice.voice, new, resumed)
     }
 
     /// `client` gives its voice back: it stopped, or was dropped (`keep` false), or its connection ended (`keep`

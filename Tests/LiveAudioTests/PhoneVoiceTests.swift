@@ -192,7 +192,7 @@ import Testing
 
     /// What the pitch track marks as a gap: the source keeps, frame by frame of the device's time, whether the
     /// phone's audio was there — 1 where it came, 0 where it did not (a lost stretch, or before the phone sang), and
-    /// nothing known of frames not rendered yet or rendered more than 8 s ago.
+    /// nothing known of frames not rendered yet or rendered longer ago than it keeps (9.9 s at 48 kHz).
     @Test func theSourceKnowsWhereThePhonesAudioWas() throws {
         let feed = PhoneVoiceFeed()
         let source = try PhoneVoiceSource(sampleRate: Self.rate, feed: feed)
@@ -220,7 +220,7 @@ import Testing
         #expect(source.shareHeard(from: 11_560, to: 16_360) == 1)
         #expect(source.shareHeard(from: 25_000, to: 26_000) == nil, "not rendered yet")
         render(cycles: 100..<2_200)  // 563,200 frames: 11.7 s
-        #expect(source.shareHeard(from: 1_960, to: 6_760) == nil, "rendered more than 8 s ago")
+        #expect(source.shareHeard(from: 1_960, to: 6_760) == nil, "rendered 11.7 s ago")
         #expect(source.shareHeard(from: 500_000, to: 501_000) == 0)
     }
 

@@ -82,11 +82,14 @@ public final class PhoneVoice: Sendable {
         var firstSoundStamp: Double?
     }
 
-    /// A calibration's recording: the phone's audio, placed by its timestamps alone, from where the chirps were
-    /// played.
+    /// A calibration's recording: the phone's packets as they came (their stamps, on the phone's clock), placed by
+    /// their timestamps alone when the recording ends — all through the clocks' fits as they are then, so that the
+    /// fits' small moves while the chirps played (a reading better than the last, a device cycle less late) do not
+    /// set the chirps apart — from where the chirps were played, `length` frames.
     struct CalibrationCapture {
         let start: Int64
-        var samples: [Float]
+        let length: Int
+        var packets: [(stamp: Double, samples: [Float], sampleRate: Int)] = []
     }
 
     init(room: PhoneVoiceHost, voice: Int, source: PhoneVoiceSource) {
@@ -100,12 +103,15 @@ public final class PhoneVoice: Sendable {
     ///
     /// `resuming`: the same page again on a new connection (its clock and its capture went on while it was away):
     /// its clock readings, the drift its audio was found to have and its offset (unless `offset` gives one) are kept;
-    /// its audio starts a new run.
+    /// its audio starts a new run, and the time away adds nothing to what it may send.
     public func connect(offset: Double? = nil, resuming: Bool = false) {
         state.withLock {
             if resuming {
                 $0.connected = true
                 if let offset { $0.offsetFrames = Int((offset * room.sampleRate).rounded()) }
+                // The time away gives no audio to catch up with: what the phone may send from now on is real time
+                // again, plus the usual allowance.
+                $0.audioSeconds = max($0.audioSeconds, Double(monotonicNanoseconds() - $0.connectedAt) / 1e9)
                 return
             }
             let runs = $0.runsBefore + ($0.placer?.runs ?? 0)
@@ -194,18 +200,11 @@ public final class PhoneVoice: Sendable {
             if s.firstSoundStamp == nil, let i = samples.firstIndex(where: { abs($0) >= 0.01 }) {
                 s.firstSoundStamp = stamp + Double(i) * 1e6 / Double(sampleRate)
             }
+            // A calibration under way keeps the packet (a few seconds of them), placed when it ends.
+            s.capture?.packets.append((stamp, samples, sampleRate))
             guard let roomMicros = s.clock.y(at: stamp), let position = room.timelinePosition(hostMicros: roomMicros) else {
                 s.unplaced += 1
                 return
-            }
-            if var capture = s.capture {
-                s.capture = nil
-                let ratio = room.sampleRate / Double(sampleRate)
-                for (i, x) in samples.enumerated() {
-                    let at = Int((position + Double(i) * ratio).rounded()) - Int(capture.start)
-                    if at >= 0, at < capture.samples.count { capture.samples[at] = x }
-                }
-                s.capture = capture
             }
             guard let offset = s.offsetFrames else {
                 s.unplaced += 1
@@ -243,7 +242,7 @@ public final class PhoneVoice: Sendable {
             throw AudioError(.invalidState, "phone voice \(voice): the room has not started")
         }
         let (start, signal) = played
-        state.withLock { $0.capture = CalibrationCapture(start: start, samples: [Float](repeating: 0, count: signal.count + maximumLag)) }
+        state.withLock { $0.capture = CalibrationCapture(start: start, length: signal.count + maximumLag) }
         // Until the recording's end has been played, and half a second more for the network.
         let end = start + Int64(signal.count + maximumLag) + Int64(0.5 * rate)
         let deadline = monotonicNanoseconds() + 30_000_000_000
@@ -253,7 +252,17 @@ public final class PhoneVoice: Sendable {
         }
         let recording = state.withLock { s -> [Float] in
             defer { s.capture = nil }
-            return s.capture?.samples ?? []
+            guard let capture = s.capture else { return [] }
+            var samples = [Float](repeating: 0, count: capture.length)
+            for p in capture.packets {
+                guard let roomMicros = s.clock.y(at: p.stamp), let position = room.timelinePosition(hostMicros: roomMicros) else { continue }
+                let ratio = room.sampleRate / Double(p.sampleRate)
+                for (i, x) in p.samples.enumerated() {
+                    let at = Int((position + Double(i) * ratio).rounded()) - Int(capture.start)
+                    if at >= 0, at < samples.count { samples[at] = x }
+                }
+            }
+            return samples
         }
         let m = try PhoneCalibration.measure(recording: recording, signal: signal, sampleRate: rate, maximumLag: maximumLag)
         state.withLock { $0.offsetFrames = m.lagFrames }

@@ -76,7 +76,7 @@ public final class PhoneVoiceSource: RenderUnit, @unchecked Sendable {
 
     /// The share of the frames `[from, to)` of the output's time (the device's sample time, as rendered) that had the
     /// phone's audio — 0 for a connection lost or packets that never came, or before the phone sang — or nil for
-    /// frames not rendered yet or rendered more than 8 s ago. Any thread.
+    /// frames not rendered yet or rendered longer ago than it keeps (at least 7 s; 9.9 s at 48 kHz). Any thread.
     public func shareHeard(from: Int64, to: Int64) -> Double? {
         let end = heardEnd.load(ordering: .acquiring)
         // Frames the writer may be overwriting (its next cycle's) are kept out: a second's margin.
