@@ -2,7 +2,6 @@
 # Runs every test in four phases (`make test` calls this after building):
 #   1. the computing tests, in parallel: DSP, codecs, graphs, parsers, the allocation probes — CPU-bound, and
 #      indifferent to timing; the fuzzers; the API documentation (`make docs`) and the examples (`make examples`);
-#      beside them, the take under load, which wants that load (see below);
 #   2. the tests that run against real servers in real time — PulseAudio, JACK, nginx-rtmp, live sessions — in
 #      parallel among themselves, but never beside phase 1: on a two-core machine the probes and encoders would
 #      take the CPU the sound servers and pacing threads need, and the tests would measure the load, not the code;
@@ -29,17 +28,6 @@ phase() { echo "== $1 == (at $(( SECONDS - started )) s)"; }
 # What failed outside a log (a phase that ran no tests), repeated at the end with the logs' failures.
 notes=()
 note() { echo "$1"; notes+=("$1"); status=1; }
-# The take under load (KaraokeRoomTests.aTakeUnderLoad: three minutes on JACK, the stage in Chromium) runs beside
-# phase 1, whose tests and fuzzers keep both cores busy, with one loop of CPU of its own: the load it is about, found
-# rather than made (it prints how busy the CPUs were), and three minutes that no longer add to the run.
-# `--ignore-lock`: `swift test` holds the build folder's lock for its whole run, --skip-build too, and phase 1's would
-# wait for this one (both only read the built tests). In a session of its own, stopped with the script (a background
-# job of a script ignores ^C).
-LOAD='KaraokeRoomTests/aTakeUnderLoad'
-KARAOKE_STRESS_BUSY=1 setsid -w $SWIFT test --skip-build --ignore-lock --filter "$LOAD" > .build/test-load.log 2>&1 &
-load_pid=$!
-trap 'kill -TERM -- -"$load_pid" 2>/dev/null' EXIT
-trap 'kill -TERM -- -"$load_pid" 2>/dev/null; exit 130' INT TERM
 phase "phase 1: computing tests"
 $SWIFT test --skip-build --skip "$REALTIME" --skip "$ALONE" --skip "$EVENING" --skip "$CALIBRATION" 2>&1 | tee .build/test-compute.log || status=1
 # A short mutation run (the full 10,000 inputs: `make fuzz-smoke`): damaged files of every kind through probe, encode
@@ -47,11 +35,11 @@ $SWIFT test --skip-build --skip "$REALTIME" --skip "$ALONE" --skip "$EVENING" --
 phase "phase 1: fuzz smoke"
 python3 scripts/fuzz-smoke.py --binary .build/debug/liveaudio --inputs 400 --seed "$(date +%Y%m%d)" --keep .build/fuzz-failures \
     2>&1 | tee .build/test-fuzz.log || status=1
-# Every fuzz target for 10 s under libFuzzer and AddressSanitizer, a debug build (built in 3 minutes where the release
+# Every fuzz target for 5 s under libFuzzer and AddressSanitizer, a debug build (built in 3 minutes where the release
 # build takes 4.5; the long runs, release, are `make fuzz`'s); a crash, a broken invariant or a leak fails the run, and
 # its input is printed for Fuzz/regressions/ (which phase 1 replays).
 phase "phase 1: fuzz targets"
-SWIFT=$SWIFT FUZZ_SECONDS=10 FUZZ_JOBS=2 FUZZ_CONFIG=debug scripts/fuzz.sh 2>&1 | tee .build/test-libfuzzer.log || status=1
+SWIFT=$SWIFT FUZZ_SECONDS=5 FUZZ_JOBS=2 FUZZ_CONFIG=debug scripts/fuzz.sh 2>&1 | tee .build/test-libfuzzer.log || status=1
 # The API documentation (DocC, every warning an error, every public symbol documented) and the Examples/ package (its
 # own build of LiveAudio; the offline example's WAV read by ffprobe).
 phase "phase 1: API documentation"
@@ -60,15 +48,6 @@ SWIFT=$SWIFT scripts/docs.sh 2>&1 | tee .build/test-docs.log
 phase "phase 1: examples"
 SWIFT=$SWIFT scripts/examples.sh 2>&1 | tee .build/test-examples.log
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
-phase "phase 1: the take under load (beside phase 1)"
-wait "$load_pid" || status=1
-cat .build/test-load.log
-if grep -q "Another instance of SwiftPM" .build/test-load.log; then
-    note "the take under load waited for phase 1's lock on .build: it did not run beside it"
-fi
-if ! grep -qE "Test run with 1 test " .build/test-load.log; then
-    note "the take under load ran no test to its end (crashed, or $LOAD names none)"
-fi
 phase "phase 2: real servers, real time"
 $SWIFT test --skip-build --filter "$REALTIME" 2>&1 | tee .build/test-realtime.log || status=1
 if ! grep -qE "Test run with [1-9][0-9]* tests? " .build/test-realtime.log; then
@@ -78,7 +57,7 @@ fi
 # semaphore's name) when this process opened and closed clients on one server while the suites above held clients on
 # others; an application talks to one server. Runs after phase 2, alone.
 phase "phase 3: karaoke sessions"
-$SWIFT test --skip-build --filter "$ALONE" --skip "$LOAD" 2>&1 | tee .build/test-karaoke.log || status=1
+$SWIFT test --skip-build --filter "$ALONE" 2>&1 | tee .build/test-karaoke.log || status=1
 if ! grep -qE "Test run with [1-9][0-9]* tests? " .build/test-karaoke.log; then
     note "phase 3 ran no tests"
 fi
@@ -109,7 +88,7 @@ if [ "$status" -ne 0 ]; then
     echo "== what failed =="
     [ ${#notes[@]} -eq 0 ] || printf '%s\n' "${notes[@]}"
     grep -hE "✘|(^|: )error:|Fatal error|the fuzz build failed|crashed|^fuzz-smoke: .* ([1-9][0-9]* crashes|[0-9]+ crashes, [1-9][0-9]* hangs)|^crash:|^hang:|^fuzz: .*FAILED|fuzz invariant|^SUMMARY|^soak: FAILED|^soak: .* exited|^examples: FAILED|^docs-check: [0-9]+ problem|^ls: cannot" .build/test-compute.log .build/test-fuzz.log \
-        .build/test-libfuzzer.log .build/test-docs.log .build/test-examples.log .build/test-load.log \
+        .build/test-libfuzzer.log .build/test-docs.log .build/test-examples.log \
         .build/test-realtime.log .build/test-karaoke.log .build/test-evening.log .build/test-calibration.log .build/test-soak.log | head -80
 fi
 exit "$status"

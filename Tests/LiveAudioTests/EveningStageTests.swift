@@ -98,7 +98,7 @@ struct EveningStageTests {
         #expect((r["hostilePhone"] as? [String: Any])?["pwned"] as? Bool == false)
         // The QR code is the join address.
         let join = r["joinURL"] as? String ?? ""
-        #expect(join.hasPrefix("http://127.0.0.1:\(port)/join?guest=") && r["qr"] as? String == join)
+        #expect(join.hasPrefix("http://127.0.0.1:\(port)/join?guest=") && r["qr"] as? String == join, "the QR code read \(r["qr"] ?? "-"); the join address \(join)")
 
         // The host skipped the first song; the duet was sung, its score shown.
         #expect(r["firstTitle"] as? String == "Stage One")

@@ -561,8 +561,7 @@ import TestSupport
     /// (default 2) loops of CPU beside it on this machine's cores, for `KARAOKE_STRESS_SECONDS` (default 180): the
     /// song's worker (`la-song`, at the lowest real-time priority) keeps the accompaniment from running dry — no
     /// underrun — and no cycle of ours blocked, took a page fault after the first, or computed for half its period or
-    /// more. `make test` runs it beside its first phase (the computing tests and the fuzzers, which keep both cores
-    /// busy) with one loop; it prints how busy the machine's CPUs were over the take.
+    /// more. It prints how busy the machine's CPUs were over the take.
     @Test func aTakeUnderLoad() async throws {
         let environment = ProcessInfo.processInfo.environment
         let seconds = Double(environment["KARAOKE_STRESS_SECONDS"] ?? "") ?? 180

@@ -174,9 +174,15 @@ def main():
         # The QR code on the big screen, read as a phone's camera would.
         png = os.path.join(args.cwd, "qr.png")
         wait("the QR code", lambda: big.execute_script("return document.getElementById('join-qr').complete && document.getElementById('join-qr').naturalWidth > 0"))
-        big.find_element(By.ID, "join-qr").screenshot(png)
-        z = subprocess.run(["zbarimg", "--quiet", "--raw", png], capture_output=True, text=True)
-        r["qr"] = z.stdout.strip()
+        # Up to three looks a second apart, as a phone held up again (the code moves to a corner when a song starts,
+        # and a look during the move reads nothing).
+        for _ in range(3):
+            big.find_element(By.ID, "join-qr").screenshot(png)
+            z = subprocess.run(["zbarimg", "--quiet", "--raw", png], capture_output=True, text=True)
+            r["qr"] = z.stdout.strip()
+            if r["qr"]:
+                break
+            time.sleep(1)
         if args.screenshots:
             os.makedirs(args.screenshots, exist_ok=True)
             big.save_screenshot(os.path.join(args.screenshots, "evening-big-screen.png"))
