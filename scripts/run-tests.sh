@@ -6,7 +6,7 @@
 #      parallel among themselves, but never beside phase 1: on a two-core machine the probes and encoders would
 #      take the CPU the sound servers and pacing threads need, and the tests would measure the load, not the code;
 #   3. the karaoke sessions on JACK, alone (see below); then the evening from phones (three browsers) beside a phone
-#      singing into a room (one browser), by themselves; then a browser calibrated by the room, alone;
+#      singing into a room (one browser), by themselves;
 #   4. the soak's two-minute version, alone.
 # Every phase always runs; the failures of all are repeated at the end, where a CI log is read. A new suite that
 # plays, records or talks to a server belongs in REALTIME.
@@ -19,7 +19,6 @@ ALONE='\.(KaraokeSessionTests|KaraokeRoomTests|StageTests)/'
 # The evening from phones (three headless Chromiums beside the room) and a phone singing into the room (one Chromium
 # whose fake microphone is a generated singer): after phase 3, beside each other.
 EVENING='\.(EveningStageTests|PhoneMicTests|PhoneFaultTests)/'
-CALIBRATION='\.PhoneRoomCalibrationTests/'
 mkdir -p .build
 status=0
 # Each phase's banner says how long the tests have run so far (the build before them not counted): where the minutes go.
@@ -29,7 +28,7 @@ phase() { echo "== $1 == (at $(( SECONDS - started )) s)"; }
 notes=()
 note() { echo "$1"; notes+=("$1"); status=1; }
 phase "phase 1: computing tests"
-$SWIFT test --skip-build --skip "$REALTIME" --skip "$ALONE" --skip "$EVENING" --skip "$CALIBRATION" 2>&1 | tee .build/test-compute.log || status=1
+$SWIFT test --skip-build --skip "$REALTIME" --skip "$ALONE" --skip "$EVENING" 2>&1 | tee .build/test-compute.log || status=1
 # A short mutation run (the full 10,000 inputs: `make fuzz-smoke`): damaged files of every kind through probe, encode
 # and render, with a different seed each day, so the tests keep finding new inputs; no crash, no hang.
 phase "phase 1: fuzz smoke"
@@ -66,12 +65,6 @@ $SWIFT test --skip-build --filter "$EVENING" 2>&1 | tee .build/test-evening.log 
 if ! grep -qE "Test run with [1-9][0-9]* tests? " .build/test-evening.log; then
     note "the evening's phase ran no tests"
 fi
-# A browser that hears the room through PulseAudio, calibrated by it: alone (a browser's capture beside others moved).
-phase "phase 3: a phone calibrated by the room, alone"
-$SWIFT test --skip-build --filter "$CALIBRATION" 2>&1 | tee .build/test-calibration.log || status=1
-if ! grep -qE "Test run with 1 test " .build/test-calibration.log; then
-    note "the calibration's phase ran no test to its end"
-fi
 # The soak's two-minute version (`make soak` runs it for an hour on the release build): monitor with the voice chain
 # and stream to nginx-rtmp on a JACK dummy server at 256 frames beside two peer jack_simple_clients on a second server,
 # alone, so that the memory it samples is the programs' alone. It judges memory (flat within 1 MiB after the
@@ -89,6 +82,6 @@ if [ "$status" -ne 0 ]; then
     [ ${#notes[@]} -eq 0 ] || printf '%s\n' "${notes[@]}"
     grep -hE "✘|(^|: )error:|Fatal error|the fuzz build failed|crashed|^fuzz-smoke: .* ([1-9][0-9]* crashes|[0-9]+ crashes, [1-9][0-9]* hangs)|^crash:|^hang:|^fuzz: .*FAILED|fuzz invariant|^SUMMARY|^soak: FAILED|^soak: .* exited|^examples: FAILED|^docs-check: [0-9]+ problem|^ls: cannot" .build/test-compute.log .build/test-fuzz.log \
         .build/test-libfuzzer.log .build/test-docs.log .build/test-examples.log \
-        .build/test-realtime.log .build/test-karaoke.log .build/test-evening.log .build/test-calibration.log .build/test-soak.log | head -80
+        .build/test-realtime.log .build/test-karaoke.log .build/test-evening.log .build/test-soak.log | head -80
 fi
 exit "$status"

@@ -198,6 +198,9 @@ final class StageHub<Presenter: StagePresenter>: Sendable {
             var busy = false
             for attempt in 1...max(1, attempts) {
                 guard let voice = phones.voice(of: client) else { return }
+                // An offset set meanwhile (by hand, or by the calibration that was under way) stands: no more tries,
+                // whose chirps, heard in a phone's singing by mistake, could replace it.
+                if attempt > 1, !busy, voice.report.offset != nil { return }
                 if busy, let known = voice.report.offset {
                     // The calibration that was under way found it.
                     client.post(type: "phone", StageMessages.phoneCalibrated(voice: voice.voice, offset: known))

@@ -82,7 +82,7 @@ final class StagePhones: Sendable {
         /// Which taking of a voice this is: a packet queued for an earlier one does not count against this one.
         let generation: Int
         /// The page's name for its singing (``PhoneRequest/sing(offset:claim:)``), if it gave one.
-        let claim: String?
+        var claim: String?
         var pending = 0
         var pings = 0
         var nextPing: UInt64 = 0
@@ -124,7 +124,7 @@ final class StagePhones: Sendable {
             (l: inout Links) throws(AudioError) -> (PhoneVoice, Bool, Bool, StageClient?) in
             if let mine = l.byClient[client.id] {
                 // A page whose first sing raced its reconnect: its claim from now on.
-                if mine.claim == nil, let claim { l.byClient[client.id] = Link(client: client, voice: mine.voice, generation: mine.generation, claim: claim) }
+                if mine.claim == nil, let claim { l.byClient[client.id]!.claim = claim }
                 return (mine.voice, false, false, nil)
             }
             l.kept = l.kept.filter { $0.value.until > now }

@@ -97,8 +97,8 @@ export class Mic {
 
   // The socket (re)opened: a phone that was singing takes its voice again, its audio a new run.
   onOpen() {
-    // A page still opening its microphone sings when it has (start() sends it).
-    if (this.state.mode !== "singing") return;
+    // (A page still opening its microphone has its claim already: start() makes it first.)
+    if (this.state.mode === "off") return;
     this.first = true;
     // Its offset as calibrated before: no calibration again; its claim: the voice it had, and its clock.
     this.send({ type: "phone", id: "mic-sing", action: "sing", offset: this.state.offset, claim: this.claim });
@@ -267,42 +267,18 @@ export class Mic {
   }
 
   // The page's clock at a frame of the audio context: the context's clock against performance.now(), as the
-  // browser pairs them (a pair with every packet), through a line over the last 500 pairs (10 s). The pairs scatter
-  // over a buffer or two (about 20 ms, evenly, in Chromium on PulseAudio): the median of the last 64, as this was
-  // before, moved by a millisecond or two from one second to the next, which set a calibration's chirps apart; a
-  // line follows the two clocks' drift, and pairs far off it (a stalled callback) are left out.
+  // browser pairs them, smoothed over the last pairs (a pair is taken with every packet). The median of the last 64
+  // follows a step (an audio context that stalled under load) within a second; a line over 500 pairs, tried, was
+  // steadier between steps but took seconds to follow one, and a page under load placed its audio late meanwhile.
   stampMicros(frame) {
     const t = this.context.getOutputTimestamp();
     if (t.contextTime > 0) {
-      this.stamps.push([t.performanceTime, t.performanceTime - t.contextTime * 1000]);
-      if (this.stamps.length > 500) this.stamps.shift();
+      this.stamps.push(t.performanceTime - t.contextTime * 1000);
+      if (this.stamps.length > 64) this.stamps.shift();
     }
-    const offset = this.stamps.length
-      ? Mic.line(this.stamps)(this.stamps[this.stamps.length - 1][0])
-      : performance.now() - this.context.currentTime * 1000;
+    const sorted = [...this.stamps].sort((a, b) => a - b);
+    const offset = sorted.length ? sorted[sorted.length >> 1] : performance.now() - this.context.currentTime * 1000;
     return (offset + (frame / RATE) * 1000) * 1000;
-  }
-
-  // A least-squares line through [x, y] points, refitted without those more than three median distances off the
-  // first: a function of x.
-  static line(points) {
-    const fit = (p) => {
-      let mx = 0, my = 0;
-      for (const [x, y] of p) { mx += x; my += y; }
-      mx /= p.length; my /= p.length;
-      let sxx = 0, sxy = 0;
-      for (const [x, y] of p) { sxx += (x - mx) * (x - mx); sxy += (x - mx) * (y - my); }
-      const slope = sxx > 1e-9 ? sxy / sxx : 0;
-      return (x) => my + slope * (x - mx);
-    };
-    let line = fit(points);
-    if (points.length >= 16) {
-      const off = points.map(([x, y]) => Math.abs(y - line(x)));
-      const median = [...off].sort((a, b) => a - b)[off.length >> 1];
-      const kept = points.filter((_, i) => off[i] <= 3 * median + 0.1);
-      if (kept.length >= 8) line = fit(kept);
-    }
-    return line;
   }
 
   // 128 frames at a time from the worklet, gathered into 20 ms packets.
