@@ -172,8 +172,8 @@ final class StageHub<Presenter: StagePresenter>: Sendable {
                 // Back before its offset reached it: the one the room has, not another calibration mid-song.
                 client.post(type: "phone", StageMessages.phoneCalibrated(voice: voice, offset: known))
             } else if offset == nil, taken.new {
-                // Calibrated once its clock has been read and its audio comes: two seconds on (three tries).
-                calibrate(client, id: nil, after: 2, attempts: 3)
+                // Calibrated once its clock has been read and its audio comes: two seconds on.
+                calibrate(client, id: nil, after: 2)
             }
             return StageMessages.reply(id: parsed.id, answer: EveningAnswer(data: "{\"voice\":\(voice)}"))
         case .calibrate:
