@@ -189,41 +189,19 @@ final class StageHub<Presenter: StagePresenter>: Sendable {
         }
     }
 
-    /// Calibrates `client`'s voice after `seconds`, up to `attempts` times while the chirps are not heard clearly (a
-    /// second apart: a browser's capture can shift once in its first seconds, and a noise in the room passes); the
-    /// result goes to the page as a `phone` message (and a reply when asked for with `id`).
-    private func calibrate(_ client: StageClient, id: String?, after seconds: Double, attempts: Int = 1) {
+    /// Calibrates `client`'s voice after `seconds`; the result goes to the page as a `phone` message (and a reply
+    /// when asked for with `id`).
+    private func calibrate(_ client: StageClient, id: String?, after seconds: Double) {
         Task.detached { [phones] in
             if seconds > 0 { try? await Task.sleep(nanoseconds: UInt64(seconds * 1e9)) }
-            var busy = false
-            for attempt in 1...max(1, attempts) {
-                guard let voice = phones.voice(of: client) else { return }
-                // An offset set meanwhile (by hand, or by the calibration that was under way) stands: no more tries,
-                // whose chirps, heard in a phone's singing by mistake, could replace it.
-                if attempt > 1, !busy, voice.report.offset != nil { return }
-                if busy, let known = voice.report.offset {
-                    // The calibration that was under way found it.
-                    client.post(type: "phone", StageMessages.phoneCalibrated(voice: voice.voice, offset: known))
-                    if id != nil { client.post(type: "reply", StageMessages.reply(id: id, error: nil)) }
-                    return
-                }
-                do throws(AudioError) {
-                    let offset = try await voice.calibrate()
-                    client.post(type: "phone", StageMessages.phoneCalibrated(voice: voice.voice, offset: offset))
-                    if id != nil { client.post(type: "reply", StageMessages.reply(id: id, error: nil)) }
-                    return
-                } catch {
-                    // Another calibration of this voice under way (its page's connection before this one): its
-                    // result is the voice's; this one waits for it and tries after.
-                    if attempt < attempts {
-                        busy = error.code == .busy
-                        try? await Task.sleep(nanoseconds: 1_000_000_000)
-                        continue
-                    }
-                    client.post(type: "phone", StageMessages.phoneCalibrated(voice: voice.voice, error: error.message))
-                    if id != nil { client.post(type: "reply", StageMessages.reply(id: id, error: error.message)) }
-                    return
-                }
+            guard let voice = phones.voice(of: client) else { return }
+            do throws(AudioError) {
+                let offset = try await voice.calibrate()
+                client.post(type: "phone", StageMessages.phoneCalibrated(voice: voice.voice, offset: offset))
+                if id != nil { client.post(type: "reply", StageMessages.reply(id: id, error: nil)) }
+            } catch {
+                client.post(type: "phone", StageMessages.phoneCalibrated(voice: voice.voice, error: error.message))
+                if id != nil { client.post(type: "reply", StageMessages.reply(id: id, error: error.message)) }
             }
         }
     }

@@ -11,7 +11,7 @@ import TestSupport
     /// sink "spk", and the page's microphone is that sink as a source (a remap of its monitor: Chromium lists no
     /// monitors) — the air between the room's speaker and the phone, with PulseAudio's and Chromium's own buffering in
     /// it, none of it known to the test. The page taps to sing during the first song; two seconds on, the room plays
-    /// its chirps and finds the phone's offset in what the page sends back (it tries three times). The second song (noise in bursts) then
+    /// its chirps and finds the phone's offset in what the page sends back. The second song (noise in bursts) then
     /// plays, and the phone's dry stem is the song as the page heard it: placed by the offset the room measured, it
     /// lines up with the song's own stem within ±5 ms, every quarter of a second (through PCM: noise through Opus at
     /// 48 kbit/s keeps its envelope, not its waveform, and correlates at about 0.6 where it is placed).
