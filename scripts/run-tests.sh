@@ -1,24 +1,32 @@
 #!/usr/bin/env bash
 # Runs every test in four phases (`make test` calls this after building):
 #   1. the computing tests, in parallel: DSP, codecs, graphs, parsers, the allocation probes — CPU-bound, and
-#      indifferent to timing; the fuzzers; the API documentation (`make docs`) and the examples (`make examples`);
+#      indifferent to timing; beside them the room's take under load, whose load they are; underneath them (nice 19,
+#      taking only the CPU they leave: the probes' waits) the fuzz build and the examples' build; then the fuzz smoke,
+#      the API documentation (`make docs`), the fuzz targets and the examples (`make examples`);
 #   2. the tests that run against real servers in real time — PulseAudio, JACK, nginx-rtmp, live sessions — in
 #      parallel among themselves, but never beside phase 1: on a two-core machine the probes and encoders would
 #      take the CPU the sound servers and pacing threads need, and the tests would measure the load, not the code;
-#   3. the karaoke sessions on JACK, alone (see below); then the evening from phones (three browsers) beside a phone
-#      singing into a room (one browser), by themselves;
-#   4. the soak's two-minute version, alone.
+#   3. the karaoke sessions on JACK and PulseAudio, by themselves (see below); then the evening from phones (three
+#      browsers) beside a phone singing into a room (one browser), with a phone singing for five minutes beside them;
+#   4. the soak's two-minute version, beside the end of that phone's five minutes.
 # Every phase always runs; the failures of all are repeated at the end, where a CI log is read. A new suite that
 # plays, records or talks to a server belongs in REALTIME.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 SWIFT=${SWIFT:-swift}
-REALTIME='\.(TerminalDisplayTests|PhoneClaimTests|KaraokeNormalizeTests|VoiceProcessingRealTimeTests|PulseAudioDeviceTests|JACKDeviceTests|DeviceCommandTests|PublisherTests|PublisherErrorTests|MisbehavingServerTests|InteroperabilityTests|LiveStreamTests|LiveStreamLifecycleTests|SessionResourceTests|StreamCommandTests|FaultInjectionTests)/'
-# Suites that run alone, after phase 2 (phase 3).
-ALONE='\.(KaraokeSessionTests|KaraokeRoomTests|StageTests)/'
+REALTIME='\.(TerminalDisplayTests|PhoneClaimTests|KaraokeNormalizeTests|VoiceProcessingRealTimeTests|PulseAudioDeviceTests|JACKDeviceTests|DeviceCommandTests|PublisherTests|PublisherErrorTests|MisbehavingServerTests|InteroperabilityTests|LiveStreamTests|LiveStreamLifecycleTests|SessionResourceTests|StreamCommandTests|FaultInjectionTests|RTMPServerKilledTests)/'
+# Suites that run by themselves, after phase 2 (phase 3).
+ALONE='\.(KaraokeSessionTests|KaraokePulseAudioTests|KaraokeRoomTests|StageTests)/'
 # The evening from phones (three headless Chromiums beside the room) and a phone singing into the room (one Chromium
 # whose fake microphone is a generated singer): after phase 3, beside each other.
 EVENING='\.(EveningStageTests|PhoneMicTests|PhoneFaultTests)/'
+# The room's take under load (three minutes), in phase 1; a phone's five-minute take, beside the evening and the soak.
+LOAD='\.KaraokeLoadTests/'
+DRIFT='\.PhoneDriftTests/'
+# Those two run from the test binary itself, beside a `swift test` (which holds the build folder's lock while it runs).
+XCTEST=$($SWIFT build --show-bin-path)/LiveAudioPackageTests.xctest
+direct() { NO_COLOR=1 "$XCTEST" --testing-library swift-testing --filter "$1"; }
 mkdir -p .build
 status=0
 # Each phase's banner says how long the tests have run so far (the build before them not counted): where the minutes go.
@@ -27,24 +35,41 @@ phase() { echo "== $1 == (at $(( SECONDS - started )) s)"; }
 # What failed outside a log (a phase that ran no tests), repeated at the end with the logs' failures.
 notes=()
 note() { echo "$1"; notes+=("$1"); status=1; }
-phase "phase 1: computing tests"
-$SWIFT test --skip-build --skip "$REALTIME" --skip "$ALONE" --skip "$EVENING" 2>&1 | tee .build/test-compute.log || status=1
+phase "phase 1: computing tests; the take under load beside them, the fuzz and examples builds underneath"
+# The builds have folders of their own (.build-fuzz, Examples/.build): the test run's lock on .build is not theirs.
+nice -n 19 env SWIFT="$SWIFT" FUZZ_CONFIG=debug FUZZ_BUILD_ONLY=1 scripts/fuzz.sh > .build/test-fuzz-build.log 2>&1 &
+fuzz_build=$!
+nice -n 19 "$SWIFT" build --package-path Examples > .build/test-examples-build.log 2>&1 &
+examples_build=$!
+# The take's load is this phase's own work: no loops of its own (it checks that the CPUs were busy all the while).
+KARAOKE_STRESS_BUSY=0 direct "$LOAD" > .build/test-load.log 2>&1 &
+load=$!
+$SWIFT test --skip-build --skip "$REALTIME" --skip "$ALONE" --skip "$EVENING" --skip "$LOAD" --skip "$DRIFT" 2>&1 \
+    | tee .build/test-compute.log || status=1
+phase "phase 1: the take under load"
+wait "$load" || status=1
+cat .build/test-load.log
+grep -qE "Test run with [1-9][0-9]* tests? " .build/test-load.log || note "the take under load ran no test: LOAD in scripts/run-tests.sh"
 # A short mutation run (the full 10,000 inputs: `make fuzz-smoke`): damaged files of every kind through probe, encode
 # and render, with a different seed each day, so the tests keep finding new inputs; no crash, no hang.
 phase "phase 1: fuzz smoke"
 python3 scripts/fuzz-smoke.py --binary .build/debug/liveaudio --inputs 400 --seed "$(date +%Y%m%d)" --keep .build/fuzz-failures \
     2>&1 | tee .build/test-fuzz.log || status=1
+# The API documentation (DocC, every warning an error, every public symbol documented); one core's work, beside the
+# builds still under way.
+phase "phase 1: API documentation"
+SWIFT=$SWIFT scripts/docs.sh 2>&1 | tee .build/test-docs.log
+[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 # Every fuzz target for 5 s under libFuzzer and AddressSanitizer, a debug build (built in 3 minutes where the release
 # build takes 4.5; the long runs, release, are `make fuzz`'s); a crash, a broken invariant or a leak fails the run, and
 # its input is printed for Fuzz/regressions/ (which phase 1 replays).
 phase "phase 1: fuzz targets"
-SWIFT=$SWIFT FUZZ_SECONDS=5 FUZZ_JOBS=2 FUZZ_CONFIG=debug scripts/fuzz.sh 2>&1 | tee .build/test-libfuzzer.log || status=1
-# The API documentation (DocC, every warning an error, every public symbol documented) and the Examples/ package (its
-# own build of LiveAudio; the offline example's WAV read by ffprobe).
-phase "phase 1: API documentation"
-SWIFT=$SWIFT scripts/docs.sh 2>&1 | tee .build/test-docs.log
-[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+wait "$fuzz_build" || note "the fuzz build failed: $(tail -3 .build/test-fuzz-build.log)"
+cat .build/test-fuzz-build.log > .build/test-libfuzzer.log
+SWIFT=$SWIFT FUZZ_BUILD=0 FUZZ_SECONDS=5 FUZZ_JOBS=2 FUZZ_CONFIG=debug scripts/fuzz.sh 2>&1 | tee -a .build/test-libfuzzer.log || status=1
+# The Examples/ package (its own build of LiveAudio; the offline example's WAV read by ffprobe).
 phase "phase 1: examples"
+wait "$examples_build" || echo "examples: the build underneath failed; again, in the open:"
 SWIFT=$SWIFT scripts/examples.sh 2>&1 | tee .build/test-examples.log
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 phase "phase 2: real servers, real time"
@@ -60,28 +85,34 @@ $SWIFT test --skip-build --filter "$ALONE" 2>&1 | tee .build/test-karaoke.log ||
 if ! grep -qE "Test run with [1-9][0-9]* tests? " .build/test-karaoke.log; then
     note "phase 3 ran no tests"
 fi
-phase "phase 3: the evening from phones, a phone as the microphone"
+phase "phase 3: the evening from phones, a phone as the microphone; a phone's five minutes beside them"
+direct "$DRIFT" > .build/test-drift.log 2>&1 &
+drift=$!
 $SWIFT test --skip-build --filter "$EVENING" 2>&1 | tee .build/test-evening.log || status=1
 if ! grep -qE "Test run with [1-9][0-9]* tests? " .build/test-evening.log; then
     note "the evening's phase ran no tests"
 fi
 # The soak's two-minute version (`make soak` runs it for an hour on the release build): monitor with the voice chain
-# and stream to nginx-rtmp on a JACK dummy server at 256 frames beside two peer jack_simple_clients on a second server,
-# alone, so that the memory it samples is the programs' alone. It judges memory (flat within 1 MiB after the
-# warm-up), drops, reconnects and the exit statuses; the xruns against the peer are printed, not judged: two minutes
-# on a shared machine can be decided by a single stall of the host, which makes both servers' timers late. `make soak`
-# judges them over an hour.
-phase "phase 4: soak (2 minutes)"
+# and stream to nginx-rtmp on a JACK dummy server at 256 frames beside two peer jack_simple_clients on a second server.
+# It judges memory (each process's own, flat within 1 MiB after the warm-up), drops, reconnects and the exit statuses;
+# the xruns against the peer are printed, not judged: two minutes on a shared machine can be decided by a single stall
+# of the host, which makes both servers' timers late (`make soak` judges them over an hour, alone). It runs beside the
+# last minutes of the phone's take: a room on the virtual device and a browser, a fraction of one core.
+phase "phase 4: soak (2 minutes), beside the phone's five minutes"
 python3 scripts/soak.py --binary .build/debug/liveaudio --seconds "${TEST_SOAK_SECONDS:-120}" --xruns-reported-only --out .build/soak 2>&1 \
     | tee .build/test-soak.log
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+phase "phase 4: the phone's five minutes"
+wait "$drift" || status=1
+cat .build/test-drift.log
+grep -qE "Test run with [1-9][0-9]* tests? " .build/test-drift.log || note "the phone's five minutes ran no test: DRIFT in scripts/run-tests.sh"
 echo "== all phases: $(( SECONDS - started )) s =="
 if [ "$status" -ne 0 ]; then
     echo
     echo "== what failed =="
     [ ${#notes[@]} -eq 0 ] || printf '%s\n' "${notes[@]}"
-    grep -hE "✘|(^|: )error:|Fatal error|the fuzz build failed|crashed|^fuzz-smoke: .* ([1-9][0-9]* crashes|[0-9]+ crashes, [1-9][0-9]* hangs)|^crash:|^hang:|^fuzz: .*FAILED|fuzz invariant|^SUMMARY|^soak: FAILED|^soak: .* exited|^examples: FAILED|^docs-check: [0-9]+ problem|^ls: cannot" .build/test-compute.log .build/test-fuzz.log \
+    grep -hE "✘|(^|: )error:|Fatal error|the fuzz build failed|crashed|^fuzz-smoke: .* ([1-9][0-9]* crashes|[0-9]+ crashes, [1-9][0-9]* hangs)|^crash:|^hang:|^fuzz: .*FAILED|fuzz invariant|^SUMMARY|^soak: FAILED|^soak: .* exited|^examples: FAILED|^docs-check: [0-9]+ problem|^ls: cannot" .build/test-compute.log .build/test-load.log .build/test-fuzz.log \
         .build/test-libfuzzer.log .build/test-docs.log .build/test-examples.log \
-        .build/test-realtime.log .build/test-karaoke.log .build/test-evening.log .build/test-soak.log | head -80
+        .build/test-realtime.log .build/test-karaoke.log .build/test-evening.log .build/test-soak.log .build/test-drift.log | head -80
 fi
 exit "$status"

@@ -309,12 +309,17 @@ public final class JACKServer: @unchecked Sendable {
     /// Starts jackd (the dummy driver) under this server's name and waits until clients can connect: at creation,
     /// and again after ``kill()``.
     public func start() throws {
-        // One server starting at a time in this process: two jackd starting together (and their jack_wait
-        // clients) have failed to register with each other's shared memory under load ("Cannot read socket").
-        try Self.starting.withLock { _ in try startAlone() }
+        // One server starting at a time on this machine: two jackd starting together (and their jack_wait
+        // clients) have failed to register with each other's shared memory under load ("Cannot read socket"). A
+        // lock on a file, since `make test` runs test processes side by side: flock's lock belongs to the open file,
+        // so it keeps out this process's other threads as well as other processes.
+        let fd = open(NSTemporaryDirectory() + "liveaudio-jackd-start.lock", O_CREAT | O_RDWR | O_CLOEXEC, 0o666)
+        if fd >= 0 {
+            while flock(fd, LOCK_EX) != 0, errno == EINTR {}
+        }
+        defer { if fd >= 0 { close(fd) } }
+        try startAlone()
     }
-
-    private static let starting = Mutex(())
 
     private func startAlone() throws {
         for attempt in 0..<3 {
