@@ -15,7 +15,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 SWIFT=${SWIFT:-swift}
-REALTIME='\.(TerminalDisplayTests|PhoneClaimTests|KaraokeNormalizeTests|VoiceProcessingRealTimeTests|PulseAudioDeviceTests|JACKDeviceTests|DeviceCommandTests|PublisherTests|PublisherErrorTests|MisbehavingServerTests|InteroperabilityTests|LiveStreamTests|LiveStreamLifecycleTests|SessionResourceTests|StreamCommandTests|FaultInjectionTests|RTMPServerKilledTests)/'
+REALTIME='\.(TerminalDisplayTests|PhoneClaimTests|PhoneTurnTests|KaraokeNormalizeTests|VoiceProcessingRealTimeTests|PulseAudioDeviceTests|JACKDeviceTests|DeviceCommandTests|PublisherTests|PublisherErrorTests|MisbehavingServerTests|InteroperabilityTests|LiveStreamTests|LiveStreamLifecycleTests|SessionResourceTests|StreamCommandTests|FaultInjectionTests|RTMPServerKilledTests)/'
 # Suites that run by themselves, after phase 2 (phase 3).
 ALONE='\.(KaraokeSessionTests|KaraokePulseAudioTests|KaraokeRoomTests|StageTests)/'
 # The evening from phones (three headless Chromiums beside the room) and a phone singing into the room (one Chromium

@@ -74,9 +74,19 @@ final class StageHub<Presenter: StagePresenter>: Sendable {
     /// Until cancelled: every snapshot becomes a tick for every page and, where they changed, events; a page whose
     /// write has waited longer than `slowClientTimeout` is closed.
     func broadcast(slowClientTimeout: Double) async {
+        var nextTurnLook: UInt64 = 0
         for await snapshot in monitor.updates() {
             send(snapshot, slowClientTimeout: slowClientTimeout)
             phones.pings()
+            // Once a second: a phone sings for the singer whose song is on or next, not after (the library is read
+            // on its own queue).
+            let now = monotonicNanoseconds()
+            if now >= nextTurnLook {
+                nextTurnLook = now + 1_000_000_000
+                library.async { [self] in
+                    phones.endTurns(why: Self.turnOver) { presenter.mayUsePhone(role: $0, singer: $1) }
+                }
+            }
             if Task.isCancelled { break }
         }
         // The session's last state (the owner refreshed the monitor before stopping the stage).
@@ -135,6 +145,9 @@ final class StageHub<Presenter: StagePresenter>: Sendable {
         return joined
     }
 
+    /// Why a guest's phone stopped singing when its singer's song was over.
+    static var turnOver: String { "your turn is over: a phone sings for the singer whose song is on or next" }
+
     /// A page's connection ended.
     func leave(_ client: StageClient) {
         // Its voice kept a while for the page, which reconnects by itself.
@@ -153,6 +166,13 @@ final class StageHub<Presenter: StagePresenter>: Sendable {
             parsed = try StageMessages.phone(text)
         } catch {
             return StageMessages.reply(id: error.id, error: error.message)
+        }
+        switch parsed.request {
+        case .sing, .calibrate, .offset:
+            // A guest's asks count as its evening requests do (a calibration plays chirps into the room).
+            guard takeRequest(client) else { return StageMessages.reply(id: parsed.id, error: "too many requests: wait a moment") }
+        case .clock, .stop:
+            break
         }
         switch parsed.request {
         case .clock(let room, let phone):

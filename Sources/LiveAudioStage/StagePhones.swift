@@ -87,12 +87,24 @@ final class StagePhones: Sendable {
         var pings = 0
         var nextPing: UInt64 = 0
         var invalid = 0
+        /// Looks in a row (``endTurns(why:mayUsePhone:)``) that found the page's singer out of turn.
+        var outOfTurn = 0
+    }
+    /// A voice kept for a page whose connection dropped.
+    private struct Kept {
+        let claim: String
+        /// Until when (monotonic ns).
+        let until: UInt64
+        /// Who the page was: its voice is forgotten when that singer's turn is over.
+        let role: StageRole
+        let singer: Int64?
+        var outOfTurn = 0
     }
     private struct Links {
         var byClient: [Int: Link] = [:]
         var generations = 0
-        /// Voices whose page's connection dropped, by voice: kept for that page's claim until the time (monotonic ns).
-        var kept: [Int: (claim: String, until: UInt64)] = [:]
+        /// Voices whose page's connection dropped, by voice: kept for that page's claim for a while.
+        var kept: [Int: Kept] = [:]
     }
     private let links = Mutex<Links>(Links())
     /// How long a voice is kept for a page whose connection dropped (it reconnects within seconds).
@@ -173,11 +185,51 @@ final class StagePhones: Sendable {
         guard
             let link = links.withLock({ l -> Link? in
                 guard let link = l.byClient.removeValue(forKey: client.id) else { return nil }
-                if keep, let claim = link.claim { l.kept[link.voice.voice] = (claim, now + Self.keptFor) }
+                if keep, let claim = link.claim {
+                    l.kept[link.voice.voice] = Kept(claim: claim, until: now + Self.keptFor, role: client.role, singer: client.singer)
+                }
                 return link
             })
         else { return }
         queues[link.voice.voice]?.async { link.voice.disconnect() }
+    }
+
+    /// Looks in a row that must find a page's singer out of turn before its voice ends (about a second apart): one
+    /// look between two songs, as the library moves one on, does not end a phone that may still sing.
+    static let outOfTurnLooks = 3
+
+    /// Ends the singing of the pages whose singer may no longer sing with a phone (`mayUsePhone` false on
+    /// ``outOfTurnLooks`` looks in a row — a guest whose song is neither on nor next): each one's voice is given back
+    /// and the page is told `why` (its connection stays); and forgets, the same way, the voices kept for dropped pages
+    /// whose singer's turn is over, so that other pages may take them. Returns how many pages it ended.
+    ///
+    /// Called about once a second, off the event loop: `mayUsePhone` may read the song library.
+    @discardableResult
+    func endTurns(why: String, mayUsePhone: (StageRole, Int64?) -> Bool) -> Int {
+        let (holders, kept) = links.withLock { l in
+            (l.byClient.map { (id: $0.key, role: $0.value.client.role, singer: $0.value.client.singer) },
+             l.kept.map { (voice: $0.key, role: $0.value.role, singer: $0.value.singer) })
+        }
+        guard !holders.isEmpty || !kept.isEmpty else { return 0 }
+        let outOfTurn = Set(holders.filter { !mayUsePhone($0.role, $0.singer) }.map(\.id))
+        let keptOutOfTurn = Set(kept.filter { !mayUsePhone($0.role, $0.singer) }.map(\.voice))
+        let ended = links.withLock { l -> [StageClient] in
+            var ended: [StageClient] = []
+            for id in l.byClient.keys {
+                l.byClient[id]!.outOfTurn = outOfTurn.contains(id) ? l.byClient[id]!.outOfTurn + 1 : 0
+                if l.byClient[id]!.outOfTurn >= Self.outOfTurnLooks { ended.append(l.byClient[id]!.client) }
+            }
+            for voice in l.kept.keys {
+                l.kept[voice]!.outOfTurn = keptOutOfTurn.contains(voice) ? l.kept[voice]!.outOfTurn + 1 : 0
+                if l.kept[voice]!.outOfTurn >= Self.outOfTurnLooks { l.kept.removeValue(forKey: voice) }
+            }
+            return ended
+        }
+        for client in ended {
+            release(client)
+            client.post(type: "phone", StageMessages.phoneEnded(why))
+        }
+        return ended.count
     }
 
     /// Sets `client`'s voice's offset by hand (in order with its connect and its packets).

@@ -19,8 +19,10 @@ import TestSupport
         var text = "#TITLE:Phone drift\n#ARTIST:Tests\n#MP3:song.wav\n#BPM:240\n#GAP:500\n"
         for n in 0..<Int(seconds * 2 - 2) { text += ": \(n * 8) 6 \([0, 2, 4, 5, 7, 5, 4, 2][n % 8]) la\n" }
         text += "E\n"
+        let started = Date()
         let run = try await PhoneFaultTests.run(
             parts: [1], options: ["--clock-ppm", String(ppm)], chart: text, songSeconds: seconds + 2)
+        let ran = Date()
         defer { run.dir.remove() }
         try PhoneFaultTests.checkRan(run)
         let status = (run.pages.first?["mic"] as? [String: Any])?["status"] as? [String: Any] ?? [:]
@@ -31,6 +33,7 @@ import TestSupport
         let stem = try FFmpeg.decode(run.dir.file("stems/02/voice-2-dry.wav"), channels: 1)[0]
         let (lags, correlations) = PhoneMicTests.windows(stem: stem, singer: run.singers[0], every: 48_000)
         let third = lags.count / 3
+        print("phone drift: the room's run took \(Int(ran.timeIntervalSince(started))) s (its singer made, the browser, the take), the stem's windows \(Int(Date().timeIntervalSince(ran))) s")
         print("phone drift: \(lags.count) windows; lags in the first third \(lags.prefix(third).min() ?? 0) … \(lags.prefix(third).max() ?? 0), in the last \(lags.suffix(third).min() ?? 0) … \(lags.suffix(third).max() ?? 0) frames")
         #expect(Double(lags.count) >= seconds * 0.8, "\(lags.count) windows of singing")
         #expect(lags.allSatisfy { abs($0) <= 480 }, "placed \(lags.map { Double($0) / 48 }) ms from where its timestamps say")

@@ -15,7 +15,7 @@ import TestSupport
     /// plays, and the phone's dry stem is the song as the page heard it: placed by the offset the room measured, it
     /// lines up with the song's own stem within ±5 ms, every quarter of a second (through PCM: noise through Opus at
     /// 48 kbit/s keeps its envelope, not its waveform, and correlates at about 0.6 where it is placed).
-    @Test(.disabled("not reliable yet: in about one run in three the three chirps come out 10 ms apart (a browser capture buffer) and the calibration is refused three times; see docs/phones.md"))
+    @Test(.disabled("not reliable yet: in one run in three or more the three chirps come out 10 ms apart (a browser capture buffer) and the calibration is refused; stamping the audio with the capture times of a MediaStreamTrackProcessor's AudioData did not change it (2026-12-06); see docs/phones.md"))
     func aPhoneThatHearsTheRoomIsCalibrated() async throws {
         let pulse = try await PulseAudioServer.started(sinks: ["spk", "mic"])
         defer { pulse.stop() }

@@ -104,9 +104,11 @@ struct StageTests {
         }
         #expect(console.isEmpty, "\(console)")
 
-        // The line on the page changes at the chart's time: line k shows once line k-1 has ended.
+        // The line on the page changes at the chart's time: line k shows once line k-1 has ended. Timed against the
+        // ticks tab B itself got (read in the page every 10 ms: the driver's own samples of tab A pause while it acts
+        // in tab B, and a pause across a position played twice matched a change to the wrong pass).
         let samples = r["samples"] as? [[String: Any]] ?? []
-        let clock = samples.compactMap { s -> (wall: Double, position: Double)? in
+        let clock = (r["ticksB"] as? [[String: Any]] ?? []).compactMap { s -> (wall: Double, position: Double)? in
             guard let w = s["tickWallMs"] as? Double, let p = s["position"] as? Double, (s["state"] as? String) == "playing" else { return nil }
             return (w, p)
         }

@@ -37,6 +37,14 @@ document.addEventListener('DOMContentLoaded', () => {
   new MutationObserver(note).observe(line, {childList: true, subtree: true, characterData: true});
   note();
 });
+// Every tick the page got (the server's wall clock and the song's position then), read in the page: the clock its line
+// changes are timed against, with no gap where the driver was busy with the other tab.
+window.__ticks = [];
+setInterval(() => {
+  const s = window.stage, t = s && s.tick;
+  const last = window.__ticks[window.__ticks.length - 1];
+  if (t && (!last || last.tickWallMs !== t.wallMs)) window.__ticks.push({tickWallMs: t.wallMs, position: t.position, state: t.state});
+}, 10);
 """
 
 
@@ -169,6 +177,7 @@ def main():
         # Before the stop: the line changes tab B saw (tab A was reloaded).
         d.switch_to.window(tab_b)
         results["lineChangesB"] = d.execute_script("return window.__lineChanges")
+        results["ticksB"] = d.execute_script("return window.__ticks")
         d.switch_to.window(tab_a)
         results["lineChangesA"] = d.execute_script("return window.__lineChanges")
         results["hello"] = d.execute_script("return window.stage.hello")
