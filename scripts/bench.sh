@@ -366,7 +366,7 @@ done
 fi
 
 if want phones; then
-echo "== phones: the room's CPU per phone voice, and a phone's clock 200 ppm fast over a long take in the browser"
+echo "== phones: the room's CPU per phone voice (and, with BENCH_PHONE_DRIFT_SECONDS, a phone's clock 200 ppm fast over a take that long in the browser)"
 # scripts/bench-phones.py: `liveaudio karaoke --phones 4 --web 127.0.0.1:0 --timing` on the JACK dummy driver at 128
 # frames with 0 … 4 phones singing Opus into it (Tests/Support/stage/fake_phone.py), the process's CPU and the device
 # thread's per-cycle time. Then, when BENCH_PHONE_DRIFT_SECONDS is set (`make test` runs the five minutes),

@@ -15,7 +15,6 @@
 #                    FUZZ_RUNS=1000000 FUZZ_SECONDS=7200)
 #   FUZZ_JOBS=N      targets run side by side (default 1; CI runs 2, one a core)
 #   FUZZ_BUILD=0     use the binary already built (two runs side by side on two cores)
-#   FUZZ_BUILD_ONLY=1  build, and run no target (`make test` builds underneath its computing tests, then runs)
 #   FUZZ_CONFIG=C    release (the default: about three times the executions a second) or debug (built in two thirds of
 #                    the time: `make test`'s ten seconds a target are a smoke test, the long runs `make fuzz`'s)
 #   FUZZ_RESULTS=F   where the table goes (default .build-fuzz/results.tsv)
@@ -33,7 +32,6 @@ if [ "${FUZZ_BUILD:-1}" != 0 ] && ! $SWIFT build -c "$config" --product LiveAudi
 fi
 bin=$scratch/$config/LiveAudioFuzz
 test -x "$bin" || { echo "fuzz: no $bin after the build"; exit 1; }
-[ "${FUZZ_BUILD_ONLY:-0}" = 1 ] && { echo "fuzz: built $bin"; exit 0; }
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
     mapfile -t targets < <(ls Fuzz/corpus)

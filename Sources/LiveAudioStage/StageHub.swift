@@ -40,6 +40,8 @@ final class StageHub<Presenter: StagePresenter>: Sendable {
     let perSecond: Double
     /// The pages singing into the room's phone voices.
     let phones: StagePhones
+    /// A look at whose turn it is (``StagePhones/endTurns(why:mayUsePhone:)``) waits on the library's queue.
+    private let turnLookWaiting = Atomic<Bool>(false)
 
     init(presenter: Presenter, monitor: SnapshotMonitor<Presenter.Snapshot>, maximumClients: Int, burst: Int = 30, perSecond: Double = 10) {
         self.presenter = presenter
@@ -81,10 +83,13 @@ final class StageHub<Presenter: StagePresenter>: Sendable {
             // Once a second: a phone sings for the singer whose song is on or next, not after (the library is read
             // on its own queue).
             let now = monotonicNanoseconds()
-            if now >= nextTurnLook {
+            // One look waiting at most: behind a slow evening request, looks queued one a second would run back to
+            // back, three "in a row" within milliseconds.
+            if now >= nextTurnLook, turnLookWaiting.compareExchange(expected: false, desired: true, ordering: .relaxed).exchanged {
                 nextTurnLook = now + 1_000_000_000
                 library.async { [self] in
                     phones.endTurns(why: Self.turnOver) { presenter.mayUsePhone(role: $0, singer: $1) }
+                    turnLookWaiting.store(false, ordering: .relaxed)
                 }
             }
             if Task.isCancelled { break }
@@ -168,10 +173,12 @@ final class StageHub<Presenter: StagePresenter>: Sendable {
             return StageMessages.reply(id: error.id, error: error.message)
         }
         switch parsed.request {
-        case .sing, .calibrate, .offset:
-            // A guest's asks count as its evening requests do (a calibration plays chirps into the room).
+        case .calibrate, .offset:
+            // A guest's asks count as its evening requests do (a calibration plays chirps into the room). Not a
+            // `sing`: a page sings again, with its claim, every time its connection comes back, and a refusal then
+            // would stop its singing.
             guard takeRequest(client) else { return StageMessages.reply(id: parsed.id, error: "too many requests: wait a moment") }
-        case .clock, .stop:
+        case .clock, .stop, .sing:
             break
         }
         switch parsed.request {

@@ -213,21 +213,23 @@ final class StagePhones: Sendable {
         guard !holders.isEmpty || !kept.isEmpty else { return 0 }
         let outOfTurn = Set(holders.filter { !mayUsePhone($0.role, $0.singer) }.map(\.id))
         let keptOutOfTurn = Set(kept.filter { !mayUsePhone($0.role, $0.singer) }.map(\.voice))
-        let ended = links.withLock { l -> [StageClient] in
-            var ended: [StageClient] = []
-            for id in l.byClient.keys {
+        // Given back here, under the lock that counted the looks: a page that stopped and sang again in between is a
+        // new link (its count from 0), not the one found out of turn.
+        let ended = links.withLock { l -> [Link] in
+            var ended: [Link] = []
+            for id in Array(l.byClient.keys) {
                 l.byClient[id]!.outOfTurn = outOfTurn.contains(id) ? l.byClient[id]!.outOfTurn + 1 : 0
-                if l.byClient[id]!.outOfTurn >= Self.outOfTurnLooks { ended.append(l.byClient[id]!.client) }
+                if l.byClient[id]!.outOfTurn >= Self.outOfTurnLooks, let link = l.byClient.removeValue(forKey: id) { ended.append(link) }
             }
-            for voice in l.kept.keys {
+            for voice in Array(l.kept.keys) {
                 l.kept[voice]!.outOfTurn = keptOutOfTurn.contains(voice) ? l.kept[voice]!.outOfTurn + 1 : 0
                 if l.kept[voice]!.outOfTurn >= Self.outOfTurnLooks { l.kept.removeValue(forKey: voice) }
             }
             return ended
         }
-        for client in ended {
-            release(client)
-            client.post(type: "phone", StageMessages.phoneEnded(why))
+        for link in ended {
+            queues[link.voice.voice]?.async { link.voice.disconnect() }
+            link.client.post(type: "phone-ended", StageMessages.phoneEnded(why))
         }
         return ended.count
     }
@@ -298,7 +300,8 @@ final class StagePhones: Sendable {
                 }
                 if error.code == .invalidParameter || invalid >= 3 {
                     release(client)
-                    client.post(type: "phone", StageMessages.phoneEnded(error.message))
+                    // Its own kind in the page's outbox: a calibration's result posted after it does not replace it.
+                    client.post(type: "phone-ended", StageMessages.phoneEnded(error.message))
                     client.abort()
                 }
             }

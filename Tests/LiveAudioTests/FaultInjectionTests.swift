@@ -9,6 +9,75 @@ import TestSupport
 @Suite(.serialized) struct FaultInjectionTests {
     var liveaudio: String { productsDirectory + "/liveaudio" }
 
+    // MARK: - The RTMP server killed every 10 s
+
+    /// `stream` for two minutes while nginx-rtmp is killed (SIGKILL) every 10 s and started again 3 s later: every
+    /// reconnect succeeds (one recording per start of the server), each recording is an unbroken run of the packets
+    /// encoded (the local FLV holds them all), timestamps never go back or restart at zero, and what is missing is
+    /// explained: the packets the queue dropped (counted) and at most a second of packets per kill in flight to the
+    /// dying server.
+    @Test func streamSurvivesTheServerKilledEvery10Seconds() async throws {
+        let kills = 12
+        let server = try NginxRTMPServer()
+        defer { server.remove() }
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        try FFmpeg.run(["-f", "lavfi", "-i", "aevalsrc=0.5*sin(2*PI*440*t):s=48000:d=138", "-ac", "2", "-ar", "48000", dir.file("in.wav")])
+        let stream = try ChildProcess(
+            liveaudio, ["stream", "--input", dir.file("in.wav"), "--to", server.url("faults"), "--to", dir.file("local.flv")],
+            log: dir.file("stream.log"))
+        defer { stream.stop(signal: SIGKILL) }
+        try await offPool {
+            try waitUntil("the first publish", seconds: 20, interval: 50_000) { stream.output.contains("publishing") }
+            let start = Date()
+            for k in 1...kills {
+                Thread.sleep(until: start.addingTimeInterval(Double(k) * 10))
+                server.kill()
+                Thread.sleep(forTimeInterval: 3)
+                try server.start()
+            }
+        }
+        let status = await stream.finished(timeout: 60)
+        let log = stream.output
+        #expect(status == 0, "\(log)")
+        server.stop()
+        let summary = try #require(log.split(separator: "\n").last { $0.hasPrefix("streamed") }.map(String.init), "\(log)")
+        let dropped = try #require(Self.number(after: "dropped ", in: summary), "\(summary)")
+        let reconnects = try #require(Self.number(after: "reconnects ", in: summary), "\(summary)")
+        #expect(reconnects == kills, "\(summary)")
+
+        let encoded = try packetTimes(dir.file("local.flv"))
+        let index = Dictionary(encoded.enumerated().map { ($1, $0) }, uniquingKeysWith: { a, _ in a })
+        try #require(encoded.count > 6000, "\(encoded.count) packets encoded")
+        var recorded = 0
+        var previousLast: Double?
+        for start in 1...(kills + 1) {
+            let files = server.recordedFiles(start: start)
+            try #require(files.count == 1, "start \(start) of the server recorded \(files); \(log)")
+            let times = try packetTimes(files[0])
+            try #require(!times.isEmpty, "recording \(start) is empty")
+            let check = try runProcess("ffmpeg", ["-v", "error", "-i", files[0], "-f", "null", "-"])
+            #expect(check.status == 0 && check.stderr.isEmpty, "recording \(start): \(check.stderr)")
+            // An unbroken run of what was encoded: each packet one the encoder made, at its own time, none skipped.
+            let positions = times.compactMap { index[$0] }
+            #expect(positions.count == times.count, "recording \(start) holds times never encoded")
+            #expect(zip(positions, positions.dropFirst()).allSatisfy { $1 == $0 + 1 }, "recording \(start) has a gap")
+            if let previousLast { #expect(times.first! > previousLast, "recording \(start) goes back in time") }
+            previousLast = times.last!
+            recorded += times.count
+        }
+        // Packets of ~21.3 ms: 47 a second.
+        let missing = encoded.count - recorded
+        print(
+            "fault injection: nginx-rtmp killed \(kills) times in \(kills * 10) s; \(reconnects) reconnects; \(encoded.count) packets "
+                + "encoded, \(recorded) recorded in \(kills + 1) recordings, \(dropped) dropped by the queue, "
+                + "\(missing - dropped) lost in flight")
+        #expect(dropped <= missing, "dropped \(dropped), missing \(missing)")
+        #expect(missing - dropped <= 47 * kills, "lost in flight: \(missing - dropped) packets over \(kills) kills")
+        // The outages (3 s, and the reconnect's back-off) are longer than the 2 s queue: drops are expected.
+        #expect(dropped > 0, "\(summary)")
+    }
+
     /// The integer after `label` in `text` (`dropped 12` → 12).
     static func number(after label: String, in text: String) -> Int? {
         guard let range = text.range(of: label, options: .backwards) else { return nil }
@@ -321,79 +390,5 @@ struct SmallDisk {
     func remove() {
         if mounted { _ = try? runProcess("umount", ["-l", path]) }
         try? FileManager.default.removeItem(atPath: path)
-    }
-}
-
-/// The RTMP server killed every 10 s for two minutes, in a suite of its own so that it runs beside
-/// ``FaultInjectionTests``' sound-server and disk faults rather than after them (they share no server): one after the
-/// other, they were the real-time phase's longest run by a minute.
-@Suite struct RTMPServerKilledTests {
-    var liveaudio: String { productsDirectory + "/liveaudio" }
-
-    /// `stream` for two minutes while nginx-rtmp is killed (SIGKILL) every 10 s and started again 3 s later: every
-    /// reconnect succeeds (one recording per start of the server), each recording is an unbroken run of the packets
-    /// encoded (the local FLV holds them all), timestamps never go back or restart at zero, and what is missing is
-    /// explained: the packets the queue dropped (counted) and at most a second of packets per kill in flight to the
-    /// dying server.
-    @Test func streamSurvivesTheServerKilledEvery10Seconds() async throws {
-        let kills = 12
-        let server = try NginxRTMPServer()
-        defer { server.remove() }
-        let dir = try TemporaryDirectory()
-        defer { dir.remove() }
-        try FFmpeg.run(["-f", "lavfi", "-i", "aevalsrc=0.5*sin(2*PI*440*t):s=48000:d=138", "-ac", "2", "-ar", "48000", dir.file("in.wav")])
-        let stream = try ChildProcess(
-            liveaudio, ["stream", "--input", dir.file("in.wav"), "--to", server.url("faults"), "--to", dir.file("local.flv")],
-            log: dir.file("stream.log"))
-        defer { stream.stop(signal: SIGKILL) }
-        try await offPool {
-            try waitUntil("the first publish", seconds: 20, interval: 50_000) { stream.output.contains("publishing") }
-            let start = Date()
-            for k in 1...kills {
-                Thread.sleep(until: start.addingTimeInterval(Double(k) * 10))
-                server.kill()
-                Thread.sleep(forTimeInterval: 3)
-                try server.start()
-            }
-        }
-        let status = await stream.finished(timeout: 60)
-        let log = stream.output
-        #expect(status == 0, "\(log)")
-        server.stop()
-        let summary = try #require(log.split(separator: "\n").last { $0.hasPrefix("streamed") }.map(String.init), "\(log)")
-        let dropped = try #require(FaultInjectionTests.number(after: "dropped ", in: summary), "\(summary)")
-        let reconnects = try #require(FaultInjectionTests.number(after: "reconnects ", in: summary), "\(summary)")
-        #expect(reconnects == kills, "\(summary)")
-
-        let encoded = try packetTimes(dir.file("local.flv"))
-        let index = Dictionary(encoded.enumerated().map { ($1, $0) }, uniquingKeysWith: { a, _ in a })
-        try #require(encoded.count > 6000, "\(encoded.count) packets encoded")
-        var recorded = 0
-        var previousLast: Double?
-        for start in 1...(kills + 1) {
-            let files = server.recordedFiles(start: start)
-            try #require(files.count == 1, "start \(start) of the server recorded \(files); \(log)")
-            let times = try packetTimes(files[0])
-            try #require(!times.isEmpty, "recording \(start) is empty")
-            let check = try runProcess("ffmpeg", ["-v", "error", "-i", files[0], "-f", "null", "-"])
-            #expect(check.status == 0 && check.stderr.isEmpty, "recording \(start): \(check.stderr)")
-            // An unbroken run of what was encoded: each packet one the encoder made, at its own time, none skipped.
-            let positions = times.compactMap { index[$0] }
-            #expect(positions.count == times.count, "recording \(start) holds times never encoded")
-            #expect(zip(positions, positions.dropFirst()).allSatisfy { $1 == $0 + 1 }, "recording \(start) has a gap")
-            if let previousLast { #expect(times.first! > previousLast, "recording \(start) goes back in time") }
-            previousLast = times.last!
-            recorded += times.count
-        }
-        // Packets of ~21.3 ms: 47 a second.
-        let missing = encoded.count - recorded
-        print(
-            "fault injection: nginx-rtmp killed \(kills) times in \(kills * 10) s; \(reconnects) reconnects; \(encoded.count) packets "
-                + "encoded, \(recorded) recorded in \(kills + 1) recordings, \(dropped) dropped by the queue, "
-                + "\(missing - dropped) lost in flight")
-        #expect(dropped <= missing, "dropped \(dropped), missing \(missing)")
-        #expect(missing - dropped <= 47 * kills, "lost in flight: \(missing - dropped) packets over \(kills) kills")
-        // The outages (3 s, and the reconnect's back-off) are longer than the 2 s queue: drops are expected.
-        #expect(dropped > 0, "\(summary)")
     }
 }

@@ -67,7 +67,8 @@ import TestSupport
         let anaEnded = r["anaEnded"] as? String ?? ""
         #expect(anaEnded.hasPrefix("your turn is over"), "\(r["anaEnded"] ?? "-")")
         let endedAfter = r["anaEndedSeconds"] as? Double ?? -1
-        #expect(endedAfter >= 1 && endedAfter <= 10, "Ana's voice ended \(endedAfter) s after the skip")
+        // (Three looks a second apart: two seconds at least after the first that found her out of turn.)
+        #expect(endedAfter >= 1.5 && endedAfter <= 10, "Ana's voice ended \(endedAfter) s after the skip")
         #expect(r["anaOpen"] as? Bool == true, "the room ends the singing, not the page's connection")
         #expect(r["benEndedWhileOn"] as? [String] == [], "\(r["benEndedWhileOn"] ?? "-")")
         #expect(error("anaSingsAgain") == notNow, "\(r["anaSingsAgain"] ?? "-")")
@@ -80,7 +81,6 @@ import TestSupport
         #expect(
             voice("allowedRefused") == nil && error("allowedRefused").contains("kept for a page whose connection dropped"),
             "\(r["allowedRefused"] ?? "-")")
-        #expect((r["allowedRefusedAfterDrop"] as? Double ?? 0) >= 3.5)
 
         // The host skips Ben's song: Ben neither on nor next, the voice kept for him is forgotten and Dee gets it —
         // within seconds, not after the 30 s a kept voice waits for its claim.
@@ -89,18 +89,22 @@ import TestSupport
         #expect((attempts.first?.last as? String)?.contains("kept for a page whose connection dropped") == true, "\(attempts)")
         #expect(voice("allowedSings") == voice("benSings"), "\(attempts)")
         let freed = r["allowedSingsSeconds"] as? Double ?? -1
-        #expect(freed >= 1 && freed <= 10, "the kept voice was free \(freed) s after the skip: \(attempts)")
+        #expect(freed >= 1.5 && freed <= 10, "the kept voice was free \(freed) s after the skip: \(attempts)")
         #expect((r["secondsAfterDrop"] as? Double ?? 99) < 30)
 
         // Ended: Ana's page, once; not Ben's (his song on), Cy's and Dee's (theirs next, then on), nor the host's.
         let ended = r["ended"] as? [String: [String]] ?? [:]
         #expect(ended == ["host": [], "Ana": [anaEnded], "Ben": [], "Cy": [], "Dee": []], "\(ended)")
 
-        // A burst of 40 asks from a guest's phone: the first 30 or so taken, the rest refused as its requests are.
+        // A burst of 40 asks from a guest's phone: at most the bucket's 30 and what it refilled while they were sent
+        // (10 a second) taken, the rest refused as its requests are.
         let burst = r["offsetBurst"] as? [String?] ?? []
         let taken = burst.filter { $0 == "ok" }.count
         let refused = burst.filter { $0 == "too many requests: wait a moment" }.count
-        #expect(burst.count == 40 && taken >= 10 && taken <= 34 && refused >= 6 && taken + refused == 40, "\(burst)")
+        let span = r["offsetBurstSeconds"] as? Double ?? 0
+        #expect(
+            burst.count == 40 && taken >= 10 && taken <= 31 + Int((10 * span).rounded(.up)) && refused >= 1 && taken + refused == 40,
+            "\(burst) in \(span) s")
         #expect((r["exitStatus"] as? Int) == 0, "\((r["stderr"] as? [String] ?? []).suffix(5))")
     }
 }

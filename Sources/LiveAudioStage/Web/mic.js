@@ -161,7 +161,8 @@ export class Mic {
       return true;
     }
     if (m.type === "phone") {
-      if (m.ended) { this.state.error = `the room stopped this phone: ${m.ended}`; this.teardown(); }
+      // (After a stop of its own, a packet still on its way is answered so: nothing to stop.)
+      if (m.ended && this.state.mode !== "off") { this.state.error = `the room stopped this phone: ${m.ended}`; this.teardown(); }
       if (m.offset !== undefined) { this.state.offset = m.offset; this.state.calibrations += 1; this.state.error = null; }
       if (m.error) this.state.note = `(${m.error})`;
       else this.state.note = "";

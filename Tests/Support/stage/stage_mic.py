@@ -190,8 +190,8 @@ def main():
         # Each page's pitch lane as it drew it, the last look at each line (a look a second, page by page).
         lanes = [{} for _ in pages]
         looks = 0
-        # Until the run ends; the faults when their time comes.
-        while proc.proc.poll() is None and time.time() - started < 300:
+        # Until the run ends (the room ends after its last song; 15 minutes at most); the faults when their time comes.
+        while proc.proc.poll() is None and time.time() - started < 900:
             position = song_position(first)
             looks += 1
             if looks % 5 == 0:

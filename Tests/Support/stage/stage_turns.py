@@ -299,9 +299,11 @@ async def steps(host_url, guest_url, r):
     # (A few milliseconds apart: a page's replies waiting to be written are capped, and 40 read at once would
     # outrun the cap, not the bucket.)
     asks = []
+    sending = time.monotonic()
     for n in range(40):
         asks.append(asyncio.ensure_future(cy.send("phone", "offset", seconds=0.001 * n)))
         await asyncio.sleep(0.005)
+    r["offsetBurstSeconds"] = round(time.monotonic() - sending, 3)
     burst = await asyncio.gather(*asks)
     r["offsetBurst"] = [(reply or {}).get("error") if not (reply or {}).get("ok") else "ok" for reply in burst]
     note("Cy's burst of offsets: %d refused" % sum(1 for x in r["offsetBurst"] if x != "ok"))
