@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test in four phases (`make test` calls this after building):
-#   1. the computing tests, in parallel: DSP, codecs, graphs, parsers — CPU-bound, and indifferent to timing; beside
-#      them, in a process of its own, the room's take under load, whose load they are, and after it the allocation
-#      probes; then the fuzz smoke, the fuzz targets, the API documentation (`make docs`) and the examples (`make
-#      examples`);
+#   1. the computing tests, in parallel: DSP, codecs, graphs, parsers, the allocation probes — CPU-bound, and
+#      indifferent to timing; beside them, in a process of its own, the room's take under load, whose load they are;
+#      then the fuzz smoke, the fuzz targets, the API documentation (`make docs`) and the examples (`make examples`);
 #   2. the tests that run against real servers in real time — PulseAudio, JACK, nginx-rtmp, live sessions — in
 #      parallel among themselves, but never beside phase 1: on a two-core machine the probes and encoders would
 #      take the CPU the sound servers and pacing threads need, and the tests would measure the load, not the code;
@@ -21,24 +20,21 @@ ALONE='\.(KaraokeSessionTests|KaraokePulseAudioTests|KaraokeRoomTests|StageTests
 # The evening from phones (three headless Chromiums beside the room) and a phone singing into the room (one Chromium
 # whose fake microphone is a generated singer): after phase 3, beside each other.
 EVENING='\.(EveningStageTests|PhoneMicTests|PhoneFaultTests)/'
-# The room's take under load (three minutes) beside the computing tests, then the allocation probes; a phone whose
-# clock runs fast, beside the evening and the soak. The probes mostly wait (on real devices, in real time): in the
-# computing tests' process they waited for its two threads, which its CPU-bound tests held, and then ran a minute
-# and more after them anyway. After the take, not beside it: their JACK servers and the take's, all at real-time
-# priority on two cores, took each other's turns (a cycle of the take's over half its period).
-PROBES='\.(AllocationTests|RenderAllocationTests)/'
+# The room's take under load (three minutes) beside the computing tests; a phone whose clock runs fast, beside the
+# evening and the soak. (The allocation probes stay in the computing tests' process: run beside the take, their JACK
+# servers and the take's, all at real-time priority on two cores, took each other's turns; run after it, beside the
+# computing tests' end, one counted a lock wait. In that process they wait for its CPU-bound tests, and run last.)
 LOAD='\.KaraokeLoadTests/'
 DRIFT='\.PhoneDriftTests/'
 # Those run from the test binary itself, beside a `swift test` (which holds the build folder's lock while it runs).
 XCTEST=$("$SWIFT" build --show-bin-path)/LiveAudioPackageTests.xctest
 direct() { NO_COLOR=1 "$XCTEST" --testing-library swift-testing --filter "$1"; }
 # The jobs in the background are stopped with the script, however it ends (a background job ignores Ctrl-C).
-chain='' drift=''
-stop_jobs() { for pid in $chain $drift; do pkill -P "$pid" 2>/dev/null; kill "$pid" 2>/dev/null; done; }
+load='' drift=''
+stop_jobs() { for pid in $load $drift; do pkill -P "$pid" 2>/dev/null; kill "$pid" 2>/dev/null; done; }
 trap stop_jobs EXIT
 trap 'stop_jobs; exit 130' INT TERM
 mkdir -p .build
-rm -f .build/test-load.status .build/test-probes.status
 status=0
 # Each phase's banner says how long the tests have run so far (the build before them not counted): where the minutes go.
 started=$SECONDS
@@ -46,26 +42,18 @@ phase() { echo "== $1 == (at $(( SECONDS - started )) s)"; }
 # What failed outside a log (a phase that ran no tests), repeated at the end with the logs' failures.
 notes=()
 note() { echo "$1"; notes+=("$1"); status=1; }
-phase "phase 1: computing tests; the take under load beside them, then the allocation probes"
-# The take's load is this phase's own work; its two loops at nice 19 take only what the tests leave (it checks that
-# the CPUs were busy all the while: the tests may end first).
-(
-    KARAOKE_STRESS_BUSY=2 KARAOKE_STRESS_BUSY_NICE=19 direct "$LOAD" > .build/test-load.log 2>&1
-    echo $? > .build/test-load.status
-    direct "$PROBES" > .build/test-probes.log 2>&1
-    echo $? > .build/test-probes.status
-) &
-chain=$!
-"$SWIFT" test --skip-build --skip "$REALTIME" --skip "$ALONE" --skip "$EVENING" --skip "$PROBES" --skip "$LOAD" --skip "$DRIFT" 2>&1 \
+phase "phase 1: computing tests; the take under load beside them"
+# The take's load is this phase's own work: no loops of its own (it checks that the CPUs were busy all the while;
+# loops at nice 19, tried, were not below the tests: they run in a session, and so a scheduling group, of their own).
+KARAOKE_STRESS_BUSY=0 direct "$LOAD" > .build/test-load.log 2>&1 &
+load=$!
+"$SWIFT" test --skip-build --skip "$REALTIME" --skip "$ALONE" --skip "$EVENING" --skip "$LOAD" --skip "$DRIFT" 2>&1 \
     | tee .build/test-compute.log || status=1
-phase "phase 1: the take under load, then the allocation probes"
-wait "$chain"
-chain=''
-cat .build/test-load.log .build/test-probes.log
-[ "$(cat .build/test-load.status 2>/dev/null)" = 0 ] || note "the take under load failed (status $(cat .build/test-load.status 2>/dev/null); its log: .build/test-load.log)"
-[ "$(cat .build/test-probes.status 2>/dev/null)" = 0 ] || note "the allocation probes failed (status $(cat .build/test-probes.status 2>/dev/null); their log: .build/test-probes.log)"
+phase "phase 1: the take under load"
+wait "$load" || note "the take under load exited with status $? (its log: .build/test-load.log)"
+load=''
+cat .build/test-load.log
 grep -qE "Test run with [1-9][0-9]* tests? " .build/test-load.log || note "the take under load ran no test: LOAD in scripts/run-tests.sh"
-grep -qE "Test run with [1-9][0-9]* tests? " .build/test-probes.log || note "the allocation probes ran no test: PROBES in scripts/run-tests.sh"
 # A short mutation run (the full 10,000 inputs: `make fuzz-smoke`): damaged files of every kind through probe, encode
 # and render, with a different seed each day, so the tests keep finding new inputs; no crash, no hang.
 phase "phase 1: fuzz smoke"
@@ -126,7 +114,7 @@ if [ "$status" -ne 0 ]; then
     echo
     echo "== what failed =="
     [ ${#notes[@]} -eq 0 ] || printf '%s\n' "${notes[@]}"
-    grep -hE "✘|(^|: )error:|Fatal error|the fuzz build failed|crashed|^fuzz-smoke: .* ([1-9][0-9]* crashes|[0-9]+ crashes, [1-9][0-9]* hangs)|^crash:|^hang:|^fuzz: .*FAILED|fuzz invariant|^SUMMARY|^soak: FAILED|^soak: .* exited|^examples: FAILED|^docs-check: [0-9]+ problem|^ls: cannot" .build/test-compute.log .build/test-probes.log .build/test-load.log .build/test-fuzz.log \
+    grep -hE "✘|(^|: )error:|Fatal error|the fuzz build failed|crashed|^fuzz-smoke: .* ([1-9][0-9]* crashes|[0-9]+ crashes, [1-9][0-9]* hangs)|^crash:|^hang:|^fuzz: .*FAILED|fuzz invariant|^SUMMARY|^soak: FAILED|^soak: .* exited|^examples: FAILED|^docs-check: [0-9]+ problem|^ls: cannot" .build/test-compute.log .build/test-load.log .build/test-fuzz.log \
         .build/test-libfuzzer.log .build/test-docs.log .build/test-examples.log \
         .build/test-realtime.log .build/test-karaoke.log .build/test-evening.log .build/test-soak.log .build/test-drift.log | head -80
 fi

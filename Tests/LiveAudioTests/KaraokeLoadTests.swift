@@ -10,8 +10,8 @@ import TestSupport
     /// song's worker (`la-song`, at the lowest real-time priority) keeps the accompaniment from running dry — no
     /// underrun — and no cycle of ours blocked, took a page fault after the first, or computed for half its period or
     /// more; and the machine's CPUs were at least 90 % busy over the take. `make test` runs it beside its computing
-    /// tests, whose work is the load, with its loops at nice 19 (`KARAOKE_STRESS_BUSY_NICE`): they take only what the
-    /// tests leave, and keep the CPUs busy to the take's end if the tests end first.
+    /// tests, whose work is the load, with no loops of its own (`KARAOKE_STRESS_BUSY=0`; `KARAOKE_STRESS_BUSY_NICE`
+    /// sets the loops' niceness).
     @Test func aTakeUnderLoad() async throws {
         let environment = ProcessInfo.processInfo.environment
         let seconds = Double(environment["KARAOKE_STRESS_SECONDS"] ?? "") ?? 180
