@@ -503,15 +503,12 @@ final class StageSocketHandler<Presenter: StagePresenter>: ChannelInboundHandler
             let text = data.readString(length: data.readableBytes) ?? ""
             if let reply = hub.handle(text, client: client) { client.post(type: "reply", reply) }
         case .binary:
-            // A singing phone's audio. A page that sings no phone is told to stop; a phone that sends garbage or floods
+            // A singing phone's audio. A page that sings no phone is told so; a phone that sends garbage or floods
             // is dropped (its voice given back).
             var data = frame.unmaskedData
             switch hub.audio(data.readBytes(length: data.readableBytes) ?? [], client: client) {
             case .taken: break
-            case .notSinging:
-                // A page that sends audio with no voice (its turn ended, its voice given back) is told to stop:
-                // one message waiting at most, however many packets come.
-                client.post(type: "phone-ended", StageMessages.phoneEnded("this page sings with no phone voice: tap to sing again"))
+            case .notSinging: client.post(type: "reply", StageMessages.reply(id: nil, error: "binary messages are a singing phone's audio only"))
             case .dropped(let why):
                 // Told why (the page stops singing until tapped again), then closed as a policy violation.
                 client.post(type: "phone-ended", StageMessages.phoneEnded(why))
