@@ -15,9 +15,9 @@ struct EveningStageTests {
 
     /// Four songs (three sung alone, one duet), each a chart of C4 notes over 6 s of a quiet tone, and a singer who
     /// holds C4 all evening: every take scores well whenever it starts.
-    static func prepare(_ dir: TemporaryDirectory) throws {
+    static func prepare(_ dir: TemporaryDirectory, songSeconds: Int = 6) throws {
         let rate = 48_000
-        let tone = (0..<(6 * rate)).map { Float(0.05 * sin(2 * Double.pi * 1000 * Double($0) / Double(rate))) }
+        let tone = (0..<(songSeconds * rate)).map { Float(0.05 * sin(2 * Double.pi * 1000 * Double($0) / Double(rate))) }
         func notes(_ count: Int, from start: Int = 0, word: String) -> String {
             (0..<count).map { n in ": \(start + n * 4) 3 0 \(word)\n" + (n % 4 == 3 ? "- \(start + n * 4 + 4)\n" : "") }.joined()
         }

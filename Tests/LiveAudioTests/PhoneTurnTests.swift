@@ -8,37 +8,17 @@ import TestSupport
 /// song is on is not, the host's never; a voice kept for a dropped guest's page is forgotten once its singer's turn is
 /// over — well before the 30 s a kept voice waits for its claim; and a guest's phone asks count against its requests.
 @Suite struct PhoneTurnTests {
-    /// Four songs (three sung alone, one duet), each a chart of C4 notes over `seconds` of a quiet tone: as
-    /// ``EveningStageTests``' library, but long enough that no take ends by itself while the script runs (it skips
-    /// them).
-    static func library(_ dir: TemporaryDirectory, seconds: Double = 40) throws {
-        func notes(_ count: Int, from start: Int = 0, word: String) -> String {
-            (0..<count).map { n in ": \(start + n * 4) 3 0 \(word)\n" + (n % 4 == 3 ? "- \(start + n * 4 + 4)\n" : "") }.joined()
-        }
-        for (folder, title, body) in [
-            ("One", "Turn One", notes(8, word: "one")), ("Two", "Turn Two", notes(8, word: "two")),
-            ("Three", "Turn Three", notes(8, word: "three")),
-            ("Duet", "Turn Duet", "P1\n" + notes(4, word: "hi") + "P2\n" + notes(4, from: 16, word: "lo")),
-        ] {
-            let path = dir.file("songs/\(folder)")
-            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-            try KaraokeRoomTests.tone(path + "/song.wav", frequency: 1000, seconds: seconds)
-            let duet = folder == "Duet" ? "#P1:High\n#P2:Low\n" : ""
-            try "#TITLE:\(title)\n#ARTIST:Tests\n#MP3:song.wav\n#BPM:120\n#GAP:500\n\(duet)\(body)E\n"
-                .write(toFile: path + "/song.txt", atomically: true, encoding: .utf8)
-        }
-    }
-
     @Test func aPhonePassesFromSingerToSinger() async throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
-        try Self.library(dir)
-        try writeWAV(dir.file("room-mic.wav"), channels: [[Float](repeating: 0, count: 180 * 48_000)], sampleType: .int16)
+        // The evening's library (three songs sung alone, a duet), its songs long enough that none ends by itself
+        // while the script runs (it skips them); its voice.wav the room's microphone.
+        try EveningStageTests.prepare(dir, songSeconds: 40)
         let run = try await runTool(
             StageTests.python,
             [StageTests.repository + "/Tests/Support/stage/stage_turns.py", "--out", dir.file("results.json"), "--cwd", dir.path, "--",
              productsDirectory + "/liveaudio", "karaoke", "--library", "songs", "--db", "library.sqlite", "--phones", "3",
-             "--web", "127.0.0.1:0", "--backend", "virtual", "--input", "room-mic.wav", "--input-start", "device",
+             "--web", "127.0.0.1:0", "--backend", "virtual", "--input", "voice.wav", "--input-start", "device",
              "--output", "out.wav", "--latency-ms", "0", "--gap", "1"])
         let r = try StageTests.results(dir.file("results.json"))
         let errors = r["errors"] as? [String] ?? ["no results"]

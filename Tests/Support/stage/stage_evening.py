@@ -14,28 +14,13 @@ Usage: stage_evening.py --out RESULTS.json --cwd DIR [--screenshots DIR] -- LIVE
 import argparse
 import json
 import os
-import re
 import signal
 import subprocess
 import time
 
 from selenium.webdriver.common.by import By
 
-from stage_run import Liveaudio, chromium, command, wait
-
-
-class Evening(Liveaudio):
-    """The evening's process: the stage's address and the phones' join address, read from standard error."""
-
-    def join_url(self, timeout=60):
-        end = time.time() + timeout
-        while time.time() < end:
-            for line in self.stderr:
-                m = re.search(r"phones join at (https?://\S+)", line)
-                if m:
-                    return m.group(1)
-            time.sleep(0.05)
-        raise RuntimeError("liveaudio printed no join address: " + " | ".join(self.stderr[-5:]))
+from stage_run import Evening, chromium, command, wait
 
 
 def phone_state(d):

@@ -80,3 +80,17 @@ def chromium(extra=(), logs=("browser",)):
     o.binary_location = "/usr/bin/chromium"
     o.set_capability("goog:loggingPrefs", {name: "ALL" for name in logs})
     return webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=o)
+
+
+class Evening(Liveaudio):
+    """The evening's process: the stage's address and the phones' join address, read from standard error."""
+
+    def join_url(self, timeout=60):
+        end = time.time() + timeout
+        while time.time() < end:
+            for line in self.stderr:
+                m = re.search(r"phones join at (https?://\S+)", line)
+                if m:
+                    return m.group(1)
+            time.sleep(0.05)
+        raise RuntimeError("liveaudio printed no join address: " + " | ".join(self.stderr[-5:]))

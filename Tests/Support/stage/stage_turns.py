@@ -33,13 +33,12 @@ import argparse
 import asyncio
 import itertools
 import json
-import re
 import time
 import urllib.parse
 
 import websockets
 
-from stage_run import Liveaudio, command
+from stage_run import Evening, command
 
 # Each page's claim for its singing (16 … 64 letters, digits, - or _) and each guest's phone secret for `join`.
 CLAIMS = {name: "claim-%s-0123456789abcdef" % name.lower() for name in ("host", "host2", "Ana", "Ben", "Cy", "Dee")}
@@ -48,20 +47,6 @@ PHONES = {name: "phone-%s-0123456789abcdef" % name.lower() for name in ("Ana", "
 # looks in a row), and how long a page that must not be ended is watched after another's end came.
 ENDS_WITHIN = 10
 QUIET_FOR = 3
-
-
-class Evening(Liveaudio):
-    """The evening's process: the stage's (host's) address and the phones' join address, from standard error."""
-
-    def join_url(self, timeout=60):
-        end = time.time() + timeout
-        while time.time() < end:
-            for line in self.stderr:
-                m = re.search(r"phones join at (https?://\S+)", line)
-                if m:
-                    return m.group(1)
-            time.sleep(0.05)
-        raise RuntimeError("liveaudio printed no join address: " + " | ".join(self.stderr[-5:]))
 
 
 def socket_url(page_url):
