@@ -8,7 +8,7 @@
 #      take the CPU the sound servers and pacing threads need, and the tests would measure the load, not the code;
 #   3. the karaoke sessions on JACK and PulseAudio, by themselves (see below); then the evening from phones (three
 #      browsers) beside a phone singing into a room (one browser), with a phone whose clock runs fast beside them;
-#   4. the soak's two-minute version, beside the end of that phone's take.
+#   4. the soak's two-minute version, beside the end of that phone's take and a phone calibrated by the room's chirps.
 # Every phase always runs; the failures of all are repeated at the end, where a CI log is read. A new suite that
 # plays, records or talks to a server belongs in REALTIME.
 set -uo pipefail
@@ -26,12 +26,15 @@ EVENING='\.(EveningStageTests|PhoneMicTests|PhoneFaultTests)/'
 # computing tests' end, one counted a lock wait. In that process they wait for its CPU-bound tests, and run last.)
 LOAD='\.KaraokeLoadTests/'
 DRIFT='\.PhoneDriftTests/'
+# A phone that hears the room through PulseAudio and is calibrated by its chirps (a room and a browser, a minute):
+# beside the soak.
+CALIBRATION='\.PhoneRoomCalibrationTests/'
 # Those run from the test binary itself, beside a `swift test` (which holds the build folder's lock while it runs).
 XCTEST=$("$SWIFT" build --show-bin-path)/LiveAudioPackageTests.xctest
 direct() { NO_COLOR=1 "$XCTEST" --testing-library swift-testing --filter "$1"; }
 # The jobs in the background are stopped with the script, however it ends (a background job ignores Ctrl-C).
-load='' drift=''
-stop_jobs() { for pid in $load $drift; do pkill -P "$pid" 2>/dev/null; kill "$pid" 2>/dev/null; done; }
+load='' drift='' calibration=''
+stop_jobs() { for pid in $load $drift $calibration; do pkill -P "$pid" 2>/dev/null; kill "$pid" 2>/dev/null; done; }
 trap stop_jobs EXIT
 trap 'stop_jobs; exit 130' INT TERM
 mkdir -p .build
@@ -47,7 +50,7 @@ phase "phase 1: computing tests; the take under load beside them"
 # loops at nice 19, tried, were not below the tests: they run in a session, and so a scheduling group, of their own).
 KARAOKE_STRESS_BUSY=0 direct "$LOAD" > .build/test-load.log 2>&1 &
 load=$!
-"$SWIFT" test --skip-build --skip "$REALTIME" --skip "$ALONE" --skip "$EVENING" --skip "$LOAD" --skip "$DRIFT" 2>&1 \
+"$SWIFT" test --skip-build --skip "$REALTIME" --skip "$ALONE" --skip "$EVENING" --skip "$LOAD" --skip "$DRIFT" --skip "$CALIBRATION" 2>&1 \
     | tee .build/test-compute.log || status=1
 phase "phase 1: the take under load"
 wait "$load" || note "the take under load exited with status $? (its log: .build/test-load.log)"
@@ -99,8 +102,11 @@ fi
 # It judges memory (each process's own, flat within 1 MiB after the warm-up), drops, reconnects and the exit statuses;
 # the xruns against the peer are printed, not judged: two minutes on a shared machine can be decided by a single stall
 # of the host, which makes both servers' timers late (`make soak` judges them over an hour, alone). It runs beside the
-# last minutes of the phone's take: a room on the virtual device and a browser, a fraction of one core.
-phase "phase 4: soak (2 minutes), beside the end of the phone's take"
+# last minutes of the phone's take (a room on the virtual device and a browser, a fraction of one core) and the
+# calibration's minute (a room on PulseAudio and a browser).
+phase "phase 4: soak (2 minutes), beside the end of the phone's take and the calibration"
+direct "$CALIBRATION" > .build/test-calibration.log 2>&1 &
+calibration=$!
 python3 scripts/soak.py --binary .build/debug/liveaudio --seconds "${TEST_SOAK_SECONDS:-120}" --xruns-reported-only --out .build/soak 2>&1 \
     | tee .build/test-soak.log
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
@@ -109,6 +115,11 @@ wait "$drift" || note "the phone whose clock runs fast exited with status $? (it
 drift=''
 cat .build/test-drift.log
 grep -qE "Test run with [1-9][0-9]* tests? " .build/test-drift.log || note "the phone whose clock runs fast ran no test: DRIFT in scripts/run-tests.sh"
+phase "phase 4: the calibration by the room's chirps"
+wait "$calibration" || note "the calibration by the room's chirps exited with status $? (its log: .build/test-calibration.log)"
+calibration=''
+cat .build/test-calibration.log
+grep -qE "Test run with [1-9][0-9]* tests? " .build/test-calibration.log || note "the calibration ran no test: CALIBRATION in scripts/run-tests.sh"
 echo "== all phases: $(( SECONDS - started )) s =="
 if [ "$status" -ne 0 ]; then
     echo
@@ -116,6 +127,6 @@ if [ "$status" -ne 0 ]; then
     [ ${#notes[@]} -eq 0 ] || printf '%s\n' "${notes[@]}"
     grep -hE "✘|(^|: )error:|Fatal error|the fuzz build failed|crashed|^fuzz-smoke: .* ([1-9][0-9]* crashes|[0-9]+ crashes, [1-9][0-9]* hangs)|^crash:|^hang:|^fuzz: .*FAILED|fuzz invariant|^SUMMARY|^soak: FAILED|^soak: .* exited|^examples: FAILED|^docs-check: [0-9]+ problem|^ls: cannot" .build/test-compute.log .build/test-load.log .build/test-fuzz.log \
         .build/test-libfuzzer.log .build/test-docs.log .build/test-examples.log \
-        .build/test-realtime.log .build/test-karaoke.log .build/test-evening.log .build/test-soak.log .build/test-drift.log | head -80
+        .build/test-realtime.log .build/test-karaoke.log .build/test-evening.log .build/test-soak.log .build/test-drift.log .build/test-calibration.log | head -80
 fi
 exit "$status"

@@ -74,4 +74,107 @@ import Testing
             try PhoneCalibration.measure(recording: Array(silence.prefix(1000)), signal: signal, sampleRate: Self.rate, maximumLag: 48_000)
         }
     }
+
+    /// Chirps heard a fraction of a millisecond off their spacing (a phone clock 300 ppm off the room's over the
+    /// signal, the second 0.17 ms and the third 0.38 ms late) are found, at the mean of their lags: their correlations
+    /// against the whole signal cancel there (a chirp to 4 kHz is undone by a tenth of a millisecond), their envelopes
+    /// do not.
+    @Test func chirpsAFractionOfAMillisecondOffTheirSpacingAreFound() throws {
+        let signal = PhoneCalibration.signal(sampleRate: Self.rate)
+        let delay = 0.1
+        var recording = [Float](repeating: 0, count: signal.count + Int(1.2 * Self.rate))
+        var shifts: [Double] = []
+        for start in PhoneCalibration.chirpStarts {
+            // Each chirp on its own, late by 300 ppm of its start: a fractional delay by linear interpolation of the
+            // analytic chirp itself (the signal's formula at t − shift).
+            let shift = 300e-6 * start
+            shifts.append(shift)
+            let n = Int(PhoneCalibration.chirpSeconds * Self.rate)
+            let sweep = (PhoneCalibration.frequencies.high - PhoneCalibration.frequencies.low) / PhoneCalibration.chirpSeconds
+            let first = Int(((delay + start) * Self.rate).rounded(.down))
+            for k in 0..<(n + 2) {
+                let t = Double(first + k) / Self.rate - delay - start - shift
+                guard t >= 0, t < PhoneCalibration.chirpSeconds else { continue }
+                let phase = 2 * Double.pi * (PhoneCalibration.frequencies.low * t + 0.5 * sweep * t * t)
+                recording[first + k] = Float(0.3 * sin(phase))
+            }
+        }
+        let m = try PhoneCalibration.measure(recording: recording, signal: signal, sampleRate: Self.rate, maximumLag: Int(1.0 * Self.rate))
+        let expected = delay + shifts.reduce(0, +) / Double(shifts.count)
+        let error = Double(m.lagFrames) / Self.rate - expected
+        #expect(abs(error) <= 0.0005, "found \(Double(m.lagFrames) / Self.rate) s for \(expected) s (chirps \(m.chirpLags), clarity \(m.correlation))")
+        #expect(m.correlation > 0.9, "the chirps' match: \(m.correlation)")
+    }
+
+    /// A phone's packets (20 ms, at 48 and 44.1 kHz) whose stamps wander by up to ±0.4 ms each are laid as one stream on
+    /// the line through them: the recording is the phone's audio where it belongs within a few hundredths of a
+    /// millisecond (not torn every 20 ms), and the calibration finds its offset; a packet that starts a new run, or
+    /// one whose stamp steps by more than 10 ms, starts a line of its own.
+    @Test(arguments: [48_000.0, 44_100.0])
+    func packetsWithWanderingStampsAreLaidAsOneStream(phoneRate: Double) throws {
+        let signal = PhoneCalibration.signal(sampleRate: Self.rate)
+        let delay = 0.137
+        // What the phone heard, at its own rate: the signal `delay` late (the formula of each chirp at its rate).
+        let seconds = Double(signal.count) / Self.rate + 1.2
+        let sweep = (PhoneCalibration.frequencies.high - PhoneCalibration.frequencies.low) / PhoneCalibration.chirpSeconds
+        func heard(_ t: Double) -> Float {
+            for start in PhoneCalibration.chirpStarts {
+                let u = t - delay - start
+                if u >= 0, u < PhoneCalibration.chirpSeconds {
+                    return Float(0.5 * sin(2 * Double.pi * (PhoneCalibration.frequencies.low * u + 0.5 * sweep * u * u)))
+                }
+            }
+            return 0
+        }
+        let phone = (0..<Int(seconds * phoneRate)).map { heard(Double($0) / phoneRate) }
+        var rng = SplitMix64(seed: UInt64(phoneRate))
+        let start = 1_000_000.0  // the recording's frame 0, room sample time
+        let per = Int(0.02 * phoneRate), ratio = Self.rate / phoneRate
+        var packets: [PhoneCalibration.Packet] = []
+        for first in stride(from: 0, to: phone.count - per, by: per) {
+            let jitter = Double.random(in: -0.0004...0.0004, using: &rng) * Self.rate
+            packets.append(
+                PhoneCalibration.Packet(
+                    position: start + Double(first) * ratio + jitter, samples: Array(phone[first..<(first + per)]), framesPerSample: ratio,
+                    newRun: first == 0))
+        }
+        let recording = PhoneCalibration.recording(packets, start: start, length: signal.count + Int(1.0 * Self.rate), sampleRate: Self.rate)
+        // Against the truth at the room's rate, over the chirps' stretch: one stream matches it at a single lag (the
+        // line's own error, a frame or so: 0.95 at the nearest whole frame), where packets torn apart by their stamps'
+        // ±0.4 ms would match it at about none.
+        let from = Int(delay * Self.rate), to = from + signal.count
+        let truth = (from - 10..<to + 10).map { Double(heard(Double($0) / Self.rate)) }
+        let truthEnergy = truth.map { $0 * $0 }.reduce(0, +)
+        let matches = (-5...5).map { lag -> Double in
+            var c = 0.0, e = 0.0
+            for k in from..<to {
+                c += Double(recording[k + lag]) * truth[k - from + 10]
+                e += Double(recording[k + lag]) * Double(recording[k + lag])
+            }
+            return e > 0 ? c / (e * truthEnergy).squareRoot() : 0
+        }
+        #expect((matches.max() ?? 0) > 0.9, "the recording against the phone's audio, lags −5 … 5: \(matches)")
+        let m = try PhoneCalibration.measure(recording: recording, signal: signal, sampleRate: Self.rate, maximumLag: Int(1.0 * Self.rate))
+        #expect(abs(Double(m.lagFrames) / Self.rate - delay) <= 0.0002, "found \(Double(m.lagFrames) / Self.rate) s for \(delay) s (chirps \(m.chirpLags))")
+
+        // A new run half-way, 5 ms later than the first's line (a packet lost, a capture restarted), and a step of
+        // 30 ms within a run: each part is laid at its own stamps.
+        var split = packets.enumerated().map { i, p in
+            PhoneCalibration.Packet(position: start + Double(i * per) * ratio, samples: p.samples, framesPerSample: ratio, newRun: i == 0)
+        }
+        // Inside the second chirp and the third.
+        let half = Int((delay + PhoneCalibration.chirpStarts[1]) / 0.02) + 1, third = Int((delay + PhoneCalibration.chirpStarts[2]) / 0.02) + 1
+        for i in half..<split.count { split[i].position += 0.005 * Self.rate }
+        split[half].newRun = true
+        for i in third..<split.count { split[i].position += 0.030 * Self.rate }
+        let laid = PhoneCalibration.recording(split, start: start, length: Int(seconds * Self.rate) + 4_000, sampleRate: Self.rate)
+        for (i, shift) in [(half + 2, 0.005), (third + 2, 0.035)] {
+            // A packet's audio where its part's stamps put it: its frame at the middle of the packet.
+            let k = Int(Double(i * per) * ratio + 0.01 * Self.rate + shift * Self.rate)
+            let truth = (k - 40..<k + 40).map { Double(heard((Double($0) / Self.rate) - shift)) }
+            let got = (k - 40..<k + 40).map { Double(laid[$0]) }
+            let d = zip(truth, got).map { ($0 - $1) * ($0 - $1) }.reduce(0, +), e = truth.map { $0 * $0 }.reduce(0, +)
+            #expect(e > 0 && d / e < 0.1, "packet \(i): laid \(shift * 1000) ms later (\(d / e))")
+        }
+    }
 }

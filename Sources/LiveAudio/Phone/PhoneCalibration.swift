@@ -11,9 +11,17 @@ import Glibc
 /// timeline (the phone's audio placed by its timestamps alone) against where they were played is the phone's offset.
 ///
 /// The signal is three chirps of 150 ms, 800 Hz to 4 kHz (inside any phone's microphone and any room speaker's
-/// range), at irregular spacing so that no chirp is taken for another; they are found together by the
-/// cross-correlation of the recording with the whole signal (FFT), then each on its own around that lag, and the
-/// measurement stands only when the three agree within 2 ms and the match is clear.
+/// range), at irregular spacing so that no chirp is taken for another. The recording is matched against one chirp
+/// (its cross-correlation by FFT), and the match's envelope (the magnitude of its analytic signal) is what is
+/// searched: the lag where the three chirps' envelopes, each taken at its best within a millisecond, sum highest,
+/// then each chirp's peak on its own around that lag. The measurement stands only when the three agree within 2 ms
+/// and the match is clear; it is their mean.
+///
+/// The envelope, not the correlation itself: a chirp's correlation swings with its carrier (2.4 kHz in the middle,
+/// a period of 0.4 ms), so that chirps heard a tenth of a millisecond apart from where the signal has them — a
+/// phone's clock against the room's over a second, its stamps' wander — cancel in a match of the whole signal,
+/// where their envelopes still add. A browser's recording so matched was found at the lag of one chirp against
+/// another.
 public enum PhoneCalibration {
     /// Where each chirp starts, in seconds from the signal's start.
     public static let chirpStarts = [0.0, 0.55, 1.25]
@@ -45,12 +53,95 @@ public enum PhoneCalibration {
         return out
     }
 
+    /// One packet of the phone's audio as a calibration keeps it.
+    public struct Packet: Sendable {
+        /// Where its first frame lands on the room's timeline by its stamp (room sample time).
+        public var position: Double
+        /// Its samples, mono.
+        public var samples: [Float]
+        /// The room's frames one of its frames spans (the room's rate over its own).
+        public var framesPerSample: Double
+        /// It does not follow the packet before it (the first, a lost one before it, a capture started again).
+        public var newRun: Bool
+
+        public init(position: Double, samples: [Float], framesPerSample: Double, newRun: Bool) {
+            self.position = position
+            self.samples = samples
+            self.framesPerSample = framesPerSample
+            self.newRun = newRun
+        }
+    }
+
+    /// A run whose packets' positions step by more than this from where the one before ends is split there
+    /// (seconds: the room's placer starts a stream again at the same distance).
+    public static let runStep = 0.010
+
+    /// The phone's audio laid on the room's timeline from `start`, `length` frames, as the room's placer lays it:
+    /// each run of packets (in sequence, no step over ``runStep``) one stream, placed by the least-squares line
+    /// through its packets' positions, its frames interpolated onto the room's.
+    ///
+    /// Not packet by packet at each one's own position: a page's stamps wander by a fraction of a millisecond from
+    /// packet to packet (its clock against the audio context's, a median of readings of a tenth of a millisecond),
+    /// and a chirp torn at every 20 ms by such steps matched the signal at a third of what it should — a chirp
+    /// sweeping to 4 kHz is matched within a tenth of a millisecond — so that one chirp alone, at the wrong lag, could
+    /// match better than the three together.
+    public static func recording(_ packets: [Packet], start: Double, length: Int, sampleRate: Double) -> [Float] {
+        var out = [Float](repeating: 0, count: max(0, length))
+        let step = runStep * sampleRate
+        var first = 0
+        while first < packets.count {
+            let ratio = packets[first].framesPerSample
+            var end = first + 1
+            while end < packets.count, !packets[end].newRun, packets[end].framesPerSample == ratio {
+                let before = packets[end - 1]
+                guard abs(packets[end].position - (before.position + Double(before.samples.count) * ratio)) <= step else { break }
+                end += 1
+            }
+            lay(packets[first..<end], ratio: ratio, start: start, into: &out)
+            first = end
+        }
+        return out
+    }
+
+    /// One run into `out` (its frame 0 at room sample time `start`).
+    private static func lay(_ run: ArraySlice<Packet>, ratio: Double, start: Double, into out: inout [Float]) {
+        // The line through (input frame, position) of each packet's first frame.
+        var xs: [Double] = [], samples: [Float] = []
+        for p in run {
+            xs.append(Double(samples.count))
+            samples += p.samples
+        }
+        guard samples.count >= 2, ratio > 0 else { return }
+        let ps = run.map(\.position)
+        let n = Double(xs.count)
+        let mx = xs.reduce(0, +) / n, mp = ps.reduce(0, +) / n
+        var sxx = 0.0, sxp = 0.0
+        for (x, p) in zip(xs, ps) {
+            sxx += (x - mx) * (x - mx)
+            sxp += (x - mx) * (p - mp)
+        }
+        // The slope is the room's frames per phone frame: the nominal ratio, off by the clocks' drift (at most the
+        // room placer's 0.2 %); a run of one packet, or a line that says more, keeps the nominal one.
+        var slope = sxx > 0 ? sxp / sxx : ratio
+        if !(abs(slope / ratio - 1) <= 0.002) { slope = ratio }
+        let intercept = mp - slope * mx
+        let last = Double(samples.count - 1)
+        let from = max(0, Int((intercept - start).rounded(.up))), to = min(out.count - 1, Int((intercept + slope * last - start).rounded(.down)))
+        guard from <= to else { return }
+        for k in from...to {
+            let u = (start + Double(k) - intercept) / slope
+            let i = min(max(0, Int(u.rounded(.down))), samples.count - 2)
+            let f = Float(min(max(u - Double(i), 0), 1))
+            out[k] = samples[i] + f * (samples[i + 1] - samples[i])
+        }
+    }
+
     /// A calibration's result.
     public struct Measurement: Sendable, Equatable {
         /// Where the signal lies in the recording, in frames (the phone's offset when the recording starts where the
-        /// signal was played).
+        /// signal was played): the mean of ``chirpLags``.
         public var lagFrames: Int
-        /// The normalized correlation at that lag, 0 … 1.
+        /// How clearly the chirps were heard: their matches' envelopes, normalized, the mean of the three, 0 … 1.
         public var correlation: Double
         /// Each chirp's own lag, in frames.
         public var chirpLags: [Int]
@@ -73,8 +164,14 @@ public enum PhoneCalibration {
                 "a calibration needs \(Double(m + maximumLag) / sampleRate) s of the phone's audio, got \(Double(recording.count) / sampleRate) s")
         }
         let used = m + maximumLag
+        // The template: the first chirp (the three are the same chirp).
+        let first0 = Int((chirpStarts.first ?? 0) * sampleRate)
+        let chirp = min(Int(chirpSeconds * sampleRate), m - first0)
+        let template = signal[first0..<(first0 + chirp)]
+        let templateEnergy = template.reduce(0.0) { $0 + Double($1) * Double($1) }
+        guard templateEnergy > 0 else { throw AudioError(.invalidParameter, "a calibration signal of silence") }
         var size = 2
-        while size < used + m { size <<= 1 }
+        while size < used + chirp { size <<= 1 }
         let fft = FFT(size: size)
         let re = UnsafeMutablePointer<Double>.allocate(capacity: size), im = UnsafeMutablePointer<Double>.allocate(capacity: size)
         let xr = UnsafeMutablePointer<Double>.allocate(capacity: size), xi = UnsafeMutablePointer<Double>.allocate(capacity: size)
@@ -86,27 +183,40 @@ public enum PhoneCalibration {
         }
         for i in 0..<size {
             re[i] = i < used ? Double(recording[i]) : 0
-            im[i] = i < m ? Double(signal[i]) : 0
+            im[i] = i < chirp ? Double(template[first0 + i]) : 0
         }
         fft.forward(re, im)
+        // The cross-spectrum's analytic half: its inverse is the match (real part) and its quadrature.
         for k in 0..<size {
             let (a, b) = fft.crossSpectrum(re, im, at: k)
-            xr[k] = a
-            xi[k] = b
+            let w: Double = k == 0 || k == size / 2 ? 1 : (k < size / 2 ? 2 : 0)
+            xr[k] = w * a
+            xi[k] = w * b
         }
         fft.inverse(xr, xi)
-        // c[lag] = Σ recording[n + lag] · signal[n], normalized by both energies over the window.
-        let signalEnergy = signal.reduce(0.0) { $0 + Double($1) * Double($1) }
-        guard signalEnergy > 0 else { throw AudioError(.invalidParameter, "a calibration signal of silence") }
+        // The envelope at each start t of a chirp in the recording, normalized by both energies: 0 … 1.
         var prefix = [Double](repeating: 0, count: used + 1)
         for i in 0..<used { prefix[i + 1] = prefix[i] + Double(recording[i]) * Double(recording[i]) }
-        func normalized(_ lag: Int, _ c: Double) -> Double {
-            let e = prefix[lag + m] - prefix[lag]
-            return e > 0 ? c / (signalEnergy * e).squareRoot() : 0
+        let starts = used - chirp + 1
+        var envelope = [Double](repeating: 0, count: starts)
+        for t in 0..<starts {
+            let e = prefix[t + chirp] - prefix[t]
+            envelope[t] = e > 0 ? (xr[t] * xr[t] + xi[t] * xi[t]).squareRoot() / (templateEnergy * e).squareRoot() : 0
         }
+        // Each start's best within half the agreement either side.
+        let reach = max(0, Int(agreement / 2 * sampleRate))
+        var nearby = [Double](repeating: 0, count: starts)
+        for t in 0..<starts {
+            var v = 0.0
+            for u in max(0, t - reach)...min(starts - 1, t + reach) where envelope[u] > v { v = envelope[u] }
+            nearby[t] = v
+        }
+        let offsets = chirpStarts.map { Int($0 * sampleRate) }
         var best = 0, bestValue = -Double.infinity
         for lag in 0...maximumLag {
-            let v = normalized(lag, xr[lag])
+            var v = 0.0
+            for o in offsets where lag + o < starts { v += nearby[lag + o] }
+            v /= Double(offsets.count)
             if v > bestValue {
                 bestValue = v
                 best = lag
@@ -117,25 +227,14 @@ public enum PhoneCalibration {
                 .invalidParameter,
                 "the phone did not hear the room's calibration tones (best match \(Int(max(0, bestValue) * 100)) %): turn the room's speakers up or bring the phone nearer, and calibrate again")
         }
-        // Each chirp on its own, within 10 ms of the lag found.
-        let chirp = Int(chirpSeconds * sampleRate)
+        // Each chirp's own peak, within 10 ms of the lag found.
         let around = Int(0.010 * sampleRate)
         var lags: [Int] = []
-        for start in chirpStarts {
-            let first = Int(start * sampleRate)
+        for o in offsets {
             var own = best, ownValue = -Double.infinity
-            for lag in max(0, best - around)...min(maximumLag, best + around) {
-                var c = 0.0, e = 0.0
-                for n in 0..<chirp {
-                    let x = Double(recording[first + lag + n])
-                    c += x * Double(signal[first + n])
-                    e += x * x
-                }
-                let v = e > 0 ? c / e.squareRoot() : 0
-                if v > ownValue {
-                    ownValue = v
-                    own = lag
-                }
+            for lag in max(0, best - around)...min(maximumLag, best + around) where lag + o < starts && envelope[lag + o] > ownValue {
+                ownValue = envelope[lag + o]
+                own = lag
             }
             lags.append(own)
         }
@@ -145,6 +244,7 @@ public enum PhoneCalibration {
                 .invalidParameter,
                 "the phone heard the room's calibration tones at times \(String(cFormat: "%.1f", Double(spread) * 1000 / sampleRate)) ms apart (echoes or noise): calibrate again in a quieter moment")
         }
+        best = Int((Double(lags.reduce(0, +)) / Double(lags.count)).rounded())
         return Measurement(lagFrames: best, correlation: bestValue, chirpLags: lags)
     }
 }

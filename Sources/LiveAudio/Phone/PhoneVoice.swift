@@ -85,11 +85,12 @@ public final class PhoneVoice: Sendable {
     /// A calibration's recording: the phone's packets as they came (their stamps, on the phone's clock), placed by
     /// their timestamps alone when the recording ends — all through the clocks' fits as they are then, so that the
     /// fits' small moves while the chirps played (a reading better than the last, a device cycle less late) do not
-    /// set the chirps apart — from where the chirps were played, `length` frames.
+    /// set the chirps apart, and each run as one stream (``PhoneCalibration/recording(_:start:length:sampleRate:)``)
+    /// — from where the chirps were played, `length` frames.
     struct CalibrationCapture {
         let start: Int64
         let length: Int
-        var packets: [(stamp: Double, samples: [Float], sampleRate: Int)] = []
+        var packets: [(stamp: Double, samples: [Float], sampleRate: Int, newRun: Bool)] = []
     }
 
     init(room: PhoneVoiceHost, voice: Int, source: PhoneVoiceSource) {
@@ -201,7 +202,7 @@ public final class PhoneVoice: Sendable {
                 s.firstSoundStamp = stamp + Double(i) * 1e6 / Double(sampleRate)
             }
             // A calibration under way keeps the packet (a few seconds of them), placed when it ends.
-            s.capture?.packets.append((stamp, samples, sampleRate))
+            s.capture?.packets.append((stamp, samples, sampleRate, gap || isFirst))
             guard let roomMicros = s.clock.y(at: stamp), let position = room.timelinePosition(hostMicros: roomMicros) else {
                 s.unplaced += 1
                 return
@@ -253,16 +254,19 @@ public final class PhoneVoice: Sendable {
         let recording = state.withLock { s -> [Float] in
             defer { s.capture = nil }
             guard let capture = s.capture else { return [] }
-            var samples = [Float](repeating: 0, count: capture.length)
+            var packets: [PhoneCalibration.Packet] = []
+            var placed = true
             for p in capture.packets {
-                guard let roomMicros = s.clock.y(at: p.stamp), let position = room.timelinePosition(hostMicros: roomMicros) else { continue }
-                let ratio = room.sampleRate / Double(p.sampleRate)
-                for (i, x) in p.samples.enumerated() {
-                    let at = Int((position + Double(i) * ratio).rounded()) - Int(capture.start)
-                    if at >= 0, at < samples.count { samples[at] = x }
+                guard let roomMicros = s.clock.y(at: p.stamp), let position = room.timelinePosition(hostMicros: roomMicros) else {
+                    placed = false
+                    continue
                 }
+                packets.append(
+                    PhoneCalibration.Packet(
+                        position: position, samples: p.samples, framesPerSample: room.sampleRate / Double(p.sampleRate), newRun: p.newRun || !placed))
+                placed = true
             }
-            return samples
+            return PhoneCalibration.recording(packets, start: Double(capture.start), length: capture.length, sampleRate: room.sampleRate)
         }
         let m = try PhoneCalibration.measure(recording: recording, signal: signal, sampleRate: rate, maximumLag: maximumLag)
         state.withLock { $0.offsetFrames = m.lagFrames }
