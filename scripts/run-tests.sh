@@ -8,7 +8,8 @@
 #      take the CPU the sound servers and pacing threads need, and the tests would measure the load, not the code;
 #   3. the karaoke sessions on JACK and PulseAudio, by themselves (see below); then the evening from phones (three
 #      browsers) beside a phone singing into a room (one browser), with a phone whose clock runs fast beside them;
-#   4. the soak's two-minute version, beside the end of that phone's take and a phone calibrated by the room's chirps.
+#   4. the soak's two-minute version, beside that phone's take and a phone calibrated by the room's chirps; then the
+#      rest of that take.
 # Every phase always runs; the failures of all are repeated at the end, where a CI log is read. A new suite that
 # plays, records or talks to a server belongs in REALTIME.
 set -uo pipefail
@@ -89,9 +90,9 @@ if ! grep -qE "Test run with [1-9][0-9]* tests? " .build/test-karaoke.log; then
     note "phase 3 ran no tests"
 fi
 phase "phase 3: the evening from phones, a phone as the microphone; a phone whose clock runs fast beside them"
-# The drift 200 ppm gives in five minutes (60 ms), at 800 ppm over 75 s: the five minutes themselves (the test's
-# default, `swift test --filter PhoneDriftTests`) kept `make test` four minutes longer, past its 35.
-PHONE_DRIFT_PPM=800 PHONE_DRIFT_SECONDS=75 direct "$DRIFT" > .build/test-drift.log 2>&1 &
+# The phone 200 ppm fast over a five-minute take, as the issue asks (the test's defaults): about eight minutes in all,
+# beside the evening's browsers, then the soak and the calibration, then alone for its last four.
+direct "$DRIFT" > .build/test-drift.log 2>&1 &
 drift=$!
 "$SWIFT" test --skip-build --filter "$EVENING" 2>&1 | tee .build/test-evening.log || status=1
 if ! grep -qE "Test run with [1-9][0-9]* tests? " .build/test-evening.log; then
@@ -102,24 +103,24 @@ fi
 # It judges memory (each process's own, flat within 1 MiB after the warm-up), drops, reconnects and the exit statuses;
 # the xruns against the peer are printed, not judged: two minutes on a shared machine can be decided by a single stall
 # of the host, which makes both servers' timers late (`make soak` judges them over an hour, alone). It runs beside the
-# last minutes of the phone's take (a room on the virtual device and a browser, a fraction of one core) and the
-# calibration's minute (a room on PulseAudio and a browser).
-phase "phase 4: soak (2 minutes), beside the end of the phone's take and the calibration"
+# phone's take (a room on the virtual device and a browser, a fraction of one core) and the calibration's minute (a
+# room on PulseAudio and a browser).
+phase "phase 4: soak (2 minutes), beside the phone's take and the calibration"
 direct "$CALIBRATION" > .build/test-calibration.log 2>&1 &
 calibration=$!
 python3 scripts/soak.py --binary .build/debug/liveaudio --seconds "${TEST_SOAK_SECONDS:-120}" --xruns-reported-only --out .build/soak 2>&1 \
     | tee .build/test-soak.log
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
-phase "phase 4: the phone whose clock runs fast"
-wait "$drift" || note "the phone whose clock runs fast exited with status $? (its log: .build/test-drift.log)"
-drift=''
-cat .build/test-drift.log
-grep -qE "Test run with [1-9][0-9]* tests? " .build/test-drift.log || note "the phone whose clock runs fast ran no test: DRIFT in scripts/run-tests.sh"
 phase "phase 4: the calibration by the room's chirps"
 wait "$calibration" || note "the calibration by the room's chirps exited with status $? (its log: .build/test-calibration.log)"
 calibration=''
 cat .build/test-calibration.log
 grep -qE "Test run with [1-9][0-9]* tests? " .build/test-calibration.log || note "the calibration ran no test: CALIBRATION in scripts/run-tests.sh"
+phase "phase 4: the phone whose clock runs fast"
+wait "$drift" || note "the phone whose clock runs fast exited with status $? (its log: .build/test-drift.log)"
+drift=''
+cat .build/test-drift.log
+grep -qE "Test run with [1-9][0-9]* tests? " .build/test-drift.log || note "the phone whose clock runs fast ran no test: DRIFT in scripts/run-tests.sh"
 echo "== all phases: $(( SECONDS - started )) s =="
 if [ "$status" -ne 0 ]; then
     echo

@@ -177,4 +177,63 @@ import Testing
             #expect(e > 0 && d / e < 0.1, "packet \(i): laid \(shift * 1000) ms later (\(d / e))")
         }
     }
+
+    /// A capture that moves by 3 ms half-way through a run (in sequence: no break the placer would see) is laid on two
+    /// lines, each side where its stamps say, not both 1.5 ms off on one line through them.
+    @Test func aStepInsideARunSplitsItsLine() {
+        let rate = Self.rate, per = 960, start = 500_000.0
+        var rng = SplitMix64(seed: 3)
+        // Noise below 3 kHz (a moving sum), 3 s: where each frame belongs is checked by correlation.
+        let white = (0..<(150 * per + 8)).map { _ in Float.random(in: -1...1, using: &rng) }
+        let phone = (0..<(150 * per)).map { i in white[i..<(i + 8)].reduce(0, +) / 4 }
+        let step = 0.003 * rate
+        let packets = (0..<150).map { k in
+            PhoneCalibration.Packet(
+                position: start + Double(k * per) + (k >= 75 ? step : 0) + Double.random(in: -10...10, using: &rng),
+                samples: Array(phone[(k * per)..<((k + 1) * per)]), framesPerSample: 1, newRun: k == 0)
+        }
+        let laid = PhoneCalibration.recording(packets, start: start, length: 150 * per + 1_000, sampleRate: rate)
+        for (name, from, shift) in [("before the step", 20 * per, 0), ("after it", 100 * per, Int(step))] {
+            // The lag at which the laid audio matches the phone's, around where its stamps say.
+            let best = (-100...100).max { a, b in
+                func c(_ lag: Int) -> Double {
+                    (0..<9_600).reduce(0.0) { $0 + Double(laid[from + shift + lag + $1]) * Double(phone[from + $1]) }
+                }
+                return c(a) < c(b)
+            }!
+            #expect(abs(best) <= 6, "\(name): laid \(best) frames from where its stamps say")
+        }
+    }
+
+    /// Nothing a packet can say crashes the laying: positions and rates that are not finite numbers (left out), empty
+    /// and one-frame packets, a run far outside the recording; and `measure` refuses a rate or a signal it cannot use.
+    @Test func badPacketsAndSettingsAreLeftOutOrRefused() {
+        let ok = [Float](repeating: 0.1, count: 960)
+        let packets = [
+            PhoneCalibration.Packet(position: .nan, samples: ok, framesPerSample: 1, newRun: true),
+            PhoneCalibration.Packet(position: 100, samples: ok, framesPerSample: .infinity, newRun: false),
+            PhoneCalibration.Packet(position: 100, samples: ok, framesPerSample: 0, newRun: false),
+            PhoneCalibration.Packet(position: 200, samples: [], framesPerSample: 1, newRun: false),
+            PhoneCalibration.Packet(position: 300, samples: [0.5], framesPerSample: 1, newRun: false),
+            PhoneCalibration.Packet(position: 1e300, samples: ok, framesPerSample: 1, newRun: true),
+            PhoneCalibration.Packet(position: -1e12, samples: ok, framesPerSample: 1, newRun: true),
+            PhoneCalibration.Packet(position: 1_000, samples: ok, framesPerSample: 1e300, newRun: true),
+            PhoneCalibration.Packet(position: 2_000, samples: ok, framesPerSample: 1, newRun: true),
+        ]
+        let laid = PhoneCalibration.recording(packets, start: 0, length: 4_000, sampleRate: Self.rate)
+        #expect(laid.count == 4_000)
+        #expect(laid[2_000...2_959].allSatisfy { $0 == 0.1 } && laid[0..<2_000].allSatisfy { $0 == 0 }, "only the good packet laid")
+        #expect(PhoneCalibration.recording(packets, start: .nan, length: 10, sampleRate: Self.rate) == [Float](repeating: 0, count: 10))
+        #expect(PhoneCalibration.recording(packets, start: 0, length: -5, sampleRate: Self.rate).isEmpty)
+        let signal = PhoneCalibration.signal(sampleRate: Self.rate)
+        let recording = [Float](repeating: 0, count: signal.count + 48_000)
+        for (rate, lag, what) in [(Double.nan, 100, "a rate"), (0, 100, "a rate"), (Self.rate, Int.max, "a lag"), (Self.rate, -1, "a lag")] {
+            #expect(throws: AudioError.self, "\(what): \(rate) Hz, lag \(lag)") {
+                try PhoneCalibration.measure(recording: recording, signal: signal, sampleRate: rate, maximumLag: lag)
+            }
+        }
+        #expect(throws: AudioError.self, "a signal shorter than the chirps") {
+            try PhoneCalibration.measure(recording: recording, signal: Array(signal.prefix(1_000)), sampleRate: Self.rate, maximumLag: 100)
+        }
+    }
 }

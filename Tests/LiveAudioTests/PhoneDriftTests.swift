@@ -4,8 +4,7 @@ import TestSupport
 
 /// A phone singing for five minutes with a clock that runs fast, as ``PhoneFaultTests`` runs its pages (headless
 /// Chromium, a generated singer, the room on the virtual device). A suite of its own: `make test` runs it beside the
-/// evening's other browsers and then beside the soak (scripts/run-tests.sh), with the same 60 ms of drift in 75 s
-/// (800 ppm): the five minutes there kept `make test` four minutes longer.
+/// evening's other browsers and then beside the soak and the calibration (scripts/run-tests.sh).
 @Suite struct PhoneDriftTests {
     /// A phone whose clock runs fast: the page's clock (performance.now, and the times its audio context pairs with
     /// it) made to run `PHONE_DRIFT_PPM` (default 200) ppm fast over a take of `PHONE_DRIFT_SECONDS` (default 300):

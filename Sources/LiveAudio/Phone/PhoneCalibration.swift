@@ -76,9 +76,12 @@ public enum PhoneCalibration {
     /// (seconds: the room's placer starts a stream again at the same distance).
     public static let runStep = 0.010
 
-    /// The phone's audio laid on the room's timeline from `start`, `length` frames, as the room's placer lays it:
-    /// each run of packets (in sequence, no step over ``runStep``) one stream, placed by the least-squares line
-    /// through its packets' positions, its frames interpolated onto the room's.
+    /// The phone's audio laid on the room's timeline from `start`, `length` frames: each run of packets (in
+    /// sequence, no step over ``runStep``) one stream, as the room's ``PhoneVoicePlacer`` makes of a run, placed by
+    /// the least-squares line through its packets' positions (split where they step by more than ``lineStep``), its
+    /// frames interpolated onto the room's. (The placer starts a run at its first packet and follows the stamps by a
+    /// loop that takes the mean distance to zero within seconds; the line is that mean from the start.) Packets whose
+    /// position or rate is not a finite number are left out.
     ///
     /// Not packet by packet at each one's own position: a page's stamps wander by a fraction of a millisecond from
     /// packet to packet (its clock against the audio context's, a median of readings of a tenth of a millisecond),
@@ -87,32 +90,91 @@ public enum PhoneCalibration {
     /// match better than the three together.
     public static func recording(_ packets: [Packet], start: Double, length: Int, sampleRate: Double) -> [Float] {
         var out = [Float](repeating: 0, count: max(0, length))
+        guard start.isFinite, sampleRate.isFinite, sampleRate > 0 else { return out }
+        // What cannot be placed (a position or a rate that is not a finite number) is left out, and breaks its run.
+        var usable: [Packet] = []
+        var broken = false
+        for p in packets {
+            guard p.position.isFinite, p.framesPerSample.isFinite, p.framesPerSample > 0, p.framesPerSample < 1e6, abs(p.position) < 1e15 else {
+                broken = true
+                continue
+            }
+            var q = p
+            q.newRun = p.newRun || broken
+            usable.append(q)
+            broken = false
+        }
         let step = runStep * sampleRate
         var first = 0
-        while first < packets.count {
-            let ratio = packets[first].framesPerSample
+        while first < usable.count {
+            let ratio = usable[first].framesPerSample
             var end = first + 1
-            while end < packets.count, !packets[end].newRun, packets[end].framesPerSample == ratio {
-                let before = packets[end - 1]
-                guard abs(packets[end].position - (before.position + Double(before.samples.count) * ratio)) <= step else { break }
+            while end < usable.count, !usable[end].newRun, usable[end].framesPerSample == ratio {
+                let before = usable[end - 1]
+                guard abs(usable[end].position - (before.position + Double(before.samples.count) * ratio)) <= step else { break }
                 end += 1
             }
-            lay(packets[first..<end], ratio: ratio, start: start, into: &out)
+            lay(usable[first..<end], ratio: ratio, start: start, sampleRate: sampleRate, into: &out)
             first = end
         }
         return out
     }
 
-    /// One run into `out` (its frame 0 at room sample time `start`).
-    private static func lay(_ run: ArraySlice<Packet>, ratio: Double, start: Double, into out: inout [Float]) {
-        // The line through (input frame, position) of each packet's first frame.
-        var xs: [Double] = [], samples: [Float] = []
+    /// A step of more than this inside a run (seconds; under ``runStep``, so not a run's break) splits its line:
+    /// a browser's capture moves by a few milliseconds now and then, and one line through both sides would put
+    /// each side half the step off.
+    static let lineStep = 0.001
+
+    /// One run into `out` (its frame 0 at room sample time `start`): on the least-squares line through its packets'
+    /// positions, or on two or more where the positions step by more than ``lineStep`` (between sides of ten packets
+    /// or more: less is a packet's stamp gone astray, which the line outweighs).
+    private static func lay(_ run: ArraySlice<Packet>, ratio: Double, start: Double, sampleRate: Double, into out: inout [Float], depth: Int = 0) {
+        // Each packet's first frame, counted in the run's phone frames.
+        var xs: [Double] = []
+        var count = 0
         for p in run {
-            xs.append(Double(samples.count))
-            samples += p.samples
+            xs.append(Double(count))
+            count += p.samples.count
         }
-        guard samples.count >= 2, ratio > 0 else { return }
+        guard count >= 2 else { return }
         let ps = run.map(\.position)
+        // Where the positions step: of the splits into two lines of one slope, the one whose lines lie furthest
+        // apart (each side's sums from prefix sums: the jump is the difference of the sides' intercepts).
+        let sides = 10
+        if depth < 8, ps.count >= 2 * sides {
+            var sx = [0.0], sp = [0.0], sxx = [0.0], sxp = [0.0]
+            for (x, p) in zip(xs, ps) {
+                // Positions from the first's (the sums stay small).
+                let q = p - ps[0]
+                sx.append(sx[sx.count - 1] + x)
+                sp.append(sp[sp.count - 1] + q)
+                sxx.append(sxx[sxx.count - 1] + x * x)
+                sxp.append(sxp[sxp.count - 1] + x * q)
+            }
+            func side(_ a: Int, _ b: Int) -> (n: Double, mx: Double, mp: Double, cxx: Double, cxp: Double) {
+                let n = Double(b - a), x = sx[b] - sx[a], p = sp[b] - sp[a]
+                return (n, x / n, p / n, (sxx[b] - sxx[a]) - x * x / n, (sxp[b] - sxp[a]) - x * p / n)
+            }
+            var split = 0, largest = 0.0
+            for k in sides...(ps.count - sides) {
+                let a = side(0, k), b = side(k, ps.count)
+                let slope = a.cxx + b.cxx > 0 ? (a.cxp + b.cxp) / (a.cxx + b.cxx) : ratio
+                let jump = (b.mp - slope * b.mx) - (a.mp - slope * a.mx)
+                if abs(jump) > largest {
+                    largest = abs(jump)
+                    split = k
+                }
+            }
+            if largest > lineStep * sampleRate {
+                let at = run.startIndex + split
+                lay(run[..<at], ratio: ratio, start: start, sampleRate: sampleRate, into: &out, depth: depth + 1)
+                lay(run[at...], ratio: ratio, start: start, sampleRate: sampleRate, into: &out, depth: depth + 1)
+                return
+            }
+        }
+        var samples: [Float] = []
+        samples.reserveCapacity(count)
+        for p in run { samples += p.samples }
         let n = Double(xs.count)
         let mx = xs.reduce(0, +) / n, mp = ps.reduce(0, +) / n
         var sxx = 0.0, sxp = 0.0
@@ -126,11 +188,12 @@ public enum PhoneCalibration {
         if !(abs(slope / ratio - 1) <= 0.002) { slope = ratio }
         let intercept = mp - slope * mx
         let last = Double(samples.count - 1)
-        let from = max(0, Int((intercept - start).rounded(.up))), to = min(out.count - 1, Int((intercept + slope * last - start).rounded(.down)))
-        guard from <= to else { return }
-        for k in from...to {
+        // The room's frames the run covers, within `out` (worked out in Double: a run far outside it is skipped).
+        let low = max(0, (intercept - start).rounded(.up)), high = min(Double(out.count - 1), (intercept + slope * last - start).rounded(.down))
+        guard low.isFinite, high.isFinite, low <= high else { return }
+        for k in Int(low)...Int(high) {
             let u = (start + Double(k) - intercept) / slope
-            let i = min(max(0, Int(u.rounded(.down))), samples.count - 2)
+            let i = min(max(0, Int(max(0, min(u, last)).rounded(.down))), samples.count - 2)
             let f = Float(min(max(u - Double(i), 0), 1))
             out[k] = samples[i] + f * (samples[i + 1] - samples[i])
         }
@@ -158,10 +221,17 @@ public enum PhoneCalibration {
     ///   the chirps were not heard clearly (too faint, drowned, or heard at lags that disagree).
     public static func measure(recording: [Float], signal: [Float], sampleRate: Double, maximumLag: Int) throws(AudioError) -> Measurement {
         let m = signal.count
-        guard maximumLag >= 0, recording.count >= m + maximumLag else {
+        guard sampleRate.isFinite, sampleRate >= 8_000, sampleRate <= 768_000 else {
+            throw AudioError(.unsupportedSampleRate, "a calibration at \(sampleRate) Hz: 8,000 … 768,000 Hz")
+        }
+        let needed = Int(((chirpStarts.last ?? 0) + chirpSeconds) * sampleRate)
+        guard m >= needed else {
+            throw AudioError(.invalidParameter, "a calibration signal of \(m) frames: PhoneCalibration.signal's \(needed) or more")
+        }
+        guard maximumLag >= 0, maximumLag <= 60 * Int(sampleRate), recording.count - m >= maximumLag else {
             throw AudioError(
                 .invalidParameter,
-                "a calibration needs \(Double(m + maximumLag) / sampleRate) s of the phone's audio, got \(Double(recording.count) / sampleRate) s")
+                "a calibration needs \(Double(m + max(0, min(maximumLag, 60 * Int(sampleRate)))) / sampleRate) s of the phone's audio (a lag of 0 … 60 s), got \(Double(recording.count) / sampleRate) s")
         }
         let used = m + maximumLag
         // The template: the first chirp (the three are the same chirp).
