@@ -37,8 +37,8 @@ public final class EveningPresenter: StagePresenter {
     public func mayUsePhone(role: StageRole, singer: Int64?) -> Bool {
         if role == .host { return true }
         guard role == .guest, let singer else { return false }
-        let entries = [try? library.singing(), try? library.queue().first].compactMap { $0 }
-        return entries.contains { $0.singer == singer || $0.partner == singer }
+        guard let now = try? library.singingAndNext() else { return false }
+        return [now.singing, now.next].contains { $0.map { $0.singer == singer || $0.partner == singer } ?? false }
     }
 
     /// A presenter for `room`'s evening over `library`, `gap` seconds between songs.

@@ -404,6 +404,14 @@ extension SongLibrary {
         try read("read") { db in try QueueEntry.filter(sql: "state = 'singing'").fetchOne(db) }
     }
 
+    /// The entry being sung and the one up next (the queue's first), read together: one moving into the other between
+    /// two reads (``singing()`` then ``queue()``) would be seen in neither.
+    public func singingAndNext() throws(AudioError) -> (singing: QueueEntry?, next: QueueEntry?) {
+        try read("read") { db in
+            (try QueueEntry.filter(sql: "state = 'singing'").fetchOne(db), try Self.order(db).first)
+        }
+    }
+
     /// The entries waiting, in the order they will be sung (up next first).
     public func queue() throws(AudioError) -> [QueueEntry] {
         try read("read") { db in try Self.order(db) }

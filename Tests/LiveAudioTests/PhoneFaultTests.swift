@@ -62,6 +62,7 @@ import TestSupport
         try writeWAV(dir.file("room-mic.wav"), channels: [[Float](repeating: 0, count: 48_000)], sampleType: .int16)
         var singers: [[Float]] = []
         var files: [String] = []
+        let making = Date()
         for (i, part) in parts.enumerated() {
             let singer = part > 0 ? GeneratedSinger(chart: chart, part: part, snr: 30, seed: UInt64(10 + i)).samples : []
             singers.append(singer)
@@ -71,6 +72,7 @@ import TestSupport
             files.append(dir.file("singer-\(i + 1).wav"))
             try writeWAV(files[i], channels: [file], sampleType: .int16)
         }
+        print("phone run: the singers made and written in \(String(format: "%.1f", Date().timeIntervalSince(making))) s")
         let command = [
             productsDirectory + "/liveaudio", "karaoke", "wait.wav", "chart.txt", "--gap", String(gap), "--phones", String(parts.count),
             "--parts", "1," + parts.map { String(max($0, 1)) }.joined(separator: ","), "--web", "127.0.0.2:0",

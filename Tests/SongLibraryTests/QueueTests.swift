@@ -63,7 +63,11 @@ struct QueueTests {
         #expect(try library.queue().map(\.id!) == [a1, b1, c1, a2, c2, a3])
         // The first song's countdown: a1 is up. Sung, scored.
         #expect(try library.startCountdown()?.id == a1)
+        // The song on and the one up next, read together (who may sing with a phone).
+        #expect(try library.singingAndNext().singing == nil && library.singingAndNext().next?.id == a1)
         try library.begin(a1)
+        let now = try library.singingAndNext(), waiting = try library.queue().map(\.id!)
+        #expect(now.singing?.id == a1 && now.next?.id == waiting.first, "\(String(describing: now.singing?.id)), \(String(describing: now.next?.id)); queue \(waiting)")
         try library.finish(a1, scores: [(part: 1, score: 7000)])
         let b2 = try add("Four", b)
         #expect(try library.queue().map(\.id!) == [b1, c1, a2, b2, c2, a3])

@@ -64,6 +64,7 @@ public enum PhoneCalibration {
         /// It does not follow the packet before it (the first, a lost one before it, a capture started again).
         public var newRun: Bool
 
+        /// A packet as the calibration keeps it (each field as documented above).
         public init(position: Double, samples: [Float], framesPerSample: Double, newRun: Bool) {
             self.position = position
             self.samples = samples
@@ -123,7 +124,7 @@ public enum PhoneCalibration {
     /// A step of more than this inside a run (seconds; under ``runStep``, so not a run's break) splits its line:
     /// a browser's capture moves by a few milliseconds now and then, and one line through both sides would put
     /// each side half the step off.
-    static let lineStep = 0.001
+    public static let lineStep = 0.001
 
     /// One run into `out` (its frame 0 at room sample time `start`): on the least-squares line through its packets'
     /// positions, or on two or more where the positions step by more than ``lineStep`` (between sides of ten packets
