@@ -90,9 +90,11 @@ if ! grep -qE "Test run with [1-9][0-9]* tests? " .build/test-karaoke.log; then
     note "phase 3 ran no tests"
 fi
 phase "phase 3: the evening from phones, a phone as the microphone; a phone whose clock runs fast beside them"
-# The phone 200 ppm fast over a five-minute take, as the issue asks (the test's defaults): about eight minutes in all,
-# beside the evening's browsers, then the soak and the calibration, then alone for its last four.
-direct "$DRIFT" > .build/test-drift.log 2>&1 &
+# The phone 200 ppm fast over a five-minute take, as the issue asks (the test's defaults): about seven minutes in all,
+# beside the evening's browsers, then the soak and the calibration, then alone for its last minutes. It starts 45 s in:
+# started with them, its browser and room came up with the evening's four, and the machine's two cores were so busy
+# that the phone tests' pages tapped two seconds late and the evening's scores came late (a clean clone's run).
+(sleep 45 && direct "$DRIFT") > .build/test-drift.log 2>&1 &
 drift=$!
 "$SWIFT" test --skip-build --filter "$EVENING" 2>&1 | tee .build/test-evening.log || status=1
 if ! grep -qE "Test run with [1-9][0-9]* tests? " .build/test-evening.log; then

@@ -113,23 +113,27 @@ struct StageTests {
             return (w, p)
         }
         #expect(clock.count > 100)
-        func wall(atPosition p: Double, near at: Double) -> Double? {
-            // A tick within half a second of that position, extrapolated (the song plays at tempo 1); of those, the
-            // one nearest the change in time: the seek goes a second back and the pause holds the position, so a
-            // position can be played twice, and the change belongs to the pass it was seen in.
-            let close = clock.filter { abs($0.position - p) < 0.5 }
-            guard let nearest = close.min(by: { abs($0.wall + (p - $0.position) * 1000 - at) < abs($1.wall + (p - $1.position) * 1000 - at) })
-            else { return nil }
-            return nearest.wall + (p - nearest.position) * 1000
+        // The song's position when the line changed: from tab B's tick nearest to the change in time, within 300 ms
+        // (the song plays at tempo 1 between ticks). A change with no tick that near is not timed: the page's sampler
+        // (a timer, which a background tab's Chromium may hold back for seconds on a loaded machine) was not running,
+        // and a tick from seconds away, across the seek or the pause, would time it against the wrong pass.
+        func position(atWall at: Double) -> Double? {
+            guard let nearest = clock.min(by: { abs($0.wall - at) < abs($1.wall - at) }), abs(nearest.wall - at) <= 300 else { return nil }
+            return nearest.position + (at - nearest.wall) / 1000
         }
         var delays: [Double] = []
+        var untimed = 0
         for change in r["lineChangesB"] as? [[String: Any]] ?? [] {
             guard let text = change["text"] as? String, let at = change["wallMs"] as? Double,
-                let k = lines.firstIndex(where: { $0.text == text.trimmingCharacters(in: .whitespaces) }), k > 0,
-                let expected = wall(atPosition: lines[k - 1].end, near: at)
+                let k = lines.firstIndex(where: { $0.text == text.trimmingCharacters(in: .whitespaces) }), k > 0
             else { continue }
-            delays.append(at - expected)
+            guard let p = position(atWall: at) else {
+                untimed += 1
+                continue
+            }
+            delays.append((p - lines[k - 1].end) * 1000)
         }
+        if untimed > 0 { print("the stage in a browser: \(untimed) line changes with no tick within 300 ms, not timed") }
         #expect(delays.count >= 5, "line changes timed: \(delays)")
         #expect(delays.allSatisfy { abs($0) <= 100 }, "line changes against the chart (ms): \(delays)")
         // While a line is sung it is the one shown, the next below it.
