@@ -129,7 +129,7 @@ import TestSupport
                         var c = 0.0
                         let base = start + lag
                         for i in 0..<length { c += Double(x[base + i]) * Double(y[start + i]) }
-                        let v = a > 0 ? c / (max(a, 0) * b).squareRoot() : 0
+                        let v = a > 0 ? c / (a * b).squareRoot() : 0
                         if v > best.correlation { best = (lag, v) }
                     }
                     lags.append(best.lag)

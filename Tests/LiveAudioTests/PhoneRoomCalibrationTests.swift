@@ -13,8 +13,12 @@ import TestSupport
     /// it, none of it known to the test. The page taps to sing during the first song; two seconds on, the room plays
     /// its chirps and finds the phone's offset in what the page sends back. The second song (noise in bursts) then
     /// plays, and the phone's dry stem is the song as the page heard it: placed by the offset the room measured, it
-    /// lines up with the song's own stem within ±5 ms, every quarter of a second (through PCM: noise through Opus at
+    /// lines up with the song's own stem within ±10 ms, every quarter of a second (through PCM: noise through Opus at
     /// 48 kbit/s keeps its envelope, not its waveform, and correlates at about 0.6 where it is placed).
+    ///
+    /// ±10 ms is the bound the issue sets a phone's placing. The offset alone, found from a recording with a known
+    /// delay, is held to ±5 ms in ``PhoneCalibrationTests``; here the browser's own path moves under load after the
+    /// chirps: 4 … 6 ms early beside the soak and the other tests, −2 … +1.6 ms alone.
     @Test func aPhoneThatHearsTheRoomIsCalibrated() async throws {
         let pulse = try await PulseAudioServer.started(sinks: ["spk", "mic"])
         defer { pulse.stop() }
@@ -30,10 +34,7 @@ import TestSupport
         // chirps' spacing in each tells the room's output and PulseAudio from the page and the room's placing.
         if let keep = ProcessInfo.processInfo.environment["PHONE_KEEP"] {
             recorders.append(try pulse.record("spk", to: keep + "-spk.wav"))
-            recorders.append(
-                try ChildProcess(
-                    "parec", ["-d", "phone", "--rate=48000", "--channels=1", "--format=s16le", "--file-format=wav", "--latency-msec=10", keep + "-phone.wav"],
-                    environment: pulse.environment))
+            recorders.append(try pulse.record(source: "phone", channels: 1, to: keep + "-phone.wav"))
         }
         try writeWAV(dir.file("wait.wav"), channels: [[Float](repeating: 0, count: Int(PhoneMicTests.wait * 48_000))], sampleType: .int16)
         // Noise in bursts of random length (50 … 300 ms) and level (−30 … −10 dBFS), a few silent, below about 3 kHz
@@ -77,7 +78,7 @@ import TestSupport
         let (lags, correlations) = PhoneMicTests.windows(stem: stem, singer: played)
         let median = correlations.isEmpty ? 0 : correlations.sorted()[correlations.count / 2]
         print("a phone that hears the room: \(lags.count) windows, lags \(lags.min() ?? 0) … \(lags.max() ?? 0) frames, correlation median \(median)")
-        #expect(lags.count >= 30 && lags.allSatisfy { abs($0) <= 240 }, "the song in the phone's stem, against its own: \(lags.map { Double($0) / 48 }) ms")
+        #expect(lags.count >= 30 && lags.allSatisfy { abs($0) <= 480 }, "the song in the phone's stem, against its own: \(lags.map { Double($0) / 48 }) ms")
         #expect(median >= 0.9, "\(correlations)")
     }
 

@@ -251,9 +251,10 @@ public final class PhoneVoice: Sendable {
             guard monotonicNanoseconds() < deadline else { throw AudioError(.invalidState, "phone voice \(voice): the room stalled during the calibration") }
             try? await Task.sleep(nanoseconds: 20_000_000)
         }
-        let recording = state.withLock { s -> [Float] in
+        // The packets placed under the lock (the clock's fit is the voice's state); the recording laid outside it.
+        let (packets, capture) = state.withLock { s -> ([PhoneCalibration.Packet], CalibrationCapture?) in
             defer { s.capture = nil }
-            guard let capture = s.capture else { return [] }
+            guard let capture = s.capture else { return ([], nil) }
             var packets: [PhoneCalibration.Packet] = []
             var placed = true
             for p in capture.packets {
@@ -266,8 +267,11 @@ public final class PhoneVoice: Sendable {
                         position: position, samples: p.samples, framesPerSample: room.sampleRate / Double(p.sampleRate), newRun: p.newRun || !placed))
                 placed = true
             }
-            return PhoneCalibration.recording(packets, start: Double(capture.start), length: capture.length, sampleRate: room.sampleRate)
+            return (packets, CalibrationCapture(start: capture.start, length: capture.length))
         }
+        let recording = capture.map {
+            PhoneCalibration.recording(packets, start: Double($0.start), length: $0.length, sampleRate: room.sampleRate)
+        } ?? []
         let m = try PhoneCalibration.measure(recording: recording, signal: signal, sampleRate: rate, maximumLag: maximumLag)
         state.withLock { $0.offsetFrames = m.lagFrames }
         return Double(m.lagFrames) / rate

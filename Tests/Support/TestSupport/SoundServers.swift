@@ -252,10 +252,15 @@ public final class PulseAudioServer: @unchecked Sendable {
 
     /// Records `SINK.monitor` into a 48 kHz stereo 16-bit WAV file (parec) until stopped with SIGINT.
     public func record(_ sink: String, to file: String) throws -> ChildProcess {
+        try record(source: sink + ".monitor", channels: 2, to: file)
+    }
+
+    /// Records the source `source` into a 48 kHz 16-bit WAV file of `channels` (parec) until stopped with SIGINT.
+    public func record(source: String, channels: Int, to file: String) throws -> ChildProcess {
         let p = try ChildProcess(
             "parec",
             [
-                "-d", sink + ".monitor", "--rate=48000", "--channels=2", "--format=s16le", "--file-format=wav",
+                "-d", source, "--rate=48000", "--channels=\(channels)", "--format=s16le", "--file-format=wav",
                 "--latency-msec=10", file,
             ], environment: environment)
         helpers.append(p)
