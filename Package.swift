@@ -87,12 +87,19 @@ let package = Package(
         // FFmpeg's libraries: their headers (Debian's libavcodec-dev, libavformat-dev, libavutil-dev,
         // libswresample-dev), the libraries loaded with dlopen when first needed (Sources/CFFmpeg/include/CFFmpeg.h).
         .target(name: "CFFmpeg", linkerSettings: [.linkedLibrary("dl")]),
+        // PipeWire's client library (libpipewire-0.3): its headers from Debian's libpipewire-0.3-dev, the library loaded
+        // with dlopen when first needed, so the tool starts where PipeWire is absent (Sources/CPipeWire/include/
+        // CPipeWire.h). A C target rather than a pkg-config system library: pkg-config would link the library.
+        .target(
+            name: "CPipeWire",
+            cSettings: [.unsafeFlags(["-I/usr/include/pipewire-0.3", "-I/usr/include/spa-0.2"])],
+            linkerSettings: [.linkedLibrary("dl"), .linkedLibrary("m")]),
         // Codecs through FFmpeg: the AAC-LC encoder and its worker, decoding any audio file, the MP4 muxer.
         .target(name: "AudioCodecs", dependencies: ["AudioCore", "MediaContainers", "CFFmpeg"], swiftSettings: strict),
-        // Devices: ALSA, JACK and virtual (WAV) backends, the I/O unit, microphone source, latency measurement.
+        // Devices: ALSA, JACK, PipeWire and virtual (WAV) backends, the I/O unit, microphone source, latency measurement.
         .target(
             name: "AudioDevices",
-            dependencies: ["AudioCore", "AudioGraph", "MediaContainers", "CALSA", "CJACK", "CSystemCalls"],
+            dependencies: ["AudioCore", "AudioGraph", "MediaContainers", "CALSA", "CJACK", "CPipeWire", "CSystemCalls"],
             swiftSettings: strict
         ),
         // RTMP publishing: URLs, handshake, chunk streams, messages, the publisher on SwiftNIO (rtmps through

@@ -14,8 +14,12 @@ have() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok ins
 pkgs=(ffmpeg pkg-config libasound2-dev libjack-jackd2-dev libavcodec-dev libavformat-dev libavutil-dev libswresample-dev
   libsoxr-dev librubberband-dev libwebrtc-audio-processing-dev libsqlite3-dev libqrencode-dev)
 # The sound servers the device tests start themselves: PulseAudio (null sinks, reached through ALSA's pulse
-# plugin) and JACK (dummy driver). Never pipewire-pulse: it removes pulseaudio.
-servers=(pulseaudio pulseaudio-utils alsa-utils libasound2-plugins jackd2)
+# plugin), JACK (dummy driver) and PipeWire (null-audio-sink nodes).
+# PipeWire (the native backend's tests start their own, with WirePlumber under dbus-run-session); its -dev package
+# gives the headers the backend is compiled against (the library itself is loaded at run time). Never
+# pipewire-pulse or pipewire-alsa: the first removes pulseaudio, the second takes ALSA's default.
+servers=(pulseaudio pulseaudio-utils alsa-utils libasound2-plugins jackd2 pipewire pipewire-bin wireplumber dbus
+  libpipewire-0.3-dev)
 # The RTMP tests start their own nginx with the RTMP module (and the stream module for TLS in front of it);
 # openssl makes their self-signed certificate.
 rtmp=(nginx libnginx-mod-rtmp libnginx-mod-stream openssl)

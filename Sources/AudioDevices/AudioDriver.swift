@@ -64,6 +64,14 @@ protocol AudioDriver: AnyObject, Sendable {
     /// A failure the driver noticed where it could not report it (a JACK notification thread, which may do nothing
     /// but note it): the I/O unit's supervisor looks every 100 ms and handles it as a fault. Any thread.
     var fault: AudioError? { get }
+    /// Why the playback reaches nowhere, when ``outputRouted`` is false (the route-lost event's words).
+    var routeLossReason: String { get }
+    /// What the driver noticed since the last call that is neither a fault nor the route lost or back (PipeWire: a
+    /// default changed, a stream moved, an interruption). Control thread, polled by the supervisor.
+    func takeEvents() -> [DeviceEvent]
+    /// Gives the driver a way to wake the supervisor when it has something new (``takeEvents()``, ``fault``, the
+    /// route): called by the driver on a thread of its own, never the real-time one. After start.
+    func setWake(_ wake: @escaping @Sendable () -> Void)
 }
 
 extension AudioDriver {
@@ -71,6 +79,9 @@ extension AudioDriver {
     var outputRouted: Bool { true }
     var playbackReachable: Bool { true }
     var fault: AudioError? { nil }
+    var routeLossReason: String { "no output port is connected" }
+    func takeEvents() -> [DeviceEvent] { [] }
+    func setWake(_ wake: @escaping @Sendable () -> Void) {}
 }
 
 /// Counters a driver's real-time thread updates and the control side reads.
@@ -81,13 +92,18 @@ final class DriverCounters: Sendable {
 
 /// The devices of a backend, and opening one.
 public enum AudioDevices {
-    /// The devices `backend` offers now. For JACK, `jackServer` names the server (nil: the default one).
+    /// The devices `backend` offers now. For JACK, `jackServer` names the server (nil: the default one); for
+    /// PipeWire, `pipeWireRemote` its socket (a name in the runtime directory or an absolute path; nil:
+    /// `$PIPEWIRE_REMOTE` or `pipewire-0`).
     /// - Throws: ``/AudioCore/AudioError`` `.deviceUnavailable` when the backend cannot be reached (no JACK server
-    ///   running).
-    public static func list(_ backend: DeviceBackend, jackServer: String? = nil) throws(AudioError) -> [AudioDeviceInfo] {
+    ///   running, no PipeWire server answering, or PipeWire's library not installed).
+    public static func list(_ backend: DeviceBackend, jackServer: String? = nil, pipeWireRemote: String? = nil) throws(AudioError)
+        -> [AudioDeviceInfo]
+    {
         switch backend {
         case .alsa: return ALSADriver.listDevices()
         case .jack: return try JACKDriver.listDevices(server: jackServer)
+        case .pipewire: return try PipeWireDriver.listDevices(remote: pipeWireRemote)
         case .virtual:
             return [
                 AudioDeviceInfo(
@@ -97,6 +113,11 @@ public enum AudioDevices {
             ]
         }
     }
+
+    /// Whether a PipeWire server answers (libpipewire-0.3 loads and a client connects within a second): the
+    /// command-line tool's default backend is PipeWire then, ALSA otherwise.
+    /// - Parameter remote: the server's socket (nil: `$PIPEWIRE_REMOTE` or `pipewire-0`).
+    public static func pipeWireAnswers(remote: String? = nil) -> Bool { PipeWireDriver.serverAnswers(remote: remote) }
 
     /// The error for a device name a backend does not know: it lists the devices there are.
     static func unknownDevice(_ name: String, backend: DeviceBackend, devices: [AudioDeviceInfo], detail: String) -> AudioError {

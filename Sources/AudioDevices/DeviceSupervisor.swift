@@ -415,12 +415,12 @@ struct DeviceSupervisor: Sendable {
 
     /// What the running driver says of its playback's route (polled, every 100 ms in the unit): on JACK, whether an
     /// output port is connected. Capturing alone, the route is lost whatever the driver says.
-    mutating func routeObserved(outputRouted: Bool) -> [Action] {
+    mutating func routeObserved(outputRouted: Bool, reason: String = "no output port is connected") -> [Action] {
         guard configuration.playing, case .running(let running) = state else { return [] }
         let routed = running.captureOnly == nil && outputRouted
         guard routed != isOutputRouted else { return [] }
         isOutputRouted = routed
-        return [.emit(routed ? .routeReturned : .routeLost("no output port is connected"))]
+        return [.emit(routed ? .routeReturned : .routeLost(reason))]
     }
 
     /// The unit stops. An open in flight is closed when it reports; ``failure`` stays until the next start.

@@ -8,10 +8,18 @@ public enum DeviceBackend: String, Sendable, CaseIterable, CustomStringConvertib
     case alsa
     /// A JACK server through libjack: devices are JACK clients (`system`), connected port by port.
     case jack
+    /// A PipeWire server through libpipewire-0.3 (loaded when first needed): devices are its sinks and sources, by
+    /// node name; our capture and playback are streams of the application's name, which follow the default device
+    /// unless one is named, and whose route changes and interruptions are reported as events.
+    case pipewire
     /// WAV files: one as the microphone, one as the speaker; paced in real time or as fast as possible.
     case virtual
 
     public var description: String { rawValue }
+
+    /// The backend a tool uses when none is named: PipeWire where a PipeWire server answers (its library loads and a
+    /// client connects within a second), ALSA otherwise.
+    public static var standard: DeviceBackend { AudioDevices.pipeWireAnswers() ? .pipewire : .alsa }
 }
 
 /// Which way audio flows through a device.
@@ -271,6 +279,15 @@ public enum DeviceEvent: Sendable, CustomStringConvertible {
     case routeLost(String)
     /// The playback reaches somewhere again.
     case routeReturned
+    /// Where a direction plays or captures has changed (PipeWire): the default device changed, the stream was moved to
+    /// another node, the node it was linked to was removed, or a port's route changed (headphones, speaker).
+    case routeChanged(RouteChange)
+    /// Our stream stopped running without a fault (PipeWire): the server paused it, its node or the graph's driver
+    /// was suspended or paused, or another client took the device. What is recorded goes on, the time it holds
+    /// filled with silence (the sample time moves on by it); ``interruptionEnded(gapFrames:)`` follows.
+    case interruptionBegan(String)
+    /// The stream runs again after ``interruptionBegan(_:)``; `gapFrames` frames of time passed without cycles.
+    case interruptionEnded(gapFrames: Int64)
     /// Something worth a user's attention that does not stop the stream (e.g. no real-time priority).
     case warning(String)
     /// The device has stopped for good (stop() or a fault without reconnect).
@@ -289,9 +306,61 @@ public enum DeviceEvent: Sendable, CustomStringConvertible {
         case .inputEnded: "the input file has ended"
         case .routeLost(let why): "route lost: \(why)"
         case .routeReturned: "route back: the output plays again"
+        case .routeChanged(let change): "route changed: \(change)"
+        case .interruptionBegan(let why): "interruption began: \(why)"
+        case .interruptionEnded(let gap): "interruption ended after \(gap) frames"
         case .warning(let w): "warning: \(w)"
         case .stopped: "stopped"
         }
+    }
+}
+
+/// A change of where a stream plays or captures (``DeviceEvent/routeChanged(_:)``).
+public struct RouteChange: Hashable, Sendable, CustomStringConvertible {
+    /// What changed.
+    public enum Reason: String, Hashable, Sendable {
+        /// The server's default sink or source changed (``RouteChange/from`` and ``RouteChange/to`` are the old and
+        /// new default's names).
+        case defaultChanged = "default changed"
+        /// Our stream now plays to (or captures from) another node.
+        case moved
+        /// The node our stream was linked to was removed (``RouteChange/to`` is nil).
+        case removed
+        /// A port's route changed on the same device (headphones plugged or pulled, the speaker taking over).
+        case portChanged = "port changed"
+    }
+
+    /// What changed.
+    public let reason: Reason
+    /// `.output` for the playback, `.input` for the capture.
+    public let direction: DeviceDirections
+    /// The node (or port route) before, nil when there was none.
+    public let from: String?
+    /// The node (or port route) now, nil when there is none.
+    public let to: String?
+    /// Whether the output now reaches headphones (from the node's form factor or its port's route), nil when the
+    /// device does not say. For the capture, nil.
+    public let toHeadphones: Bool?
+
+    /// A change from its parts.
+    /// - Parameters:
+    ///   - reason: what changed.
+    ///   - direction: `.output` or `.input`.
+    ///   - from: the node (or route) before, nil for none.
+    ///   - to: the node (or route) now, nil for none.
+    ///   - toHeadphones: whether the output now reaches headphones, nil when unknown.
+    public init(reason: Reason, direction: DeviceDirections, from: String?, to: String?, toHeadphones: Bool? = nil) {
+        self.reason = reason
+        self.direction = direction
+        self.from = from
+        self.to = to
+        self.toHeadphones = toHeadphones
+    }
+
+    public var description: String {
+        let which = direction == .input ? "input" : "output"
+        let phones = toHeadphones.map { $0 ? " (headphones)" : " (not headphones)" } ?? ""
+        return "\(which) \(reason.rawValue): \(from ?? "none") → \(to ?? "none")\(phones)"
     }
 }
 

@@ -63,6 +63,8 @@ public final class IOUnit: @unchecked Sendable {
     /// Where a held virtual capture's file starts (``VirtualDeviceOptions/capturesFromStartTime``).
     private let captureStart = CaptureStart()
     private var supervisorThread: WorkerThread?
+    /// Set by ``wakeSupervisor()``: the supervisor looks again before it waits.
+    private let woken = Atomic<Bool>(false)
     private var stopping = false
     var isRunning = false
     private var xrunBase = 0
@@ -261,7 +263,7 @@ public final class IOUnit: @unchecked Sendable {
         condition.lock()
         defer { condition.unlock() }
         while !stopping {
-            if pendingFault.withLock({ $0 }) == nil {
+            if pendingFault.withLock({ $0 }) == nil, !woken.exchange(false, ordering: .acquiringAndReleasing) {
                 var wait = 0.1
                 if let wake = supervisor.nextWakeup {
                     let now = monotonicNanoseconds()
@@ -279,9 +281,20 @@ public final class IOUnit: @unchecked Sendable {
                 // Closing the driver let go of the lock: a stop that came meanwhile opens nothing more.
                 if stopping { return }
             }
-            if let (running, _) = driver { _ = perform(supervisor.routeObserved(outputRouted: running.outputRouted)) }
+            if let (running, _) = driver {
+                for event in running.takeEvents() { continuation.yield(event) }
+                let routed = running.outputRouted
+                _ = perform(supervisor.routeObserved(outputRouted: routed, reason: routed ? "" : running.routeLossReason))
+            }
             _ = perform(supervisor.tick(now: monotonicNanoseconds()))
         }
+    }
+
+    /// Called by a driver (on a thread of its own) when it has something new: the supervisor looks at once rather
+    /// than at its next 100 ms. Never takes `condition` (held while drivers are opened, which may wait on that thread).
+    private func wakeSupervisor() {
+        woken.store(true, ordering: .releasing)
+        condition.broadcast()
     }
 
     /// Called by a driver off the real-time thread when its device fails.
@@ -381,6 +394,7 @@ public final class IOUnit: @unchecked Sendable {
                 bridges = (cycle.state.whileStopped.rateBridge, cycle.state.whileStopped.driftBridge)
                 let id = open.driver
                 let warnings = try opened.start(handler: cycle, onFault: { [weak self] error in self?.noteFault(error, driver: id) })
+                opened.setWake { [weak self] in self?.wakeSupervisor() }
                 driver = (opened, id)
                 return .success(DeviceSupervisor.Opened(grant: opened.grant, warnings: notes + warnings, gapFrames: gap))
             } catch {
@@ -410,6 +424,8 @@ public final class IOUnit: @unchecked Sendable {
         switch configuration.backend {
         case .alsa: try ALSADriver(request: request)
         case .jack: try JACKDriver(request: request, server: configuration.jackServer)
+        case .pipewire:
+            try PipeWireDriver(request: request, applicationName: configuration.applicationName, remote: configuration.pipeWireRemote)
         case .virtual: try VirtualDriver(request: request, options: configuration.virtual, captureStart: captureStart)
         }
     }

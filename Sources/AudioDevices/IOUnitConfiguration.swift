@@ -37,6 +37,12 @@ extension IOUnit {
         /// Whether capture and playback run on one clock or two (``DeviceClocks``; default: decided from the
         /// devices). On two, the unit bridges their drift; ``clockBridgeLatency`` says what that adds.
         public var clocks: DeviceClocks = .automatic
+        /// The application's name as PipeWire shows it (`application.name` of our client, and our streams' node
+        /// names: `NAME.capture`, `NAME.playback`); default `liveaudio`. Other backends ignore it.
+        public var applicationName = "liveaudio"
+        /// The PipeWire server's socket: a name in `$PIPEWIRE_RUNTIME_DIR` or `$XDG_RUNTIME_DIR`, or an absolute path
+        /// (nil: `$PIPEWIRE_REMOTE`, else `pipewire-0`). Other backends ignore it.
+        public var pipeWireRemote: String?
         /// The JACK server's name (nil: `JACK_DEFAULT_SERVER` or the default).
         public var jackServer: String?
         /// How a virtual device behaves (used only with the `.virtual` backend).

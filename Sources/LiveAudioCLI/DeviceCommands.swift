@@ -9,8 +9,8 @@ import Synchronization
 
 /// Options every device command shares.
 struct DeviceOptions: ParsableArguments {
-    @Option(help: "The sound system: alsa, jack or virtual (WAV files as devices).")
-    var backend: String = "alsa"
+    @Option(help: "The sound system: pipewire, alsa, jack or virtual (WAV files as devices); default: pipewire where a PipeWire server answers, alsa otherwise.")
+    var backend: String?
 
     @Option(help: "Frames per period: the block the audio thread handles each cycle (default: 256 for monitor, 1024 for the others).")
     var period: Int?
@@ -46,8 +46,9 @@ struct DeviceOptions: ParsableArguments {
     var reconnectTimeout: Double = 30
 
     func parsedBackend() throws(AudioError) -> DeviceBackend {
+        guard let backend else { return DeviceBackend.standard }
         guard let b = DeviceBackend(rawValue: backend) else {
-            throw AudioError(.invalidFormat, "--backend must be alsa, jack or virtual, got '\(backend)'")
+            throw AudioError(.invalidFormat, "--backend must be pipewire, alsa, jack or virtual, got '\(backend)'")
         }
         return b
     }
@@ -181,9 +182,9 @@ func validateDuration(_ duration: Double?) throws(AudioError) {
 struct Devices: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "List the audio devices: name, direction, default.",
-        discussion: "Without --backend, lists ALSA devices and, when a JACK server is running, JACK clients.")
+        discussion: "Without --backend, lists PipeWire's sinks and sources when a PipeWire server answers, ALSA devices, and, when a JACK server is running, JACK clients.")
 
-    @Option(help: "alsa or jack.")
+    @Option(help: "pipewire, alsa or jack.")
     var backend: String?
 
     @Option(name: .customLong("jack-server"), help: "The JACK server's name.")
@@ -194,11 +195,11 @@ struct Devices: ParsableCommand {
             let backends: [DeviceBackend]
             if let backend {
                 guard let b = DeviceBackend(rawValue: backend), b != .virtual else {
-                    throw AudioError(.invalidFormat, "--backend must be alsa or jack, got '\(backend)'")
+                    throw AudioError(.invalidFormat, "--backend must be pipewire, alsa or jack, got '\(backend)'")
                 }
                 backends = [b]
             } else {
-                backends = [.alsa, .jack]
+                backends = [.pipewire, .alsa, .jack]
             }
             for b in backends {
                 let devices: [AudioDeviceInfo]
@@ -240,7 +241,7 @@ struct Record: AsyncParsableCommand {
     @Option(name: .shortAndLong, help: "The WAV file to write.")
     var output: String
 
-    @Option(help: "The input device (ALSA PCM, JACK client, or for --backend virtual the WAV file to read).")
+    @Option(help: "The input device (PipeWire source node name, ALSA PCM, JACK client, or for --backend virtual the WAV file to read; default: the default source).")
     var device: String?
 
     @OptionGroup var options: DeviceOptions
@@ -377,7 +378,7 @@ struct Play: AsyncParsableCommand {
     @Argument(help: "The audio file to play; at another rate than the device's it is resampled as it is read.")
     var file: String
 
-    @Option(help: "The output device (ALSA PCM, JACK client, or for --backend virtual the WAV file to write).")
+    @Option(help: "The output device (PipeWire sink node name, ALSA PCM, JACK client, or for --backend virtual the WAV file to write; default: the default sink).")
     var device: String?
 
     @OptionGroup var options: DeviceOptions
@@ -695,6 +696,11 @@ struct Latency: ParsableCommand {
             print("device: \(m.grant)")
             print(m.description)
             print(String(cFormat: "latency_ms=%.3f frames=%ld periods=%.2f", m.milliseconds, m.medianFrames, m.periods))
+            // What the backend says the round trip is (capture latency + playback latency), beside what was measured.
+            print(
+                String(
+                    cFormat: "reported_ms=%.3f input_frames=%ld output_frames=%ld", m.grant.nominalRoundTripMilliseconds,
+                    m.grant.inputLatencyFrames, m.grant.outputLatencyFrames))
         } catch {
             throw fail(error)
         }

@@ -22,7 +22,7 @@ struct Stream: AsyncParsableCommand {
             file mode 600) or --to-env NAME (the URL in environment variable NAME) instead.
             """)
 
-    @Option(help: "A device (ALSA PCM, JACK client, or for --backend virtual a WAV file) or, without --backend, an audio file.")
+    @Option(help: "A device (PipeWire source, ALSA PCM, JACK client, or for --backend virtual a WAV file) or, without --backend, an audio file.")
     var input: String?
 
     @Option(help: "alsa, jack or virtual. Without it, an --input that is a file is streamed as a file, anything else is an ALSA device.")
@@ -174,7 +174,7 @@ struct Stream: AsyncParsableCommand {
         let input: LiveStreamSession.Input
         if let backend {
             guard let b = DeviceBackend(rawValue: backend) else {
-                throw AudioError(.invalidFormat, "--backend must be alsa, jack or virtual, got '\(backend)'")
+                throw AudioError(.invalidFormat, "--backend must be pipewire, alsa, jack or virtual, got '\(backend)'")
             }
             input = .device(name: self.input, backend: b)
         } else if let path = self.input, FileManager.default.fileExists(atPath: path) {
