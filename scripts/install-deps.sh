@@ -18,7 +18,7 @@ pkgs=(ffmpeg pkg-config libasound2-dev libjack-jackd2-dev libavcodec-dev libavfo
 # PipeWire (the native backend's tests start their own, with WirePlumber under dbus-run-session); its -dev package
 # gives the headers the backend is compiled against (the library itself is loaded at run time). Never
 # pipewire-pulse or pipewire-alsa: the first removes pulseaudio, the second takes ALSA's default.
-servers=(pulseaudio pulseaudio-utils alsa-utils libasound2-plugins jackd2 pipewire pipewire-bin wireplumber dbus
+servers=(pulseaudio pulseaudio-utils alsa-utils libasound2-plugins jackd2 pipewire pipewire-bin wireplumber dbus-daemon
   libpipewire-0.3-dev)
 # The RTMP tests start their own nginx with the RTMP module (and the stream module for TLS in front of it);
 # openssl makes their self-signed certificate.

@@ -9,7 +9,7 @@
 #   3. the karaoke sessions on JACK and PulseAudio, by themselves (see below); then the evening from phones (three
 #      browsers) beside a phone singing into a room (one browser), with a phone whose clock runs fast beside them;
 #   4. the soak's two-minute version, beside that phone's take and a phone calibrated by the room's chirps; then the
-#      rest of that take.
+#      native PipeWire backend's tests beside the rest of that take.
 # Every phase always runs; the failures of all are repeated at the end, where a CI log is read. A new suite that
 # plays, records or talks to a server belongs in REALTIME.
 set -uo pipefail
@@ -30,6 +30,10 @@ DRIFT='\.PhoneDriftTests/'
 # A phone that hears the room through PulseAudio and is calibrated by its chirps (a room and a browser, a minute):
 # beside the soak.
 CALIBRATION='\.PhoneRoomCalibrationTests/'
+# The native PipeWire backend, against a PipeWire server and WirePlumber of each test's own (about two minutes, a
+# minute of it ear monitoring at 128 frames): in phase 4, beside the last minutes of the phone's take, which otherwise
+# runs alone. PipeWire's data thread and our cycle on it run at real-time priority, as they would for a user.
+PIPEWIRE='\.(PipeWireTests|PipeWireAllocationTests)/'
 # Those run from the test binary itself, beside a `swift test` (which holds the build folder's lock while it runs).
 XCTEST=$("$SWIFT" build --show-bin-path)/LiveAudioPackageTests.xctest
 direct() { NO_COLOR=1 "$XCTEST" --testing-library swift-testing --filter "$1"; }
@@ -51,7 +55,7 @@ phase "phase 1: computing tests; the take under load beside them"
 # loops at nice 19, tried, were not below the tests: they run in a session, and so a scheduling group, of their own).
 KARAOKE_STRESS_BUSY=0 direct "$LOAD" > .build/test-load.log 2>&1 &
 load=$!
-"$SWIFT" test --skip-build --skip "$REALTIME" --skip "$ALONE" --skip "$EVENING" --skip "$LOAD" --skip "$DRIFT" --skip "$CALIBRATION" 2>&1 \
+"$SWIFT" test --skip-build --skip "$REALTIME" --skip "$ALONE" --skip "$EVENING" --skip "$LOAD" --skip "$DRIFT" --skip "$CALIBRATION" --skip "$PIPEWIRE" 2>&1 \
     | tee .build/test-compute.log || status=1
 phase "phase 1: the take under load"
 wait "$load" || note "the take under load exited with status $? (its log: .build/test-load.log)"
@@ -118,6 +122,10 @@ wait "$calibration" || note "the calibration by the room's chirps exited with st
 calibration=''
 cat .build/test-calibration.log
 grep -qE "Test run with [1-9][0-9]* tests? " .build/test-calibration.log || note "the calibration ran no test: CALIBRATION in scripts/run-tests.sh"
+phase "phase 4: PipeWire, beside the phone's take"
+direct "$PIPEWIRE" 2>&1 | tee .build/test-pipewire.log
+[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+grep -qE "Test run with [1-9][0-9]* tests? " .build/test-pipewire.log || note "the PipeWire tests ran none: PIPEWIRE in scripts/run-tests.sh"
 phase "phase 4: the phone whose clock runs fast"
 wait "$drift" || note "the phone whose clock runs fast exited with status $? (its log: .build/test-drift.log)"
 drift=''
@@ -130,6 +138,7 @@ if [ "$status" -ne 0 ]; then
     [ ${#notes[@]} -eq 0 ] || printf '%s\n' "${notes[@]}"
     grep -hE "✘|(^|: )error:|Fatal error|the fuzz build failed|crashed|^fuzz-smoke: .* ([1-9][0-9]* crashes|[0-9]+ crashes, [1-9][0-9]* hangs)|^crash:|^hang:|^fuzz: .*FAILED|fuzz invariant|^SUMMARY|^soak: FAILED|^soak: .* exited|^examples: FAILED|^docs-check: [0-9]+ problem|^ls: cannot" .build/test-compute.log .build/test-load.log .build/test-fuzz.log \
         .build/test-libfuzzer.log .build/test-docs.log .build/test-examples.log \
-        .build/test-realtime.log .build/test-karaoke.log .build/test-evening.log .build/test-soak.log .build/test-drift.log .build/test-calibration.log | head -80
+        .build/test-realtime.log .build/test-karaoke.log .build/test-evening.log .build/test-soak.log .build/test-drift.log .build/test-calibration.log \
+        .build/test-pipewire.log | head -80
 fi
 exit "$status"

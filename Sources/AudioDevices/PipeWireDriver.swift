@@ -274,6 +274,7 @@ struct PipeWireObservation: Sendable {
     var lastCycles: UInt64 = 0
     var cyclesMovedAt: UInt64 = 0
     var gapFramesAtInterruption: Int64 = 0
+    var cyclesAtInterruption: UInt64 = 0
 }
 
 extension PipeWireDriver {
@@ -332,11 +333,13 @@ extension PipeWireObservation {
         if !interrupted, linked, !streaming || stalled {
             interrupted = true
             gapFramesAtInterruption = status.gap_frames
+            cyclesAtInterruption = status.cycles
             let why = !streaming
                 ? "the server paused our stream (its node suspended or paused, or the device taken)"
                 : "the graph stopped running (its driver paused or suspended)"
             events.append(.interruptionBegan(why))
-        } else if interrupted, streaming, !stalled {
+        } else if interrupted, streaming, !stalled, status.cycles > cyclesAtInterruption {
+            // Ended once a cycle has run again: that cycle moved the sample time on by the time the pause held.
             interrupted = false
             events.append(.interruptionEnded(gapFrames: status.gap_frames - gapFramesAtInterruption))
         }

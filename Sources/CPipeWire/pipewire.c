@@ -160,6 +160,7 @@ struct la_pw_client {
 
     // The data thread's own state, and what it publishes (atomics).
     int64_t sample_time;
+    int64_t first_now;
     int64_t last_now;
     uint64_t last_frames;
     uint64_t cycles, xruns, gaps;
@@ -660,6 +661,9 @@ static void cycle(struct la_pw_client *c) {
     if (frames > 0) {
         // Where the graph's clock says we are: a pause (our stream or the graph stopped) moves the sample time on
         // by the time it held, so what is recorded stays on the wall clock; a missed cycle or two is an xrun.
+        // The first 200 ms are the streams settling into the graph (links made, the quantum changed): a late cycle
+        // there is not a missed one.
+        if (!c->first_now) c->first_now = t.now;
         if (c->last_now && t.now > c->last_now) {
             double expected = (double)c->last_frames * 1e9 / c->rate;
             double elapsed = (double)(t.now - c->last_now);
@@ -668,7 +672,7 @@ static void cycle(struct la_pw_client *c) {
                 c->sample_time += missing;
                 __atomic_add_fetch(&c->gaps, 1, __ATOMIC_RELAXED);
                 __atomic_add_fetch(&c->gap_frames, missing, __ATOMIC_RELAXED);
-            } else if (elapsed > expected * 1.5 + 1e6) {
+            } else if (elapsed > expected * 1.5 + 1e6 && t.now - c->first_now > 200000000) {
                 __atomic_add_fetch(&c->xruns, 1, __ATOMIC_RELAXED);
             }
         }
@@ -780,6 +784,7 @@ static int make_stream(struct la_pw_client *c, la_stream *s, int input, const la
         PW_KEY_MEDIA_TYPE, "Audio", PW_KEY_MEDIA_CATEGORY, input ? "Capture" : "Playback", PW_KEY_MEDIA_ROLE,
         config->role && config->role[0] ? config->role : "Production", PW_KEY_NODE_GROUP, group, NULL);
     pw.pw_properties_setf(props, PW_KEY_NODE_LATENCY, "%u/%u", config->quantum, config->rate);
+    pw.pw_properties_set(props, PW_KEY_APP_NAME, config->node_name ? config->node_name : "liveaudio");
     pw.pw_properties_setf(props, PW_KEY_NODE_NAME, "%s.%s", config->node_name ? config->node_name : "liveaudio",
                           input ? "capture" : "playback");
     pw.pw_properties_setf(props, PW_KEY_NODE_DESCRIPTION, "%s %s", config->media_name ? config->media_name : "LiveAudio",
@@ -866,6 +871,7 @@ int la_pw_client_start(la_pw_client *c, const la_pw_stream_config *config, la_pw
         return -1;
     }
     c->sample_time = 0;
+    c->first_now = 0;
     c->last_now = 0;
     char group[64];
     snprintf(group, sizeof group, "liveaudio-%d-%p", (int)getpid(), (void *)c);

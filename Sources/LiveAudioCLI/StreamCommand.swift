@@ -25,7 +25,7 @@ struct Stream: AsyncParsableCommand {
     @Option(help: "A device (PipeWire source, ALSA PCM, JACK client, or for --backend virtual a WAV file) or, without --backend, an audio file.")
     var input: String?
 
-    @Option(help: "alsa, jack or virtual. Without it, an --input that is a file is streamed as a file, anything else is an ALSA device.")
+    @Option(help: "pipewire, alsa, jack or virtual. Without it, an --input that is a file is streamed as a file, anything else is a device of the default backend (PipeWire where a server answers, ALSA otherwise).")
     var backend: String?
 
     @Option(help: "A graph file with one node of type \"input\".")
@@ -180,7 +180,7 @@ struct Stream: AsyncParsableCommand {
         } else if let path = self.input, FileManager.default.fileExists(atPath: path) {
             input = .file(path: path, realTime: realtime)
         } else {
-            input = .device(name: self.input, backend: .alsa)
+            input = .device(name: self.input, backend: DeviceBackend.standard)
         }
         var configuration = LiveStreamSession.Configuration(input: input, outputs: parsedOutputs)
         configuration.graphPath = graph

@@ -268,3 +268,28 @@ func probe(_ arguments: [String], environment: [String: String] = [:]) async thr
         #expect(report["deviceThreadBlockingCalls"] == 0, "\(what): \(report)")
     }
 }
+
+/// The allocation probe on PipeWire's data thread: the same monitoring run as on JACK's (the voice chain, a
+/// read-ahead accompaniment, a pitch tracker, a microphone ring that overflows, effects and seeks moving from a control
+/// thread) with our cycle called from the capture stream's process, at a 128-frame quantum. Not one allocation, free,
+/// lock wait or blocking call in our cycle. Runs with the PipeWire tests (phase 4), against a server of its own.
+@Suite struct PipeWireAllocationTests {
+    @Test func pipeWireDataThreadNeverAllocates() async throws {
+        let graph = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .appendingPathComponent("../../Examples/graphs/voice-chain.json").standardized.path
+        let server = try await PipeWireServer.started(sinks: ["spk"], sources: ["mic"])
+        defer { server.stop() }
+        try server.forceQuantum(128)
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let report = try await probe(["device-cycles", dir.path, graph, "pipewire", server.remote])
+        #expect(report["cycles"]! >= 1500 && report["watchedCycles"]! >= 1500, "\(report)")
+        #expect(report["pitchEstimates"]! >= 100, "\(report)")
+        #expect(report["changes"]! >= 100 && report["overflows"]! > 0 && report["consumed"]! > 0, "\(report)")
+        #expect(report["faults"] == 0, "\(report)")
+        #expect(report["canaryAllocations"]! >= 1 && report["canaryFrees"]! >= 1 && report["canaryLockWaits"]! >= 1, "\(report)")
+        #expect(report["deviceThreadAllocations"] == 0, "\(report)")
+        #expect(report["deviceThreadFrees"] == 0 && report["deviceThreadLockWaits"] == 0, "\(report)")
+        AllocationTests.expectNoBlockingCalls(report, minimumCycles: 1500, "pipewire")
+    }
+}

@@ -513,6 +513,9 @@ func deviceCycles(
     if backend == .jack {
         configuration.inputDevice = "self"
         configuration.outputDevice = "self"
+    } else if backend == .pipewire {
+        // The default sink and source of the server at this socket (jackServer carries it); PipeWire's data thread.
+        configuration.pipeWireRemote = jackServer
     } else if backend == .alsa, let (input, output) = alsaDevices {
         // Through a sound server (ALSA's pulse plugin), with an xrun forced every 150 cycles: the hand-over of the
         // recovery is watched too.
@@ -571,7 +574,7 @@ func deviceCycles(
             consumerPaused.store(monotonicNanoseconds() / 1_000_000 % 400 >= 250)
             k += 1
             changes.add(1)
-            usleep(backend == .jack ? 20_000 : 2_000)
+            usleep(backend == .jack || backend == .pipewire ? 20_000 : 2_000)
         }
     }
     // Faults and other events to standard error: what a failed run's report alone would not say.
@@ -1083,10 +1086,12 @@ do {
             voiceProcessing: args.count > 6 && args[6] == "voice")
     case "device-cycles" where args.count > 6 && args[4] == "alsa":
         try deviceCycles(directory: args[2], graphPath: args[3], backend: .alsa, jackServer: nil, alsaDevices: (args[5], args[6]))
+    case "device-cycles" where args.count > 5 && args[4] == "pipewire":
+        try deviceCycles(directory: args[2], graphPath: args[3], backend: .pipewire, jackServer: args[5])
     case "device-cycles" where args.count > 4 && args[4] == "virtual":
         try deviceCycles(directory: args[2], graphPath: args[3], backend: .virtual, jackServer: nil)
     default:
-        FileHandle.standardError.write(Data("usage: AllocationProbe render-cycles DIR | voice-cycles DIR | render-file DIR SECONDS | device-cycles DIR GRAPH (jack SERVER [voice] | alsa INPUT OUTPUT | virtual) | encoder-pushes DIR | stream-session DIR | karaoke-session DIR JACK-SERVER | phone-room DIR JACK-SERVER | converter-sizes - | loudness-history -\n".utf8))
+        FileHandle.standardError.write(Data("usage: AllocationProbe render-cycles DIR | voice-cycles DIR | render-file DIR SECONDS | device-cycles DIR GRAPH (jack SERVER [voice] | alsa INPUT OUTPUT | pipewire SOCKET | virtual) | encoder-pushes DIR | stream-session DIR | karaoke-session DIR JACK-SERVER | phone-room DIR JACK-SERVER | converter-sizes - | loudness-history -\n".utf8))
         exit(2)
     }
 } catch {
