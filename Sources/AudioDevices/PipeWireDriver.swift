@@ -210,7 +210,7 @@ final class PipeWireDriver: AudioDriver, @unchecked Sendable {
     /// Why the output is not routed, in the words of the supervisor's route-lost event.
     var routeLossReason: String {
         let now = status()
-        let old = observed.withLock { $0.outputPeer } ?? "its sink"
+        let old = observed.withLock { $0.lastOutputPeer } ?? "its sink"
         switch now.output.peer_lost_reason {
         case 1: return "the sink '\(old)' was removed"
         case 2: return "the playback stream was unlinked from '\(old)'"
@@ -234,8 +234,7 @@ final class PipeWireDriver: AudioDriver, @unchecked Sendable {
     func takeEvents() -> [DeviceEvent] {
         guard started.load(ordering: .acquiring), !closed.load(ordering: .acquiring) else { return [] }
         let now = status()
-        let graph = PipeWireGraph(snapshotOf: client)
-        return observed.withLock { $0.update(with: now, graph: graph, at: monotonicNanoseconds(), period: Double(periodFrames) / sampleRate) }
+        return observed.withLock { $0.update(with: now, at: monotonicNanoseconds(), period: Double(periodFrames) / sampleRate) }
     }
 
     // MARK: The data thread
@@ -266,7 +265,11 @@ final class PipeWireDriver: AudioDriver, @unchecked Sendable {
 
 /// What the control side last saw of the streams, and the events the next look makes of it.
 struct PipeWireObservation: Sendable {
-    var outputPeer: String?
+    var outputPeer: String? {
+        didSet { if let outputPeer { lastOutputPeer = outputPeer } }
+    }
+    /// The last sink the playback was linked to (named when the route is lost).
+    var lastOutputPeer: String?
     var inputPeer: String?
     var defaultSink: String?
     var defaultSource: String?
@@ -285,6 +288,7 @@ extension PipeWireObservation {
     /// The state when the streams have started: nothing to report yet.
     mutating func begin(with status: la_pw_status, at now: UInt64) {
         outputPeer = status.output.peer_id != 0 ? text(status.output.peer_name) : nil
+        if outputPeer == nil { lastOutputPeer = nil }
         inputPeer = status.input.peer_id != 0 ? text(status.input.peer_name) : nil
         defaultSink = nonEmpty(text(status.default_sink))
         defaultSource = nonEmpty(text(status.default_source))
@@ -295,7 +299,7 @@ extension PipeWireObservation {
     /// The events between the last look and `status`: a default changed, a stream moved or lost its node, an
     /// interruption began or ended. A graph that runs no cycle for 4 periods (at least 100 ms) while the streams say
     /// they stream is an interruption (its driver paused or suspended): nothing else tells a follower that.
-    mutating func update(with status: la_pw_status, graph: PipeWireGraph, at now: UInt64, period: Double) -> [DeviceEvent] {
+    mutating func update(with status: la_pw_status, at now: UInt64, period: Double) -> [DeviceEvent] {
         var events: [DeviceEvent] = []
         let sink = nonEmpty(text(status.default_sink))
         if sink != defaultSink {
@@ -343,7 +347,6 @@ extension PipeWireObservation {
             interrupted = false
             events.append(.interruptionEnded(gapFrames: status.gap_frames - gapFramesAtInterruption))
         }
-        _ = graph
         return events
     }
 }
