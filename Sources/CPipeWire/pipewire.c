@@ -16,7 +16,6 @@
 #include <pipewire/pipewire.h>
 #include <pipewire/extensions/metadata.h>
 #include <spa/param/audio/format-utils.h>
-#include <spa/param/latency-utils.h>
 #include <spa/utils/json.h>
 #include <spa/utils/result.h>
 
@@ -118,7 +117,6 @@ typedef struct {
     uint32_t peer_id;
     int peer_lost_reason;
     uint64_t unlinked_at;
-    int64_t latency_frames;
     int64_t delay_frames;  // written by the data thread
 } la_stream;
 
@@ -140,7 +138,6 @@ struct la_pw_client {
     size_t node_count, node_capacity;
     la_link *links;
     size_t link_count, link_capacity;
-    int metadata_count;
     char default_sink[128], default_source[128];
     char default_configured_sink[128], default_configured_source[128];
     char fault[256];
@@ -361,7 +358,6 @@ static void registry_global(void *data, uint32_t id, uint32_t permissions, const
                 pw_metadata_add_listener(c->metadata, &c->metadata_listener, &metadata_events, c);
             }
         }
-        c->metadata_count++;
     } else {
         return;
     }
@@ -571,16 +567,6 @@ char *la_pw_client_snapshot(la_pw_client *c) {
     return text;
 }
 
-int la_pw_client_count(la_pw_client *c, const char *type) {
-    pw.pw_thread_loop_lock(c->loop);
-    int n = 0;
-    if (strcmp(type, PW_TYPE_INTERFACE_Node) == 0) n = (int)c->node_count;
-    else if (strcmp(type, PW_TYPE_INTERFACE_Link) == 0) n = (int)c->link_count;
-    else if (strcmp(type, PW_TYPE_INTERFACE_Metadata) == 0) n = c->metadata_count;
-    pw.pw_thread_loop_unlock(c->loop);
-    return n;
-}
-
 // MARK: Streams
 
 static int state_code(enum pw_stream_state state) {
@@ -605,24 +591,6 @@ static void stream_state_changed(void *data, enum pw_stream_state old, enum pw_s
         snprintf(c->fault, sizeof c->fault, "PipeWire failed our %s stream: %s", s->input ? "capture" : "playback",
                  error ? error : "no reason given");
     pw.pw_thread_loop_signal(c->loop, false);
-    graph_changed(c);
-}
-
-static void stream_param_changed(void *data, uint32_t id, const struct spa_pod *param) {
-    la_stream *s = data;
-    if (id != SPA_PARAM_Latency || !param) return;
-    struct spa_latency_info info;
-    if (spa_latency_parse(param, &info) < 0) return;
-    // A capture stream reads the capture latency of what feeds it (SPA_DIRECTION_OUTPUT info: upstream), a playback
-    // stream the playback latency of what it feeds (SPA_DIRECTION_INPUT info: downstream).
-    if ((s->input && info.direction != SPA_DIRECTION_OUTPUT) || (!s->input && info.direction != SPA_DIRECTION_INPUT))
-        return;
-    struct la_pw_client *c = (struct la_pw_client *)((char *)s - (s->input ? offsetof(struct la_pw_client, capture)
-                                                                           : offsetof(struct la_pw_client, playback)));
-    uint32_t quantum = __atomic_load_n(&c->quantum, __ATOMIC_RELAXED);
-    double frames = info.max_quantum * (quantum ? quantum : 0) + info.max_rate +
-                    (double)info.max_ns * c->rate / 1e9;
-    s->latency_frames = (int64_t)llround(frames);
     graph_changed(c);
 }
 
@@ -750,12 +718,10 @@ static void playback_process(void *data) {
 
 static const struct pw_stream_events capture_events = {.version = PW_VERSION_STREAM_EVENTS,
                                                        .state_changed = stream_state_changed,
-                                                       .param_changed = stream_param_changed,
                                                        .process = capture_process};
 static const struct pw_stream_events playback_events = {.version = PW_VERSION_STREAM_EVENTS,
                                                         .state_changed = stream_state_changed,
-                                                        .param_changed = stream_param_changed,
-                                                        .process = playback_process};
+                                                         .process = playback_process};
 
 static const struct spa_pod *format_param(struct spa_pod_builder *b, int channels, uint32_t rate) {
     struct spa_audio_info_raw info;
@@ -777,7 +743,6 @@ static const struct spa_pod *format_param(struct spa_pod_builder *b, int channel
 static int make_stream(struct la_pw_client *c, la_stream *s, int input, const la_pw_stream_config *config,
                        const char *group, char *error, size_t error_size) {
     s->input = input;
-    s->latency_frames = -1;
     int channels = input ? config->input_channels : config->output_channels;
     const char *target = input ? config->input_target : config->output_target;
     struct pw_properties *props = pw.pw_properties_new(
@@ -928,7 +893,6 @@ static void stream_status(struct la_pw_client *c, const la_stream *s, la_pw_stre
     out->node_id = s->node_id == SPA_ID_INVALID ? 0 : s->node_id;
     out->peer_id = s->peer_id;
     out->peer_lost_reason = s->peer_lost_reason;
-    out->latency_frames = s->latency_frames;
     out->delay_frames = __atomic_load_n(&s->delay_frames, __ATOMIC_RELAXED);
     const la_node *peer = s->peer_id ? find_node(c, s->peer_id) : NULL;
     if (peer) {

@@ -98,9 +98,6 @@ typedef struct {
     char peer_form_factor[32];
     /// Why the last peer went away: 1 removed, 2 unlinked; 0 none.
     int peer_lost_reason;
-    /// The latency the graph reports for the stream's port (SPA_PARAM_Latency, the ports' and nodes' summed), in
-    /// frames of `rate`: capture for an input, playback for an output; -1 unknown.
-    int64_t latency_frames;
     /// The stream's delay as pw_stream_get_time_n reports it in the last cycle, frames.
     int64_t delay_frames;
 } la_pw_stream_status;
@@ -126,9 +123,6 @@ typedef struct {
 
 /// What the client knows now. Any thread but the data thread.
 void la_pw_client_status(la_pw_client *client, la_pw_status *status);
-
-/// The number of `pw-cli`-style objects the registry has seen of `type` ("PipeWire:Interface:Node" …): for tests.
-int la_pw_client_count(la_pw_client *client, const char *type);
 
 #ifdef __cplusplus
 }
