@@ -211,7 +211,7 @@ let package = Package(
         .testTarget(name: "AudioUnitsTests", dependencies: ["AudioUnits", "LiveAudio", "TestSupport"], swiftSettings: strict),
         .testTarget(name: "AudioCodecsTests", dependencies: ["AudioCodecs", "LiveAudio", "TestSupport"], swiftSettings: strict),
         .testTarget(
-            name: "AudioDevicesTests", dependencies: ["AudioDevices", "LiveAudio", "TestSupport"], swiftSettings: strict),
+            name: "AudioDevicesTests", dependencies: ["AudioDevices", "CPipeWire", "LiveAudio", "TestSupport"], swiftSettings: strict),
         .testTarget(name: "RTMPTests", dependencies: ["RTMP", "LiveAudio", "TestSupport"], swiftSettings: strict),
         .testTarget(name: "SingAlongTests", dependencies: ["SingAlong", "TestSupport"], swiftSettings: strict),
         .testTarget(name: "SongLibraryTests", dependencies: ["SongLibrary", "TestSupport", "LiveAudioCLI"], swiftSettings: strict),

@@ -33,7 +33,7 @@ CALIBRATION='\.PhoneRoomCalibrationTests/'
 # The native PipeWire backend, against a PipeWire server and WirePlumber of each test's own (about two minutes, a
 # minute of it ear monitoring at 128 frames): in phase 4, beside the last minutes of the phone's take, which otherwise
 # runs alone. PipeWire's data thread and our cycle on it run at real-time priority, as they would for a user.
-PIPEWIRE='\.(PipeWireTests|PipeWireAllocationTests)/'
+PIPEWIRE='\.(PipeWireTests|PipeWireAllocationTests|KaraokePipeWireTests)/'
 # Those run from the test binary itself, beside a `swift test` (which holds the build folder's lock while it runs).
 XCTEST=$("$SWIFT" build --show-bin-path)/LiveAudioPackageTests.xctest
 direct() { NO_COLOR=1 "$XCTEST" --testing-library swift-testing --filter "$1"; }

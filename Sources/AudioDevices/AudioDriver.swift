@@ -66,6 +66,9 @@ protocol AudioDriver: AnyObject, Sendable {
     var fault: AudioError? { get }
     /// Why the playback reaches nowhere, when ``outputRouted`` is false (the route-lost event's words).
     var routeLossReason: String { get }
+    /// Whether the playback's device is worn on the head (headphones, a headset), as far as the sound server says:
+    /// nil when it does not (ALSA, JACK; a PipeWire node with no form factor). Control thread, while the driver runs.
+    var outputIsHeadphones: Bool? { get }
     /// What the driver noticed since the last call that is neither a fault nor the route lost or back (PipeWire: a
     /// default changed, a stream moved, an interruption). Control thread, polled by the supervisor.
     func takeEvents() -> [DeviceEvent]
@@ -80,6 +83,7 @@ extension AudioDriver {
     var playbackReachable: Bool { true }
     var fault: AudioError? { nil }
     var routeLossReason: String { "no output port is connected" }
+    var outputIsHeadphones: Bool? { nil }
     func takeEvents() -> [DeviceEvent] { [] }
     func setWake(_ wake: @escaping @Sendable () -> Void) {}
 }

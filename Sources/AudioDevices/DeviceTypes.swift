@@ -376,9 +376,23 @@ extension AudioError.Code {
 /// returns. Set by the unit's supervisor; read by anything, the render thread included (an atomic load).
 public final class OutputRoute: Sendable {
     private let routed = Atomic<Bool>(true)
+    /// 1: headphones, 0: not, -1: unknown.
+    private let headphones = Atomic<Int8>(-1)
 
     /// True while the playback reaches somewhere. Any thread, the render thread included.
     public var isRouted: Bool { routed.load(ordering: .acquiring) }
 
+    /// Whether the playback's device is worn on the head (headphones, a headset), as the sound server says: nil
+    /// where it does not say (ALSA, JACK, a PipeWire node without a form factor) and while the route is lost. Any
+    /// thread, the render thread included.
+    public var isHeadphones: Bool? {
+        switch headphones.load(ordering: .acquiring) {
+        case 1: true
+        case 0: false
+        default: nil
+        }
+    }
+
     func set(_ value: Bool) { routed.store(value, ordering: .releasing) }
+    func setHeadphones(_ value: Bool?) { headphones.store(value.map { $0 ? 1 : 0 } ?? -1, ordering: .releasing) }
 }

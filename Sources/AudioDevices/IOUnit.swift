@@ -284,6 +284,7 @@ public final class IOUnit: @unchecked Sendable {
             if let (running, _) = driver {
                 for event in running.takeEvents() { continuation.yield(event) }
                 let routed = running.outputRouted
+                outputRoute.setHeadphones(routed ? running.outputIsHeadphones : nil)
                 _ = perform(supervisor.routeObserved(outputRouted: routed, reason: routed ? "" : running.routeLossReason))
             }
             _ = perform(supervisor.tick(now: monotonicNanoseconds()))

@@ -218,6 +218,15 @@ final class PipeWireDriver: AudioDriver, @unchecked Sendable {
         }
     }
 
+    /// From the form factor of the sink the playback is linked to (`device.form-factor`).
+    var outputIsHeadphones: Bool? {
+        guard request.outputChannels > 0, started.load(ordering: .acquiring), !closed.load(ordering: .acquiring) else {
+            return nil
+        }
+        let now = status()
+        return now.output.peer_id == 0 ? nil : PipeWireGraph.isHeadphones(now.output)
+    }
+
     var playbackReachable: Bool {
         guard let name = request.outputDevice else { return true }
         return PipeWireGraph(snapshotOf: client).sink(named: name) != nil
@@ -271,6 +280,9 @@ struct PipeWireObservation: Sendable {
     /// The last sink the playback was linked to (named when the route is lost).
     var lastOutputPeer: String?
     var inputPeer: String?
+    /// The active route (port) of the card behind each peer: its name ("" when its card reports none).
+    var outputPort = ""
+    var inputPort = ""
     var defaultSink: String?
     var defaultSource: String?
     var interrupted = false
@@ -290,6 +302,8 @@ extension PipeWireObservation {
         outputPeer = status.output.peer_id != 0 ? text(status.output.peer_name) : nil
         if outputPeer == nil { lastOutputPeer = nil }
         inputPeer = status.input.peer_id != 0 ? text(status.input.peer_name) : nil
+        outputPort = text(status.output.peer_port_name)
+        inputPort = text(status.input.peer_port_name)
         defaultSink = nonEmpty(text(status.default_sink))
         defaultSource = nonEmpty(text(status.default_source))
         lastCycles = status.cycles
@@ -320,9 +334,21 @@ extension PipeWireObservation {
             guard stream.node_id != 0 else { continue }
             let peer = stream.peer_id != 0 ? text(stream.peer_name) : nil
             let old = direction == .output ? outputPeer : inputPeer
-            guard peer != old else { continue }
+            let port = text(stream.peer_port_name)
+            let oldPort = direction == .output ? outputPort : inputPort
+            if direction == .output { outputPort = port } else { inputPort = port }
+            let headphones = direction == .output ? peer.map { _ in PipeWireGraph.isHeadphones(stream) } ?? nil : nil
+            guard peer != old else {
+                // The same node, another port of its card (headphones plugged in, the speaker taking over). A port
+                // first known (the card's routes read after the link) is no change.
+                if let peer, !oldPort.isEmpty, !port.isEmpty, port != oldPort {
+                    events.append(.routeChanged(RouteChange(
+                        reason: .portChanged, direction: direction, from: "\(peer):\(oldPort)", to: "\(peer):\(port)",
+                        toHeadphones: headphones)))
+                }
+                continue
+            }
             let reason: RouteChange.Reason = peer == nil && stream.peer_lost_reason == 1 ? .removed : .moved
-            let headphones = direction == .output ? peer.map { _ in PipeWireGraph.isHeadphones(text(stream.peer_form_factor)) } ?? nil : nil
             events.append(.routeChanged(RouteChange(reason: reason, direction: direction, from: old, to: peer, toHeadphones: headphones)))
             if direction == .output { outputPeer = peer } else { inputPeer = peer }
         }
@@ -399,6 +425,16 @@ struct PipeWireGraph: Sendable {
     /// Whether a form factor (`device.form-factor`) is one worn on the head.
     static func isHeadphones(_ formFactor: String) -> Bool? {
         formFactor.isEmpty ? nil : ["headphone", "headset", "hands-free"].contains(formFactor)
+    }
+
+    /// Whether a stream's peer is worn on the head: its card's active port where the card reports one (its
+    /// `port.type`, else its name: `analog-output-headphones`), else the node's form factor.
+    static func isHeadphones(_ stream: la_pw_stream_status) -> Bool? {
+        let type = text(stream.peer_port_type), port = text(stream.peer_port_name)
+        if !type.isEmpty { return ["headphones", "headset", "handsfree"].contains(type) }
+        if !port.isEmpty, port.contains("headphones") || port.contains("headset") { return true }
+        if !port.isEmpty, port.contains("speaker") { return false }
+        return isHeadphones(text(stream.peer_form_factor))
     }
 
     /// The sinks and sources, sinks first, as devices (the defaults marked).

@@ -16,6 +16,9 @@
 #include <pipewire/pipewire.h>
 #include <pipewire/extensions/metadata.h>
 #include <spa/param/audio/format-utils.h>
+#include <spa/param/route.h>
+#include <spa/pod/builder.h>
+#include <spa/pod/parser.h>
 #include <spa/utils/json.h>
 #include <spa/utils/result.h>
 
@@ -99,7 +102,22 @@ typedef struct {
     char description[256];
     char form_factor[32];
     char channels[16];
+    // The card it belongs to (device.id; 0: none) and which of its devices (card.profile.device; -1: none).
+    uint32_t device_id;
+    int32_t profile_device;
 } la_node;
+
+#define LA_MAX_ROUTES 16
+
+// A card (Audio/Device), bound for its active routes (SPA_PARAM_Route): one a direction and device of the card.
+typedef struct {
+    uint32_t id;
+    struct pw_proxy *proxy;
+    struct spa_hook listener;
+    struct la_pw_client *client;
+    la_pw_route routes[LA_MAX_ROUTES];
+    int route_count;
+} la_device;
 
 typedef struct {
     uint32_t id;
@@ -138,6 +156,8 @@ struct la_pw_client {
     size_t node_count, node_capacity;
     la_link *links;
     size_t link_count, link_capacity;
+    la_device **devices;  // each its own allocation, as the nodes
+    size_t device_count, device_capacity;
     char default_sink[128], default_source[128];
     char default_configured_sink[128], default_configured_source[128];
     char fault[256];
@@ -247,13 +267,124 @@ static void on_settle_timer(void *data, uint64_t expirations) {
 
 static void node_info(void *data, const struct pw_node_info *info) {
     la_node *n = data;
-    if (!info->props) return;
+    // The properties come only when they changed: a later info (the node's state) carries an empty dict.
+    if (!info->props || !(info->change_mask & PW_NODE_CHANGE_MASK_PROPS)) return;
     const char *form = spa_dict_lookup(info->props, PW_KEY_DEVICE_FORM_FACTOR);
     if (!form) form = spa_dict_lookup(info->props, "node.form-factor");
     copy_text(n->form_factor, sizeof n->form_factor, form);
     const char *channels = spa_dict_lookup(info->props, PW_KEY_AUDIO_CHANNELS);
     if (channels) copy_text(n->channels, sizeof n->channels, channels);
+    const char *device = spa_dict_lookup(info->props, PW_KEY_DEVICE_ID);
+    n->device_id = device ? (uint32_t)strtoul(device, NULL, 10) : 0;
+    const char *profile_device = spa_dict_lookup(info->props, "card.profile.device");
+    n->profile_device = profile_device ? (int32_t)strtol(profile_device, NULL, 10) : -1;
     notify(n->client);
+}
+
+// MARK: Routes
+
+int la_pw_parse_route(const void *pod, size_t size, la_pw_route *route) {
+    const struct spa_pod *param = pod;
+    if (!pod || size < sizeof(struct spa_pod) || SPA_POD_SIZE(param) > size) return -1;
+    if (!spa_pod_is_object_type(param, SPA_TYPE_OBJECT_ParamRoute)) return -1;
+    int32_t index = -1, device = -1;
+    uint32_t id = 0, direction = SPA_DIRECTION_OUTPUT, available = SPA_PARAM_AVAILABILITY_unknown;
+    const char *name = NULL, *description = NULL;
+    struct spa_pod *info = NULL;
+    if (spa_pod_parse_object(param, SPA_TYPE_OBJECT_ParamRoute, &id,
+                             SPA_PARAM_ROUTE_index, SPA_POD_Int(&index),
+                             SPA_PARAM_ROUTE_direction, SPA_POD_Id(&direction),
+                             SPA_PARAM_ROUTE_device, SPA_POD_Int(&device),
+                             SPA_PARAM_ROUTE_name, SPA_POD_String(&name),
+                             SPA_PARAM_ROUTE_description, SPA_POD_OPT_String(&description),
+                             SPA_PARAM_ROUTE_available, SPA_POD_OPT_Id(&available),
+                             SPA_PARAM_ROUTE_info, SPA_POD_OPT_Pod(&info)) < 0)
+        return -1;
+    memset(route, 0, sizeof *route);
+    route->index = index;
+    route->device = device;
+    route->output = direction == SPA_DIRECTION_OUTPUT;
+    route->available = (int)available;
+    copy_text(route->name, sizeof route->name, name);
+    copy_text(route->description, sizeof route->description, description);
+    // The info: Struct(Int n_items, (String key, String value)*).
+    if (info && spa_pod_is_struct(info)) {
+        struct spa_pod_parser parser;
+        struct spa_pod_frame frame;
+        int32_t items = 0;
+        spa_pod_parser_pod(&parser, info);
+        if (spa_pod_parser_push_struct(&parser, &frame) == 0 && spa_pod_parser_get_int(&parser, &items) == 0) {
+            for (int32_t i = 0; i < items; i++) {
+                const char *key = NULL, *value = NULL;
+                if (spa_pod_parser_get_string(&parser, &key) < 0 || spa_pod_parser_get_string(&parser, &value) < 0) break;
+                if (strcmp(key, "port.type") == 0) copy_text(route->port_type, sizeof route->port_type, value);
+            }
+        }
+    }
+    return 0;
+}
+
+size_t la_pw_build_route(void *buffer, size_t size, const la_pw_route *route) {
+    struct spa_pod_builder b = SPA_POD_BUILDER_INIT(buffer, (uint32_t)size);
+    struct spa_pod_frame object, info;
+    spa_pod_builder_push_object(&b, &object, SPA_TYPE_OBJECT_ParamRoute, SPA_PARAM_Route);
+    spa_pod_builder_add(&b,
+                        SPA_PARAM_ROUTE_index, SPA_POD_Int(route->index),
+                        SPA_PARAM_ROUTE_direction, SPA_POD_Id(route->output ? SPA_DIRECTION_OUTPUT : SPA_DIRECTION_INPUT),
+                        SPA_PARAM_ROUTE_device, SPA_POD_Int(route->device),
+                        SPA_PARAM_ROUTE_name, SPA_POD_String(route->name),
+                        SPA_PARAM_ROUTE_description, SPA_POD_String(route->description),
+                        SPA_PARAM_ROUTE_priority, SPA_POD_Int(0),
+                        SPA_PARAM_ROUTE_available, SPA_POD_Id((uint32_t)route->available), 0);
+    spa_pod_builder_prop(&b, SPA_PARAM_ROUTE_info, 0);
+    spa_pod_builder_push_struct(&b, &info);
+    int with_type = route->port_type[0] != 0;
+    spa_pod_builder_int(&b, with_type ? 2 : 1);
+    spa_pod_builder_string(&b, "port.availability-group");
+    spa_pod_builder_string(&b, "");
+    if (with_type) {
+        spa_pod_builder_string(&b, "port.type");
+        spa_pod_builder_string(&b, route->port_type);
+    }
+    spa_pod_builder_pop(&b, &info);
+    spa_pod_builder_pop(&b, &object);
+    return b.state.offset <= size ? b.state.offset : 0;
+}
+
+static void device_param(void *data, int seq, uint32_t id, uint32_t index, uint32_t next, const struct spa_pod *param) {
+    (void)seq;
+    (void)index;
+    (void)next;
+    la_device *d = data;
+    la_pw_route route;
+    if (id != SPA_PARAM_Route || !param || la_pw_parse_route(param, SPA_POD_SIZE(param), &route) != 0) return;
+    // One active route a direction and device of the card: a new one replaces it.
+    int i = 0;
+    while (i < d->route_count && !(d->routes[i].output == route.output && d->routes[i].device == route.device)) i++;
+    if (i == d->route_count) {
+        if (d->route_count == LA_MAX_ROUTES) return;
+        d->route_count++;
+    }
+    d->routes[i] = route;
+    notify(d->client);
+}
+
+static const struct pw_device_events device_events = {.version = PW_VERSION_DEVICE_EVENTS, .param = device_param};
+
+static la_device *find_device(struct la_pw_client *c, uint32_t id) {
+    for (size_t i = 0; i < c->device_count; i++)
+        if (c->devices[i]->id == id) return c->devices[i];
+    return NULL;
+}
+
+// The route a node plays or captures through now, NULL when its card reports none.
+static const la_pw_route *node_route(struct la_pw_client *c, const la_node *n, int output) {
+    if (n->device_id == 0 || n->profile_device < 0) return NULL;
+    const la_device *d = find_device(c, n->device_id);
+    if (!d) return NULL;
+    for (int i = 0; i < d->route_count; i++)
+        if (d->routes[i].output == output && d->routes[i].device == n->profile_device) return &d->routes[i];
+    return NULL;
 }
 
 static const struct pw_node_events node_events = {.version = PW_VERSION_NODE_EVENTS, .info = node_info};
@@ -340,6 +471,25 @@ static void registry_global(void *data, uint32_t id, uint32_t permissions, const
             n->proxy = pw_registry_bind(c->registry, id, PW_TYPE_INTERFACE_Node, PW_VERSION_NODE, 0);
             if (n->proxy) pw_node_add_listener((struct pw_node *)n->proxy, &n->listener, &node_events, n);
         }
+    } else if (strcmp(type, PW_TYPE_INTERFACE_Device) == 0) {
+        // Sound cards, bound for their routes (a port changed: headphones plugged in, the speaker taking over).
+        const char *media_class = props ? spa_dict_lookup(props, PW_KEY_MEDIA_CLASS) : NULL;
+        if (!media_class || strcmp(media_class, "Audio/Device") != 0) return;
+        la_device **devices = grow(c->devices, &c->device_capacity, c->device_count, sizeof(la_device *));
+        la_device *d = devices ? calloc(1, sizeof *d) : NULL;
+        if (!d) return;
+        c->devices = devices;
+        d->id = id;
+        d->client = c;
+        d->proxy = pw_registry_bind(c->registry, id, PW_TYPE_INTERFACE_Device, PW_VERSION_DEVICE, 0);
+        if (!d->proxy) {
+            free(d);
+            return;
+        }
+        c->devices[c->device_count++] = d;
+        pw_device_add_listener((struct pw_device *)d->proxy, &d->listener, &device_events, d);
+        uint32_t ids[] = {SPA_PARAM_Route};
+        pw_device_subscribe_params((struct pw_device *)d->proxy, ids, 1);
     } else if (strcmp(type, PW_TYPE_INTERFACE_Link) == 0) {
         la_link *links = grow(c->links, &c->link_capacity, c->link_count, sizeof(la_link));
         if (!links) return;
@@ -366,6 +516,16 @@ static void registry_global(void *data, uint32_t id, uint32_t permissions, const
 
 static void registry_global_remove(void *data, uint32_t id) {
     struct la_pw_client *c = data;
+    for (size_t i = 0; i < c->device_count; i++) {
+        la_device *d = c->devices[i];
+        if (d->id != id) continue;
+        spa_hook_remove(&d->listener);
+        pw.pw_proxy_destroy(d->proxy);
+        free(d);
+        c->devices[i] = c->devices[--c->device_count];
+        graph_changed(c);
+        return;
+    }
     for (size_t i = 0; i < c->node_count; i++) {
         la_node *n = c->nodes[i];
         if (n->id != id) continue;
@@ -522,6 +682,11 @@ void la_pw_client_free(la_pw_client *c) {
         }
         free(c->nodes[i]);
     }
+    for (size_t i = 0; i < c->device_count; i++) {
+        spa_hook_remove(&c->devices[i]->listener);
+        pw.pw_proxy_destroy(c->devices[i]->proxy);
+        free(c->devices[i]);
+    }
     if (c->metadata) {
         spa_hook_remove(&c->metadata_listener);
         pw.pw_proxy_destroy((struct pw_proxy *)c->metadata);
@@ -541,6 +706,7 @@ void la_pw_client_free(la_pw_client *c) {
     if (c->loop) pw.pw_thread_loop_destroy(c->loop);
     free(c->nodes);
     free(c->links);
+    free(c->devices);
     free(c);
 }
 
@@ -898,6 +1064,12 @@ static void stream_status(struct la_pw_client *c, const la_stream *s, la_pw_stre
     if (peer) {
         copy_text(out->peer_name, sizeof out->peer_name, peer->name);
         copy_text(out->peer_form_factor, sizeof out->peer_form_factor, peer->form_factor);
+        const la_pw_route *route = node_route(c, peer, !s->input);
+        if (route) {
+            copy_text(out->peer_port_name, sizeof out->peer_port_name, route->name);
+            copy_text(out->peer_port_description, sizeof out->peer_port_description, route->description);
+            copy_text(out->peer_port_type, sizeof out->peer_port_type, route->port_type);
+        }
     }
 }
 

@@ -116,6 +116,13 @@ struct Karaoke: AsyncParsableCommand {
     var monitorVoiceVolume: String = "0"
 
     @Option(
+        name: .customLong("off-headphones"),
+        help: ArgumentHelp(
+            "When the output moves from headphones to something that is not (PipeWire says which): mute-voice takes the voice out of it, the accompaniment plays on, until headphones are back; keep-voice leaves it.",
+            valueName: "mute-voice|keep-voice"))
+    var offHeadphones: String = KaraokeRoom.OffHeadphones.muteVoice.rawValue
+
+    @Option(
         help: ArgumentHelp(
             "Play the accompaniment at this integrated loudness (default -18 LUFS): the song is measured before it starts (once: kept in the user's cache folder) and its gain set; the volume keys move around it.",
             valueName: "=LUFS"))
@@ -257,6 +264,10 @@ struct Karaoke: AsyncParsableCommand {
         c.interludeVolume = try Self.decibels(interludeVolume, "--interlude-volume")
         c.voiceVolume = try Self.decibels(voiceVolume, "--voice-volume")
         c.monitorVoiceVolume = try Self.decibels(monitorVoiceVolume, "--monitor-voice-volume")
+        guard let policy = KaraokeRoom.OffHeadphones(rawValue: offHeadphones) else {
+            throw AudioError(.invalidParameter, "--off-headphones must be mute-voice or keep-voice, got '\(offHeadphones)'")
+        }
+        c.offHeadphones = policy
         c.voiceProcessing = voiceProcessing
         c.recordPath = record
         c.outputs = try destinations.parsedOutputs()

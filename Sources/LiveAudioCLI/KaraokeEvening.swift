@@ -190,6 +190,7 @@ struct KaraokeEvening {
             StandardStream.output(
                 "karaoke: take \(plan.number): " + ScoreReport.summary(score, title: chart.title, artist: chart.artist, difficulty: command.difficulty) + "\n")
         }
+        for gap in summary.gaps { StandardStream.output("karaoke: take \(plan.number): gap: \(gap) of its stems\n") }
         if let error = summary.error { note("karaoke: take \(plan.number): \(error.message)") }
     }
 
@@ -206,6 +207,8 @@ struct KaraokeEvening {
                 + "\(underruns), recorded \(recorded) frames, dropped \(dropped)"
                 + (plans.count > 1 ? "; \(takes.count) of \(plans.count) songs sung" : ""))
         print("karaoke: the song's loudness: \(evening.loudness.summaryText)")
+        // The interruptions and outages, marked where they are in the recording (silence there).
+        for gap in evening.gaps { print("karaoke: gap: \(gap) of the recording (the device away or interrupted)") }
         for output in evening.outputs { print("  \(output)") }
         // One song and one voice: its score alone, as ever; else every take's, and with several voices (wired or phones)
         // every voice's.

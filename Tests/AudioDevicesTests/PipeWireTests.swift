@@ -218,15 +218,3 @@ import TestSupport
         }
     }
 }
-
-/// Events as they arrive, each with when it arrived.
-final class EventLog: @unchecked Sendable {
-    private let lock = NSLock()
-    private var events: [(DeviceEvent, UInt64)] = []
-
-    func add(_ event: DeviceEvent) { lock.withLock { events.append((event, monotonicNanoseconds())) } }
-    var all: [DeviceEvent] { lock.withLock { events.map(\.0) } }
-    func contains(_ match: (DeviceEvent) -> Bool) -> Bool { lock.withLock { events.contains { match($0.0) } } }
-    func first(_ match: (DeviceEvent) -> Bool) -> DeviceEvent? { lock.withLock { events.first { match($0.0) }?.0 } }
-    func firstTime(_ match: (DeviceEvent) -> Bool) -> UInt64? { lock.withLock { events.first { match($0.0) }?.1 } }
-}

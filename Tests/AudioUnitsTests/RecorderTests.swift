@@ -72,6 +72,40 @@ import TestSupport
         }
     }
 
+    /// Cycles whose sample time jumps ahead (a device away, a graph the server stopped): the frames between are
+    /// silence in the file, in their place, counted as gaps and not as losses — in real time and offline, a jump
+    /// inside the recording and one at its start alike; a cycle that comes back in time is no gap.
+    @Test(arguments: [false, true]) func gapsInTheSampleTimeAreSilenceInPlace(realTime: Bool) throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let graph = try RenderGraph(format: stereo, maximumFrames: 4096)
+        let input = Self.signal(30_000)
+        let player = try graph.addNode(BufferPlayerUnit(buffer: PCMBuffer(channels: input), sampleRate: 48_000))
+        let recorder = try RecorderUnit(format: stereo, path: dir.file("r.wav"), waitsForStart: true)
+        let node = try graph.addNode(recorder)
+        try graph.connect(player, to: node)
+        try graph.connect(node, to: graph.output)
+        try graph.initialize()
+        if realTime { graph.willRender(.realTime(maximumCycleFrames: 1000)) }
+        recorder.startRecording(atSampleTime: 500)
+        // Cycles of 1000 frames at sample times 0, 1000, 2000, then 50,000 on (a gap of 47,000 frames), then 1,000
+        // frames more of a gap a few cycles later; the recording starts at 500.
+        var times: [Int64] = [0, 1000, 2000]
+        times += (0..<10).map { 50_000 + Int64($0) * 1000 }
+        times += (0..<10).map { 61_000 + Int64($0) * 1000 }
+        for t in times { _ = graph.renderCycle(frames: 1000, timeStamp: RenderTimeStamp(sampleTime: t)) }
+        let frames = try recorder.finish()
+        #expect(frames == 71_000 - 500, "the file keeps the timeline: \(frames) frames")
+        #expect(recorder.gapFrames == 48_000 && recorder.droppedFrames == 0, "gaps \(recorder.gapFrames), dropped \(recorder.droppedFrames)")
+        let file = try FFmpeg.decode(dir.file("r.wav"), channels: 2)
+        // The player's frames in render order, each cycle's where its sample time says.
+        var expected = [[Float]](repeating: [Float](repeating: 0, count: 71_000), count: 2)
+        for (i, t) in times.enumerated() {
+            for c in 0..<2 { for k in 0..<1000 { expected[c][Int(t) + k] = input[c][i * 1000 + k] } }
+        }
+        for c in 0..<2 { #expect(file[c] == Array(expected[c][500...]), "channel \(c)") }
+    }
+
     /// Offline (the default) nothing is lost however far behind the writer is: the render waits for it.
     @Test func offlineTheRenderWaitsForTheWriter() throws {
         let dir = try TemporaryDirectory()

@@ -16,6 +16,9 @@ import Synchronization
 ///   voice recorded one round trip late lands where it was sung). A writer that falls behind by more than the ring
 ///   (``bufferedSeconds``) loses frames; they are written as silence, in place, so the file keeps its length and its
 ///   alignment, and counted in ``droppedFrames``.
+/// - **Gaps in time**: a cycle whose sample time comes later than the last one's end (the device was away, or the
+///   sound server stopped the graph for a while) has the frames between written as silence before it, so the file
+///   keeps the wall time; they are counted in ``gapFrames``, apart from the losses.
 /// - **Offline** (no deadline: ``/AudioGraph/RenderUnit/willRender(_:)`` told ``/AudioGraph/RenderingMode/offline``,
 ///   or never told) the render waits for the writer when the ring is full, so an offline render records every frame
 ///   whatever the disk's speed.
@@ -57,11 +60,22 @@ public final class RecorderUnit: RenderUnit {
             var lastCommit: Int64 = 0
             /// When the last pass began (monotonic nanoseconds): a writer delay counts from there.
             var lastPass = monotonicNanoseconds()
+            /// Frames read from the ring so far (where the gaps are placed).
+            var read: Int64 = 0
         }
+        /// The render thread's: frames put in the ring so far, and the sample time after the last cycle recorded.
+        struct Rendering {
+            var put: Int64 = 0
+            var next: Int64 = .min
+        }
+        let rendering = RenderThreadBound(Rendering())
         let stopping = Atomic<Bool>(false)
         /// Frames the render could not put in the ring: silence the writer owes the file, after what the ring holds.
         let owed = Atomic<Int>(0)
         let dropped = Atomic<Int64>(0)
+        /// Gaps in the sample time, put by the render thread and taken by the writer.
+        let gaps = GapQueue()
+        let gapTotal = Atomic<Int64>(0)
         let written = Atomic<Int64>(0)
         let failed = Atomic<Bool>(false)
         /// True unless told real-time cycles are coming: the render then waits for room in the ring.
@@ -85,6 +99,18 @@ public final class RecorderUnit: RenderUnit {
             commitEvery = Int64(sampleRate / 2)
         }
 
+        /// Render thread: `frames` of silence go in the file before what comes next. Written in place when the
+        /// writer is up to date with the ring; owed (after what the ring holds) when it is already behind, or when
+        /// the ring of gaps is full.
+        func noteGap(_ frames: Int64) {
+            gapTotal.add(frames, ordering: .relaxed)
+            if owed.load(ordering: .acquiring) > 0 || !gaps.put(at: rendering.onRenderThread.put, frames: frames) {
+                owedGaps.add(frames, ordering: .relaxed)
+                owed.add(Int(frames), ordering: .releasing)
+            }
+        }
+        /// Of the owed frames, those that were gaps in time rather than losses.
+        let owedGaps = Atomic<Int64>(0)
         /// One pass of the writer: drains the ring, writes the silence owed, brings the header up to date now and
         /// then. The last pass (`last`) comes after the render has stopped taking frames.
         func pass(last: Bool) -> WorkerPool.Turn {
@@ -108,7 +134,8 @@ public final class RecorderUnit: RenderUnit {
             if more { return true }
             if debt > 0 {
                 owed.subtract(debt, ordering: .releasing)
-                dropped.add(Int64(debt), ordering: .relaxed)
+                let gapped = owedGaps.exchange(0, ordering: .relaxed)
+                dropped.add(max(0, Int64(debt) - gapped), ordering: .relaxed)
                 writeSilence(debt, &w)
             }
             if !failed.load(ordering: .relaxed), w.writer.framesWritten - w.lastCommit >= commitEvery {
@@ -125,12 +152,23 @@ public final class RecorderUnit: RenderUnit {
             let scratch = w.scratch
             var done = 0
             while done < limit {
-                let got = ring.read(into: scratch.view(frames: min(scratch.capacity, limit - done)))
+                // The next gap, when the ring has been read up to it: its silence first.
+                var upTo = Int64.max
+                if let gap = gaps.next {
+                    if gap.at <= w.read {
+                        writeSilence(Int(gap.frames), &w)
+                        gaps.take()
+                        continue
+                    }
+                    upTo = gap.at - w.read
+                }
+                let got = ring.read(into: scratch.view(frames: Int(min(Int64(min(scratch.capacity, limit - done)), upTo))))
                 if got == 0 { return false }
                 write(scratch.view(frames: got), &w)
+                w.read += Int64(got)
                 done += got
             }
-            return ring.availableToRead > 0
+            return ring.availableToRead > 0 || gaps.next != nil
         }
 
         private func writeSilence(_ frames: Int, _ w: inout Writing) {
@@ -218,6 +256,8 @@ public final class RecorderUnit: RenderUnit {
 
     /// Frames in the file so far (after ``skipFrames``).
     public var framesWritten: Int64 { shared.written.load(ordering: .relaxed) }
+    /// Frames of silence written for gaps in the sample time (the device away, the graph stopped by the server).
+    public var gapFrames: Int64 { shared.gapTotal.load(ordering: .relaxed) }
     /// Frames the writer fell too far behind for, written as silence (counted also when they fall in the skipped
     /// start, or after a write error).
     public var droppedFrames: Int64 { shared.dropped.load(ordering: .relaxed) }
@@ -282,13 +322,14 @@ public final class RecorderUnit: RenderUnit {
         shared.waits.store(mode == .offline, ordering: .releasing)
     }
 
-    public var propertyNames: [String] { commonPropertyNames + ["path", "framesWritten", "droppedFrames"] }
+    public var propertyNames: [String] { commonPropertyNames + ["path", "framesWritten", "droppedFrames", "gapFrames"] }
 
     public func property(_ name: String) throws(AudioError) -> PropertyValue {
         switch name {
         case "path": .string(path)
         case "framesWritten": .int(Int(framesWritten))
         case "droppedFrames": .int(Int(droppedFrames))
+        case "gapFrames": .int(Int(gapFrames))
         default: try commonProperty(name)
         }
     }
@@ -309,6 +350,10 @@ public final class RecorderUnit: RenderUnit {
         guard end > offset else { return }
         let recorded = offset > 0 || end < context.frameCount ? input.slice(from: offset, frames: end - offset) : input
         let n = recorded.frameCount
+        let start = t0 + Int64(offset)
+        let next = s.rendering.onRenderThread.next
+        if next != .min, start > next { s.noteGap(start - next) }
+        s.rendering.onRenderThread.next = start + Int64(n)
         if s.waits.load(ordering: .relaxed), s.owed.load(ordering: .relaxed) == 0 {
             // No deadline: wait (sleeping) for the writer to make room, up to a second; then it counts as a drop.
             var slept = 0
@@ -323,9 +368,40 @@ public final class RecorderUnit: RenderUnit {
             s.owed.add(n, ordering: .releasing)
         } else {
             let put = s.ring.write(recorded)
+            s.rendering.onRenderThread.put += Int64(put)
             if put < n { s.owed.add(n - put, ordering: .releasing) }
         }
         if s.ring.availableToRead >= s.ring.capacity / 8 || s.owed.load(ordering: .relaxed) > 0 { job.wake() }
     }
 }
 
+/// Where the gaps in a recorder's sample time go in its file: a ring of (frames put in the frame ring before the gap,
+/// frames of silence), put by the render thread and taken by the writer.
+private final class GapQueue: @unchecked Sendable {
+    // Unchecked Sendable: single producer, single consumer: an entry is written before `putCount` is stored
+    // (releasing) and read after it is loaded (acquiring); the producer reuses it only once `takenCount` passed it.
+    private static let capacity = 16
+    private let entries = UnsafeMutablePointer<(at: Int64, frames: Int64)>.allocate(capacity: capacity)
+    private let putCount = Atomic<Int>(0)
+    private let takenCount = Atomic<Int>(0)
+
+    deinit { entries.deallocate() }
+
+    /// Render thread: false when the ring is full (the gap is then owed, after what the frame ring holds).
+    func put(at: Int64, frames: Int64) -> Bool {
+        let n = putCount.load(ordering: .relaxed)
+        guard n - takenCount.load(ordering: .acquiring) < Self.capacity else { return false }
+        entries[n % Self.capacity] = (at, frames)
+        putCount.store(n + 1, ordering: .releasing)
+        return true
+    }
+
+    /// Writer: the oldest gap not taken yet.
+    var next: (at: Int64, frames: Int64)? {
+        let taken = takenCount.load(ordering: .relaxed)
+        return taken < putCount.load(ordering: .acquiring) ? entries[taken % Self.capacity] : nil
+    }
+
+    /// Writer: the oldest gap is written.
+    func take() { takenCount.add(1, ordering: .releasing) }
+}

@@ -96,6 +96,12 @@ typedef struct {
     uint32_t peer_id;
     char peer_name[128];
     char peer_form_factor[32];
+    /// The peer's active route on its card (SPA_PARAM_Route of the device the node belongs to, for the node's
+    /// `card.profile.device`): its name (`analog-output-headphones`), description and `port.type` (`headphones`,
+    /// `speaker`, `hdmi`, ...); "" where the node has no device or its card reports no route (virtual nodes).
+    char peer_port_name[64];
+    char peer_port_description[128];
+    char peer_port_type[32];
     /// Why the last peer went away: 1 removed, 2 unlinked; 0 none.
     int peer_lost_reason;
     /// The stream's delay as pw_stream_get_time_n reports it in the last cycle, frames.
@@ -123,6 +129,27 @@ typedef struct {
 
 /// What the client knows now. Any thread but the data thread.
 void la_pw_client_status(la_pw_client *client, la_pw_status *status);
+
+/// A device's route (SPA_PARAM_Route): where one of a card's devices plays or captures now.
+typedef struct {
+    int32_t index;
+    /// The card's device it belongs to (a node's `card.profile.device`).
+    int32_t device;
+    /// 1: an output route (a sink's), 0: an input route.
+    int output;
+    char name[64];
+    char description[128];
+    /// The route's info's `port.type` ("" when it has none).
+    char port_type[32];
+    /// SPA_PARAM_AVAILABILITY_*: 0 unknown, 1 no, 2 yes.
+    int available;
+} la_pw_route;
+
+/// Reads a Route param (a SPA POD object of `size` bytes) as a device sends it. 0, or -1 when it is not one.
+int la_pw_parse_route(const void *pod, size_t size, la_pw_route *route);
+/// Writes `route` as a Route param into `buffer` the way ALSA's card profiles send it; returns its size, 0 when the
+/// buffer is too small. For tests of the reading.
+size_t la_pw_build_route(void *buffer, size_t size, const la_pw_route *route);
 
 #ifdef __cplusplus
 }

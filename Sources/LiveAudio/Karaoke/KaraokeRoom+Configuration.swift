@@ -27,6 +27,9 @@ extension KaraokeRoom {
         public var periodCount = 2
         /// The JACK server's name for the `.jack` backend.
         public var jackServer: String?
+        /// The PipeWire server's socket for the `.pipewire` backend: a name in the runtime folder or an absolute path
+        /// (nil: `$PIPEWIRE_REMOTE`, else `pipewire-0`).
+        public var pipeWireRemote: String?
         /// How a `.virtual` device runs: its pacing, cycle sizes and where its microphone file starts.
         public var virtual = VirtualDeviceOptions()
         /// Reopen the device when it goes away, for up to ``reconnectTimeout`` seconds (default true).
@@ -41,6 +44,9 @@ extension KaraokeRoom {
         public var voiceVolume = 0.0
         /// The voice in the singer's headphones, dB (`-.infinity`: the accompaniment only).
         public var monitorVoiceVolume = 0.0
+        /// What the output plays of the voice once it has moved from headphones to something that is not (a
+        /// speaker; PipeWire says which, from the device's form factor): default `.muteVoice`.
+        public var offHeadphones = OffHeadphones.muteVoice
         /// Echo cancellation, noise suppression and gain control on the microphone, referenced to the accompaniment.
         public var voiceProcessing = false
         /// The room's sound as a file: `.wav` (as rendered), or `.m4a`/`.mp4`, `.flv` or `.aac`, encoded to AAC-LC.
@@ -82,5 +88,16 @@ extension KaraokeRoom {
 
         /// A room with every setting at its default.
         public init() {}
+    }
+
+    /// The room's policy when the output moves off headphones (the seeds' route change: headphones pulled out, the
+    /// speaker taking over).
+    public enum OffHeadphones: String, Sendable, CaseIterable {
+        /// The voice out of the output (a 5 ms fade; the accompaniment plays on) until it is headphones again: a voice
+        /// from a speaker by surprise is feedback and an embarrassment. A room that started on speakers, or on a
+        /// backend that does not say (ALSA, JACK), keeps the voice.
+        case muteVoice = "mute-voice"
+        /// The voice stays in the output wherever it plays.
+        case keepVoice = "keep-voice"
     }
 }

@@ -49,6 +49,7 @@ extension KaraokeRoom {
             periodFrames: configuration.periodFrames, periodCount: configuration.periodCount, reconnect: configuration.reconnect,
             jackServer: configuration.jackServer, virtual: configuration.virtual)
         device.reconnectTimeout = configuration.reconnectTimeout
+        device.pipeWireRemote = configuration.pipeWireRemote
         device.clocks = configuration.clocks
         device.conversionQuality = .low
         let io = try IOUnit(device)

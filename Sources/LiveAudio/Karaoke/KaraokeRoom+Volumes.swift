@@ -88,6 +88,9 @@ extension KaraokeRoom {
     /// False while the route is lost: the headphones are silent, the recordings and outputs go on.
     public var isOutputRouted: Bool { io.isOutputRouted }
 
+    /// True while the voice is out of the output because it moved off headphones (``Configuration/offHeadphones``).
+    public var isVoiceOffHeadphones: Bool { headphonesGates[0].isClosed.load(ordering: .relaxed) }
+
     /// True while the device is open: from a start that got that far to the stop.
     public var isDeviceOpen: Bool { io.isStarted }
 

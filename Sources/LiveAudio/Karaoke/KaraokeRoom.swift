@@ -67,6 +67,9 @@ public final class KaraokeRoom: Sendable {
         public let error: AudioError?
         /// The loudness of what was encoded over the evening.
         public let loudness: LoudnessReading
+        /// The timeline's gaps (the device away, an interruption by the sound server), from the room's start: silence
+        /// in the recording and the stream, which keep the wall time.
+        public let gaps: [TimelineGap]
     }
 
     /// The configuration the room was made with.
@@ -101,6 +104,8 @@ public final class KaraokeRoom: Sendable {
     let wetVoice: NodeID
     let timeline: TimelineTap
     let routeGate: RouteGate
+    /// The voices into the output, as ``Configuration/offHeadphones`` says (the wired voices', the phones').
+    let headphonesGates: [HeadphonesGate]
     let calibration: CalibrationClicks?
     let voiceProcessingUnit: VoiceProcessingUnit?
     let echoReference: CaptureReferenceTap?
@@ -226,6 +231,10 @@ public final class KaraokeRoom: Sendable {
         calibration = try configuration.roundTrip == .calibrate
             ? CalibrationClicks(format: format, micChannels: chain.dryFormat.channelCount) : nil
         routeGate = RouteGate(format: format, route: io.outputRoute)
+        let voiceGate = HeadphonesGate(format: chain.wetFormat, route: io.outputRoute, policy: configuration.offHeadphones)
+        let phoneGate = monitor.busCount == 3
+            ? HeadphonesGate(format: chain.wetFormat, route: io.outputRoute, policy: configuration.offHeadphones) : nil
+        headphonesGates = [voiceGate] + (phoneGate.map { [$0] } ?? [])
         recorder = try wavRecord.map { path throws(AudioError) in
             try RecorderUnit(format: format, path: path, waitsForStart: true, pool: workers)
         }
@@ -261,9 +270,11 @@ public final class KaraokeRoom: Sendable {
         try g.add("voice-meter", voiceMeter, from: ["wet"], sink: true)
         try g.add("song-loudness", songLoudness, from: ["song-mix"], sink: true)
         if let echoReference { try g.add("echo-reference", echoReference, from: ["accompaniment"]) }
+        try g.add("monitor-voice", voiceGate, from: ["wet"])
+        if let phoneGate { try g.add("monitor-phones", phoneGate, from: ["phone-wet"]) }
         try g.add(
             "monitor", monitor,
-            from: [echoReference == nil ? "accompaniment" : "echo-reference", "wet"] + (monitor.busCount == 3 ? ["phone-wet"] : []))
+            from: [echoReference == nil ? "accompaniment" : "echo-reference", "monitor-voice"] + (phoneGate == nil ? [] : ["monitor-phones"]))
         try g.add("timeline", timeline, from: ["monitor"])
         if let chirps { try g.add("phone-chirps", chirps, from: ["timeline"]) }
         let played = chirps == nil ? "timeline" : "phone-chirps"
@@ -442,7 +453,8 @@ public final class KaraokeRoom: Sendable {
             seconds: s.started ? Double(max(0, timeline.sampleTime - s.startTime)) / sampleRate : 0,
             roundTripFrames: s.roundTrip, roundTripSource: s.source, xruns: io.xrunCount, takes: s.takes,
             recordedFrames: recorded, droppedFrames: (recorder?.droppedFrames ?? 0) + (outputs?.droppedFrames ?? 0),
-            outputs: outputs?.statistics ?? [], error: failure ?? io.failure, loudness: songLoudness.read())
+            outputs: outputs?.statistics ?? [], error: failure ?? io.failure, loudness: songLoudness.read(),
+            gaps: s.started ? timeline.gaps(from: s.startTime, to: .max) : [])
         if first {
             finalSummary.withLock { $0 = (summary, takeSummary) }
             lifecycle.stopEnded()

@@ -16,6 +16,7 @@ extension KaraokeSession.Configuration {
         r.periodFrames = periodFrames
         r.periodCount = periodCount
         r.jackServer = jackServer
+        r.pipeWireRemote = pipeWireRemote
         r.virtual = virtual
         r.reconnect = reconnect
         r.reconnectTimeout = reconnectTimeout
@@ -23,6 +24,7 @@ extension KaraokeSession.Configuration {
         r.accompanimentVolume = accompanimentVolume
         r.voiceVolume = voiceVolume
         r.monitorVoiceVolume = monitorVoiceVolume
+        r.offHeadphones = offHeadphones
         r.voiceProcessing = voiceProcessing
         r.recordPath = recordPath
         r.outputs = outputs

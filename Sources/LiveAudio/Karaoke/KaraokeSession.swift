@@ -115,6 +115,9 @@ public final class KaraokeSession: Sendable {
         public var periodCount = 2
         /// The JACK server's name for the `.jack` backend (nil: `JACK_DEFAULT_SERVER` or the default).
         public var jackServer: String?
+        /// The PipeWire server's socket for the `.pipewire` backend: a name in the runtime folder or an absolute path
+        /// (nil: `$PIPEWIRE_REMOTE`, else `pipewire-0`).
+        public var pipeWireRemote: String?
         /// How a `.virtual` device runs: its pacing and cycle sizes (``/AudioDevices/VirtualDeviceOptions``).
         public var virtual = VirtualDeviceOptions()
         /// Reopen the device when it goes away, for up to ``reconnectTimeout`` seconds (default true).
@@ -148,6 +151,8 @@ public final class KaraokeSession: Sendable {
         public var voiceVolume = 0.0
         /// The voice in the singer's headphones, dB (`-.infinity`: the accompaniment only).
         public var monitorVoiceVolume = 0.0
+        /// What the output plays of the voice once it has moved off headphones (default `.muteVoice`).
+        public var offHeadphones = KaraokeRoom.OffHeadphones.muteVoice
         /// Echo cancellation, noise suppression and gain control on the microphone (default false): the
         /// ``/AudioDevices/IOUnit``'s `enableVoiceProcessing(reference:)`, referenced to the accompaniment.
         public var voiceProcessing = false
@@ -247,6 +252,9 @@ public final class KaraokeSession: Sendable {
         /// The song's loudness (the accompaniment and the voice as encoded and recorded in `song.wav`): integrated,
         /// range and true peak over the session.
         public let loudness: LoudnessReading
+        /// The timeline's gaps (the device away, an interruption by the sound server), from the recording's start:
+        /// silence in the recordings and the stream, which keep the wall time; the song resumed where it stopped.
+        public let gaps: [TimelineGap]
     }
 
     /// The configuration the session was made with.
@@ -305,7 +313,7 @@ public final class KaraokeSession: Sendable {
             accompanimentUnderruns: takeSummary?.accompanimentUnderruns ?? (player.underruns + take.song.underruns),
             recordedFrames: max(r.recordedFrames, takeSummary?.recordedFrames ?? 0),
             droppedFrames: r.droppedFrames + (takeSummary?.droppedFrames ?? 0), outputs: r.outputs,
-            error: r.error ?? takeSummary?.error, score: takeSummary?.score, loudness: r.loudness)
+            error: r.error ?? takeSummary?.error, score: takeSummary?.score, loudness: r.loudness, gaps: r.gaps)
     }
 
     /// Frames the recorders' or the encoder's writer fell too far behind for, so far (silence in their place).

@@ -75,6 +75,9 @@ public final class KaraokeTake: Sendable {
         public let parts: [Int]
         /// How the accompaniment was normalised, with ``Configuration/accompanimentLoudness``.
         public let normalization: KaraokeSession.AccompanimentNormalization?
+        /// The room's timeline's gaps during the take (the device away, an interruption by the sound server), from
+        /// its start: silence in the stems, which keep the wall time; the song resumed where it stopped.
+        public let gaps: [TimelineGap]
     }
 
     /// The configuration the take was made with.
@@ -292,7 +295,8 @@ public final class KaraokeTake: Sendable {
             seconds: s.scheduled ? Double(max(0, now - s.startTime)) / sampleRate : 0, startTime: s.startTime,
             accompanimentUnderruns: accompanimentUnderruns, recordedFrames: recorded, droppedFrames: dropped,
             error: failure ?? song.failure, score: scores.first ?? nil, scores: scores, parts: followers.map { $0.part },
-            normalization: accompanimentNormalization)
+            normalization: accompanimentNormalization,
+            gaps: s.scheduled ? room.timeline.gaps(from: s.startTime, to: now) : [])
         state.withLock { $0.summary = summary }
         return summary
     }

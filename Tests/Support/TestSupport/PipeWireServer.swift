@@ -1,3 +1,5 @@
+import AudioCore
+import AudioDevices
 import Foundation
 
 /// A PipeWire server of the test's own: `pipewire` and WirePlumber (under `dbus-run-session`: the session manager
@@ -24,7 +26,7 @@ public final class PipeWireServer: @unchecked Sendable {
 
     /// Starts the server and WirePlumber, makes `sinks` (Audio/Sink) and `sources` (Audio/Source/Virtual, fed by their
     /// input ports) — each a null-audio-sink node, stereo — and waits until WirePlumber has made the first of each the
-    /// default. `properties`: more node properties by node name (`device.form-factor=headphones`).
+    /// default. `properties`: more node properties by node name (`device.form-factor=headphone`).
     public init(sinks: [String], sources: [String] = [], properties: [String: String] = [:]) throws {
         root = NSTemporaryDirectory() + "liveaudio-pipewire-" + UUID().uuidString.prefix(8)
         for d in ["run", "home", "state", "config"] {
@@ -195,4 +197,18 @@ extension PipeWireServer {
     {
         try await offPool { try PipeWireServer(sinks: sinks, sources: sources, properties: properties) }
     }
+}
+
+/// Events as they arrive, each with when it arrived.
+public final class EventLog: @unchecked Sendable {
+    private let lock = NSLock()
+    private var events: [(DeviceEvent, UInt64)] = []
+
+    public init() {}
+
+    public func add(_ event: DeviceEvent) { lock.withLock { events.append((event, monotonicNanoseconds())) } }
+    public var all: [DeviceEvent] { lock.withLock { events.map(\.0) } }
+    public func contains(_ match: (DeviceEvent) -> Bool) -> Bool { lock.withLock { events.contains { match($0.0) } } }
+    public func first(_ match: (DeviceEvent) -> Bool) -> DeviceEvent? { lock.withLock { events.first { match($0.0) }?.0 } }
+    public func firstTime(_ match: (DeviceEvent) -> Bool) -> UInt64? { lock.withLock { events.first { match($0.0) }?.1 } }
 }
