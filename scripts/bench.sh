@@ -3,7 +3,7 @@
 # same input, and the monitor voice chain on the JACK dummy driver beside JACK's own clients, in the same run.
 # Results go to stdout; docs/benchmarks.md records them with this command. BENCH_DEVICE_SECONDS and
 # BENCH_DEVICE_PERIODS shorten the device part; BENCH_PARTS picks parts (default: engine render chain encode
-# rates pitch loudness voice devices karaoke phones rtmp library). BENCH_LIBRARY_SONGS sizes the library part. BENCH_RTMP_SECONDS, BENCH_RTMP_STREAMS and BENCH_RTMP_SESSIONS size the RTMP part.
+# rates pitch loudness voice devices pipewire karaoke phones rtmp library). BENCH_LIBRARY_SONGS sizes the library part. BENCH_RTMP_SECONDS, BENCH_RTMP_STREAMS and BENCH_RTMP_SESSIONS size the RTMP part.
 # BENCH_PHONE_SECONDS sizes the phones part; BENCH_PHONE_DRIFT_SECONDS adds a browser run of a phone 200 ppm fast over
 # that long a take (default 0: `make test` runs the five minutes).
 set -euo pipefail
@@ -12,7 +12,7 @@ export PATH=/opt/swift/usr/bin:$PATH
 work=${BENCH_DIR:-$(mktemp -d)}
 mkdir -p "$work"
 
-parts=" ${BENCH_PARTS:-engine render chain encode rates pitch loudness voice devices karaoke phones rtmp library} "
+parts=" ${BENCH_PARTS:-engine render chain encode rates pitch loudness voice devices pipewire karaoke phones rtmp library} "
 want() { [[ "$parts" == *" $1 "* ]]; }
 
 # The tool as `make demo` builds it: release, Swift runtime linked statically.
@@ -338,6 +338,69 @@ else
   echo "no period ran $seconds s without xruns"
 fi
 
+fi
+
+if want pipewire; then
+echo "== pipewire: the round trip on a loop, ours and jack_iodelay's (through pw-jack); ear monitoring per quantum"
+# A PipeWire server and WirePlumber of the benchmark's own (in $work/pw, stopped by PID), as docs/devices.md runs it
+# headless: a null sink whose monitor is linked into a virtual source, both the defaults. For each quantum (forced),
+# `liveaudio latency --backend pipewire` prints the round trip PipeWire reports for our streams and the one it
+# measures with clicks; the peer, JACK's own `jack_iodelay` run through PipeWire's JACK library (`pw-jack`), its
+# ports linked to the same loop, measures it with its own tones. Then `liveaudio monitor --timing` at each quantum for
+# BENCH_PIPEWIRE_SECONDS (default 60): our cycle's CPU time on PipeWire's data thread, and the graph cycles we missed.
+pw_seconds=${BENCH_PIPEWIRE_SECONDS:-60}
+pw_quanta=${BENCH_PIPEWIRE_QUANTA:-"64 128 256 1024"}
+pw_root="$work/pw"
+mkdir -p "$pw_root/run" "$pw_root/home" "$pw_root/state" "$pw_root/config"
+chmod 700 "$pw_root/run"
+pw_env=(env XDG_RUNTIME_DIR="$pw_root/run" PIPEWIRE_RUNTIME_DIR="$pw_root/run" PIPEWIRE_REMOTE="$pw_root/run/pipewire-0"
+  HOME="$pw_root/home" XDG_STATE_HOME="$pw_root/state" XDG_CONFIG_HOME="$pw_root/config")
+pw_pids=""
+stop_pw() { for pid in $pw_pids; do kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done; pw_pids=""; }
+trap 'stop_pw; stop_jack 2>/dev/null || true' EXIT
+"${pw_env[@]}" pipewire >"$pw_root/pipewire.log" 2>&1 &
+pw_server=$!
+for _ in $(seq 100); do [ -S "$pw_root/run/pipewire-0" ] && break; sleep 0.1; done
+"${pw_env[@]}" dbus-run-session -- wireplumber >"$pw_root/wireplumber.log" 2>&1 &
+pw_pids="$! $pw_server"  # WirePlumber first
+for _ in $(seq 150); do "${pw_env[@]}" pw-cli ls Metadata 2>/dev/null | grep -q '"default"' && break; sleep 0.2; done
+"${pw_env[@]}" pw-metadata -n settings 0 clock.min-quantum 16 >/dev/null
+for node in "spk Audio/Sink" "mic Audio/Source/Virtual"; do
+  set -- $node
+  "${pw_env[@]}" pw-cli create-node adapter "{ factory.name=support.null-audio-sink node.name=$1 media.class=$2 object.linger=1 audio.position=[FL FR] }" >/dev/null
+done
+sleep 1
+for ch in FL FR; do "${pw_env[@]}" pw-link "spk:monitor_$ch" "mic:input_$ch"; done
+printf '| quantum | reported (ours) | measured (ours) | jack_iodelay (pw-jack) |\n|---|---|---|---|\n' > "$work/pw-latency.md"
+printf '| quantum | cycles | CPU per cycle p50 / p99 / max (µs) | max, share of the quantum | graph cycles missed |\n|---|---|---|---|---|\n' > "$work/pw-monitor.md"
+for q in $pw_quanta; do
+  "${pw_env[@]}" pw-metadata -n settings 0 clock.force-quantum "$q" >/dev/null
+  sleep 0.5
+  ours=$("${pw_env[@]}" .build/release/liveaudio latency --backend pipewire --period "$q" 2>&1 || true)
+  reported=$(sed -n 's/.*reported_ms=\([0-9.]*\).*/\1/p' <<<"$ours" | head -1)
+  measured=$(sed -n 's/.*latency_ms=\([0-9.]*\).*/\1/p' <<<"$ours" | head -1)
+  # jack_iodelay prints its measurement over and over (carriage returns); its ports are linked into the loop.
+  "${pw_env[@]}" PIPEWIRE_QUANTUM="$q/48000" timeout 8 pw-jack jack_iodelay >"$pw_root/iodelay-$q.log" 2>&1 &
+  peer=$!
+  for _ in $(seq 50); do "${pw_env[@]}" pw-link -o 2>/dev/null | grep -q '^jack_delay:out' && break; sleep 0.1; done
+  "${pw_env[@]}" pw-link jack_delay:out spk:playback_FL 2>/dev/null || true
+  "${pw_env[@]}" pw-link mic:capture_FL jack_delay:in 2>/dev/null || true
+  wait "$peer" 2>/dev/null || true
+  iodelay=$(tr '\r' '\n' <"$pw_root/iodelay-$q.log" | sed -n 's/^ *\([0-9.]*\) frames *\([0-9.]*\) ms total roundtrip latency.*/\2 ms (\1 frames)/p' | tail -1)
+  echo "| $q | ${reported:-?} ms | ${measured:-?} ms | ${iodelay:-none} |" >> "$work/pw-latency.md"
+  out=$("${pw_env[@]}" .build/release/liveaudio monitor --backend pipewire --period "$q" --duration "$pw_seconds" --timing 2>&1 || true)
+  timing=$(grep -m1 '^cycle timing' <<<"$out" || true)
+  cycles=$(sed -n 's/^cycle timing: \([0-9]*\).*/\1/p' <<<"$timing")
+  cpu=$(sed -n 's/.*CPU p50 \([0-9.]*\), p99 \([0-9.]*\), max \([0-9.]*\).*/\1 \/ \2 \/ \3/p' <<<"$timing")
+  max=$(sed -n 's/.*CPU p50 [0-9.]*, p99 [0-9.]*, max \([0-9.]*\).*/\1/p' <<<"$timing")
+  share=$(python3 -c "print(f'{${max:-0} / ($q / 48000 * 1e6) * 100:.1f} %')")
+  xruns=$(sed -n 's/.*xruns \([0-9]*\).*/\1/p' <<<"$out" | tail -1)
+  echo "| $q | ${cycles:-?} | ${cpu:-?} | $share | ${xruns:-?} |" >> "$work/pw-monitor.md"
+done
+cat "$work/pw-latency.md"
+echo
+cat "$work/pw-monitor.md"
+stop_pw
 fi
 
 if want karaoke; then

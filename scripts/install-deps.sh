@@ -30,7 +30,7 @@ rtmp=(nginx libnginx-mod-rtmp libnginx-mod-stream openssl)
 # (zbar-tools) reads the stage's QR code back as a phone's camera would.
 tools=(strace time python3 python3-venv espeak-ng tmux chromium chromium-driver zbar-tools)
 case "$profile" in
-  bench) pkgs+=(sox rubberband-cli strace time espeak-ng libspeexdsp-dev aubio-tools python3-venv "${servers[@]}" "${rtmp[@]}") ;;
+  bench) pkgs+=(sox rubberband-cli strace time espeak-ng libspeexdsp-dev aubio-tools python3-venv pipewire-jack "${servers[@]}" "${rtmp[@]}") ;;
   demo) pkgs+=(espeak-ng) ;;
   test) pkgs+=("${servers[@]}" "${rtmp[@]}" "${tools[@]}") ;;
   # The soak: the test servers, jack_simple_client (jackd2's example clients) as the peer, matplotlib for its plot.

@@ -290,6 +290,9 @@ struct PipeWireObservation: Sendable {
     var cyclesMovedAt: UInt64 = 0
     var gapFramesAtInterruption: Int64 = 0
     var cyclesAtInterruption: UInt64 = 0
+    /// The cycles counted when our streams were first seen streaming again after an interruption (nil until then):
+    /// a cycle counted since ran after the resume, and accounted for the time the pause held.
+    var cyclesAtResume: UInt64?
 }
 
 extension PipeWireDriver {
@@ -360,16 +363,21 @@ extension PipeWireObservation {
         }
         let linked = (status.output.node_id == 0 || status.output.peer_id != 0) && (status.input.node_id == 0 || status.input.peer_id != 0)
         let stalled = Double(now - cyclesMovedAt) / 1e9 > max(0.1, 4 * period)
+        if interrupted, streaming, cyclesAtResume == nil { cyclesAtResume = status.cycles }
         if !interrupted, linked, !streaming || stalled {
             interrupted = true
+            cyclesAtResume = nil
             gapFramesAtInterruption = status.gap_frames
             cyclesAtInterruption = status.cycles
             let why = !streaming
                 ? "the server paused our stream (its node suspended or paused, or the device taken)"
                 : "the graph stopped running (its driver paused or suspended)"
             events.append(.interruptionBegan(why))
-        } else if interrupted, streaming, !stalled, status.cycles > cyclesAtInterruption {
-            // Ended once a cycle has run again: that cycle moved the sample time on by the time the pause held.
+        } else if interrupted, streaming, !stalled, status.cycles > cyclesAtInterruption,
+            status.cycles > cyclesAtResume ?? .max
+        {
+            // Ended once a cycle has run since the streams stream again: that cycle moved the sample time on by the
+            // time the pause held. (Cycles counted while the server was pausing us are not that one.)
             interrupted = false
             events.append(.interruptionEnded(gapFrames: status.gap_frames - gapFramesAtInterruption))
         }

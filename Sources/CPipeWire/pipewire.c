@@ -848,7 +848,8 @@ static void cycle(struct la_pw_client *c) {
             __atomic_store_n(&c->capture.delay_frames, ti.delay, __ATOMIC_RELAXED);
         }
         run_engine(c, frames, &time);
-        __atomic_add_fetch(&c->cycles, 1, __ATOMIC_RELAXED);
+        // Released after the cycle's gap and xrun counts: a reader that sees the cycle sees them.
+        __atomic_add_fetch(&c->cycles, 1, __ATOMIC_RELEASE);
         __atomic_store_n(&c->quantum, (uint32_t)llround((double)frames * tick_rate / c->rate), __ATOMIC_RELAXED);
         __atomic_store_n(&c->graph_rate, (uint32_t)llround(tick_rate), __ATOMIC_RELAXED);
     }
@@ -1084,7 +1085,7 @@ void la_pw_client_status(la_pw_client *c, la_pw_status *status) {
     pw.pw_thread_loop_unlock(c->loop);
     status->quantum = __atomic_load_n(&c->quantum, __ATOMIC_RELAXED);
     status->graph_rate = __atomic_load_n(&c->graph_rate, __ATOMIC_RELAXED);
-    status->cycles = __atomic_load_n(&c->cycles, __ATOMIC_RELAXED);
+    status->cycles = __atomic_load_n(&c->cycles, __ATOMIC_ACQUIRE);  // first: the counts below cover its cycles
     status->xruns = __atomic_load_n(&c->xruns, __ATOMIC_RELAXED);
     status->gaps = __atomic_load_n(&c->gaps, __ATOMIC_RELAXED);
     status->gap_frames = __atomic_load_n(&c->gap_frames, __ATOMIC_RELAXED);

@@ -131,15 +131,20 @@ import TestSupport
         #expect(summary.gaps.isEmpty, "\(summary.gaps)")
     }
 
-    /// `karaoke` and `monitor`, the tool as a user runs it, print the route's change by node name within 100 ms of
+    /// `karaoke` and `monitor`, the tool as a user runs it, print the output's change by node name within 100 ms of
     /// `wpctl set-default`'s return (each line stamped as it was read), the new sink's form factor included (the
-    /// sink was suspended until then: its info on waking carries no properties, and must not erase them).
+    /// sink was suspended until then: its info on waking carries no properties, and must not erase them); `stream`,
+    /// which captures alone, prints its input's move to the new default source the same way.
     @Test func theToolPrintsTheRouteByName() async throws {
         let server = try await PipeWireServer.started(sinks: [], sources: ["mic"])
         defer { server.stop() }
         try server.createNode("phones", mediaClass: "Audio/Sink", properties: "device.form-factor=headphone")
         try server.createNode("spk", mediaClass: "Audio/Sink", properties: "device.form-factor=speaker")
         try server.setDefault("phones")
+        // Two sources of the kind a sound card's are (a virtual source cannot be made the default).
+        try server.createNode("usbmic", mediaClass: "Audio/Source")
+        try server.createNode("headsetmic", mediaClass: "Audio/Source")
+        try server.setDefault("usbmic")
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
         let tool = productsDirectory + "/liveaudio"
@@ -151,6 +156,10 @@ import TestSupport
             tool, ["monitor", "--backend", "pipewire", "--input", "mic", "--duration", "20"],
             environment: server.environment, log: dir.file("monitor.log"), stampedLog: true)
         defer { monitor.stop(signal: SIGINT) }
+        let stream = try ChildProcess(
+            tool, ["stream", "--backend", "pipewire", "--to", dir.file("out.flv"), "--duration", "20"],
+            environment: server.environment, log: dir.file("stream.log"), stampedLog: true)
+        defer { stream.stop(signal: SIGINT) }
         @Sendable func lines(_ name: String) -> [(time: Double, text: String)] {
             ((try? String(contentsOfFile: dir.file(name), encoding: .utf8)) ?? "").split(separator: "\n").compactMap { line in
                 guard let space = line.firstIndex(of: " "), let t = Double(line[..<space]) else { return nil }
@@ -159,7 +168,7 @@ import TestSupport
         }
         try await offPool {
             try waitUntil("both on phones", seconds: 20, interval: 50_000) {
-                server.nodes().filter { ($0.props["application.name"] as? String) == "liveaudio" }.count == 4
+                server.nodes().filter { ($0.props["application.name"] as? String) == "liveaudio" }.count == 5
             }
             usleep(1_500_000)
         }
@@ -181,8 +190,17 @@ import TestSupport
             print("\(name): \(line.text), \((line.time - returned) * 1000) ms after wpctl returned")
             #expect(line.time - returned < 0.1, "\(name): the move printed \((line.time - returned) * 1000) ms after wpctl returned")
         }
+        // The stream's microphone follows the default source.
+        try server.setDefault("headsetmic")
+        let sourceReturned = Double(monotonicNanoseconds()) / 1e9
+        let streamMoved = "route changed: input moved: usbmic → headsetmic"
+        try await offPool { try waitUntil("the stream's move printed", seconds: 5) { lines("stream.log").contains { $0.text.contains(streamMoved) } } }
+        let line = try #require(lines("stream.log").first { $0.text.contains(streamMoved) })
+        print("stream.log: \(line.text), \((line.time - sourceReturned) * 1000) ms after wpctl returned")
+        #expect(line.time - sourceReturned < 0.1, "stream: the move printed \((line.time - sourceReturned) * 1000) ms after wpctl returned")
         karaoke.stop(signal: SIGINT)
         monitor.stop(signal: SIGINT)
+        stream.stop(signal: SIGINT)
     }
 
     /// Our capture node paused from outside for a second, then started: the interruption is a begin/end pair (not a
