@@ -439,7 +439,7 @@ struct PipeWireGraph: Sendable {
     /// `port.type`, else its name: `analog-output-headphones`), else the node's form factor.
     static func isHeadphones(_ stream: la_pw_stream_status) -> Bool? {
         let type = text(stream.peer_port_type), port = text(stream.peer_port_name)
-        if !type.isEmpty { return ["headphones", "headset", "handsfree"].contains(type) }
+        if !type.isEmpty { return ["headphones", "headset", "handsfree", "earpiece"].contains(type) }
         if !port.isEmpty, port.contains("headphones") || port.contains("headset") { return true }
         if !port.isEmpty, port.contains("speaker") { return false }
         return isHeadphones(text(stream.peer_form_factor))

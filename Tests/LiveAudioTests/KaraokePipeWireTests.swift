@@ -77,7 +77,6 @@ import TestSupport
         }
         _ = try await offPool { usleep(1_000_000) }
         let onPhones = try await heard()
-        print("on headphones: \(onPhones), voice in \(session.meters.voice.peakDecibels) dB, off headphones \(session.room.isVoiceOffHeadphones), \(log.all.map(\.description))")
         #expect(onPhones.voice > -40 && !session.room.isVoiceOffHeadphones, "on headphones the voice is heard: \(onPhones)")
 
         try server.setDefault("spk")
