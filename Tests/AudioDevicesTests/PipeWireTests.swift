@@ -181,16 +181,7 @@ import TestSupport
         try await offPool { try waitUntil("a second of cycles", seconds: 10) { io.sampleTime >= 48_000 } }
         let startWall = monotonicNanoseconds()
         let startSample = io.sampleTime
-        try server.send("Pause", to: "liveaudio.capture")
-        try await offPool {
-            try waitUntil("the interruption", seconds: 5) { log.contains { if case .interruptionBegan = $0 { true } else { false } } }
-            usleep(1_000_000)
-        }
-        try server.send("Start", to: "liveaudio.capture")
-        try await offPool {
-            try waitUntil("the interruption's end", seconds: 5) { log.contains { if case .interruptionEnded = $0 { true } else { false } } }
-            usleep(500_000)
-        }
+        try await offPool { try server.interrupt("liveaudio.capture", for: 1, log: log, settle: 0.5) }
         let wall = Double(monotonicNanoseconds() - startWall) / 1e9
         let advanced = Double(io.sampleTime - startSample) / 48_000
         print("interrupted: \(log.all.map(\.description))")

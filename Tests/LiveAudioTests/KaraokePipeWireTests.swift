@@ -217,16 +217,7 @@ import TestSupport
         try await session.start()
         let started = monotonicNanoseconds()
         _ = try await offPool { usleep(1_500_000) }
-        try server.send("Pause", to: "liveaudio.capture")
-        try await offPool {
-            try waitUntil("the interruption", seconds: 5) { log.contains { if case .interruptionBegan = $0 { true } else { false } } }
-            usleep(1_000_000)
-        }
-        try server.send("Start", to: "liveaudio.capture")
-        try await offPool {
-            try waitUntil("its end", seconds: 5) { log.contains { if case .interruptionEnded = $0 { true } else { false } } }
-            usleep(1_000_000)
-        }
+        try await offPool { try server.interrupt("liveaudio.capture", for: 1, log: log, settle: 1) }
         let wall = Double(monotonicNanoseconds() - started) / 1e9
         let summary = await session.stop()
         print("interrupted karaoke on PipeWire: \(log.all.map(\.description)); gaps \(summary.gaps)")

@@ -197,6 +197,18 @@ extension PipeWireServer {
     {
         try await offPool { try PipeWireServer(sinks: sinks, sources: sources, properties: properties) }
     }
+
+    /// Interrupts node `name` from outside: `Pause` (`pw-cli send-command`), then, once `log` has an interruption
+    /// begun, `seconds` held, then `Start`; returns `settle` seconds after `log` has its end. Blocks: call off the
+    /// cooperative pool.
+    public func interrupt(_ name: String, for seconds: Double, log: EventLog, settle: Double) throws {
+        try send("Pause", to: name)
+        try waitUntil("the interruption", seconds: 5) { log.contains { if case .interruptionBegan = $0 { true } else { false } } }
+        usleep(UInt32(seconds * 1e6))
+        try send("Start", to: name)
+        try waitUntil("the interruption's end", seconds: 5) { log.contains { if case .interruptionEnded = $0 { true } else { false } } }
+        usleep(UInt32(settle * 1e6))
+    }
 }
 
 /// Events as they arrive, each with when it arrived.
