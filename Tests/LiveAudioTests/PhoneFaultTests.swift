@@ -79,15 +79,16 @@ import TestSupport
             "--backend", "virtual", "--input", "room-mic.wav", "--output", "out.wav", "--stems", "stems", "--latency-ms", "0",
             "--difficulty", "hard", "--score-file", "scores.json", "--no-screen",
             // The pages start one after the other (the second up to two seconds after the first on a loaded
-            // machine), so the offset the test sets for the second can place its audio a second earlier than its
-            // stamps — a test's artefact, not a phone's path — which the room's buffer must hold.
+            // machine), so the offset the test sets for the second can place its audio a second or more earlier than
+            // its stamps — a test's artefact, not a phone's path — which the room's buffer must hold
+            // (``PhoneMicTests/tapAhead``).
             "--phone-delay", "1.5",
         ]
         let process = try await runTool(
             StageTests.python,
             [StageTests.repository + "/Tests/Support/stage/stage_mic.py", "--out", dir.file("results.json"), "--cwd", dir.path]
                 + files.flatMap { ["--singer", $0] }
-                + ["--lead", String(lead), "--take-start", String(wait + gap), "--click-at", String(wait + gap - lead - 1)]
+                + ["--lead", String(lead), "--take-start", String(wait + gap), "--click-at", String(wait + gap - lead - PhoneMicTests.tapAhead)]
                 + options + ["--"] + command,
             environment: ["XDG_DATA_HOME": dir.file("data")])
         if let keep = ProcessInfo.processInfo.environment["PHONE_KEEP"] {

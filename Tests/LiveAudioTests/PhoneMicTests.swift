@@ -12,8 +12,15 @@ import TestSupport
     /// the gap before the charted song.
     static let wait = 14.0, gap = 3.0
     /// Seconds of silence in the singer's file before the chart's time 0; the page opens its microphone when the first
-    /// song has played `wait + gap − lead − 1` seconds, so that the offset left to set is about a second.
+    /// song has played `wait + gap − lead − tapAhead` seconds.
     static let lead = 10.0
+    /// Seconds before `wait + gap − lead` that a page taps "Sing with this phone". The offset the test then sets is
+    /// the page's delay from the tap to its file's start, less this: a phone's offset is −2 … 2 s, and one above the
+    /// room's `--phone-delay` places audio that has already played (late). An idle machine's page starts its file
+    /// 0.4–1.2 s after the tap; a loaded one's (four browsers and rooms on two cores, the evening's phase) up to 3 s.
+    /// So −1.8 s (the Opus decoder's look-ahead, 6.5 ms, still inside −2 s) up to the phone delay less a packet:
+    /// with `--phone-delay 1.5`, a page may be 3.2 s late.
+    static let tapAhead = 1.8
 
     /// The phone's voice through 16-bit PCM (WebCodecs hidden from the page) and through Opus (WebCodecs'
     /// AudioEncoder at 48 kbit/s): the dry stem matches the file from the chart's start — every 100 ms of singing
@@ -45,12 +52,14 @@ import TestSupport
             liveaudio, "karaoke", "wait.wav", "chart.txt", "--gap", String(Self.gap), "--phones", "1", "--web", "127.0.0.2:0",
             "--backend", "virtual", "--input", "room-mic.wav", "--output", "out.wav", "--stems", "stems", "--latency-ms", "0",
             "--difficulty", "hard", "--score-file", "scores.json", "--no-screen",
+            // The room's buffer holds a page that started its file late (``tapAhead``).
+            "--phone-delay", "1.5",
         ]
         let run = try await runTool(
             StageTests.python,
             [StageTests.repository + "/Tests/Support/stage/stage_mic.py", "--out", dir.file("results.json"), "--cwd", dir.path,
              "--singer", dir.file("singer.wav"), "--lead", String(Self.lead), "--take-start", String(Self.wait + Self.gap),
-             "--click-at", String(Self.wait + Self.gap - Self.lead - 1)]
+             "--click-at", String(Self.wait + Self.gap - Self.lead - Self.tapAhead)]
                 + (codec == "pcm" ? ["--pcm"] : []) + ["--"] + command,
             environment: ["XDG_DATA_HOME": dir.file("data")])
         if let keep = ProcessInfo.processInfo.environment["PHONE_KEEP"] {

@@ -1,20 +1,22 @@
 #!/usr/bin/env python3
 """Phones singing into the room, in headless Chromium: `liveaudio karaoke … --phones N --web 127.0.0.2:0` started
 here (HTTPS with the certificate it makes; stopped by its PID) and the stage's page opened in one Chromium a singer,
-whose fake microphone reads that singer's WAV. Each page taps "Sing with this phone", one after the other (so the
-first singer is the first phone voice); the room reads the pages' clocks and takes their audio. Each file has a beep
-3 s before its singer (at LEAD − 3 s): when the room reports where a phone's first sound lies on its timeline
-(firstSound, by the page's timestamps alone — Chromium's fake device starts reading the file before the page sees its
-first frame, so the capture's start says nothing of the file's), the test sets that phone's offset so that the
-singer's first frame (LEAD) lands at the second song's first frame (its start on the room's timeline, which the stage
-gives once the song is scheduled), where a wired singer's voice sung to it would be; what came before the offset was
-set is dropped (the beep among it). Then the run goes on to its end. What the pages saw (their packets, bytes, the
+whose fake microphone reads that singer's WAV. The pages tap "Sing with this phone" together, and take their voices
+one after the other (a later page's request held until the one before it sings: the first singer is the first phone
+voice); the room reads the pages' clocks and takes their audio. Each file has a beep 3 s before its singer (at
+LEAD − 3 s): when the room reports where a phone's first sound lies on its timeline (firstSound, by the page's
+timestamps alone — Chromium's fake device starts reading the file before the page sees its first frame, so the
+capture's start says nothing of the file's), the test sets that phone's offset so that the singer's first frame
+(LEAD) lands at the second song's first frame (its start on the room's timeline, which the stage gives once the song
+is scheduled), where a wired singer's voice sung to it would be; what came before the offset was set is dropped (the
+beep among it). Then the run goes on to its end. What the pages saw (their packets, bytes, the
 room's reports, their connections' closes) goes to RESULTS as JSON for the Swift tests (PhoneMicTests,
 PhoneFaultTests); the first page's also at the top level.
 
 The microphones are opened when the room's first song has played CLICK_AT seconds (the first page's tick), so that a
-capture begins about LEAD seconds before TAKE_START (about where the second song will start) and the offset left to
-set is small (a phone's offset is at most ±2 s); the singers must come after the second song is scheduled.
+capture begins a little less than LEAD seconds before TAKE_START (where the second song will start) and the offset
+left to set is within a phone's ±2 s however long the browser takes to start its file (the tests tap 1.8 s early: see
+PhoneMicTests.tapAhead); the singers must come after the second song is scheduled.
 
 Faults, on the first page unless said: --lossy DELAY,JITTER,LOSS puts it behind a bad link (stage_link.py: each read
 DELAY ± JITTER ms late, a share LOSS held a retransmission timeout more); --cut-at S cuts its link for --cut-for
@@ -91,6 +93,18 @@ FAST_CLOCK = """(() => { const f = %.9f, now = performance.now.bind(performance)
 })();"""
 
 
+# A later page's "sing" request, held until the test lets it go: the pages open their microphones together (a page
+# that waited for the one before it to sing started its file seconds late on a loaded machine), and still take their
+# voices in order.
+HOLD_SING = """(() => { const send = WebSocket.prototype.send, held = [];
+  window.releaseSing = () => { window.singReleased = true; for (const [socket, m] of held.splice(0)) send.call(socket, m); };
+  WebSocket.prototype.send = function (m) {
+    if (!window.singReleased && typeof m === 'string' && m.includes('"action":"sing"')) { held.push([this, m]); return; }
+    return send.call(this, m);
+  };
+})();"""
+
+
 def closes(d):
     return d.execute_script("return JSON.parse(JSON.stringify(window.stage.closes));")
 
@@ -135,6 +149,8 @@ def main():
                 d.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": "delete window.AudioEncoder;"})
             if args.clock_ppm and i == 0:
                 d.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": FAST_CLOCK % (1 + args.clock_ppm * 1e-6)})
+            if i > 0:
+                d.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": HOLD_SING})
             d.get(url)
         for d in drivers:
             wait("a page's hello", lambda: d.execute_script("return window.stage && window.stage.hello && window.stage.hello.phones"))
@@ -157,6 +173,9 @@ def main():
         pages = []
         for d in drivers:
             d.find_element(By.ID, "mic-start").click()
+        for i, d in enumerate(drivers):
+            if i > 0:
+                d.execute_script("window.releaseSing();")
             m = wait("a phone to sing", lambda: (lambda x: x if x and x["mode"] == "singing" else None)(mic(d)), timeout=20)
             pages.append({"codec": m["codec"], "voice": m["voice"]})
         if args.hear_room:
