@@ -100,7 +100,11 @@ struct EveningStageTests {
         let join = r["joinURL"] as? String ?? ""
         #expect(join.hasPrefix("http://127.0.0.1:\(port)/join?guest=") && r["qr"] as? String == join, "the QR code read \(r["qr"] ?? "-"); the join address \(join)")
 
-        // The host skipped the first song; the duet was sung, its score shown.
+        // The host paused the queue while it was filled: the big screen said so, and no entry was up or sung.
+        let paused = r["whilePaused"] as? [String: Any] ?? [:]
+        #expect(paused["shown"] as? Bool == true && paused["button"] as? String == "Resume the queue", "\(paused)")
+        #expect(paused["states"] as? [String] == ["waiting", "waiting", "waiting", "waiting"], "\(paused)")
+        // Resumed, the host skipped the first song; the duet was sung, its score shown.
         #expect(r["firstTitle"] as? String == "Stage One")
         let scores = r["scores"] as? [[String: Any]] ?? []
         // Three takes back to back in the room started again (Stage Two, Three, One), and the duet before the kill:

@@ -4,7 +4,8 @@ here (and stopped by its PID), the big screen (the host's address) and two phone
 
 The phones join (one with a hostile name), search as they type and queue four songs; every page's first sight of a
 new entry is timed against the moment the phone sent it; a phone's attempts to remove another's song and to skip are
-refused; the big screen's QR code is read back by zbarimg; the host skips the first song; the next is sung; then the
+refused; the big screen's QR code is read back by zbarimg; the host, who paused the queue while it was filled and
+nothing started, resumes it and skips the first song; the next is sung; then the
 process is killed (SIGKILL) and started again with the same command, and the pages, the queue and the scores are
 looked at again; the last two songs are sung. What each page saw goes to RESULTS as JSON for the Swift test
 EveningStageTests.
@@ -115,6 +116,11 @@ def main():
         r["ben"] = join(ben, hostile)
         r["phoneRole"] = ana.execute_script("return window.phone.hello.role")
 
+        # The host pauses the queue while the phones fill it and the steps below run: on a loaded machine they took
+        # longer than the first song lasts, and the take the host was to skip was over before it looked.
+        big.find_element(By.ID, "queue-pause").click()
+        wait("the queue to pause", lambda: big.execute_script("return window.stage.queue && window.stage.queue.paused"))
+
         # Search as you type, then queue: Ana a song, Ben the duet with Ana, Ana another, Ben another.
         pages = [("big", big, "stage"), ("ana", ana, "phone"), ("ben", ben, "phone")]
         r["searchAna"] = search(ana, "stage o")
@@ -173,6 +179,11 @@ def main():
             big.save_screenshot(os.path.join(args.screenshots, "evening-big-screen.png"))
             ana.save_screenshot(os.path.join(args.screenshots, "evening-phone.png"))
 
+        # Nothing has started while the queue was paused, and the big screen says it is; resumed, the first take.
+        r["whilePaused"] = big.execute_script("""return {shown: !document.getElementById('queue-paused').classList.contains('hidden'),
+          button: document.getElementById('queue-pause').textContent, states: window.stage.queue.entries.map((e) => e.state)}""")
+        big.find_element(By.ID, "queue-pause").click()
+        wait("the queue to resume", lambda: big.execute_script("return window.stage.queue && !window.stage.queue.paused"))
         # The first take: the host skips it two seconds in.
         wait("the first take to play", lambda: (lambda s: s["song"] and s["song"]["startsIn"] <= 0 and s["state"] == "playing" and (s["position"] or 0) > 2)(big_state(big)), timeout=60)
         r["firstTitle"] = big_state(big)["song"]["title"]
