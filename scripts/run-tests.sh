@@ -96,11 +96,11 @@ phase "phase 3: phones as the microphone, then the evening from phones; a phone 
 # phone tests' pages tapped two seconds late (a clean clone's run).
 (sleep 45 && direct "$DRIFT") > .build/test-drift.log 2>&1 &
 drift=$!
-"$SWIFT" test --skip-build --filter "$PHONES" 2>&1 | tee .build/test-evening.log || status=1
-grep -qE "Test run with [1-9][0-9]* tests? " .build/test-evening.log || note "the phones' tests ran none: PHONES in scripts/run-tests.sh"
+"$SWIFT" test --skip-build --filter "$PHONES" 2>&1 | tee .build/test-phones.log || status=1
+grep -qE "Test run with [1-9][0-9]* tests? " .build/test-phones.log || note "the phones' tests ran none: PHONES in scripts/run-tests.sh"
 phase "phase 3: the evening from phones"
-"$SWIFT" test --skip-build --filter "$EVENING" 2>&1 | tee .build/test-evening-stage.log || status=1
-grep -qE "Test run with [1-9][0-9]* tests? " .build/test-evening-stage.log || note "the evening ran no tests: EVENING in scripts/run-tests.sh"
+"$SWIFT" test --skip-build --filter "$EVENING" 2>&1 | tee .build/test-evening.log || status=1
+grep -qE "Test run with [1-9][0-9]* tests? " .build/test-evening.log || note "the evening ran no tests: EVENING in scripts/run-tests.sh"
 # A phone calibrated by the room's chirps (a room on PulseAudio and a browser, a minute; the voice placed within
 # ±10 ms by what the room measured): beside the phone's take alone. (Beside the soak as well, its placing was 8 … 18 ms
 # off in two clean clones in three.)
@@ -143,7 +143,7 @@ if [ "$status" -ne 0 ]; then
     [ ${#notes[@]} -eq 0 ] || printf '%s\n' "${notes[@]}"
     grep -hE "✘|(^|: )error:|Fatal error|the fuzz build failed|crashed|^fuzz-smoke: .* ([1-9][0-9]* crashes|[0-9]+ crashes, [1-9][0-9]* hangs)|^crash:|^hang:|^fuzz: .*FAILED|fuzz invariant|^SUMMARY|^soak: FAILED|^soak: .* exited|^examples: FAILED|^docs-check: [0-9]+ problem|^ls: cannot" .build/test-compute.log .build/test-load.log .build/test-fuzz.log \
         .build/test-libfuzzer.log .build/test-docs.log .build/test-examples.log \
-        .build/test-realtime.log .build/test-karaoke.log .build/test-evening.log .build/test-evening-stage.log .build/test-soak.log .build/test-drift.log .build/test-calibration.log \
+        .build/test-realtime.log .build/test-karaoke.log .build/test-phones.log .build/test-evening.log .build/test-soak.log .build/test-drift.log .build/test-calibration.log \
         .build/test-pipewire.log | head -80
 fi
 exit "$status"

@@ -70,8 +70,8 @@ struct EveningStageTests {
             #expect(pages.count == 3)
             for (page, ms) in pages { #expect(ms <= 200, "\(entry) reached \(page) after \(ms) ms") }
         }
-        // The rule's order: Ana's first (its countdown began at once: it is sung), Ben's duet (with Ana), then Ana's
-        // and Ben's second; the same on every page.
+        // The rule's order: Ana's first (it is sung first, once the host resumes the queue), Ben's duet (with Ana),
+        // then Ana's and Ben's second; the same on every page.
         let e = r["entries"] as? [String: Int] ?? [:]
         let order = ["a1", "b1", "a2", "b2"].compactMap { e[$0] }
         let shown = r["queueBig"] as? [Int] ?? []

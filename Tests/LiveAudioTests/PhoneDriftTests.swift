@@ -4,7 +4,8 @@ import TestSupport
 
 /// A phone singing for five minutes with a clock that runs fast, as ``PhoneFaultTests`` runs its pages (headless
 /// Chromium, a generated singer, the room on the virtual device). A suite of its own: `make test` runs it beside the
-/// evening's other browsers and then beside the soak and the calibration (scripts/run-tests.sh).
+/// other phones' suites, the evening, the calibration, the soak and the PipeWire tests, one after the other
+/// (scripts/run-tests.sh).
 @Suite struct PhoneDriftTests {
     /// A phone whose clock runs fast: the page's clock (performance.now, and the times its audio context pairs with
     /// it) made to run `PHONE_DRIFT_PPM` (default 200) ppm fast over a take of `PHONE_DRIFT_SECONDS` (default 300):

@@ -11,7 +11,8 @@ import TestSupport
 @Suite(.serialized) struct PhoneFaultTests {
     /// Seconds of the first song (silence: the time two browsers take to open the page), of the gap before the
     /// charted song, and of silence in a singer's file before the chart's time 0 (a beep 3 s before its end).
-    static let wait = 20.0, gap = 3.0, lead = 10.0
+    /// (The gap as ``PhoneMicTests/gap`` explains: time to set both pages' offsets before their first notes.)
+    static let wait = 20.0, gap = 4.0, lead = 10.0
 
     /// A duet at 240 BPM, 16 notes a part, both parts at once (P1 low, P2 a third to a sixth above).
     static let chartText: String = {
@@ -78,10 +79,9 @@ import TestSupport
             "--parts", "1," + parts.map { String(max($0, 1)) }.joined(separator: ","), "--web", "127.0.0.2:0",
             "--backend", "virtual", "--input", "room-mic.wav", "--output", "out.wav", "--stems", "stems", "--latency-ms", "0",
             "--difficulty", "hard", "--score-file", "scores.json", "--no-screen",
-            // The pages start one after the other (the second up to two seconds after the first on a loaded
-            // machine), so the offset the test sets for the second can place its audio a second or more earlier than
-            // its stamps — a test's artefact, not a phone's path — which the room's buffer must hold
-            // (``PhoneMicTests/tapAhead``).
+            // A page may start its file up to 3 s after its tap on a loaded machine, so the offset the test sets
+            // can place its audio a second or more earlier than its stamps — a test's artefact, not a phone's path —
+            // which the room's buffer must hold (``PhoneMicTests/tapAhead``).
             "--phone-delay", "1.5",
         ]
         let process = try await runTool(

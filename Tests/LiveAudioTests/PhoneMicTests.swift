@@ -10,7 +10,9 @@ import TestSupport
 @Suite(.serialized) struct PhoneMicTests {
     /// Seconds of the first song (silence: the time the browser takes to open the page and the microphone), and of
     /// the gap before the charted song.
-    static let wait = 14.0, gap = 3.0
+    /// (4 s between the songs: the second song is scheduled when the first ends, and the test has until the singer's
+    /// first note arrives — `gap − tapAhead + 0.5` s and the page's delay — to read its start and set the offset.)
+    static let wait = 14.0, gap = 4.0
     /// Seconds of silence in the singer's file before the chart's time 0; the page opens its microphone when the first
     /// song has played `wait + gap − lead − tapAhead` seconds.
     static let lead = 10.0

@@ -4,7 +4,7 @@ import Testing
 import TestSupport
 
 /// The calibration end to end, with a real browser hearing the room through PulseAudio — in `make test`'s last phase,
-/// beside the soak. (It failed one run in two or three while the room laid the page's packets each at its own stamp:
+/// beside the phone whose clock runs fast. (It failed one run in two or three while the room laid the page's packets each at its own stamp:
 /// the stamps wander by a fraction of a millisecond, which tore the chirps; see ``PhoneCalibration``.)
 @Suite struct PhoneRoomCalibrationTests {
     /// The calibration end to end, with a phone that hears the room: the room on PulseAudio plays into the null

@@ -174,16 +174,16 @@ def main():
             if r["qr"]:
                 break
             time.sleep(1)
-        if args.screenshots:
-            os.makedirs(args.screenshots, exist_ok=True)
-            big.save_screenshot(os.path.join(args.screenshots, "evening-big-screen.png"))
-            ana.save_screenshot(os.path.join(args.screenshots, "evening-phone.png"))
-
         # Nothing has started while the queue was paused, and the big screen says it is; resumed, the first take.
         r["whilePaused"] = big.execute_script("""return {shown: !document.getElementById('queue-paused').classList.contains('hidden'),
           button: document.getElementById('queue-pause').textContent, states: window.stage.queue.entries.map((e) => e.state)}""")
         big.find_element(By.ID, "queue-pause").click()
         wait("the queue to resume", lambda: big.execute_script("return window.stage.queue && !window.stage.queue.paused"))
+        if args.screenshots:
+            os.makedirs(args.screenshots, exist_ok=True)
+            big.save_screenshot(os.path.join(args.screenshots, "evening-big-screen.png"))
+            ana.save_screenshot(os.path.join(args.screenshots, "evening-phone.png"))
+
         # The first take: the host skips it two seconds in.
         wait("the first take to play", lambda: (lambda s: s["song"] and s["song"]["startsIn"] <= 0 and s["state"] == "playing" and (s["position"] or 0) > 2)(big_state(big)), timeout=60)
         r["firstTitle"] = big_state(big)["song"]["title"]
