@@ -26,9 +26,10 @@ ALONE='\.(KaraokeSessionTests|KaraokePulseAudioTests|KaraokeRoomTests|StageTests
 PHONES='\.(PhoneMicTests|PhoneFaultTests)/'
 EVENING='\.EveningStageTests/'
 # The room's take under load (three minutes) beside the computing tests; a phone whose clock runs fast, beside the
-# phones, the evening, the calibration, the soak and the PipeWire tests. (The allocation probes stay in the computing tests' process: run beside the take, their JACK
-# servers and the take's, all at real-time priority on two cores, took each other's turns; run after it, beside the
-# computing tests' end, one counted a lock wait. In that process they wait for its CPU-bound tests, and run last.)
+# phones, the evening, the calibration, the soak and the PipeWire tests. (The allocation probes stay in the computing
+# tests' process: run beside the take, their JACK servers and the take's, all at real-time priority on two cores, took
+# each other's turns; run after it, beside the computing tests' end, one counted a lock wait. In that process they
+# wait for its CPU-bound tests, and run last.)
 LOAD='\.KaraokeLoadTests/'
 DRIFT='\.PhoneDriftTests/'
 # A phone that hears the room through PulseAudio and is calibrated by its chirps (a room and a browser, a minute):
